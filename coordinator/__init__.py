@@ -1,0 +1,1 @@
+"""Coordinator service (analyst side). Built in its own issue; empty until then."""

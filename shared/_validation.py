@@ -1,0 +1,76 @@
+"""Input checks run once at the top of each public function; messages name what to fix."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from shared.privacy import NEIGHBOURING_RELATIONS, Neighbouring
+
+ALTERNATIVES = ("two-sided", "less", "greater")
+
+
+def check_choice(value: Any, name: str, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"`{name}` must be one of {set(allowed)}, got {value!r}")
+    return str(value)
+
+
+def check_alternative(alternative: str) -> str:
+    return check_choice(alternative, "alternative", ALTERNATIVES)
+
+
+def check_neighbouring(neighbouring: str) -> Neighbouring:
+    check_choice(neighbouring, "neighbouring", NEIGHBOURING_RELATIONS)
+    return neighbouring  # type: ignore[return-value]
+
+
+def check_positive(value: float, name: str) -> float:
+    """A finite, strictly positive real (ε, a scale, a sensitivity)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}")
+    return v
+
+
+def check_epsilon(epsilon: float) -> float:
+    return check_positive(epsilon, "epsilon")
+
+
+def check_bounds(bounds: tuple[float, float], name: str = "bounds") -> tuple[float, float]:
+    """Public bounds (a, b) with finite a < b."""
+    try:
+        a, b = (float(v) for v in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`{name}` must be a pair (a, b) of finite numbers, got {bounds!r}"
+        ) from None
+    if not (math.isfinite(a) and math.isfinite(b)) or a >= b:
+        raise ValueError(f"`{name}` must be finite with a < b, got {bounds!r}")
+    return a, b
+
+
+def check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def as_finite_1d(x: ArrayLike, name: str, *, allow_empty: bool = False) -> NDArray[np.float64]:
+    """A 1-D float64 copy-free view of ``x``; refuses NaN/inf and (unless allowed) empty input."""
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be one-dimensional, got shape {arr.shape}")
+    if not allow_empty and arr.size == 0:
+        raise ValueError(f"`{name}` must not be empty")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"`{name}` contains NaN or infinite values; drop or impute them first")
+    return arr
