@@ -74,3 +74,24 @@ def as_finite_1d(x: ArrayLike, name: str, *, allow_empty: bool = False) -> NDArr
     if not np.isfinite(arr).all():
         raise ValueError(f"`{name}` contains NaN or infinite values; drop or impute them first")
     return arr
+
+
+def check_open_unit(value: float, name: str) -> float:
+    """A real strictly between 0 and 1 (δ, a probability that must not be degenerate)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a number in (0, 1), got {value!r}") from None
+    if not 0.0 < v < 1.0:  # also refuses NaN
+        raise ValueError(f"`{name}` must be a number in (0, 1), got {value!r}")
+    return v
+
+
+def check_generator(rng: Any) -> np.random.Generator:
+    """Randomness must be an explicit ``numpy.random.Generator`` (never the global numpy state)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"`rng` must be a numpy.random.Generator (e.g. numpy.random.default_rng()), "
+            f"got {type(rng).__name__}"
+        )
+    return rng
