@@ -95,3 +95,18 @@ def check_generator(rng: Any) -> np.random.Generator:
             f"got {type(rng).__name__}"
         )
     return rng
+
+
+def check_levels(levels: Any, name: str = "q") -> tuple[float, ...]:
+    """Quantile levels: a non-empty, strictly increasing sequence in [0, 1]."""
+    try:
+        arr = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be numbers in [0, 1], got {levels!r}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"`{name}` must be a number or a 1-D sequence in [0, 1], got {levels!r}")
+    if not (np.isfinite(arr).all() and (arr >= 0).all() and (arr <= 1).all()):
+        raise ValueError(f"`{name}` must lie in [0, 1], got {levels!r}")
+    if (np.diff(arr) <= 0).any():
+        raise ValueError(f"`{name}` must be strictly increasing, got {levels!r}")
+    return tuple(float(v) for v in arr)
