@@ -1,0 +1,294 @@
+"""Adding a center to a K-anonymous table (seed 001, Algorithms 4-6; NOTES §2b), in two halves.
+
+* :func:`refine_table` runs at the new center, on its raw values and the table's *limits* only.
+  Inside every existing bin it bins its own values with the single-center rule; a bin that
+  yields two or more sub-bins is split at the new randomized limits. It then makes its counts
+  K-anonymous as *runs*: scanning the cells left to right, a run grows while its total is in
+  1..K-1 (a tail in 1..K-1 joins the last run). It releases a :class:`RefinementRelease`.
+* :func:`apply_refinement` runs at the coordinator, on released numbers only: it shares each
+  split bin's existing counts out in proportion to the new center's sub-bin counts, spreads each
+  run total over its cells in proportion to the existing counts (uniformly where those are 0),
+  and adds the two tables cell by cell; counts become non-integer.
+
+Differencing guard (our addition to the seed). The sub-bins of a split bin are released with
+their own counts (0 or >= K per group, by the single-center rule), and they are the only cells
+whose new counts are released one by one. A run that absorbed such a cell would let anyone
+subtract the cell's count from the run total and read a count in 1..K-1, so runs are formed
+over the *other* cells only (skipping over split cells, so a run need not be contiguous), and
+each split sub-cell is a run of its own. If those other cells cannot be made K-anonymous on their
+own (their total is in 1..K-1 for a group), the center drops all its splits. Every number a
+center releases is then a sum over disjoint sets of its records, each 0 or >= K, so no
+combination of them isolates fewer than K records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from shared import _greedy
+from shared._validation import as_finite_1d, check_int
+from shared.binning import (
+    BinTable,
+    Extreme,
+    KAnonymityError,
+    bin_table,
+    check_group_sizes,
+    mean_gap,
+    randomized_limits,
+)
+from shared.protocol import BinSplit, GroupRuns, RefinementRelease
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+
+def _check_limits(limits: ArrayLike) -> FloatArray:
+    lim = np.asarray(limits, dtype=np.float64)
+    if lim.ndim != 1 or lim.size < 2:
+        raise ValueError("`limits` must be a 1-D sequence of at least two values")
+    if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
+        raise ValueError("`limits` must be strictly increasing")
+    if not np.isfinite(lim[1:-1]).all():
+        raise ValueError("interior `limits` must be finite")
+    return lim
+
+
+def refine_table(
+    limits: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike | None = None,
+    *,
+    k: int,
+    rng: np.random.Generator,
+) -> RefinementRelease:
+    """The new center's half of adding it to a table with the given ``limits``.
+
+    Releases only K-anonymous numbers: randomized sub-limits, per-group run totals that are 0
+    or >= ``k``, and the table's finite extreme limits moved out by the buffer rule (mean gap of
+    the center's values in the extreme cell) when the center holds values beyond them.
+    """
+    k = check_int(k, "k", 2)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("`rng` must be a numpy.random.Generator")
+    lim = _check_limits(limits)
+    groups = [as_finite_1d(x, "x", allow_empty=True)]
+    if y is not None:
+        groups.append(as_finite_1d(y, "y", allow_empty=True))
+    check_group_sizes([g.size for g in groups], k)
+
+    u, counts = _greedy.pooled_cuts([np.sort(g) for g in groups])
+    n_distinct = u.size
+    n_bins = lim.size - 1
+    seg = np.searchsorted(lim[1:-1], u, side="left")
+    bin_ids = np.arange(n_bins)
+    bin_start = np.searchsorted(seg, bin_ids, side="left")
+    bin_end = np.searchsorted(seg, bin_ids, side="right")
+    seg_end = np.empty(n_distinct + 1, dtype=np.int64)
+    seg_end[:-1] = bin_end[seg]
+    seg_end[-1] = n_distinct
+
+    sub_cuts = _split_cuts(counts, seg_end, bin_start, bin_end, k)
+    cell_end, fixed = _cells(bin_end, sub_cuts)
+    cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
+    loose = cell_counts[:, ~fixed].sum(axis=1)
+    if np.any((loose > 0) & (loose < k)):
+        sub_cuts = {}
+        cell_end, fixed = _cells(bin_end, sub_cuts)
+        cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
+
+    splits = []
+    for b, cuts in sorted(sub_cuts.items()):
+        c = np.asarray(cuts, dtype=np.int64)
+        splits.append(BinSplit(bin=b, limits=randomized_limits(u[c - 1], u[c], rng).tolist()))
+    runs = [_runs(row, fixed, k) for row in cell_counts]
+
+    lower = upper = None
+    if n_distinct:
+        pooled = cell_counts.sum(axis=0)
+        first = int(np.flatnonzero(pooled)[0])
+        last = int(np.flatnonzero(pooled)[-1])
+        starts = np.concatenate([[0], cell_end[:-1]])
+        if np.isfinite(lim[0]) and u[0] < lim[0]:
+            top = u[cell_end[first] - 1]
+            lower = float(u[0] - mean_gap(u[0], top, float(pooled[first])))
+        if np.isfinite(lim[-1]) and u[-1] > lim[-1]:
+            bottom = u[starts[last]]
+            upper = float(u[-1] + mean_gap(bottom, u[-1], float(pooled[last])))
+    return RefinementRelease(k=k, splits=splits, runs=runs, lower=lower, upper=upper)
+
+
+def _split_cuts(
+    counts: IntArray, seg_end: IntArray, bin_start: IntArray, bin_end: IntArray, k: int
+) -> dict[int, list[int]]:
+    """Interior sub-cuts of every existing bin the new center can split (>= 2 sub-bins)."""
+    nxt = _greedy.transitions(counts, seg_end, k)
+    nonempty = np.flatnonzero(bin_end > bin_start)
+    chain, cut, final = _greedy.walk(nxt, bin_start[nonempty], seg_end)
+    ends = bin_end[nonempty]
+    per_chain = np.bincount(chain, minlength=nonempty.size)
+    finished = final == ends
+    out: dict[int, list[int]] = {}
+    # Chains that reached their bin's end: their visited cuts are the sub-bins' ends.
+    ok = finished & (per_chain >= 2)
+    # Chains that stopped early with bins behind them: leftovers join the last sub-bin, then
+    # the tail is merged back until K-anonymous (rare; plain loop).
+    repair = ~finished & (per_chain >= 1)
+    offsets = np.concatenate([[0], np.cumsum(per_chain)])
+    for i in np.flatnonzero(ok | repair).tolist():
+        cuts = cut[offsets[i] : offsets[i + 1]].tolist()
+        if not finished[i]:
+            cuts[-1] = int(ends[i])
+            cuts = _greedy.repair_tail(counts, cuts, k)
+        if len(cuts) >= 2:
+            out[int(nonempty[i])] = cuts[:-1]
+    return out
+
+
+def _cells(
+    bin_end: IntArray, sub_cuts: dict[int, list[int]]
+) -> tuple[IntArray, NDArray[np.bool_]]:
+    """End cut and 'fixed' flag (a sub-cell of a split bin) of each refined cell."""
+    n_sub = np.zeros(bin_end.size, dtype=np.int64)
+    for b, cuts in sub_cuts.items():
+        n_sub[b] = len(cuts)
+    cell_bin = np.repeat(np.arange(bin_end.size), n_sub + 1)
+    cell_end = bin_end[cell_bin].copy()
+    fixed = n_sub[cell_bin] > 0
+    first_cell = np.concatenate([[0], np.cumsum(n_sub + 1)[:-1]])
+    for b, cuts in sub_cuts.items():
+        cell_end[first_cell[b] : first_cell[b] + len(cuts)] = cuts
+    return cell_end, fixed
+
+
+def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
+    """K-anonymous runs of one group's counts: split cells alone, the others grown greedily."""
+    loose = np.flatnonzero(~fixed)
+    a = cell_counts[loose]
+    cum = np.concatenate([[0], np.cumsum(a)])
+    m = a.size
+    # From run start i: a zero cell is a run by itself; otherwise grow to the first j with
+    # cum[j] - cum[i] >= k. With less than k left, the tail joins the previous run.
+    reach = np.searchsorted(cum, cum[:-1] + k, side="left")
+    nxt = np.where(a == 0, np.arange(1, m + 1), np.where(reach <= m, reach, _greedy.STOP))
+    run_end_of = np.full(m + 1, m, dtype=np.int64)
+    ends: list[int] = []
+    if m:
+        _, visited, final = _greedy.walk(nxt.astype(np.int64), np.zeros(1, np.int64), run_end_of)
+        ends = visited.tolist()
+        if int(final[0]) != m:
+            # The tail (1..k-1 records) joins the last run holding records, together with the
+            # empty runs in between: joining an empty run alone would release the tail's count.
+            run_totals = np.diff(cum[np.concatenate([[0], ends]).astype(np.int64)])
+            held = np.flatnonzero(run_totals > 0)
+            if held.size == 0:
+                raise KAnonymityError("the center's records outside split bins are fewer than k")
+            ends = [*ends[: held[-1]], m]
+    run_of_loose = np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(m), side="right")
+    run_of_cell = np.empty(fixed.size, dtype=np.int64)
+    run_of_cell[loose] = run_of_loose
+    fixed_cells = np.flatnonzero(fixed)
+    run_of_cell[fixed_cells] = len(ends) + np.arange(fixed_cells.size)
+    totals = np.bincount(run_of_cell, weights=cell_counts, minlength=len(ends) + fixed_cells.size)
+    return GroupRuns(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
+
+
+def apply_refinement(table: BinTable, release: RefinementRelease) -> BinTable:
+    """The coordinator's half: fold a center's :class:`RefinementRelease` into ``table``.
+
+    Only released numbers are used. Raises ``ValueError`` when the release does not fit the
+    table (wrong K or number of groups, limits outside their bin, runs that do not cover the
+    refined cells, totals that are negative or in 1..K-1).
+    """
+    k = table.k
+    if release.k != k:
+        raise ValueError(f"release was made for k={release.k}, the table has k={k}")
+    if len(release.runs) != table.n_groups:
+        raise ValueError(
+            f"release has {len(release.runs)} groups, the table has {table.n_groups}"
+        )
+    lim = table.limits.copy()
+    # Moved extreme limits first: a split of an extreme bin may lie beyond the old limit.
+    if release.lower is not None:
+        lim[0] = min(lim[0], release.lower)
+    if release.upper is not None:
+        lim[-1] = max(lim[-1], release.upper)
+    n_bins = table.n_bins
+    n_sub = np.zeros(n_bins, dtype=np.int64)
+    pieces: list[FloatArray] = [lim[:1]]
+    previous = -1
+    split_at = {s.bin: s for s in release.splits}
+    for s in release.splits:
+        if not previous < s.bin < n_bins:
+            raise ValueError(f"split of bin {s.bin} is out of order or out of range")
+        previous = s.bin
+        sub = np.asarray(s.limits, dtype=np.float64)
+        if not (np.all(np.diff(sub) > 0) and sub[0] > lim[s.bin] and sub[-1] < lim[s.bin + 1]):
+            raise ValueError(f"split limits of bin {s.bin} are not increasing inside the bin")
+        n_sub[s.bin] = sub.size
+    for b in range(n_bins):
+        if b in split_at:
+            pieces.append(np.asarray(split_at[b].limits, dtype=np.float64))
+        pieces.append(lim[b + 1 : b + 2])
+    new_limits = np.concatenate(pieces)
+    cell_bin = np.repeat(np.arange(n_bins), n_sub + 1)
+    fixed = n_sub[cell_bin] > 0
+    n_cells = cell_bin.size
+
+    run_of, totals = [], []
+    for g, runs in enumerate(release.runs):
+        r = np.asarray(runs.run_of_cell, dtype=np.int64)
+        t = np.asarray(runs.totals, dtype=np.float64)
+        if r.size != n_cells or (r.size and (r.min() < 0 or r.max() >= t.size)):
+            raise ValueError(f"group {g}: runs do not cover the {n_cells} refined cells")
+        if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any((t > 0) & (t < k)):
+            raise ValueError(f"group {g}: a run total is negative or between 1 and k-1")
+        if np.any(np.bincount(r, minlength=t.size)[r[fixed]] != 1):
+            raise ValueError(f"group {g}: a sub-cell of a split bin shares its run")
+        run_of.append(r)
+        totals.append(t)
+
+    old = np.empty((table.n_groups, n_cells))
+    new = np.empty_like(old)
+    for g in range(table.n_groups):
+        # Existing counts of a split bin follow the new center's sub-bin counts.
+        share_w = np.where(fixed, totals[g][run_of[g]], 1.0)
+        old[g] = table.counts[g, cell_bin] * _proportions(share_w, cell_bin, n_bins)
+        # Run totals follow the existing (split) counts.
+        new[g] = totals[g][run_of[g]] * _proportions(old[g], run_of[g], totals[g].size)
+    return BinTable(limits=new_limits, counts=old + new, k=k)
+
+
+def _proportions(weights: FloatArray, group: IntArray, n_groups: int) -> FloatArray:
+    """Each cell's share of its group's total weight; equal shares where the total is 0."""
+    total = np.bincount(group, weights=weights, minlength=n_groups)
+    size = np.bincount(group, minlength=n_groups)
+    t = total[group]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(t > 0, weights / np.where(t > 0, t, 1.0), 1.0 / size[group])
+
+
+def federated_table(
+    centers: Sequence[tuple[ArrayLike, ArrayLike | None]],
+    *,
+    k: int = 10,
+    rng: np.random.Generator,
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
+) -> BinTable:
+    """The whole protocol in-process: the largest center builds the table, the others refine it
+    one by one, largest first (what the coordinator does over HTTP)."""
+    if not centers:
+        raise ValueError("`centers` must hold at least one center")
+    sizes = [
+        np.asarray(x).size + (0 if y is None else np.asarray(y).size) for x, y in centers
+    ]
+    order = np.argsort(sizes, kind="stable")[::-1]
+    x0, y0 = centers[int(order[0])]
+    table = bin_table(x0, y0, k=k, rng=rng, lower=lower, upper=upper)
+    for i in order[1:]:
+        x, y = centers[int(i)]
+        table = apply_refinement(table, refine_table(table.limits, x, y, k=k, rng=rng))
+    return table

@@ -1,0 +1,89 @@
+"""Wire models: the only shapes that cross between a center and the coordinator.
+
+Both services and the in-process simulations speak these pydantic v2 models. They are frozen,
+refuse unknown fields, and carry infinite limits as the strings ``"Infinity"``/``"-Infinity"``
+so that the JSON stays standard.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared.binning import BinTable
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+
+
+class BinTableRelease(WireModel):
+    """A K-anonymous bin table: ``limits`` c_0 < ... < c_B and per-group ``counts``."""
+
+    limits: list[float] = Field(min_length=2)
+    counts: list[list[float]] = Field(min_length=1, max_length=2)
+    k: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BinTableRelease:
+        lim = np.asarray(self.limits)
+        if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
+            raise ValueError("limits must be strictly increasing numbers")
+        if not np.isfinite(lim[1:-1]).all():
+            raise ValueError("interior limits must be finite")
+        for g, row in enumerate(self.counts):
+            if len(row) != len(self.limits) - 1:
+                raise ValueError(
+                    f"group {g} has {len(row)} counts for {len(self.limits) - 1} bins"
+                )
+            if not all(math.isfinite(c) and c >= 0 for c in row):
+                raise ValueError(f"group {g} has a negative or non-finite count")
+        return self
+
+    @classmethod
+    def from_table(cls, table: BinTable) -> BinTableRelease:
+        return cls(limits=table.limits.tolist(), counts=table.counts.tolist(), k=table.k)
+
+    def to_table(self) -> BinTable:
+        return BinTable(
+            limits=np.asarray(self.limits, dtype=np.float64),
+            counts=np.asarray(self.counts, dtype=np.float64),
+            k=self.k,
+        )
+
+
+class RefinementRequest(WireModel):
+    """What a new center needs to refine a table: its limits only, never its counts."""
+
+    limits: list[float] = Field(min_length=2)
+    k: int = Field(ge=2)
+
+
+class BinSplit(WireModel):
+    """Existing bin ``bin`` is cut at the (randomized) interior ``limits``."""
+
+    bin: int = Field(ge=0)
+    limits: list[float] = Field(min_length=1)
+
+
+class GroupRuns(WireModel):
+    """The new center's records of one group, as K-anonymous run totals.
+
+    ``run_of_cell[i]`` names the run that refined cell ``i`` belongs to; ``totals[r]`` is the
+    number of the center's records in run ``r`` (0 or >= K). Runs need not be contiguous.
+    """
+
+    run_of_cell: list[int]
+    totals: list[float]
+
+
+class RefinementRelease(WireModel):
+    """The new center's half of Algorithms 4-6: splits, run totals and moved extreme limits."""
+
+    k: int = Field(ge=2)
+    splits: list[BinSplit]
+    runs: list[GroupRuns] = Field(min_length=1, max_length=2)
+    lower: float | None = None
+    upper: float | None = None
