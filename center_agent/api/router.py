@@ -1,0 +1,23 @@
+"""All routes under ``/v1``: health is public, every other router requires a bearer token.
+
+A new resource (bin tables, MWU, DP quantiles, ...) is one module in ``api/routes`` whose router
+is added to ``protected`` below; it then inherits authentication.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from center_agent.api.deps import authenticate
+from center_agent.api.routes import budget, health, info
+
+public = APIRouter()
+public.include_router(health.router)
+
+protected = APIRouter(dependencies=[Depends(authenticate)])
+protected.include_router(info.router)
+protected.include_router(budget.router)
+
+api_router = APIRouter(prefix="/v1")
+api_router.include_router(public)
+api_router.include_router(protected)

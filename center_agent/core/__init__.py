@@ -1,0 +1,1 @@
+"""Configuration and the domain errors of the center agent."""

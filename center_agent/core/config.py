@@ -1,0 +1,315 @@
+"""The center's one settings class: a TOML file plus ``FEDSTATS_CENTER_*`` environment overrides.
+
+The file is named by ``FEDSTATS_CENTER_CONFIG`` (or passed to :func:`load_settings`). Environment
+variables win over the file; nested keys use ``__``::
+
+    FEDSTATS_CENTER_K=20
+    FEDSTATS_CENTER_TOKENS='["<a long random token>"]'
+    FEDSTATS_CENTER_DATASETS__COHORT__EPSILON_TOTAL=2.5
+
+A minimal file::
+
+    center_id = "hospital-a"
+    tokens = ["<a long random token>"]
+
+    [datasets.cohort]
+    epsilon_total = 3.0
+    variables = ["age", "crp"]
+    source = { kind = "csv", path = "/srv/data/cohort.csv" }
+    group = { column = "arm", levels = ["control", "treated"] }
+
+Everything is validated once, at start-up; :func:`load_settings` raises :class:`ConfigError` whose
+message names every bad key (``datasets.cohort.source.csv.path: ...``). Nothing that is not declared
+here (datasets, variables, group columns and levels) can ever be queried.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    FilePath,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from shared.privacy import Neighbouring
+
+log = logging.getLogger(__name__)
+
+CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
+ENV_PREFIX = "FEDSTATS_CENTER_"
+
+#: Values an operator forgot to replace; refused as tokens outside dev mode.
+PLACEHOLDER_SECRETS = frozenset(
+    {"changeme", "changethis", "change-me", "change_me", "secret", "token", "password", "test",
+     "example", "default", "admin", "todo", "xxx", "dev"}
+)
+MIN_TOKEN_LENGTH = 16
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUALIFIED_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message names the bad key(s)."""
+
+
+def _identifier(value: str) -> str:
+    if not _IDENT.fullmatch(value):
+        raise ValueError(f"{value!r} is not a plain column name (letters, digits, _)")
+    return value
+
+
+def _qualified_identifier(value: str) -> str:
+    if not _QUALIFIED_IDENT.fullmatch(value):
+        raise ValueError(f"{value!r} is not a table name of the form name or schema.name")
+    return value
+
+
+def _sql_url(value: str) -> str:
+    try:
+        make_url(value)
+    except ArgumentError as exc:
+        raise ValueError(f"not a SQLAlchemy database URL: {exc}") from None
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(_identifier)]
+SqlUrl = Annotated[str, AfterValidator(_sql_url)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CsvSource(_Model):
+    """A CSV file with a header row; only the requested columns are parsed."""
+
+    kind: Literal["csv"]
+    path: FilePath
+
+
+class ParquetSource(_Model):
+    """A Parquet file; only the requested columns are read."""
+
+    kind: Literal["parquet"]
+    path: FilePath
+
+
+class SqlSource(_Model):
+    """A table (``table``) or an operator-written query (``query``) in any SQLAlchemy database."""
+
+    kind: Literal["sql"]
+    url: SqlUrl
+    table: Annotated[str, AfterValidator(_qualified_identifier)] | None = None
+    query: str | None = None
+
+    @model_validator(mode="after")
+    def _table_xor_query(self) -> Self:
+        if (self.table is None) == (self.query is None):
+            raise ValueError("give exactly one of `table` or `query`")
+        return self
+
+
+Source = Annotated[CsvSource | ParquetSource | SqlSource, Field(discriminator="kind")]
+
+
+class GroupConfig(_Model):
+    """The one column that splits a dataset into groups, and the only levels ever answered."""
+
+    column: Identifier
+    levels: list[str] = Field(min_length=1)
+
+    @field_validator("levels")
+    @classmethod
+    def _distinct(cls, levels: list[str]) -> list[str]:
+        if len(set(levels)) != len(levels):
+            raise ValueError("levels must be distinct")
+        if any(not level for level in levels):
+            raise ValueError("levels must be non-empty strings")
+        return levels
+
+
+class DatasetConfig(_Model):
+    source: Source
+    variables: list[Identifier] = Field(min_length=1)
+    group: GroupConfig | None = None
+    epsilon_total: float = Field(gt=0, description="total ε this dataset may ever spend")
+
+    @field_validator("variables")
+    @classmethod
+    def _distinct_variables(cls, variables: list[str]) -> list[str]:
+        if len(set(variables)) != len(variables):
+            raise ValueError("variables must be distinct")
+        return variables
+
+    @field_validator("epsilon_total")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be finite")
+        return value
+
+    @model_validator(mode="after")
+    def _group_not_a_variable(self) -> Self:
+        if self.group is not None and self.group.column in self.variables:
+            raise ValueError(f"group column {self.group.column!r} is also listed as a variable")
+        return self
+
+
+# Which TOML file the next Settings() reads; load_settings() sets it, else FEDSTATS_CENTER_CONFIG.
+_config_file: ContextVar[Path | None] = ContextVar("fedstats_center_config_file", default=None)
+
+
+class Settings(BaseSettings):
+    """Everything a center operator decides. Secrets (``tokens``) have no default."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    center_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    datasets: dict[str, DatasetConfig] = Field(min_length=1)
+    k: int = Field(default=10, ge=2, description="no released count lies in 1..k-1")
+    neighbouring: Neighbouring = "add_remove"
+    # dev_mode comes before tokens: the token check reads it.
+    dev_mode: bool = Field(default=False, description="accept placeholder tokens; serve /docs")
+    tokens: list[SecretStr] = Field(min_length=1, description="bearer tokens allowed to call")
+    allow_quantile_loss: bool = Field(
+        default=False, description="quantile-loss values leak data; benchmark use only"
+    )
+    ledger_url: SqlUrl = "sqlite:///./center_ledger.sqlite"
+    yj_max_calls_per_study: int = Field(default=20, ge=1)
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    tls_certfile: FilePath | None = None
+    tls_keyfile: FilePath | None = None
+
+    @field_validator("datasets")
+    @classmethod
+    def _dataset_names(cls, datasets: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
+        for name in datasets:
+            if not _NAME.fullmatch(name):
+                raise ValueError(
+                    f"dataset name {name!r} must be lower-case letters, digits, '_' or '-'"
+                )
+        return datasets
+
+    @field_validator("ledger_url")
+    @classmethod
+    def _ledger_backend(cls, url: str) -> str:
+        backend = make_url(url).get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise ValueError(f"the ledger runs on sqlite or postgresql, not {backend!r}")
+        return url
+
+    @field_validator("tokens")
+    @classmethod
+    def _no_placeholder_tokens(
+        cls, tokens: list[SecretStr], info: ValidationInfo
+    ) -> list[SecretStr]:
+        dev_mode = bool(info.data.get("dev_mode", False))
+        for i, token in enumerate(tokens):
+            value = token.get_secret_value()
+            weak = value.strip().lower() in PLACEHOLDER_SECRETS or len(value) < MIN_TOKEN_LENGTH
+            if weak and not dev_mode:
+                raise ValueError(
+                    f"token #{i} is a placeholder or shorter than {MIN_TOKEN_LENGTH} characters; "
+                    "use a long random token (dev_mode = true accepts it for local tests only)"
+                )
+            if weak:
+                log.warning("token #%d is weak; accepted only because dev_mode is on", i)
+        return tokens
+
+    @field_validator("tls_keyfile")
+    @classmethod
+    def _tls_pair(cls, keyfile: Path | None, info: ValidationInfo) -> Path | None:
+        if (info.data.get("tls_certfile") is None) != (keyfile is None):
+            raise ValueError("tls_certfile and tls_keyfile must be given together")
+        return keyfile
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_certfile is not None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Precedence: explicit arguments, then the environment, then the TOML file."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file.get()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per error, each naming the dotted key: ``datasets.cohort.k: ...``."""
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False):
+        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"{key}: {err['msg']}")
+    return "; ".join(lines)
+
+
+@contextmanager
+def _reading(path: Path | None) -> Iterator[None]:
+    token = _config_file.set(path)
+    try:
+        yield
+    finally:
+        _config_file.reset(token)
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read and validate the settings (file from the argument or ``FEDSTATS_CENTER_CONFIG``).
+
+    Raises :class:`ConfigError` naming the environment variable or the bad keys.
+    """
+    if config_file is None:
+        config_file = os.environ.get(CONFIG_ENV) or None
+    path = Path(config_file) if config_file is not None else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"{CONFIG_ENV}: configuration file {str(path)!r} does not exist")
+    try:
+        with _reading(path):
+            return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid center configuration: {format_validation_error(exc)}") from None
+    except ValueError as exc:  # TOML syntax errors and the like
+        raise ConfigError(f"invalid center configuration file {str(path)!r}: {exc}") from None

@@ -1,0 +1,205 @@
+"""Datasets as the configuration declares them, loaded into numpy arrays.
+
+``Datasets`` maps each configured name to a :class:`Dataset`; ``Dataset.load(variable, group)``
+returns a :class:`Sample`: finite float64 values and, when a group column is asked for, their group
+labels restricted to the declared levels. Names that the configuration does not declare raise
+:class:`UnknownDataset` / :class:`UnknownVariable` before any file or database is touched.
+
+Missing-value policy (documented in docs/privacy.md):
+
+* a row whose value is missing (empty, NULL, NA) or non-finite (NaN, ±inf) is dropped; so is a row
+  whose group label is missing, when a group is asked for;
+* a row whose group label is present but not a declared level is not part of any declared group and
+  is left out silently (it is neither used nor counted);
+* the number of dropped rows is released only as :func:`dropped_report` gives it: exactly when it is
+  0 or >= K, else the string ``"<K"``.
+
+Everything is vectorized in Arrow/numpy; there is no per-row Python loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from center_agent.core.config import DatasetConfig, Settings
+from center_agent.core.errors import DataSourceError, UnknownDataset, UnknownVariable
+from center_agent.data.sources import DataSource, open_source
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+__all__ = ["Dataset", "Datasets", "Sample", "dropped_report", "round_down"]
+
+
+def dropped_report(n_dropped: int, k: int) -> int | Literal["<K"]:
+    """How many rows were dropped, as it may be released: exact if 0 or >= k, else ``"<K"``."""
+    return n_dropped if n_dropped == 0 or n_dropped >= k else "<K"
+
+
+def round_down(n: int, k: int) -> int:
+    """``n`` rounded down to a multiple of ``k`` (so a released size never reveals n mod k)."""
+    return (n // k) * k
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One variable of one dataset, missing rows dropped.
+
+    ``groups`` is ``None`` when no group was asked for, else the label of each value (one of
+    ``levels``). ``n_dropped`` is internal: release it only through :func:`dropped_report`.
+    """
+
+    values: NDArray[np.float64]
+    groups: NDArray[np.str_] | None
+    levels: tuple[str, ...]
+    n_dropped: int
+
+    def by_group(self) -> dict[str, NDArray[np.float64]]:
+        """Values per declared level (every level present, possibly empty)."""
+        if self.groups is None:
+            raise ValueError("this sample was loaded without a group")
+        return {level: self.values[self.groups == level] for level in self.levels}
+
+
+class Dataset:
+    """One configured dataset: its declared names, its source, and the loading policy."""
+
+    def __init__(self, name: str, config: DatasetConfig, source: DataSource | None = None) -> None:
+        self.name = name
+        self.config = config
+        self.source = source if source is not None else open_source(config.source)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return tuple(self.config.variables)
+
+    @property
+    def group_column(self) -> str | None:
+        return self.config.group.column if self.config.group is not None else None
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(self.config.group.levels) if self.config.group is not None else ()
+
+    def check_variable(self, variable: str) -> str:
+        if variable not in self.config.variables:
+            raise UnknownVariable(self.name, variable)
+        return variable
+
+    def check_group(self, group: str) -> str:
+        if group != self.group_column:
+            raise UnknownVariable(self.name, group)
+        return group
+
+    def check_columns(self) -> None:
+        """Every declared column exists in the source (run at start-up)."""
+        declared = [*self.variables, *([self.group_column] if self.group_column else [])]
+        present = set(self._guard(self.source.columns))
+        missing = [c for c in declared if c not in present]
+        if missing:
+            raise DataSourceError(
+                f"dataset {self.name!r}: declared columns {missing} are not in its source"
+            )
+
+    def load(self, variable: str, group: str | None = None) -> Sample:
+        """``variable``'s finite values (and labels of the declared ``group`` column)."""
+        self.check_variable(variable)
+        if group is None:
+            table = self._guard(lambda: self.source.read([variable]))
+            values = self._as_float(table.column(0))
+            keep = np.isfinite(values)
+            return Sample(values[keep], None, (), int(keep.size - np.count_nonzero(keep)))
+        self.check_group(group)
+        table = self._guard(lambda: self.source.read([variable, group], text=[group]))
+        values = self._as_float(table.column(0))
+        labels = self._as_text(table.column(1))
+        codes = self._level_codes(labels)  # -1: label missing or not a declared level
+        label_missing = np.asarray(pc.is_null(labels).to_numpy(zero_copy_only=False), dtype=bool)
+        declared = codes >= 0
+        finite = np.isfinite(values)
+        keep = declared & finite
+        n_dropped = int(np.count_nonzero(label_missing | (declared & ~finite)))
+        level_names = np.asarray(self.levels, dtype=np.str_)
+        return Sample(values[keep], level_names[codes[keep]], self.levels, n_dropped)
+
+    def sizes(self) -> tuple[int, dict[str, int]]:
+        """Exact row count and per-level row counts (internal: release only rounded)."""
+        if self.group_column is None:
+            table = self._guard(lambda: self.source.read([self.variables[0]]))
+            return table.num_rows, {}
+        column = self.group_column
+        table = self._guard(lambda: self.source.read([column], text=[column]))
+        codes = self._level_codes(self._as_text(table.column(0)))
+        counts = np.bincount(codes[codes >= 0], minlength=len(self.levels))
+        return table.num_rows, {lvl: int(c) for lvl, c in zip(self.levels, counts, strict=True)}
+
+    def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.intp]:
+        """Index of each label in the declared levels; -1 when missing or undeclared."""
+        codes = pc.index_in(labels, value_set=pa.array(self.levels, type=pa.string()))
+        return np.asarray(pc.fill_null(codes, -1).to_numpy(zero_copy_only=False), dtype=np.intp)
+
+    def _as_float(self, column: pa.ChunkedArray) -> NDArray[np.float64]:
+        try:
+            floats = pc.cast(column, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            log.error("dataset %r: column is not numeric: %s", self.name, exc)
+            raise DataSourceError(f"dataset {self.name!r}: a variable is not numeric") from None
+        return np.asarray(pc.fill_null(floats, np.nan).to_numpy(), dtype=np.float64)
+
+    def _as_text(self, column: pa.ChunkedArray) -> pa.ChunkedArray:
+        try:
+            return pc.cast(column, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            log.error("dataset %r: group column cannot be read as text: %s", self.name, exc)
+            raise DataSourceError(f"dataset {self.name!r}: unreadable group column") from None
+
+    def _guard(self, read: Callable[[], _T]) -> _T:
+        """Run a read; any I/O or driver error becomes a DataSourceError (details only logged)."""
+        try:
+            return read()
+        except DataSourceError:
+            raise
+        except Exception:
+            log.exception("dataset %r: reading the source failed", self.name)
+            raise DataSourceError(
+                f"dataset {self.name!r}: the data source could not be read"
+            ) from None
+
+
+class Datasets(Mapping[str, Dataset]):
+    """The configured datasets by name; ``[name]`` raises :class:`UnknownDataset`."""
+
+    def __init__(self, datasets: Mapping[str, Dataset]) -> None:
+        self._datasets = dict(datasets)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Datasets:
+        return cls({name: Dataset(name, cfg) for name, cfg in settings.datasets.items()})
+
+    def __getitem__(self, name: str) -> Dataset:
+        try:
+            return self._datasets[name]
+        except KeyError:
+            raise UnknownDataset(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._datasets)
+
+    def __len__(self) -> int:
+        return len(self._datasets)
+
+    def check_columns(self) -> None:
+        for dataset in self._datasets.values():
+            dataset.check_columns()
+
+    def close(self) -> None:
+        for dataset in self._datasets.values():
+            dataset.source.close()

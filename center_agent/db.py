@@ -1,0 +1,182 @@
+"""The center's own database: privacy budgets, stored releases and released table limits.
+
+One :class:`Store` per process, shared by the ledger and the auditor. SQLite (the default) runs in
+WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``, so writers
+are serialized by the database itself, across threads and processes. PostgreSQL locks the dataset's
+budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Store.locked` yields a connection
+inside one transaction that no other ledger or auditor transaction on the same dataset can
+interleave with; it commits on a clean exit and rolls back on any exception.
+
+ε amounts are stored as integers in units of 1e-9 (spends rounded up, totals rounded down), so 200
+debits of 0.01 add up exactly and a float rounding error can never let a request through.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+EPSILON_UNIT = Decimal("1e-9")
+
+metadata = MetaData()
+
+budgets = Table(
+    "fedstats_budget",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("total_units", BigInteger, nullable=False),
+    Column("spent_units", BigInteger, nullable=False),
+)
+
+releases = Table(
+    "fedstats_release",
+    metadata,
+    Column("request_key", String(64), primary_key=True),
+    Column("dataset", String(128), nullable=False, index=True),
+    Column("epsilon_units", BigInteger, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+released_limits = Table(
+    "fedstats_released_limits",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", String(128), nullable=False),
+    Column("variable", String(128), nullable=False),
+    Column("grouping", String(128), nullable=False),
+    Column("limits_hash", String(64), nullable=False),
+    Column("limits", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("dataset", "variable", "grouping", "limits_hash"),
+)
+
+
+def spend_units(epsilon: float) -> int:
+    """ε as integer units, rounded up (a spend never counts for less than it is)."""
+    return int((Decimal(repr(float(epsilon))) / EPSILON_UNIT).to_integral_value(ROUND_CEILING))
+
+
+def total_units(epsilon: float) -> int:
+    """ε as integer units, rounded down (a budget never counts for more than it is)."""
+    return int((Decimal(repr(float(epsilon))) / EPSILON_UNIT).to_integral_value(ROUND_FLOOR))
+
+
+def units_to_epsilon(units: int) -> float:
+    return float(Decimal(units) * EPSILON_UNIT)
+
+
+class UnknownLedgerDataset(KeyError):
+    """The dataset has no budget row (it is not configured)."""
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's own handling defers it).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin_immediate(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, busy_timeout_s: float = 60.0) -> Engine:
+    """An engine configured for the ledger: durable, serialized SQLite or pooled PostgreSQL."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        engine = create_engine(
+            parsed,
+            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+            poolclass=NullPool,
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin_immediate)
+        return engine
+    if backend == "postgresql":
+        return create_engine(parsed, pool_size=5, max_overflow=10, pool_timeout=busy_timeout_s,
+                             pool_pre_ping=True)
+    raise ValueError(f"the ledger runs on sqlite or postgresql, not {backend!r}")
+
+
+class Store:
+    """Tables, engine and the per-dataset lock shared by the ledger and the auditor."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = 60.0) -> None:
+        self.url = url
+        self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def ensure_budgets(self, totals: Mapping[str, float]) -> None:
+        """Create a budget row per dataset; a changed total (operator's decision) is updated.
+
+        Spent amounts are never reset.
+        """
+        for dataset, total in totals.items():
+            if not (math.isfinite(total) and total > 0):
+                raise ValueError(f"total epsilon of {dataset!r} must be finite and > 0")
+            units = total_units(total)
+            with self.engine.begin() as conn:
+                row = conn.execute(
+                    select(budgets.c.total_units).where(budgets.c.dataset == dataset)
+                ).first()
+                if row is None:
+                    conn.execute(
+                        budgets.insert().values(dataset=dataset, total_units=units, spent_units=0)
+                    )
+                elif row.total_units != units:
+                    conn.execute(
+                        update(budgets)
+                        .where(budgets.c.dataset == dataset)
+                        .values(total_units=units)
+                    )
+
+    @contextmanager
+    def locked(self, dataset: str) -> Iterator[tuple[Connection, int, int]]:
+        """One transaction holding the dataset's lock; yields (connection, total, spent) units.
+
+        Commits when the block exits normally, rolls back (nothing spent, nothing stored) on any
+        exception. Raises :class:`UnknownLedgerDataset` if the dataset has no budget row.
+        """
+        with self.engine.begin() as conn:
+            stmt = select(budgets.c.total_units, budgets.c.spent_units).where(
+                budgets.c.dataset == dataset
+            )
+            if not self.is_sqlite:
+                stmt = stmt.with_for_update()
+            row = conn.execute(stmt).first()
+            if row is None:
+                raise UnknownLedgerDataset(dataset)
+            yield conn, int(row.total_units), int(row.spent_units)

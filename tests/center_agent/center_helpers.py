@@ -1,0 +1,165 @@
+"""Helpers shared by the center agent tests: tokens, a small dataset in every source format,
+TOML writing, and a real ``python -m center_agent`` process on a loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"
+OTHER_TOKEN = "tok-" + "ffeeddccbbaa99887766"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+K = 10
+PG_USERS = ("postgres", "root")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_table(n: int = 157, seed: int = 20261129) -> pa.Table:
+    """Rows with a numeric x, a numeric y with holes, and a group with undeclared/missing labels."""
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.normal(50, 10, n), 3)
+    y = np.round(rng.exponential(2.0, n), 3)
+    y_list: list[float | None] = [float(v) for v in y]
+    for i in range(0, n, 13):
+        y_list[i] = None  # missing
+    y_list[5] = float("inf")  # non-finite
+    arm = rng.choice(np.array(["a", "b"]), n).tolist()
+    arm[3] = "c"  # present but undeclared
+    arm[4] = None  # missing label
+    arm[7] = None
+    return pa.table(
+        {
+            "x": pa.array(x, pa.float64()),
+            "y": pa.array(y_list, pa.float64()),
+            "arm": pa.array(arm, pa.string()),
+            "notes": pa.array([f"free text {i}, with comma" for i in range(n)], pa.string()),
+        }
+    )
+
+
+def write_csv(table: pa.Table, path: Path) -> Path:
+    pa_csv.write_csv(table, path)
+    return path
+
+
+def write_parquet(table: pa.Table, path: Path) -> Path:
+    pq.write_table(table, path)
+    return path
+
+
+def write_sql(table: pa.Table, url: str, name: str) -> None:
+    engine = sa.create_engine(url)
+    meta = sa.MetaData()
+    types = {pa.float64(): sa.Float(), pa.string(): sa.Text()}
+    sa_table = sa.Table(
+        name, meta, *(sa.Column(f.name, types[f.type]) for f in table.schema)
+    )
+    with engine.begin() as conn:
+        sa_table.drop(conn, checkfirst=True)
+        sa_table.create(conn)
+        conn.execute(sa_table.insert(), table.to_pylist())
+    engine.dispose()
+
+
+def dataset_config(source: dict[str, Any], epsilon_total: float = 3.0) -> dict[str, Any]:
+    return {
+        "source": source,
+        "variables": ["x", "y"],
+        "group": {"column": "arm", "levels": ["a", "b"]},
+        "epsilon_total": epsilon_total,
+    }
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (str, Path)):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def write_toml(path: Path, config: dict[str, Any]) -> Path:
+    """A TOML file: top-level scalars, then one [datasets.NAME] table per dataset."""
+    lines = []
+    for key, value in config.items():
+        if key != "datasets":
+            lines.append(f"{key} = {toml_value(value)}")
+    for name, ds in config.get("datasets", {}).items():
+        lines.append(f"\n[datasets.{name}]")
+        for key, value in ds.items():
+            lines.append(f"{key} = {toml_value(value)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_CENTER_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def running_center(
+    config_file: Path, port: int, *, scheme: str = "http", verify: Any = True
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m center_agent`` on a loopback port; waits for /v1/health, always stopped."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "center_agent", "--config", str(config_file)],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        url = f"{scheme}://127.0.0.1:{port}/v1/health"
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                raise AssertionError(f"center exited with {proc.returncode}: {err}")
+            try:
+                if httpx.get(url, verify=verify, timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("center did not become healthy within 30 s")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc.stderr:
+            proc.stderr.close()
+
+

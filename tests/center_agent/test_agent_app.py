@@ -1,0 +1,229 @@
+"""The service frame in process (httpx.ASGITransport): auth, typed errors, info, budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from center_helpers import AUTH, OTHER_TOKEN, TOKEN, K
+from fastapi import FastAPI
+from pydantic import BaseModel, Field
+
+from center_agent.api.deps import DatasetDep, LedgerDep, authenticate
+from center_agent.core.errors import DifferencingRefusal
+from center_agent.ledger import request_key
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_health_needs_no_token(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/health")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("path", ["/v1/info", "/v1/budget", "/v1/budget/cohort"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer wrong-token-0123456789"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+    ],
+    ids=["none", "empty", "wrong", "prefix", "basic", "no-scheme"],
+)
+async def test_401_without_a_valid_token(
+    client: httpx.AsyncClient, path: str, headers: dict[str, str]
+) -> None:
+    r = await client.get(path, headers=headers)
+    assert r.status_code == 401
+    assert r.json()["error"] == "unauthenticated"
+    assert r.headers["www-authenticate"] == "Bearer"
+
+
+async def test_every_configured_token_is_accepted(client: httpx.AsyncClient) -> None:
+    for token in (TOKEN, OTHER_TOKEN):
+        r = await client.get("/v1/budget", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200
+
+
+async def test_no_route_but_health_is_public(app: FastAPI, client: httpx.AsyncClient) -> None:
+    """Every operation in the schema declares the bearer scheme and answers 401 without a token,
+    except /v1/health; no docs or schema are served outside dev mode."""
+    paths = app.openapi()["paths"]
+    assert {"/v1/health", "/v1/info", "/v1/budget", "/v1/budget/{dataset}"} <= set(paths)
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            url = path.replace("{dataset}", "cohort")
+            r = await client.request(method.upper(), url)
+            if path == "/v1/health":
+                assert "security" not in operation
+                assert r.status_code == 200
+            else:
+                assert operation["security"] == [{"HTTPBearer": []}], path
+                assert r.status_code == 401, (method, path)
+    for hidden in ("/openapi.json", "/docs", "/redoc"):
+        assert (await client.get(hidden)).status_code == 404
+
+
+async def test_info_rounds_sizes_down_to_multiples_of_k(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/info", headers=AUTH)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["center_id"] == "hospital-test"
+    assert body["k"] == K
+    assert body["neighbouring"] == "add_remove"
+    assert body["quantile_loss_enabled"] is False
+    (ds,) = body["datasets"]
+    assert ds["name"] == "cohort"
+    assert ds["variables"] == ["x", "y"]
+    assert ds["group"] == {"column": "arm", "levels": ["a", "b"]}
+    assert ds["n_records"] == 150  # 157 rows
+    assert set(ds["n_by_group"]) == {"a", "b"}
+    for count in [ds["n_records"], *ds["n_by_group"].values()]:
+        assert count % K == 0
+
+
+async def test_budget_lists_every_dataset(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/budget", headers=AUTH)
+    assert r.status_code == 200
+    assert r.json() == {
+        "datasets": {
+            "cohort": {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0}
+        }
+    }
+    r = await client.get("/v1/budget/cohort", headers=AUTH)
+    assert r.json() == {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0}
+
+
+async def test_unknown_dataset_is_a_typed_404(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/budget/nope", headers=AUTH)
+    assert r.status_code == 404
+    assert r.json()["error"] == "unknown_dataset"
+    assert "nope" in r.json()["detail"]
+
+
+async def test_unknown_route_and_method_are_typed(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v1/nothing-here", headers=AUTH)
+    assert r.status_code == 404
+    assert r.json()["error"] == "not_found"
+    r = await client.delete("/v1/health")
+    assert r.status_code == 405
+    assert r.json()["error"] == "method_not_allowed"
+
+
+async def test_body_over_the_limit_is_413(client: httpx.AsyncClient, app: FastAPI) -> None:
+    limit = app.state.services.settings.max_body_bytes
+    r = await client.post("/v1/info", headers=AUTH, content=b"x" * (limit + 1))
+    assert r.status_code == 413
+    assert r.json()["error"] == "request_too_large"
+
+    async def chunked() -> Any:  # no Content-Length: counted while read
+        for _ in range(limit // 1000 + 2):
+            yield b"y" * 1000
+
+    r = await client.post("/v1/info", headers=AUTH, content=chunked())
+    assert r.status_code == 413
+
+
+# -- how a release endpoint plugs in: a throw-away route using the real dependencies ----------
+
+
+class _EchoBody(BaseModel):
+    variable: str
+    epsilon: float = Field(gt=0, allow_inf_nan=False)
+
+
+def _add_test_routes(app: FastAPI) -> None:
+    from fastapi import APIRouter, Depends
+
+    router = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)])
+
+    @router.post("/datasets/{dataset}/_test_release")
+    def release(dataset: DatasetDep, body: _EchoBody, ledger: LedgerDep) -> Any:
+        sample = dataset.load(body.variable)
+        key = request_key(dataset.name, body.variable, "test_mean", {}, body.epsilon)
+        return ledger.release(
+            dataset.name, key, body.epsilon, lambda: {"n": int(sample.values.size > 0)}
+        )
+
+    @router.get("/_test_crash")
+    def crash() -> None:
+        raise RuntimeError("secret path /srv/data/patients.csv in a trace")
+
+    @router.get("/_test_refusal")
+    def refusal() -> None:
+        raise DifferencingRefusal("would isolate a record", extra={"reason": "test"})
+
+    app.include_router(router)
+
+
+async def test_release_route_validation_budget_and_cache(
+    client: httpx.AsyncClient, app: FastAPI
+) -> None:
+    _add_test_routes(app)
+    url = "/v1/datasets/cohort/_test_release"
+    r = await client.post(url, headers=AUTH, json={"variable": "x"})
+    assert r.status_code == 422
+    assert r.json()["error"] == "validation_error"
+    assert "body.epsilon" in r.json()["detail"] and "body.epsilon" in r.json()["fields"]
+    for bad in (0, -1, "NaN", "inf"):
+        r = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": bad})
+        assert r.status_code == 422, bad
+    r = await client.post(url, json={"variable": "x", "epsilon": 1})
+    assert r.status_code == 401
+    r = await client.post(url, headers=AUTH, json={"variable": "secret", "epsilon": 1})
+    assert r.status_code == 404 and r.json()["error"] == "unknown_variable"
+    r = await client.post(
+        "/v1/datasets/other/_test_release", headers=AUTH, json={"variable": "x", "epsilon": 1}
+    )
+    assert r.status_code == 404 and r.json()["error"] == "unknown_dataset"
+
+    first = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": 2})
+    again = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": 2})
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    budget = (await client.get("/v1/budget/cohort", headers=AUTH)).json()
+    assert budget["spent_epsilon"] == 2.0  # the repeat spent nothing
+
+    r = await client.post(url, headers=AUTH, json={"variable": "y", "epsilon": 1.5})
+    assert r.status_code == 403
+    assert r.json()["error"] == "budget_exceeded"
+    assert r.json()["remaining_epsilon"] == pytest.approx(1.0)
+
+
+async def test_no_stack_trace_reaches_a_response(client: httpx.AsyncClient, app: FastAPI) -> None:
+    _add_test_routes(app)
+    r = await client.get("/v1/_test_crash", headers=AUTH)
+    assert r.status_code == 500
+    assert r.json() == {
+        "error": "internal_error",
+        "detail": "the center could not answer this request",
+    }
+    assert "secret" not in r.text and "Traceback" not in r.text
+
+
+async def test_refusals_are_typed(client: httpx.AsyncClient, app: FastAPI) -> None:
+    _add_test_routes(app)
+    r = await client.get("/v1/_test_refusal", headers=AUTH)
+    assert r.status_code == 409
+    assert r.json() == {
+        "error": "differencing_refused",
+        "detail": "would isolate a record",
+        "reason": "test",
+    }
+
+
+async def test_unreadable_source_is_500_without_details(
+    client: httpx.AsyncClient, csv_path: Path
+) -> None:
+    csv_path.unlink()
+    r = await client.get("/v1/info", headers=AUTH)
+    assert r.status_code == 500
+    assert r.json()["error"] == "data_source_error"
+    assert str(csv_path) not in r.text and "cohort.csv" not in r.text
