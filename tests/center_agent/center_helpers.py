@@ -105,7 +105,7 @@ def write_toml(path: Path, config: dict[str, Any]) -> Path:
         if key != "datasets":
             lines.append(f"{key} = {toml_value(value)}")
     for name, ds in config.get("datasets", {}).items():
-        lines.append(f"\n[datasets.{name}]")
+        lines.append(f"\n[datasets.{toml_value(name)}]")
         for key, value in ds.items():
             lines.append(f"{key} = {toml_value(value)}")
     path.write_text("\n".join(lines) + "\n")
