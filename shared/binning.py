@@ -207,5 +207,12 @@ def _assemble(
     last_gap = mean_gap(u[bounds[-2]], u[-1], float(pooled[-1] - pooled[-2]))
     lo = extreme_limit(lower, "lower", float(u[0]), first_gap)
     hi = extreme_limit(upper, "upper", float(u[-1]), last_gap)
+    if lo >= hi:
+        # One bin whose values are all equal: a zero buffer would give c_0 = c_1. Open the
+        # buffered sides instead (nothing about the data is released beyond the count).
+        lo = -np.inf if lower == "buffer" else lo
+        hi = np.inf if upper == "buffer" else hi
+        if lo >= hi:
+            raise ValueError("natural limits `lower` and `upper` must differ")
     limits = np.concatenate([[lo], inner, [hi]])
     return BinTable(limits=limits, counts=bin_counts, k=k)
