@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
@@ -23,8 +24,8 @@ class DataSource(Protocol):
     """Reads whole columns by name."""
 
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
-        """The named columns (in that order), every row; ``text`` columns are read as strings
-        where the format has to guess types (CSV)."""
+        """The named columns (in that order), every row. ``text`` names the label columns (read
+        as strings where the format guesses types); every other column is numeric."""
         ...
 
     def columns(self) -> list[str]:
@@ -90,9 +91,15 @@ class SqlTable:
             wanted: list[sa.ColumnClause[Any]] = [sa.column(c) for c in columns]
             stmt: sa.Select[*tuple[Any, ...]] = sa.select(*wanted).select_from(self._from)
             rows = conn.execute(stmt).all()
-        # Transpose in C (zip), then build each Arrow column from the Python objects in one call.
+        # Transpose in C (zip), then convert each column in one call: numbers (int, float,
+        # Decimal incl. NaN, NULL -> NaN) through numpy, ``text`` columns through Arrow.
         cols = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
-        return pa.table({name: pa.array(col) for name, col in zip(columns, cols, strict=True)})
+        return pa.table(
+            {
+                name: pa.array(col) if name in text else pa.array(np.array(col, dtype=np.float64))
+                for name, col in zip(columns, cols, strict=True)
+            }
+        )
 
     def columns(self) -> list[str]:
         with self.engine.connect() as conn:
