@@ -1,0 +1,143 @@
+"""The release auditor refuses a table whose limits, with those released before, would isolate
+fewer than K records in a cell of the common refinement."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from center_agent.auditor import Auditor, refinement_counts, small_cells
+from center_agent.core.errors import DifferencingRefusal, PrivacyRefusal, UnknownDataset
+from center_agent.db import Store
+
+K = 10
+A = np.arange(1.0, 31.0)  # 30 records: 1, 2, ..., 30
+B = np.arange(0.5, 30.0, 1.0)  # 30 records: 0.5, 1.5, ..., 29.5
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def auditor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Auditor]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    store = Store(url)
+    store.ensure_budgets({"d": 1.0})
+    yield Auditor(store)
+    store.close()
+
+
+def test_cells_are_right_closed() -> None:
+    edges = np.array([10.0, 20.0])
+    counts = refinement_counts(edges, [5, 10, 10.5, 20, 21, 100])
+    assert counts.tolist() == [2, 2, 2]  # (-inf, 10], (10, 20], (20, inf)
+
+
+def test_small_cells_finds_the_isolating_cell() -> None:
+    bad = small_cells([[0, 10, 20, 30], [0, 11, 20, 30]], {"a": A}, K)
+    assert list(bad) == ["a"]
+    edges = np.array([0, 10, 11, 20, 30])
+    # (10, 11] holds the single record 11, and (11, 20] the other nine
+    assert bad["a"].tolist() == [2, 3]
+    assert refinement_counts(edges, A)[2:4].tolist() == [1, 9]
+    assert small_cells([[0, 10, 20, 30], [0, 20, 30]], {"a": A}, K) == {}
+
+
+def test_crafted_refinement_isolating_one_record_is_refused(auditor: Auditor) -> None:
+    """An analyst asks for [0,10,20,30], then shifts a limit by one record: the difference of
+    the two first cells would be one patient's count."""
+    auditor.admit_table("d", "age", None, [0, 10, 20, 30], {"all": A}, K)
+    with pytest.raises(DifferencingRefusal) as info:
+        auditor.admit_table("d", "age", None, [0, 11, 20, 30], {"all": A}, K)
+    assert info.value.status_code == 409
+    assert isinstance(info.value, PrivacyRefusal)
+    assert info.value.body()["error"] == "differencing_refused"
+    assert info.value.body()["reason"] == "small_refinement_cell"
+    assert "K=10" in info.value.detail
+    # the refused table was not recorded: the first one is still the only one
+    assert [t.tolist() for t in auditor.released("d", "age")] == [[0, 10, 20, 30]]
+    # coarser tables, and the same table again, stay allowed
+    auditor.admit_table("d", "age", None, [0, 20, 30], {"all": A}, K)
+    auditor.admit_table("d", "age", None, [0, 10, 20, 30], {"all": A}, K)
+    assert len(auditor.released("d", "age")) == 2  # the repeat is stored once
+
+
+def test_a_sequence_of_small_shifts_is_refused_at_the_first_step(auditor: Auditor) -> None:
+    auditor.admit_table("d", "age", None, [0, 15, 30], {"all": A}, K)
+    refused = 0
+    for shift in range(1, 6):
+        try:
+            auditor.admit_table("d", "age", None, [0, 15 + shift, 30], {"all": A}, K)
+        except DifferencingRefusal:
+            refused += 1
+    assert refused == 5
+    assert auditor.released("d", "age")[0].tolist() == [0, 15, 30]
+
+
+def test_any_group_with_a_small_cell_refuses(auditor: Auditor) -> None:
+    b = np.concatenate([B[:10], B[10:] + 100])  # b: 0.5..9.5, then 110.5..129.5
+    auditor.admit_table("d", "age", "arm", [0, 10, 200], {"a": A, "b": b}, K)
+    with pytest.raises(DifferencingRefusal, match=r"group\(s\): b"):
+        # a keeps 20 and 0 records either side of 115; b would have 5 in (10, 115]
+        auditor.check_table("d", "age", "arm", [0, 10, 115, 200], {"a": A, "b": b}, K)
+    auditor.check_table("d", "age", "arm", [0, 10, 200], {"a": A, "b": b}, K)
+
+
+def test_the_new_table_alone_must_be_safe(auditor: Auditor) -> None:
+    with pytest.raises(DifferencingRefusal):
+        auditor.check_table("d", "age", None, [0, 5, 30], {"all": A}, K)
+
+
+def test_limits_of_every_grouping_are_combined(auditor: Auditor) -> None:
+    auditor.admit_table("d", "age", "arm", [0, 10, 30], {"a": A}, K)
+    with pytest.raises(DifferencingRefusal):
+        auditor.admit_table("d", "age", None, [0, 12, 30], {"all": A}, K)
+    auditor.admit_table("d", "other", None, [0, 12, 30], {"all": A}, K)  # another variable
+
+
+def test_check_then_record(auditor: Auditor) -> None:
+    auditor.check_table("d", "age", None, [0, 10, 30], {"all": A}, K)
+    assert auditor.released("d", "age") == []  # checking alone records nothing
+    auditor.record_table("d", "age", None, [0, 10, 30])
+    auditor.record_table("d", "age", None, [0, 10, 30])
+    assert len(auditor.released("d", "age")) == 1
+
+
+def test_infinite_extreme_limits_are_stored(auditor: Auditor) -> None:
+    auditor.admit_table("d", "age", None, [-np.inf, 15, np.inf], {"all": A}, K)
+    assert auditor.released("d", "age")[0].tolist() == [-np.inf, 15, np.inf]
+
+
+@pytest.mark.parametrize("limits", [[1, 1, 2], [3, 2], [0, np.nan], [[0, 1]]])
+def test_malformed_limits_are_refused(auditor: Auditor, limits: list[float]) -> None:
+    with pytest.raises(ValueError, match="`limits`"):
+        auditor.check_table("d", "age", None, limits, {"all": A}, K)
+
+
+def test_unknown_dataset(auditor: Auditor) -> None:
+    with pytest.raises(UnknownDataset):
+        auditor.admit_table("nope", "age", None, [0, 30], {"all": A}, K)
+
+
+def test_concurrent_conflicting_tables_admit_exactly_one(auditor: Auditor) -> None:
+    """Any two of these tables together isolate < K records: only one may ever be released."""
+    data = np.arange(1.0, 41.0)
+    n = 10
+    barrier = threading.Barrier(n)
+
+    def one(i: int) -> bool:
+        barrier.wait()
+        try:
+            auditor.admit_table("d", "age", None, [0, 10 + i, 40], {"all": data}, K)
+            return True
+        except DifferencingRefusal:
+            return False
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        assert sum(pool.map(one, range(n))) == 1
+    assert len(auditor.released("d", "age")) == 1
