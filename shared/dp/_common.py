@@ -1,0 +1,73 @@
+"""Pieces shared by the DP quantile algorithms: the interval view of the data, exact log-space
+sampling, and the result type.
+
+The quantile mechanisms of Smith (2011) and Gillenwater et al. (2021) both see the data through the
+n + 1 intervals between consecutive order statistics of the clipped, sorted data,
+a = x_0 <= x_1 <= ... <= x_n <= x_{n+1} = b. Interval i is [x_i, x_{i+1}]; an output inside it has
+exactly i data points at or below it. Zero-width intervals (ties) carry probability 0: their log
+width is -inf and every weight built from it stays -inf, so no special case is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shared.privacy import PrivacySpent
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class QuantilesResult:
+    """DP estimates ``values[i]`` of the quantiles at ``levels[i]`` and the budget they used."""
+
+    levels: tuple[float, ...]
+    values: tuple[float, ...]
+    spent: PrivacySpent
+    method: str
+
+
+def interval_edges(x_sorted: FloatArray, a: float, b: float) -> FloatArray:
+    """The n + 2 edges a, x_(1), ..., x_(n), b of the n + 1 intervals (``x_sorted`` sorted)."""
+    edges = np.empty(x_sorted.size + 2)
+    edges[0], edges[-1] = a, b
+    np.clip(x_sorted, a, b, out=edges[1:-1])
+    return edges
+
+
+def log_widths(edges: FloatArray) -> FloatArray:
+    """log |I_i| for the n + 1 intervals; -inf for the zero-width ones."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.diff(edges))
+
+
+def sample_rows(log_w: FloatArray, rng: np.random.Generator) -> IntArray:
+    """For each row r, an index i drawn with probability exp(log_w[r, i]) / sum_i exp(log_w[r, i]).
+
+    Inverse-CDF sampling after subtracting the row maximum: every weight within a factor e^-745 of
+    the largest is represented with full relative precision (a Gumbel-max draw resolves only
+    about e^-40, the range of a Gumbel variate built from a 53-bit uniform).
+    """
+    top = log_w.max(axis=1, keepdims=True)
+    if not np.isfinite(top).all():
+        raise RuntimeError("no output has positive probability; this is a bug")
+    p = np.exp(log_w - top)
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(log_w.shape[0]) * cdf[:, -1]
+    idx = np.sum(cdf <= u[:, None], axis=1)
+    # u * total can round up to total; fall back to the last index that has positive weight.
+    last_positive = log_w.shape[1] - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
+    return np.minimum(idx, last_positive).astype(np.intp)
+
+
+def uniform_in_intervals(
+    edges: FloatArray, intervals: IntArray, rng: np.random.Generator
+) -> FloatArray:
+    """One uniform draw inside each chosen interval [edges[i], edges[i + 1]]."""
+    lo = edges[intervals]
+    hi = edges[intervals + 1]
+    return lo + (hi - lo) * rng.random(intervals.shape)
