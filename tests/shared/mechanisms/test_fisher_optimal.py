@@ -233,6 +233,16 @@ def test_cdf_and_ppf_are_inverse():
     assert total == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("r", [0.004, 0.1, 0.13069, 1.0])
+def test_guide_table_inversion_equals_interpolation(r):
+    inverse = FisherOptimal(r, 1.0)._state.ppf
+    rng = np.random.default_rng(1)
+    q = np.concatenate(
+        [rng.random(20_000), inverse.probs, np.nextafter(inverse.probs, 2), [0.0, 1.0, 5e-324]]
+    )
+    np.testing.assert_array_equal(inverse(q), np.interp(q, inverse.probs, inverse.nodes))
+
+
 def test_box_sampler():
     noise = FisherOptimalBox(0.5, (1.0, 2.0))
     draws = noise.sample(np.random.default_rng(9), N_DRAWS)
