@@ -21,6 +21,11 @@ Federated tests on released numbers only, each center releasing (U_l, V_l, n_l, 
   both directions and the smaller p doubled (Bonferroni over the two directions);
 * table: U on the federated bin table, records in one bin tied (t_r = fx_r + fy_r, non-integer
   counts allowed).
+
+Noisy releases (issue 4): a center may release U_l + w_l with w_l drawn from a noise mechanism of
+variance σ_l². Under H0, Var(U_l + w_l) = V_l + σ_l², so every federated test uses the inflated
+variance V_l + σ_l² in place of V_l (the sum's denominator, the weights and the Z_l of the weighted
+test, the center p-values of Fisher's method) and keeps its level.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 from shared import _greedy
-from shared._validation import as_finite_1d, check_alternative
+from shared._validation import as_finite_1d, check_alternative, check_generator
 from shared.binning import BinTable
+from shared.mechanisms import Mechanism
 
 Alternative = Literal["two-sided", "less", "greater"]
 FloatArray = NDArray[np.float64]
@@ -43,7 +49,11 @@ FloatArray = NDArray[np.float64]
 
 @dataclass(frozen=True)
 class MannWhitneyResult:
-    """Local test: ``statistic`` is U = Σ sign(Y − X); ``zstatistic`` = U/√``variance``."""
+    """Local test: ``statistic`` is U = Σ sign(Y − X); ``zstatistic`` = U/√``variance``.
+
+    A noisy release has ``statistic`` = U + w, ``variance`` = V (U's null variance) and
+    ``noise_variance`` = σ² = Var w; then ``zstatistic`` = (U + w)/√(V + σ²).
+    """
 
     statistic: float
     variance: float
@@ -51,6 +61,12 @@ class MannWhitneyResult:
     pvalue: float
     n_x: int
     n_y: int
+    noise_variance: float = 0.0
+
+    @property
+    def total_variance(self) -> float:
+        """Null variance of the released statistic: V + σ²."""
+        return self.variance + self.noise_variance
 
 
 @dataclass(frozen=True)
@@ -99,14 +115,30 @@ def tie_variance(n: float, m: float, tie_sizes: FloatArray) -> float:
 
 
 def mann_whitney(
-    x: ArrayLike, y: ArrayLike, *, alternative: Alternative = "two-sided"
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    alternative: Alternative = "two-sided",
+    noise: Mechanism | None = None,
+    rng: np.random.Generator | None = None,
 ) -> MannWhitneyResult:
     """Local Mann-Whitney test of one center, U = Σ_i Σ_j sign(Y_j − X_i).
 
     Matches ``scipy.stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False)`` with
     U = n·m − 2·U_x. O(N log N): two sorts and a merge, no per-observation Python work.
+
+    With ``noise`` (a one-dimensional mechanism, drawn from ``rng``) the release is U + w and the
+    local Z and p-value use V + Var w. For a DP release calibrate the mechanism to U's
+    sensitivity under ``swap`` (n, m public): one record moves U by at most 2·max(n, m). V, n and m
+    are released as they are.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
+    if noise is not None:
+        if rng is None:
+            raise ValueError("`rng` (a numpy.random.Generator) is required when `noise` is given")
+        check_generator(rng)
+        if noise.dim != 1:
+            raise ValueError(f"`noise` must be one-dimensional, got dim {noise.dim}")
     xa = as_finite_1d(x, "x")
     ya = as_finite_1d(y, "y")
     _, cum = _greedy.pooled_cuts([np.sort(xa), np.sort(ya)])
@@ -117,7 +149,11 @@ def mann_whitney(
     y_above = ya.size - y_below - cy
     u = float(np.dot(cx, y_above - y_below))
     var = tie_variance(xa.size, ya.size, cx + cy)
-    z = float(_z(np.asarray(u), np.asarray(var)))
+    noise_var = 0.0
+    if noise is not None and rng is not None:
+        u += float(noise.sample(rng, 1)[0])
+        noise_var = float(noise.variance)
+    z = float(_z(np.asarray(u), np.asarray(var + noise_var)))
     return MannWhitneyResult(
         statistic=u,
         variance=var,
@@ -125,6 +161,7 @@ def mann_whitney(
         pvalue=float(_z_pvalue(z, alternative)),
         n_x=int(xa.size),
         n_y=int(ya.size),
+        noise_variance=noise_var,
     )
 
 
@@ -134,11 +171,14 @@ def _parts(
     if len(centers) == 0:
         raise ValueError("`centers` must hold at least one center's release")
     u = np.array([c.statistic for c in centers], dtype=np.float64)
-    v = np.array([c.variance for c in centers], dtype=np.float64)
+    # noisy releases: Var(U_l + w_l) = V_l + σ_l² replaces V_l everywhere downstream
+    v = np.array([c.variance + c.noise_variance for c in centers], dtype=np.float64)
     n = np.array([c.n_x for c in centers], dtype=np.float64)
     m = np.array([c.n_y for c in centers], dtype=np.float64)
     if not (np.isfinite(u).all() and np.isfinite(v).all()) or np.any(v < 0):
         raise ValueError("every center's statistic and variance must be finite, variance >= 0")
+    if any(c.noise_variance < 0 for c in centers):
+        raise ValueError("every center's noise variance must be >= 0")
     return u, v, n, m
 
 
