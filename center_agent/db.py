@@ -62,6 +62,15 @@ releases = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+call_counts = Table(
+    "fedstats_call_count",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("scope", String(128), primary_key=True),
+    Column("kind", String(64), primary_key=True),
+    Column("calls", Integer, nullable=False),
+)
+
 released_limits = Table(
     "fedstats_released_limits",
     metadata,

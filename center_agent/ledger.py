@@ -27,11 +27,12 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from center_agent.core.errors import BudgetExceeded, UnknownDataset
+from center_agent.core.errors import BudgetExceeded, CallCapExceeded, UnknownDataset
 from center_agent.db import (
     Store,
     UnknownLedgerDataset,
     budgets,
+    call_counts,
     releases,
     spend_units,
     units_to_epsilon,
@@ -124,6 +125,38 @@ class Ledger:
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
         return json.loads(stored)
+
+    def count_call(self, dataset: str, scope: str, kind: str, cap: int) -> int:
+        """Count one more ``kind`` call in ``scope`` (e.g. a study); refuse past ``cap``.
+
+        For releases that are limited by number rather than by ε (``yj_max_calls_per_study``).
+        Returns the number of calls including this one; raises :class:`CallCapExceeded` (and
+        counts nothing) when ``cap`` calls were already made.
+        """
+        if cap < 1:
+            raise ValueError(f"`cap` must be an integer >= 1, got {cap!r}")
+        key = (
+            (call_counts.c.dataset == dataset)
+            & (call_counts.c.scope == scope)
+            & (call_counts.c.kind == kind)
+        )
+        try:
+            with self.store.locked(dataset) as (conn, _total, _spent):
+                calls = conn.execute(select(call_counts.c.calls).where(key)).scalar()
+                if calls is None:
+                    row = {"dataset": dataset, "scope": scope, "kind": kind, "calls": 1}
+                    conn.execute(call_counts.insert().values(**row))
+                    return 1
+                if calls >= cap:
+                    raise CallCapExceeded(
+                        f"dataset {dataset!r}: the {cap} {kind} calls allowed for {scope!r} "
+                        "are used up",
+                        extra={"cap": cap},
+                    )
+                conn.execute(update(call_counts).where(key).values(calls=calls + 1))
+                return int(calls) + 1
+        except UnknownLedgerDataset:
+            raise UnknownDataset(dataset) from None
 
     def remaining(self, dataset: str) -> float:
         """ε the dataset can still spend."""

@@ -12,6 +12,7 @@ Hierarchy::
     └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
         ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
         ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
+        ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls per study)
         └── DifferencingRefusal 409 differencing_refused
 
 A :class:`PrivacyRefusal` is the center working as designed: the coordinator tells it apart from a
@@ -106,6 +107,10 @@ class BudgetExceeded(PrivacyRefusal):
 
 class ReleaseDisabled(PrivacyRefusal):
     error = "release_disabled"
+
+
+class CallCapExceeded(PrivacyRefusal):
+    error = "call_cap_exceeded"
 
 
 class DifferencingRefusal(PrivacyRefusal):

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from center_helpers import child_env
 
-from center_agent.core.errors import BudgetExceeded, UnknownDataset
+from center_agent.core.errors import BudgetExceeded, CallCapExceeded, UnknownDataset
 from center_agent.db import Store, releases, spend_units, total_units
 from center_agent.ledger import Ledger, request_key
 
@@ -148,6 +148,32 @@ def test_restart_keeps_spending_and_a_new_total_keeps_spent(ledger_url: str) -> 
     assert Ledger(s).spent("d") == 2.0
     assert Ledger(s).remaining("d") == 1.0
     s.close()
+
+
+def test_call_cap_counts_per_scope_and_refuses_past_the_cap(ledger: Ledger) -> None:
+    assert [ledger.count_call("d", "study-1", "yj_moments", 3) for _ in range(3)] == [1, 2, 3]
+    with pytest.raises(CallCapExceeded) as info:
+        ledger.count_call("d", "study-1", "yj_moments", 3)
+    assert info.value.status_code == 403 and info.value.body()["cap"] == 3
+    assert ledger.count_call("d", "study-2", "yj_moments", 3) == 1
+    assert ledger.count_call("e", "study-1", "yj_moments", 3) == 1
+    assert ledger.spent("d") == 0.0
+
+
+def test_call_cap_holds_under_concurrency(ledger: Ledger) -> None:
+    n = 40
+    barrier = threading.Barrier(n)
+
+    def one(_: int) -> bool:
+        barrier.wait()
+        try:
+            ledger.count_call("d", "s", "yj_moments", 7)
+            return True
+        except CallCapExceeded:
+            return False
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        assert sum(pool.map(one, range(n))) == 7
 
 
 def test_200_concurrent_threads_never_overspend(ledger: Ledger) -> None:
