@@ -63,19 +63,6 @@ def pooled_cuts(sorted_groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     return u, counts
 
 
-def _valid(
-    counts: IntArray, cut: IntArray, start: IntArray, end: IntArray, k: int
-) -> NDArray[np.bool_]:
-    """Whether moving from cut ``start`` to cut ``cut`` leaves every group's count in the new bin
-    and in the rest of its segment at 0 or >= k."""
-    ok = np.ones(cut.shape, dtype=bool)
-    for g in range(counts.shape[0]):
-        inside = counts[g, cut] - counts[g, start]
-        above = counts[g, end] - counts[g, cut]
-        ok &= ((inside == 0) | (inside >= k)) & ((above == 0) | (above >= k))
-    return ok
-
-
 def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     """The next cut of the greedy algorithm from every cut 0..D-1 (``STOP`` where none exists).
 
@@ -91,12 +78,16 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     single_segment = bool(seg_end[0] == n_cuts - 1)
     end = seg_end[:-1]
     stop = np.zeros(n_cuts - 1, dtype=bool)
-    cands = []
+    cands, haves, totals = [], [], []
     for g in range(n_groups):
         cg = counts[g]
         size = int(cg[-1])
         # first_cut[j]: the first cut with at least j records of group g at or below it.
-        first_cut = np.searchsorted(cg, np.arange(size + 1), side="left")
+        # Record j of the group (1-based) first appears at the cut where cg passes j: a repeat
+        # of each cut by the number of the group's records it adds (linear, no search).
+        first_cut = np.empty(size + 1, dtype=np.int64)
+        first_cut[0] = 0
+        first_cut[1:] = np.repeat(np.arange(1, n_cuts, dtype=np.int64), np.diff(cg))
         have = cg[:-1]
         total = cg[-1] if single_segment else cg[end]
         remaining = total - have
@@ -107,20 +98,30 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
         cand = np.where((above == 0) | (above >= k), kth, last)
         cand[remaining < k] = STOP
         cands.append(cand)
+        haves.append(have)
+        totals.append(total)
     if n_groups == 1:
         nxt = cands[0]
     else:
-        c = np.arange(n_cuts - 1, dtype=np.int64)
         c1, c2 = cands
-        none1, none2 = c1 == STOP, c2 == STOP
-        c1 = np.where(none1, c2, c1)
-        c2 = np.where(none2, c1, c2)
+        # A group with nothing left has no candidate: the other group's one stands for both.
+        c1 = np.where(c1 == STOP, c2, c1)
+        c2 = np.where(c2 == STOP, c1, c2)
+
+        def valid_for(g: int, cut: IntArray) -> NDArray[np.bool_]:
+            at = counts[g, cut]
+            inside = at - haves[g]
+            above = totals[g] - at
+            return ((inside == 0) | (inside >= k)) & ((above == 0) | (above >= k))
+
+        # Each candidate is valid for its own group by construction; check the other group.
+        ok1 = valid_for(1, np.maximum(c1, 0))
+        ok2 = valid_for(0, np.maximum(c2, 0))
         lo = np.minimum(c1, c2)
         hi = np.maximum(c1, c2)
-        cross_ok = _valid(counts, c1, c, end, k) & _valid(counts, c2, c, end, k)
-        hi_ok = _valid(counts, np.maximum(hi, 0), c, end, k)
-        # When the candidates are cross-valid, the smaller one is valid for both groups too.
-        nxt = np.where(cross_ok, lo, np.where(hi_ok, hi, end))
+        hi_ok = np.where(c1 >= c2, ok1, ok2)
+        # When the candidates are cross-valid, the smaller one is valid for both groups.
+        nxt = np.where(ok1 & ok2, lo, np.where(hi_ok, hi, end))
     nxt[stop] = STOP
     return nxt
 
@@ -177,19 +178,43 @@ def walk(nxt: IntArray, starts: IntArray, seg_end: IntArray) -> tuple[IntArray, 
     return ids_all[order], cuts_all[order], final
 
 
-def repair_tail(counts: IntArray, cuts: list[int], k: int) -> list[int]:
-    """Merge trailing bins of one segment until every group's count in each is 0 or >= k.
+def close_chains(
+    counts: IntArray,
+    chain: IntArray,
+    cut: IntArray,
+    final: IntArray,
+    starts: IntArray,
+    ends: IntArray,
+    k: int,
+) -> tuple[IntArray, IntArray]:
+    """Bin ends of every chain after the end-of-data rule, as flat (chain, cut) pairs.
 
-    ``cuts`` are the bin ends of the segment, the last one being the segment end (the walk may
-    have stopped early and its leftovers were folded into the last bin). Merging from the right
-    ends at worst in one bin, which is valid because the segment's totals are 0 or >= k.
+    A chain that stopped early (fewer than k records of some group left in its segment) folds
+    its leftovers into its last bin: the last visited cut is replaced by the segment end, or the
+    segment becomes one bin when nothing was visited. If that last bin now holds 1..k-1 records
+    of a group (possible when that group had no records in it before), it is merged with the
+    bin before it, and so on; one vectorized round per merge, all chains at once. Merging ends
+    at worst in one bin per segment, which is valid because the segment totals are 0 or >= k.
     """
-    cuts = list(cuts)
-    while len(cuts) > 1:
-        lo = cuts[-2]
-        hi = cuts[-1]
-        inside = counts[:, hi] - counts[:, lo]
-        if np.all((inside == 0) | (inside >= k)):
-            break
-        del cuts[-2]
-    return cuts
+    n_chains = starts.size
+    per_chain = np.bincount(chain, minlength=n_chains)
+    offset = np.concatenate([[0], np.cumsum(per_chain)[:-1]])
+    stopped = final != ends
+    # keep[i]: how many leading visited cuts of chain i stay interior bin ends. The last bin
+    # always ends at the segment end: a finished chain visited it last, a stopped chain's last
+    # visited cut is replaced by it.
+    keep = np.maximum(per_chain - 1, 0)
+    todo = np.flatnonzero(stopped & (keep > 0))
+    while todo.size:
+        prev = cut[offset[todo] + keep[todo] - 1]
+        inside = counts[:, ends[todo]] - counts[:, prev]
+        bad = np.any((inside > 0) & (inside < k), axis=0)
+        todo = todo[bad]
+        keep[todo] -= 1
+        todo = todo[keep[todo] > 0]
+    rank = np.arange(chain.size) - offset[chain]
+    kept = rank < keep[chain]
+    out_chain = np.concatenate([chain[kept], np.arange(n_chains)])
+    out_cut = np.concatenate([cut[kept], ends])
+    order = np.lexsort((out_cut, out_chain))
+    return out_chain[order], out_cut[order]

@@ -175,16 +175,11 @@ def bin_table(
     n_distinct = u.size
     seg_end = np.full(n_distinct + 1, n_distinct, dtype=np.int64)
     nxt = _greedy.transitions(counts, seg_end, k)
-    _, visited, final = _greedy.walk(nxt, np.zeros(1, dtype=np.int64), seg_end)
-    cuts = visited.tolist()
-    if int(final[0]) != n_distinct:
-        # The walk stopped with fewer than k records of some group left: they join the last bin.
-        if cuts:
-            cuts[-1] = n_distinct
-        else:
-            cuts = [n_distinct]
-    cuts = _greedy.repair_tail(counts, cuts, k)
-    return _assemble(u, counts, np.asarray(cuts, dtype=np.int64), k, rng, lower, upper)
+    start = np.zeros(1, dtype=np.int64)
+    end = np.full(1, n_distinct, dtype=np.int64)
+    chain, visited, final = _greedy.walk(nxt, start, seg_end)
+    _, cuts = _greedy.close_chains(counts, chain, visited, final, start, end, k)
+    return _assemble(u, counts, cuts, k, rng, lower, upper)
 
 
 def _assemble(

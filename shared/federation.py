@@ -39,7 +39,7 @@ from shared.binning import (
     mean_gap,
     randomized_limits,
 )
-from shared.protocol import BinSplit, GroupRuns, RefinementRelease
+from shared.protocol import GroupRuns, RefinementRelease
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -90,19 +90,16 @@ def refine_table(
     seg_end[:-1] = bin_end[seg]
     seg_end[-1] = n_distinct
 
-    sub_cuts = _split_cuts(counts, seg_end, bin_start, bin_end, k)
-    cell_end, fixed = _cells(bin_end, sub_cuts)
+    sub_bin, sub_cut = _split_cuts(counts, seg_end, bin_start, bin_end, k)
+    cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
     cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
     loose = cell_counts[:, ~fixed].sum(axis=1)
     if np.any((loose > 0) & (loose < k)):
-        sub_cuts = {}
-        cell_end, fixed = _cells(bin_end, sub_cuts)
+        sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
+        cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
         cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
 
-    splits = []
-    for b, cuts in sorted(sub_cuts.items()):
-        c = np.asarray(cuts, dtype=np.int64)
-        splits.append(BinSplit(bin=b, limits=randomized_limits(u[c - 1], u[c], rng).tolist()))
+    split_limits = randomized_limits(u[sub_cut - 1], u[sub_cut], rng)
     runs = [_runs(row, fixed, k) for row in cell_counts]
 
     lower = upper = None
@@ -117,50 +114,45 @@ def refine_table(
         if np.isfinite(lim[-1]) and u[-1] > lim[-1]:
             bottom = u[starts[last]]
             upper = float(u[-1] + mean_gap(bottom, u[-1], float(pooled[last])))
-    return RefinementRelease(k=k, splits=splits, runs=runs, lower=lower, upper=upper)
+    return RefinementRelease(
+        k=k,
+        split_bins=sub_bin.tolist(),
+        split_limits=split_limits.tolist(),
+        runs=runs,
+        lower=lower,
+        upper=upper,
+    )
 
 
 def _split_cuts(
     counts: IntArray, seg_end: IntArray, bin_start: IntArray, bin_end: IntArray, k: int
-) -> dict[int, list[int]]:
-    """Interior sub-cuts of every existing bin the new center can split (>= 2 sub-bins)."""
+) -> tuple[IntArray, IntArray]:
+    """(existing bin, interior sub-cut) of every split the new center can make, in order.
+
+    A bin is split when the single-center rule, run on the center's values inside it, yields
+    two or more sub-bins.
+    """
     nxt = _greedy.transitions(counts, seg_end, k)
     nonempty = np.flatnonzero(bin_end > bin_start)
-    chain, cut, final = _greedy.walk(nxt, bin_start[nonempty], seg_end)
-    ends = bin_end[nonempty]
-    per_chain = np.bincount(chain, minlength=nonempty.size)
-    finished = final == ends
-    out: dict[int, list[int]] = {}
-    # Chains that reached their bin's end: their visited cuts are the sub-bins' ends.
-    ok = finished & (per_chain >= 2)
-    # Chains that stopped early with bins behind them: leftovers join the last sub-bin, then
-    # the tail is merged back until K-anonymous (rare; plain loop).
-    repair = ~finished & (per_chain >= 1)
-    offsets = np.concatenate([[0], np.cumsum(per_chain)])
-    for i in np.flatnonzero(ok | repair).tolist():
-        cuts = cut[offsets[i] : offsets[i + 1]].tolist()
-        if not finished[i]:
-            cuts[-1] = int(ends[i])
-            cuts = _greedy.repair_tail(counts, cuts, k)
-        if len(cuts) >= 2:
-            out[int(nonempty[i])] = cuts[:-1]
-    return out
+    starts, ends = bin_start[nonempty], bin_end[nonempty]
+    chain, cut, final = _greedy.walk(nxt, starts, seg_end)
+    chain, cut = _greedy.close_chains(counts, chain, cut, final, starts, ends, k)
+    interior = cut != ends[chain]
+    return nonempty[chain[interior]], cut[interior]
 
 
 def _cells(
-    bin_end: IntArray, sub_cuts: dict[int, list[int]]
+    bin_end: IntArray, sub_bin: IntArray, sub_cut: IntArray
 ) -> tuple[IntArray, NDArray[np.bool_]]:
-    """End cut and 'fixed' flag (a sub-cell of a split bin) of each refined cell."""
-    n_sub = np.zeros(bin_end.size, dtype=np.int64)
-    for b, cuts in sub_cuts.items():
-        n_sub[b] = len(cuts)
-    cell_bin = np.repeat(np.arange(bin_end.size), n_sub + 1)
-    cell_end = bin_end[cell_bin].copy()
-    fixed = n_sub[cell_bin] > 0
-    first_cell = np.concatenate([[0], np.cumsum(n_sub + 1)[:-1]])
-    for b, cuts in sub_cuts.items():
-        cell_end[first_cell[b] : first_cell[b] + len(cuts)] = cuts
-    return cell_end, fixed
+    """End cut and 'fixed' flag (a sub-cell of a split bin) of each refined cell, in order."""
+    n_bins = bin_end.size
+    ends = np.concatenate([sub_cut, bin_end])
+    owner = np.concatenate([sub_bin, np.arange(n_bins)])
+    # Within a bin its sub-cuts come before its end; empty bins share an end cut, so order by
+    # bin first.
+    order = np.lexsort((ends, owner))
+    split = np.bincount(sub_bin, minlength=n_bins) > 0
+    return ends[order], split[owner[order]]
 
 
 def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
@@ -216,23 +208,21 @@ def apply_refinement(table: BinTable, release: RefinementRelease) -> BinTable:
     if release.upper is not None:
         lim[-1] = max(lim[-1], release.upper)
     n_bins = table.n_bins
-    n_sub = np.zeros(n_bins, dtype=np.int64)
-    pieces: list[FloatArray] = [lim[:1]]
-    previous = -1
-    split_at = {s.bin: s for s in release.splits}
-    for s in release.splits:
-        if not previous < s.bin < n_bins:
-            raise ValueError(f"split of bin {s.bin} is out of order or out of range")
-        previous = s.bin
-        sub = np.asarray(s.limits, dtype=np.float64)
-        if not (np.all(np.diff(sub) > 0) and sub[0] > lim[s.bin] and sub[-1] < lim[s.bin + 1]):
-            raise ValueError(f"split limits of bin {s.bin} are not increasing inside the bin")
-        n_sub[s.bin] = sub.size
-    for b in range(n_bins):
-        if b in split_at:
-            pieces.append(np.asarray(split_at[b].limits, dtype=np.float64))
-        pieces.append(lim[b + 1 : b + 2])
-    new_limits = np.concatenate(pieces)
+    sub_bin = np.asarray(release.split_bins, dtype=np.int64)
+    sub_lim = np.asarray(release.split_limits, dtype=np.float64)
+    if sub_bin.size:
+        inside = (sub_bin >= 0) & (sub_bin < n_bins)
+        if not inside.all():
+            raise ValueError("a split names a bin the table does not have")
+        if not (
+            np.all(sub_lim > lim[sub_bin])
+            and np.all(sub_lim < lim[sub_bin + 1])
+            and np.all(np.diff(sub_lim) > 0)
+        ):
+            raise ValueError("split limits must increase and lie strictly inside their bins")
+    n_sub = np.bincount(sub_bin, minlength=n_bins)
+    new_limits = np.concatenate([lim[:1], np.sort(np.concatenate([lim[1:-1], sub_lim])),
+                                 lim[-1:]])
     cell_bin = np.repeat(np.arange(n_bins), n_sub + 1)
     fixed = n_sub[cell_bin] > 0
     n_cells = cell_bin.size

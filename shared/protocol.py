@@ -61,13 +61,6 @@ class RefinementRequest(WireModel):
     k: int = Field(ge=2)
 
 
-class BinSplit(WireModel):
-    """Existing bin ``bin`` is cut at the (randomized) interior ``limits``."""
-
-    bin: int = Field(ge=0)
-    limits: list[float] = Field(min_length=1)
-
-
 class GroupRuns(WireModel):
     """The new center's records of one group, as K-anonymous run totals.
 
@@ -80,10 +73,22 @@ class GroupRuns(WireModel):
 
 
 class RefinementRelease(WireModel):
-    """The new center's half of Algorithms 4-6: splits, run totals and moved extreme limits."""
+    """The new center's half of Algorithms 4-6: splits, run totals and moved extreme limits.
+
+    ``split_limits[i]`` is a new (randomized) interior limit inside existing bin
+    ``split_bins[i]``; both lists are in increasing order. Refined cells are the existing bins
+    cut at those limits, numbered left to right.
+    """
 
     k: int = Field(ge=2)
-    splits: list[BinSplit]
+    split_bins: list[int] = Field(default_factory=list)
+    split_limits: list[float] = Field(default_factory=list)
     runs: list[GroupRuns] = Field(min_length=1, max_length=2)
     lower: float | None = None
     upper: float | None = None
+
+    @model_validator(mode="after")
+    def _paired(self) -> RefinementRelease:
+        if len(self.split_bins) != len(self.split_limits):
+            raise ValueError("split_bins and split_limits must have the same length")
+        return self

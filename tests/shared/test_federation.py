@@ -37,8 +37,8 @@ class TestSeedWorkedExample:
 
     def test_new_center_release(self):
         release = refine_table(self.table.limits, self.x, self.y, k=10, rng=rng())
-        assert [s.bin for s in release.splits] == [2]
-        (cut,) = release.splits[0].limits
+        assert release.split_bins == [2]
+        (cut,) = release.split_limits
         assert 4.95 < cut < 5.1  # between the last value of the first sub-bin and the next
         # x: the run {(0,2], (2,4]} totals 10; the two sub-bins of (4, 6] hold 10 each.
         rx, ry = release.runs
@@ -123,7 +123,7 @@ def test_split_cells_are_never_absorbed_into_runs():
     table = bin_table(np.r_[np.linspace(0, 1, 10), np.linspace(2, 3, 10)], k=10, rng=rng())
     x = np.r_[[0.1, 0.2, 0.3], np.linspace(2.05, 2.95, 20)]
     release = refine_table(table.limits, x, k=10, rng=rng())
-    assert release.splits == []
+    assert release.split_bins == [] and release.split_limits == []
     assert sorted(release.runs[0].totals) == [23.0]
 
 
@@ -156,6 +156,11 @@ def test_bad_releases_are_refused():
                                  good.runs[1]]}
             ),
         )
+    with pytest.raises(ValueError, match="lie strictly inside their bins"):
+        apply_refinement(table, good.model_copy(update={"split_bins": [0],
+                                                        "split_limits": [99.0]}))
+    with pytest.raises(ValueError, match="same length"):
+        RefinementRelease(k=10, split_bins=[0], split_limits=[], runs=good.runs)
     with pytest.raises(KAnonymityError):
         refine_table(table.limits, np.arange(4.0), np.arange(20.0), k=10, rng=rng())
     with pytest.raises(ValueError, match="strictly increasing"):
