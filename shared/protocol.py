@@ -8,6 +8,7 @@ so that the JSON stays standard.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -54,11 +55,44 @@ class BinTableRelease(WireModel):
         )
 
 
-class RefinementRequest(WireModel):
-    """What a new center needs to refine a table: its limits only, never its counts."""
+class ErrorBody(WireModel):
+    """Every refusal or failure either service answers with: a stable code and a message.
 
-    limits: list[float] = Field(min_length=2)
+    ``error`` codes of privacy refusals (the service working as designed) are distinct from
+    failures, so a coordinator can tell "refused" from "broken". Extra fields (for example
+    ``remaining_epsilon``) may follow; they are ignored here.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    error: str
+    detail: str
+
+
+ExtremeChoice = Literal["infinite", "buffer"] | float
+
+
+class TableRequest(WireModel):
+    """Ask a center for its own K-anonymous table of ``variable``.
+
+    ``groups`` names the two declared levels taken as X and Y (in that order) of the dataset's
+    group column; None asks for a one-group table of every record.
+    """
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str] | None = None
     k: int = Field(ge=2)
+    lower: ExtremeChoice = "buffer"
+    upper: ExtremeChoice = "buffer"
+
+
+class RefinementRequest(WireModel):
+    """Ask a new center to refine a table: its limits only, never its counts."""
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str] | None = None
+    k: int = Field(ge=2)
+    limits: list[float] = Field(min_length=2)
 
 
 class GroupRuns(WireModel):
