@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -99,6 +100,12 @@ def units_to_epsilon(units: int) -> float:
     return float(Decimal(units) * EPSILON_UNIT)
 
 
+# The dataset locks this context (thread or task) holds: (id(store), dataset) -> connection.
+_held_locks: ContextVar[dict[tuple[int, str], Connection] | None] = ContextVar(
+    "fedstats_held_locks", default=None
+)
+
+
 class UnknownLedgerDataset(KeyError):
     """The dataset has no budget row (it is not configured)."""
 
@@ -176,16 +183,34 @@ class Store:
     def locked(self, dataset: str) -> Iterator[tuple[Connection, int, int]]:
         """One transaction holding the dataset's lock; yields (connection, total, spent) units.
 
-        Commits when the block exits normally, rolls back (nothing spent, nothing stored) on any
-        exception. Raises :class:`UnknownLedgerDataset` if the dataset has no budget row.
+        Commits when the outermost block exits normally, rolls back (nothing spent, nothing
+        stored) on any exception. Re-entrant: a ``locked(dataset)`` opened inside another one for
+        the same dataset (say the auditor admitting a table inside ``Ledger.release``'s compute)
+        joins the outer transaction instead of waiting for its own lock. Raises
+        :class:`UnknownLedgerDataset` if the dataset has no budget row.
         """
+        held = _held_locks.get() or {}
+        outer = held.get((id(self), dataset))
+        if outer is not None:
+            total, spent = self._budget_row(outer, dataset, lock=False)
+            yield outer, total, spent
+            return
         with self.engine.begin() as conn:
-            stmt = select(budgets.c.total_units, budgets.c.spent_units).where(
-                budgets.c.dataset == dataset
-            )
-            if not self.is_sqlite:
-                stmt = stmt.with_for_update()
-            row = conn.execute(stmt).first()
-            if row is None:
-                raise UnknownLedgerDataset(dataset)
-            yield conn, int(row.total_units), int(row.spent_units)
+            total, spent = self._budget_row(conn, dataset, lock=not self.is_sqlite)
+            token = _held_locks.set({**held, (id(self), dataset): conn})
+            try:
+                yield conn, total, spent
+            finally:
+                _held_locks.reset(token)
+
+    @staticmethod
+    def _budget_row(conn: Connection, dataset: str, *, lock: bool) -> tuple[int, int]:
+        stmt = select(budgets.c.total_units, budgets.c.spent_units).where(
+            budgets.c.dataset == dataset
+        )
+        if lock:
+            stmt = stmt.with_for_update()
+        row = conn.execute(stmt).first()
+        if row is None:
+            raise UnknownLedgerDataset(dataset)
+        return int(row.total_units), int(row.spent_units)

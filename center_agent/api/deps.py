@@ -1,11 +1,21 @@
 """Dependencies, as ``Annotated`` aliases so a handler's signature lists what it needs.
 
-A release endpoint will typically read::
+A release endpoint is a thin route (request/response models from ``shared/protocol.py``)::
 
-    @router.post("/datasets/{dataset}/...")
-    def release(dataset: DatasetDep, body: SomeRequest, ledger: LedgerDep, settings: SettingsDep):
+    @router.post("/datasets/{dataset}/dp-quantiles")
+    def dp_quantiles(
+        dataset: DatasetDep, body: DPQuantileRequest, ledger: LedgerDep, settings: SettingsDep
+    ) -> DPQuantileRelease:
         sample = dataset.load(body.variable, body.group)   # 404 for undeclared names
-        return ledger.release(dataset.name, key, body.epsilon, lambda: ...)
+        key = request_key(dataset.name, body.variable, "dp_quantiles",
+                          body.model_dump(mode="json"), body.epsilon)
+        payload = ledger.release(dataset.name, key, body.epsilon,
+                                 lambda: run_core(sample, ...).model_dump(mode="json"))
+        return DPQuantileRelease.model_validate(payload)
+
+A K-anonymous table goes through ``ledger.release`` with ε = 0 (so a repeated request gets the
+same randomized limits back) and calls ``auditor.admit_table(...)`` inside its compute: the
+admission joins the release's transaction, and a refusal rolls the whole release back.
 
 Every router except health is mounted with :func:`authenticate` as a dependency
 (``center_agent.api.router``), so handlers need not ask for :data:`Authenticated` themselves.
@@ -84,13 +94,16 @@ def authenticate(
     """401 unless the bearer token equals one of the configured tokens (constant time)."""
     if credentials is None or not credentials.credentials:
         raise AuthenticationError()
-    presented = credentials.credentials.encode()
+    # Digests have one length, so not even a token's length shows in the timing; every
+    # configured token is compared, so neither does which one matched.
+    presented = hashlib.sha256(credentials.credentials.encode()).digest()
     matched = False
-    for allowed in settings.tokens:  # compare against every token: timing tells nothing
-        matched |= hmac.compare_digest(presented, allowed.get_secret_value().encode())
+    for allowed in settings.tokens:
+        allowed_digest = hashlib.sha256(allowed.get_secret_value().encode()).digest()
+        matched |= hmac.compare_digest(presented, allowed_digest)
     if not matched:
         raise AuthenticationError("the bearer token is not valid for this center")
-    return Caller(token_id=hashlib.sha256(presented).hexdigest()[:16])
+    return Caller(token_id=presented.hex()[:16])
 
 
 Authenticated = Annotated[Caller, Depends(authenticate)]

@@ -11,15 +11,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from center_helpers import child_env
 
-from center_agent.core.errors import BudgetExceeded, CallCapExceeded, UnknownDataset
+from center_agent.auditor import Auditor
+from center_agent.core.errors import (
+    BudgetExceeded,
+    CallCapExceeded,
+    DifferencingRefusal,
+    UnknownDataset,
+)
 from center_agent.db import Store, releases, spend_units, total_units
 from center_agent.ledger import Ledger, request_key
 
@@ -297,3 +304,28 @@ def test_random_sigkills_keep_spent_equal_to_stored_releases(
                 sa.select(sa.func.count()).select_from(releases).where(releases.c.dataset == "big")
             ).scalar_one()
         assert Ledger(store).spent("big") == 0.25 * n_stored
+
+
+def test_an_auditor_admission_inside_a_release_joins_its_transaction(store: Store) -> None:
+    """How a table endpoint combines them: ε = 0 release (a repeat gets the same randomized
+    limits) whose compute admits the table; a refusal rolls back the whole release."""
+    ledger, auditor = Ledger(store), Auditor(store)
+    data = {"all": np.arange(1.0, 31.0)}
+
+    def table(limits: list[float]) -> Callable[[], dict[str, list[float]]]:
+        def compute() -> dict[str, list[float]]:
+            auditor.admit_table("d", "age", None, limits, data, 10)
+            return {"limits": limits}
+
+        return compute
+
+    assert ledger.release("d", "t1", 0.0, table([0, 10, 20, 30])) == {"limits": [0, 10, 20, 30]}
+    with pytest.raises(DifferencingRefusal):
+        ledger.release("d", "t2", 0.0, table([0, 11, 20, 30]))
+    assert len(auditor.released("d", "age")) == 1
+    with store.engine.connect() as conn:
+        keys = conn.execute(sa.select(releases.c.request_key)).scalars().all()
+    assert keys == ["t1"]  # the refused release was not stored
+    # a DP release can also nest a call cap without deadlocking on its own lock
+    ledger.release("d", "dp", 1.0, lambda: ledger.count_call("d", "study", "yj", 5))
+    assert ledger.spent("d") == 1.0
