@@ -279,7 +279,7 @@ def _raised_cosine() -> UnitState:
     return _state(0.0, R_MAX, math.pi**2, "raised_cosine", nodes, psi, cdf)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # ~170 kB per solved table
 def state_at_multiplier(lam: float) -> UnitState:
     """The unit-box optimum for multiplier Λ >= 0, tabulated (cached)."""
     if lam == 0.0:
@@ -305,7 +305,7 @@ def state_at_multiplier(lam: float) -> UnitState:
     return _state(lam, moment, fisher, kind, nodes, psi, _tabulate(psi, grid.h))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # ~170 kB per solved table
 def state_for_moment(r: float) -> UnitState:
     """The unit-box optimum under <u²> <= r (r > 0), tabulated (cached on r = ρ/a²)."""
     if r >= R_MAX:
