@@ -7,13 +7,15 @@ from typing import Any
 
 import httpx
 import pytest
-from center_helpers import AUTH, OTHER_TOKEN, TOKEN, K
+from center_helpers import AUTH, OTHER_TOKEN, TOKEN, K, write_toml
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from center_agent.api.deps import DatasetDep, LedgerDep, authenticate
+from center_agent.api.deps import DatasetDep, LedgerDep, QuantileLossAllowed, authenticate
+from center_agent.core.config import load_settings
 from center_agent.core.errors import DifferencingRefusal
 from center_agent.ledger import request_key
+from center_agent.main import create_app
 
 pytestmark = pytest.mark.anyio
 
@@ -152,6 +154,10 @@ def _add_test_routes(app: FastAPI) -> None:
             dataset.name, key, body.epsilon, lambda: {"n": int(sample.values.size > 0)}
         )
 
+    @router.get("/_test_quantile_loss", dependencies=[QuantileLossAllowed])
+    def quantile_loss() -> dict[str, str]:
+        return {"loss": "leaky"}
+
     @router.get("/_test_crash")
     def crash() -> None:
         raise RuntimeError("secret path /srv/data/patients.csv in a trace")
@@ -227,3 +233,24 @@ async def test_unreadable_source_is_500_without_details(
     assert r.status_code == 500
     assert r.json()["error"] == "data_source_error"
     assert str(csv_path) not in r.text and "cohort.csv" not in r.text
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+async def test_leaky_release_is_refused_unless_switched_on(
+    tmp_path: Path, base_config: dict[str, Any], allowed: bool
+) -> None:
+    config = write_toml(tmp_path / "q.toml", {**base_config, "allow_quantile_loss": allowed})
+    app = create_app(load_settings(config))
+    _add_test_routes(app)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
+        r = await client.get("/v1/_test_quantile_loss", headers=AUTH)
+        info = (await client.get("/v1/info", headers=AUTH)).json()
+    app.state.services.close()
+    assert info["quantile_loss_enabled"] is allowed
+    if allowed:
+        assert r.status_code == 200
+    else:
+        assert r.status_code == 403
+        assert r.json()["error"] == "release_disabled"
+        assert "allow_quantile_loss" in r.json()["detail"]
