@@ -88,7 +88,11 @@ class Auditor:
         values_by_group: Mapping[str, ArrayLike],
         k: int,
     ) -> None:
-        """Raise :class:`DifferencingRefusal` if releasing ``limits`` would isolate < k records."""
+        """Raise :class:`DifferencingRefusal` if releasing ``limits`` would isolate < k records.
+
+        ``values_by_group`` holds the center's values per group the table counts (for an
+        ungrouped table, ``{"all": values}``); ``grouping`` names the group column or is ``None``.
+        """
         with self._locked(dataset) as conn:
             self._check(conn, dataset, variable, limits, values_by_group, k)
 

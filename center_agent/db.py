@@ -39,6 +39,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 EPSILON_UNIT = Decimal("1e-9")
@@ -150,7 +151,10 @@ class Store:
         self.url = url
         self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
-        metadata.create_all(self.engine)
+        try:
+            metadata.create_all(self.engine)
+        except DBAPIError:  # another process created the tables at the same moment
+            metadata.create_all(self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
