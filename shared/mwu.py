@@ -153,15 +153,27 @@ def mann_whitney(
     if noise is not None and rng is not None:
         u += float(noise.sample(rng, 1)[0])
         noise_var = float(noise.variance)
-    z = float(_z(np.asarray(u), np.asarray(var + noise_var)))
+    return released_result(u, var, int(xa.size), int(ya.size), noise_var, alternative)
+
+
+def released_result(
+    statistic: float,
+    variance: float,
+    n_x: int,
+    n_y: int,
+    noise_variance: float = 0.0,
+    alternative: Alternative = "two-sided",
+) -> MannWhitneyResult:
+    """A local result from released numbers: Z = statistic/√(V + σ²) and its p-value."""
+    z = float(_z(np.asarray(statistic), np.asarray(variance + noise_variance)))
     return MannWhitneyResult(
-        statistic=u,
-        variance=var,
+        statistic=statistic,
+        variance=variance,
         zstatistic=z,
         pvalue=float(_z_pvalue(z, alternative)),
-        n_x=int(xa.size),
-        n_y=int(ya.size),
-        noise_variance=noise_var,
+        n_x=n_x,
+        n_y=n_y,
+        noise_variance=noise_variance,
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.binning import BinTable
+from shared.mwu import Alternative, MannWhitneyResult, released_result
 
 
 class WireModel(BaseModel):
@@ -126,3 +127,41 @@ class RefinementRelease(WireModel):
         if len(self.split_bins) != len(self.split_limits):
             raise ValueError("split_bins and split_limits must have the same length")
         return self
+
+
+class MWURequest(WireModel):
+    """Ask a center for its local Mann-Whitney statistic of ``variable`` between two levels.
+
+    With ``epsilon`` the center adds Laplace noise calibrated to U's sensitivity under ``swap``
+    (group sizes treated as public) and debits ε from the dataset's budget.
+    """
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str]
+    epsilon: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class MWURelease(WireModel):
+    """A center's local MWU release: U (+ noise), its null variance V, σ² of the noise, sizes."""
+
+    statistic: float = Field(allow_inf_nan=False)
+    variance: float = Field(ge=0, allow_inf_nan=False)
+    noise_variance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    n_x: int = Field(ge=0)
+    n_y: int = Field(ge=0)
+
+    @classmethod
+    def from_result(cls, result: MannWhitneyResult) -> MWURelease:
+        return cls(
+            statistic=result.statistic,
+            variance=result.variance,
+            noise_variance=result.noise_variance,
+            n_x=result.n_x,
+            n_y=result.n_y,
+        )
+
+    def to_result(self, alternative: Alternative = "two-sided") -> MannWhitneyResult:
+        """The release as the federated tests take it (Z and p recomputed from the numbers)."""
+        return released_result(
+            self.statistic, self.variance, self.n_x, self.n_y, self.noise_variance, alternative
+        )

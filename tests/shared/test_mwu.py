@@ -144,3 +144,17 @@ def test_weighted_test_has_at_least_the_sum_tests_noncentrality():
     v = np.array([p.variance for p in parts])
     w = np.array([p.n_x * p.n_y for p in parts]) / np.sqrt(v)
     assert (w * means / np.sqrt(v)).sum() / np.sqrt((w**2).sum()) >= means.sum() / np.sqrt(v.sum())
+
+
+def test_wire_release_round_trip_gives_the_same_federated_tests():
+    from shared.protocol import MWURelease
+
+    parts = centers(5)
+    wired = [MWURelease.model_validate_json(MWURelease.from_result(p).model_dump_json())
+             for p in parts]
+    for test in (sum_test, weighted_test, fisher_test):
+        a = test(parts, alternative="less")
+        b = test([w.to_result("less") for w in wired], alternative="less")
+        assert a.statistic == b.statistic and a.pvalue == b.pvalue
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        MWURelease(statistic=1.0, variance=-1.0, n_x=3, n_y=3)
