@@ -1,0 +1,33 @@
+"""Differentially private quantiles and boxplots (seed 000; ``NOTES.md`` §1-§2).
+
+Every function takes the data, an explicit ``epsilon``, public ``bounds``, the ``neighbouring``
+relation and a ``numpy.random.Generator``, and returns a frozen result that carries the
+:class:`~shared.privacy.PrivacySpent` of the release.
+
+* :func:`private_quantile` — one quantile, exponential mechanism (Smith 2011).
+* :func:`joint_exp` — m quantiles in one mechanism (Gillenwater et al. 2021), exact sampler.
+* :func:`approx_quantiles` — m quantiles by recursive splitting (Kaplan et al. 2022).
+* :func:`unbounded_quantile` — AboveThreshold on a geometric grid (Durfee 2023), also reflected.
+* :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez 2025); :func:`naive_boxplot` — the
+  four single-method boxplots the seed compares it with. ``BoxplotResult.to_bxp_stats()`` feeds
+  ``matplotlib.axes.Axes.bxp``.
+"""
+
+from shared.dp._common import QuantilesResult
+from shared.dp.approx_quantile import approx_quantiles
+from shared.dp.boxplot import NAIVE_METHODS, BoxplotResult, dp_boxplot, naive_boxplot
+from shared.dp.joint_exp import joint_exp
+from shared.dp.private_quantile import private_quantile
+from shared.dp.unbounded import unbounded_quantile
+
+__all__ = [
+    "NAIVE_METHODS",
+    "BoxplotResult",
+    "QuantilesResult",
+    "approx_quantiles",
+    "dp_boxplot",
+    "joint_exp",
+    "naive_boxplot",
+    "private_quantile",
+    "unbounded_quantile",
+]

@@ -62,31 +62,38 @@ def above_threshold_bucket(
 
 def unbounded_sorted(
     data: FloatArray,
-    q: float,
+    threshold: float,
     epsilon: float,
     bounds: tuple[float, float],
     rng: np.random.Generator,
     beta: float,
     reflect: bool,
 ) -> float:
-    """The walk on validated, sorted data; returns the release clamped to ``bounds``."""
+    """The walk on validated, sorted data; returns the release clamped to ``bounds``.
+
+    ``threshold`` is the count target: q·n upward, (1 − q)·n + 1 when reflected; DPBoxplot passes
+    n for both extremes (the maximum, and the maximum of −x).
+    """
     a, b = bounds
     n = data.size
     if reflect:
         # −x sorted ascending is x reversed; the count of −x below −e is the count of x above e.
         edges = geometric_edges(-b, -a, beta)
         counts = n - np.searchsorted(data, -edges, side="right")
-        threshold = (1.0 - q) * n + 1.0
         anchor = -b
     else:
         edges = geometric_edges(a, b, beta)
         counts = np.searchsorted(data, edges, side="left")
-        threshold = q * n
         anchor = a
     k = above_threshold_bucket(counts.astype(np.float64), threshold, epsilon, rng)
     release = anchor + beta**k - 1.0 if k < edges.size else math.inf
     value = min(release, -a if reflect else b)
     return -value if reflect else value
+
+
+def threshold_for_level(q: float, n: int, reflect: bool) -> float:
+    """Count target of the walk for level q: q·n, or (1 − q)·n + 1 on the reflected data."""
+    return (1.0 - q) * n + 1.0 if reflect else q * n
 
 
 def unbounded_quantile(
@@ -126,7 +133,8 @@ def unbounded_quantile(
     if beta <= 1.0:
         raise ValueError(f"`beta` must be a finite number > 1, got {beta!r}")
     data = np.sort(as_finite_1d(x, "x"))
-    value = unbounded_sorted(data, level, epsilon, bounds, rng, beta, reflect)
+    threshold = threshold_for_level(level, data.size, reflect)
+    value = unbounded_sorted(data, threshold, epsilon, bounds, rng, beta, reflect)
     return QuantilesResult(
         levels=(level,),
         values=(value,),

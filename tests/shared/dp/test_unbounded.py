@@ -36,7 +36,9 @@ def test_stopping_bucket_matches_integrated_distribution(q, eps):
     assert probs.sum() == pytest.approx(1.0, abs=1e-9)
     data = np.sort(X)
     draws = 200_000
-    values = [unbounded_sorted(data, q, eps, BOUNDS, rng, BETA, False) for _ in range(draws)]
+    values = [
+        unbounded_sorted(data, q * data.size, eps, BOUNDS, rng, BETA, False) for _ in range(draws)
+    ]
     counts = [sum(1 for v in values if v == r) for r in RELEASES]
     assert sum(counts) == draws
     assert brute.chi_square_pvalue(counts, probs) > 1e-3
@@ -59,9 +61,11 @@ def test_neighbouring_stop_probabilities_within_e_eps(eps, q, neighbouring):
 def test_reflection_is_the_walk_on_the_negated_data():
     x = np.sort(np.random.default_rng(0).normal(size=300))
     for seed in range(20):
-        down = unbounded_sorted(x, 0.1, 1.0, (-5.0, 5.0), np.random.default_rng(seed), 1.01, True)
+        down = unbounded_sorted(
+            x, 0.9 * 300 + 1, 1.0, (-5.0, 5.0), np.random.default_rng(seed), 1.01, True
+        )
         up = unbounded_sorted(
-            np.sort(-x), 0.9 + 1 / 300, 1.0, (-5.0, 5.0), np.random.default_rng(seed), 1.01, False
+            np.sort(-x), 0.9 * 300 + 1, 1.0, (-5.0, 5.0), np.random.default_rng(seed), 1.01, False
         )
         assert down == pytest.approx(-up, abs=1e-12)
 

@@ -1,0 +1,302 @@
+"""DPBoxplot (Ramsay & Diaz-Rodriguez, ICML 2025, Algorithm 1) and the "naive" DP boxplots.
+
+DPBoxplot, as in ``NOTES.md`` §2, with total budget ε:
+
+1. ψ_min: the unbounded walk down from b (the minimum), 3ε/16; ψ_max: up from a (the maximum),
+   3ε/16 (:mod:`shared.dp.unbounded`).
+2. (ξ_1/4, ξ_1/2, ξ_3/4): one JointExp run, ε/2 (:mod:`shared.dp.joint_exp`).
+3. IQR = ξ_3/4 − ξ_1/4, fences ℓ_1 = ξ_1/4 − 1.5·IQR, u_1 = ξ_3/4 + 1.5·IQR, buffer λ = n^(-1/4).
+4. Whiskers, in the translation-invariant reading of the seed's rule:
+   upper u = max(ψ_max, ξ_3/4) if ψ_max − ξ_3/4 < (1 − λ)·1.5·IQR, else u_1 (branch "extreme" or
+   "fence"); lower ℓ = min(ψ_min, ξ_1/4) if ξ_1/4 − ψ_min < (1 − λ)·1.5·IQR, else ℓ_1; both
+   clamped to [a, b]. The authors' code (jairoadiazr/DPBoxplot, ``pboxplots.py``) tests
+   |(ψ − fence)/fence| > λ instead, which changes with a shift of the data; we keep their clamp,
+   not that test.
+5. Outlier counts #{x < ℓ} and #{x > u} plus Laplace(16/ε) each (ε/16 each, count sensitivity 1),
+   rounded and floored at 0 (post-processing).
+
+Sequential composition: 3/16 + 3/16 + 1/2 + 1/16 + 1/16 = 1. By construction
+ℓ <= ξ_1/4 <= ξ_1/2 <= ξ_3/4 <= u.
+
+The buffer λ uses the sample size n. Under ``swap`` n is public. Under ``add_remove`` n is private
+and a whisker that depends on it is not ε-DP, so the caller passes a public size ``n_public``
+(a registry or planned cohort size; in the federated protocol the coordinator's Σ n_l).
+
+Naive boxplots (seed §"How well does the naive private boxplot perform"): the five points at levels
+(1/n, 1/4, 1/2, 3/4, 1) all from one method, then the same whisker and outlier rules. The five
+points get the 7ε/8 that DPBoxplot's quantiles get, split as the method needs (JointExp and
+ApproxQuantile: one call; PrivateQuantile and unbounded: 7ε/40 per level); the outlier counts
+get ε/16 each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from shared._validation import (
+    as_finite_1d,
+    check_bounds,
+    check_choice,
+    check_epsilon,
+    check_generator,
+    check_int,
+    check_neighbouring,
+)
+from shared.dp._common import FloatArray
+from shared.dp.approx_quantile import approx_quantiles_sorted
+from shared.dp.joint_exp import joint_exp_sorted
+from shared.dp.private_quantile import private_quantile_sorted
+from shared.dp.unbounded import threshold_for_level, unbounded_sorted
+from shared.privacy import Neighbouring, PrivacySpent
+
+Branch = Literal["extreme", "fence"]
+NaiveMethod = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
+NAIVE_METHODS: tuple[NaiveMethod, ...] = (
+    "joint_exp",
+    "private_quantile",
+    "approx_quantile",
+    "unbounded",
+)
+MIN_N = 4  # fewer points than boxplot statistics is not a boxplot
+UNBOUNDED_BETA = 1.001  # Durfee's default grid base, also the seed's
+
+
+@dataclass(frozen=True)
+class BoxplotResult:
+    """A DP seven-number summary: (o_ℓ, ℓ, ξ_1/4, ξ_1/2, ξ_3/4, u, o_u) and how it was made.
+
+    ``budget`` lists every release and its cost; ``spent`` is their sequential composition (ε).
+    ``n`` is the size used for λ_n (public: len(x) under swap, ``n_public`` under add/remove).
+    """
+
+    lower_outliers: int
+    lower_whisker: float
+    q1: float
+    median: float
+    q3: float
+    upper_whisker: float
+    upper_outliers: int
+    n: int
+    lower_branch: Branch
+    upper_branch: Branch
+    spent: PrivacySpent
+    budget: tuple[tuple[str, PrivacySpent], ...]
+    method: str
+
+    def to_bxp_stats(self, label: str | None = None) -> dict[str, Any]:
+        """The dict ``matplotlib.axes.Axes.bxp`` draws: one box; outliers are counts, not points."""
+        stats: dict[str, Any] = {
+            "med": self.median,
+            "q1": self.q1,
+            "q3": self.q3,
+            "whislo": self.lower_whisker,
+            "whishi": self.upper_whisker,
+            "fliers": [],
+        }
+        if label is not None:
+            stats["label"] = label
+        return stats
+
+
+def whiskers(
+    psi_min: float,
+    q1: float,
+    q3: float,
+    psi_max: float,
+    n: int,
+    bounds: tuple[float, float],
+) -> tuple[float, Branch, float, Branch]:
+    """(ℓ, lower branch, u, upper branch) by the translation-invariant rule (module docstring)."""
+    a, b = bounds
+    iqr = q3 - q1
+    reach = (1.0 - n**-0.25) * 1.5 * iqr
+    upper_branch: Branch = "extreme" if psi_max - q3 < reach else "fence"
+    lower_branch: Branch = "extreme" if q1 - psi_min < reach else "fence"
+    upper = max(psi_max, q3) if upper_branch == "extreme" else q3 + 1.5 * iqr
+    lower = min(psi_min, q1) if lower_branch == "extreme" else q1 - 1.5 * iqr
+    return min(max(lower, a), b), lower_branch, min(max(upper, a), b), upper_branch
+
+
+def _noisy_count(count: int, epsilon: float, rng: np.random.Generator) -> int:
+    """Laplace mechanism on a count (sensitivity 1 under both relations), as a count >= 0."""
+    return max(0, round(count + rng.laplace(0.0, 1.0 / epsilon)))
+
+
+def _validate(
+    x: ArrayLike,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: str,
+    rng: Any,
+    n_public: int | None,
+) -> tuple[FloatArray, float, tuple[float, float], Neighbouring, np.random.Generator, int]:
+    epsilon = check_epsilon(epsilon)
+    bounds = check_bounds(bounds)
+    relation = check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    data = as_finite_1d(x, "x")
+    if data.size < MIN_N:
+        raise ValueError(f"`x` must hold at least {MIN_N} values for a boxplot, got {data.size}")
+    if relation == "swap":
+        if n_public is not None and n_public != data.size:
+            raise ValueError(
+                f"`n_public` must be None or len(x) = {data.size} under swap, got {n_public!r}"
+            )
+        n = data.size
+    else:
+        if n_public is None:
+            raise ValueError(
+                "`n_public` is required under add_remove (n is private there): pass a public size "
+                "for the whisker buffer λ_n = n^(-1/4), or use neighbouring='swap'"
+            )
+        n = check_int(n_public, "n_public", MIN_N)
+    return np.sort(data), epsilon, bounds, relation, rng, n
+
+
+def _finish(
+    data: FloatArray,
+    psi_min: float,
+    box: FloatArray,
+    psi_max: float,
+    n: int,
+    bounds: tuple[float, float],
+    epsilon: float,
+    rng: np.random.Generator,
+    budget: list[tuple[str, PrivacySpent]],
+    method: str,
+) -> BoxplotResult:
+    q1, med, q3 = (float(v) for v in box)
+    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+    eps_count = epsilon / 16.0
+    below = int(np.searchsorted(data, lower, side="left"))
+    above = int(data.size - np.searchsorted(data, upper, side="right"))
+    budget = [
+        *budget,
+        ("lower outlier count", PrivacySpent(eps_count)),
+        ("upper outlier count", PrivacySpent(eps_count)),
+    ]
+    return BoxplotResult(
+        lower_outliers=_noisy_count(below, eps_count, rng),
+        lower_whisker=lower,
+        q1=q1,
+        median=med,
+        q3=q3,
+        upper_whisker=upper,
+        upper_outliers=_noisy_count(above, eps_count, rng),
+        n=n,
+        lower_branch=lower_branch,
+        upper_branch=upper_branch,
+        # Sequential composition of the parts; a float loop over them could be off by one ulp
+        # (3ε/16 is rounded), their exact sum rounds to ε (tested with math.fsum).
+        spent=PrivacySpent(epsilon),
+        budget=tuple(budget),
+        method=method,
+    )
+
+
+def dp_boxplot(
+    x: ArrayLike,
+    *,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+    n_public: int | None = None,
+) -> BoxplotResult:
+    """ε-DP boxplot of ``x`` (DPBoxplot, Ramsay & Diaz-Rodriguez 2025), bounds may be loose.
+
+    Parameters
+    ----------
+    x : the data (one value per patient); finite, at least 4 values.
+    epsilon : total budget, > 0, split 3/16, 3/16, 1/2, 1/16, 1/16 (module docstring).
+    bounds : public (a, b), a < b; quantiles are computed on data clipped to them.
+    neighbouring : ``"add_remove"`` or ``"swap"``.
+    rng : the only source of randomness.
+    n_public : public size for λ_n, required under ``add_remove`` (module docstring).
+
+    Time O(n log n + n) (one sort; JointExp's passes are linear).
+    """
+    data, epsilon, bounds, relation, rng, n = _validate(
+        x, epsilon, bounds, neighbouring, rng, n_public
+    )
+    eps_extreme = 3.0 * epsilon / 16.0
+    eps_box = epsilon / 2.0
+    # Both extremes are "the maximum" of x or of −x: count target n, a query c_k − n whose
+    # change between neighbours is one-signed (see shared.dp.unbounded).
+    size = float(data.size)
+    psi_min = unbounded_sorted(data, size, eps_extreme, bounds, rng, UNBOUNDED_BETA, True)
+    psi_max = unbounded_sorted(data, size, eps_extreme, bounds, rng, UNBOUNDED_BETA, False)
+    box = joint_exp_sorted(data, (0.25, 0.5, 0.75), eps_box, bounds, relation, rng)
+    budget = [
+        ("minimum (unbounded, reflected)", PrivacySpent(eps_extreme)),
+        ("maximum (unbounded)", PrivacySpent(eps_extreme)),
+        ("quartiles (JointExp)", PrivacySpent(eps_box)),
+    ]
+    return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget, "dp_boxplot")
+
+
+def naive_boxplot(
+    x: ArrayLike,
+    method: NaiveMethod,
+    *,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+    n_public: int | None = None,
+) -> BoxplotResult:
+    """ε-DP "naive" boxplot: all five points from one quantile ``method`` (for comparison only).
+
+    ``method`` is one of ``"joint_exp"``, ``"private_quantile"``, ``"approx_quantile"``,
+    ``"unbounded"``; the other parameters are those of :func:`dp_boxplot`.
+    """
+    data, epsilon, bounds, relation, rng, n = _validate(
+        x, epsilon, bounds, neighbouring, rng, n_public
+    )
+    check_choice(method, "method", NAIVE_METHODS)
+    levels = (1.0 / n, 0.25, 0.5, 0.75, 1.0)
+    eps_points = 7.0 * epsilon / 8.0
+    if method == "joint_exp":
+        points = joint_exp_sorted(data, levels, eps_points, bounds, relation, rng)
+    elif method == "approx_quantile":
+        points = approx_quantiles_sorted(data, levels, eps_points, bounds, relation, rng)
+    elif method == "private_quantile":
+        points = np.sort(
+            [
+                private_quantile_sorted(data, q, eps_points / 5, bounds, relation, rng)[0]
+                for q in levels
+            ]
+        )
+    else:
+        # Below the median walk down from b, else up from a (the mirror images of each other).
+        points = np.sort(
+            [
+                unbounded_sorted(
+                    data,
+                    threshold_for_level(q, data.size, q < 0.5),
+                    eps_points / 5,
+                    bounds,
+                    rng,
+                    UNBOUNDED_BETA,
+                    q < 0.5,
+                )
+                for q in levels
+            ]
+        )
+    budget = [(f"five quantiles ({method})", PrivacySpent(eps_points))]
+    return _finish(
+        data,
+        float(points[0]),
+        points[1:4],
+        float(points[4]),
+        n,
+        bounds,
+        epsilon,
+        rng,
+        budget,
+        f"naive_{method}",
+    )

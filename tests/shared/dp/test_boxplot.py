@@ -1,0 +1,213 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.dp.boxplot import NAIVE_METHODS, dp_boxplot, naive_boxplot, whiskers
+from shared.privacy import PrivacySpent
+
+
+def _box(x, **kw):
+    args = {"epsilon": 1.0, "bounds": (-50, 50), "neighbouring": "swap"}
+    args.update(kw)
+    return dp_boxplot(x, rng=np.random.default_rng(kw.pop("seed", 0)), **args)
+
+
+@settings(max_examples=200, deadline=None)
+@given(eps=st.floats(1e-3, 1e3))
+def test_budget_parts_sum_to_epsilon_exactly(eps):
+    res = _box(np.arange(10.0), epsilon=eps)
+    parts = dict(res.budget)
+    assert [p.epsilon for p in parts.values()] == [
+        3 * eps / 16,
+        3 * eps / 16,
+        eps / 2,
+        eps / 16,
+        eps / 16,
+    ]
+    assert math.fsum(p.epsilon for p in parts.values()) == eps
+    assert all(p.delta == 0 for p in parts.values())
+    assert res.spent == PrivacySpent(eps)
+
+
+@pytest.mark.parametrize("method", NAIVE_METHODS)
+def test_naive_budget_parts_sum_to_epsilon(method):
+    res = naive_boxplot(
+        np.arange(10.0),
+        method,
+        epsilon=0.7,
+        bounds=(0, 10),
+        neighbouring="swap",
+        rng=np.random.default_rng(0),
+    )
+    assert math.fsum(p.epsilon for _, p in res.budget) == 0.7
+    assert res.spent == PrivacySpent(0.7)
+    assert res.method == f"naive_{method}"
+
+
+# λ_16 = 1/2, so the whisker reaches the extreme when it is within 0.75·IQR of the box.
+@pytest.mark.parametrize(
+    "psi_max, expected_upper, branch",
+    [
+        (1.5, 1.5, "extreme"),
+        (0.8, 1.0, "extreme"),
+        (1.7499, 1.7499, "extreme"),
+        (1.75, 2.5, "fence"),
+        (30.0, 2.5, "fence"),
+    ],
+)
+def test_upper_whisker_branches(psi_max, expected_upper, branch):
+    lo, lo_branch, up, up_branch = whiskers(-0.5, 0.0, 1.0, psi_max, 16, (-100, 100))
+    assert (up, up_branch) == (pytest.approx(expected_upper), branch)
+    assert (lo, lo_branch) == (-0.5, "extreme")
+
+
+@pytest.mark.parametrize(
+    "psi_min, expected_lower, branch",
+    [(-0.5, -0.5, "extreme"), (0.3, 0.0, "extreme"), (-0.75, -1.5, "fence"), (-9, -1.5, "fence")],
+)
+def test_lower_whisker_branches(psi_min, expected_lower, branch):
+    lo, lo_branch, _, _ = whiskers(psi_min, 0.0, 1.0, 1.2, 16, (-100, 100))
+    assert (lo, lo_branch) == (pytest.approx(expected_lower), branch)
+
+
+def test_whiskers_are_translation_invariant_and_clamped():
+    base = whiskers(-0.6, 0.0, 1.0, 1.6, 16, (-100, 100))
+    shifted = whiskers(1e4 - 0.6, 1e4, 1e4 + 1.0, 1e4 + 1.6, 16, (0, 2e4))
+    assert shifted[1] == base[1] and shifted[3] == base[3]
+    assert shifted[0] == pytest.approx(base[0] + 1e4) and shifted[2] == pytest.approx(base[2] + 1e4)
+    lo, _, up, _ = whiskers(-50, 0.0, 1.0, 50, 16, (-1.2, 2.1))
+    assert (lo, up) == (-1.2, 2.1)
+
+
+def test_branches_end_to_end_with_large_epsilon():
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0, 1, size=4000)
+    res = _box(x, epsilon=3000.0, bounds=(-10, 10))
+    assert (res.lower_branch, res.upper_branch) == ("extreme", "extreme")
+    # q = 1 stops at or past the top bucket: each further step with probability 1/2 (grid 0.011).
+    assert res.upper_whisker == pytest.approx(1.0, abs=0.1)
+    assert res.lower_outliers == 0 and res.upper_outliers == 0
+    x = np.append(x, [8.0, 9.0])
+    res = _box(x, epsilon=3000.0, bounds=(-10, 10))
+    assert (res.lower_branch, res.upper_branch) == ("extreme", "fence")
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    assert res.upper_whisker == pytest.approx(q3 + 1.5 * (q3 - q1), abs=0.01)
+    assert res.upper_outliers == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    x=st.lists(
+        st.sampled_from([-3.0, -1.0, 0.0, 0.0, 0.5, 2.0, 7.0, 49.0]), min_size=4, max_size=40
+    ),
+    eps=st.sampled_from([0.05, 0.5, 5.0]),
+    method=st.sampled_from(["dp", *NAIVE_METHODS]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_order_always_holds(x, eps, method, seed):
+    rng = np.random.default_rng(seed)
+    kw = {"epsilon": eps, "bounds": (-5, 5), "neighbouring": "swap", "rng": rng}
+    res = dp_boxplot(x, **kw) if method == "dp" else naive_boxplot(x, method, **kw)
+    assert -5 <= res.lower_whisker <= res.q1 <= res.median <= res.q3 <= res.upper_whisker <= 5
+    assert res.lower_outliers >= 0 and res.upper_outliers >= 0
+    assert isinstance(res.lower_outliers, int) and isinstance(res.upper_outliers, int)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"epsilon": 0.0}, "`epsilon`"),
+        ({"epsilon": -1.0}, "`epsilon`"),
+        ({"bounds": (1.0, 1.0)}, "`bounds`"),
+        ({"bounds": (2.0, -2.0)}, "`bounds`"),
+        ({"x": []}, "`x` must not be empty"),
+        ({"x": [1.0, 2.0, math.inf, 3.0]}, "`x` contains NaN or infinite"),
+        ({"x": [1.0, 2.0, 3.0]}, "at least 4 values"),
+        ({"neighbouring": "add_remove"}, "`n_public` is required under add_remove"),
+        ({"n_public": 7}, "`n_public` must be None or len"),
+        ({"neighbouring": "add_remove", "n_public": 2}, "`n_public` must be an integer >= 4"),
+        ({"neighbouring": "bounded"}, "`neighbouring`"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = {
+        "x": [0.0, 1.0, 2.0, 3.0, 4.0],
+        "epsilon": 1.0,
+        "bounds": (0, 5),
+        "neighbouring": "swap",
+        "rng": np.random.default_rng(0),
+    }
+    args.update(kwargs)
+    x = args.pop("x")
+    with pytest.raises(ValueError, match=match):
+        dp_boxplot(x, **args)
+
+
+def test_naive_bad_method():
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        naive_boxplot(
+            [0.0, 1, 2, 3],
+            "median_of_means",
+            epsilon=1,
+            bounds=(0, 5),
+            neighbouring="swap",
+            rng=np.random.default_rng(0),
+        )
+
+
+def test_add_remove_uses_the_public_size():
+    res = dp_boxplot(
+        np.arange(50.0),
+        epsilon=1,
+        bounds=(0, 60),
+        neighbouring="add_remove",
+        rng=np.random.default_rng(0),
+        n_public=10_000,
+    )
+    assert res.n == 10_000
+
+
+def test_bxp_stats_draw_with_matplotlib():
+    res = _box(np.random.default_rng(2).normal(size=500))
+    stats = res.to_bxp_stats(label="arm A")
+    assert stats == {
+        "med": res.median,
+        "q1": res.q1,
+        "q3": res.q3,
+        "whislo": res.lower_whisker,
+        "whishi": res.upper_whisker,
+        "fliers": [],
+        "label": "arm A",
+    }
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.bxp([stats, res.to_bxp_stats()], showfliers=False)
+    plt.close(fig)
+
+
+@pytest.mark.slow
+def test_accuracy_against_the_non_private_boxplot():
+    """N(0,1), n = 10^5, ε = 1, bounds [-50, 50], 200 replications (issue 3).
+
+    Location |median − 0| and scale |IQR − IQR*| errors of DPBoxplot against the population
+    values, compared with the same errors of the non-private boxplot on the same samples.
+    """
+    rng = np.random.default_rng(2025)
+    iqr_star = 2 * 0.6744897501960817  # 2·Φ^-1(3/4)
+    dp_loc, dp_scale, np_loc, np_scale = [], [], [], []
+    for _ in range(200):
+        x = rng.normal(size=100_000)
+        res = dp_boxplot(x, epsilon=1.0, bounds=(-50, 50), neighbouring="swap", rng=rng)
+        q1, med, q3 = np.quantile(x, [0.25, 0.5, 0.75])
+        dp_loc.append(abs(res.median))
+        dp_scale.append(abs(res.q3 - res.q1 - iqr_star))
+        np_loc.append(abs(med))
+        np_scale.append(abs(q3 - q1 - iqr_star))
+    assert np.mean(dp_loc) <= 1.5 * np.mean(np_loc)
+    assert np.mean(dp_scale) <= 1.5 * np.mean(np_scale)
