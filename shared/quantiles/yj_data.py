@@ -1,0 +1,224 @@
+"""YJ data: federated maximum likelihood for the Yeo-Johnson λ from moment sums (NOTES §2b).
+
+Center half, :func:`yj_moments`: for the λ the coordinator asks about, a center releases
+
+    n,   S_log = Σ sign(x)·log(|x| + 1),   S_1(λ) = Σ YJ(x; λ),   S_2(λ) = Σ YJ(x; λ)²
+
+(optionally with additive noise from a :class:`~shared.mechanisms.Mechanism`).
+
+Coordinator half, :func:`fit_yj_data`: with N, S_log, S_1, S_2 summed over centers, the profile
+log-likelihood of the YJ-normal model (Yeo & Johnson 2000; ``scipy.stats.yeojohnson_llf``) is
+
+    ℓ(λ) = −N/2 · log σ̂²(λ) + (λ − 1)·S_log,   μ̂(λ) = S_1/N,   σ̂²(λ) = S_2/N − μ̂(λ)²,
+
+maximized by Brent's method (``scipy.optimize.brent`` from the bracket, as
+``scipy.stats.yeojohnson_normmax(x, brack=...)`` does on pooled data). Then
+q̂ = YJ⁻¹(μ̂ + σ̂·Φ⁻¹(q); λ̂) (:func:`yj_data_quantiles`).
+
+Every λ evaluation is a release of four numbers by every center, so the number of distinct λ
+values asked about is capped per study (``max_evaluations``); going over raises
+:class:`EvaluationCapError`. Brent from the bracket (−2, 2) took 12-32 evaluations (median 18)
+on Gamma(r, 1) samples of 1500 (r = 4, 10); the default cap of 40 leaves room for that.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import optimize
+
+from shared._validation import as_finite_1d, check_generator, check_int
+from shared.mechanisms.base import Mechanism
+from shared.quantiles._common import YJQuantileResult, check_open_levels
+from shared.quantiles.yeojohnson import YJNormal, _check_lmbda, yeojohnson
+
+DEFAULT_BRACKET = (-2.0, 2.0)
+DEFAULT_MAX_EVALUATIONS = 40
+
+
+class EvaluationCapError(RuntimeError):
+    """The fit needed more λ evaluations (center releases) than the study allows."""
+
+
+@dataclass(frozen=True)
+class YJMoments:
+    """One center's moment sums at one λ (see the module docstring); ``n`` is exact."""
+
+    lmbda: float
+    n: int
+    sum_log: float
+    sum_yj: float
+    sum_yj_sq: float
+
+
+def yj_moments(
+    x: ArrayLike,
+    lmbda: float,
+    *,
+    mechanism: Mechanism | None = None,
+    rng: np.random.Generator | None = None,
+) -> YJMoments:
+    """The center half: n, Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)² of the values ``x``.
+
+    With a ``mechanism`` (and its ``rng``), noise is added to the three sums: three independent
+    draws from a one-dimensional mechanism or one draw from a three-dimensional one; ``n`` is
+    released exactly. The privacy the noise buys is whatever the caller calibrated the
+    mechanism for: YJ(x; λ) is unbounded, so a differential-privacy guarantee needs clipped
+    values and a sensitivity computed for them; nothing here clips.
+    """
+    values = as_finite_1d(x, "x")
+    lam = _check_lmbda(lmbda)
+    y = yeojohnson(values, lam)
+    sums = np.array(
+        [
+            np.sum(np.sign(values) * np.log1p(np.abs(values))),
+            np.sum(y),
+            np.sum(y * y),
+        ]
+    )
+    if mechanism is not None:
+        if not isinstance(mechanism, Mechanism):
+            raise ValueError("`mechanism` must implement shared.mechanisms.Mechanism")
+        gen = check_generator(rng)
+        if mechanism.dim == 1:
+            sums = sums + mechanism.sample(gen, 3)
+        elif mechanism.dim == 3:
+            sums = sums + mechanism.sample(gen, ())
+        else:
+            raise ValueError(
+                f"`mechanism` must be 1- or 3-dimensional for the three sums, got dim="
+                f"{mechanism.dim}"
+            )
+    if not np.isfinite(sums).all():
+        raise ValueError(f"YJ(x; {lam}) overflows for these values; choose another λ")
+    return YJMoments(
+        lmbda=lam,
+        n=int(values.size),
+        sum_log=float(sums[0]),
+        sum_yj=float(sums[1]),
+        sum_yj_sq=float(sums[2]),
+    )
+
+
+MomentQuery = Callable[[float], Sequence[YJMoments]]
+"""Ask every center for its :class:`YJMoments` at one λ (in-process or over the network)."""
+
+
+def _pooled(releases: Sequence[YJMoments], lmbda: float) -> tuple[int, float, float, float]:
+    if len(releases) == 0:
+        raise ValueError("the moment query returned no centers")
+    for r in releases:
+        if not isinstance(r, YJMoments):
+            raise ValueError(f"the moment query must return YJMoments, got {type(r).__name__}")
+        if not math.isclose(r.lmbda, lmbda, rel_tol=1e-12, abs_tol=1e-15):
+            raise ValueError(f"a center answered for λ={r.lmbda}, the coordinator asked {lmbda}")
+    n = sum(r.n for r in releases)
+    if n < 2:
+        raise ValueError(f"YJ data needs at least 2 values over all centers, got {n}")
+    return (
+        n,
+        math.fsum(r.sum_log for r in releases),
+        math.fsum(r.sum_yj for r in releases),
+        math.fsum(r.sum_yj_sq for r in releases),
+    )
+
+
+def profile_loglik(n: int, sum_log: float, sum_yj: float, sum_yj_sq: float, lmbda: float) -> float:
+    """ℓ(λ) = −n/2·log σ̂² + (λ − 1)·S_log with σ̂² = S_2/n − (S_1/n)²; −inf when σ̂² is not a
+    positive normal number (as ``scipy.stats.yeojohnson_llf``)."""
+    mean = sum_yj / n
+    var = sum_yj_sq / n - mean * mean
+    if not (math.isfinite(var) and var >= np.finfo(np.float64).smallest_normal):
+        return -math.inf
+    return -n / 2.0 * math.log(var) + (lmbda - 1.0) * sum_log
+
+
+def _check_bracket(bracket: Any) -> tuple[float, float]:
+    try:
+        a, b = (float(v) for v in bracket)
+    except (TypeError, ValueError):
+        raise ValueError(f"`bracket` must be a pair of finite numbers, got {bracket!r}") from None
+    if not (math.isfinite(a) and math.isfinite(b)) or a == b:
+        raise ValueError(f"`bracket` must be two distinct finite numbers, got {bracket!r}")
+    return a, b
+
+
+def fit_yj_data(
+    query: MomentQuery,
+    *,
+    bracket: tuple[float, float] = DEFAULT_BRACKET,
+    max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+) -> YJNormal:
+    """The coordinator half: λ̂ maximizing ℓ(λ) by Brent from ``bracket``, then μ̂(λ̂), σ̂(λ̂).
+
+    ``query(λ)`` must return every center's :class:`YJMoments` at λ. Each distinct λ is asked
+    once (answers are cached for the study); asking more than ``max_evaluations`` times raises
+    :class:`EvaluationCapError`. Without noise λ̂ equals
+    ``scipy.stats.yeojohnson_normmax(pooled, brack=bracket)``.
+    """
+    if not callable(query):
+        raise ValueError("`query` must be a callable λ -> sequence of YJMoments")
+    lo, hi = _check_bracket(bracket)
+    cap = check_int(max_evaluations, "max_evaluations", 3)
+    cache: dict[float, tuple[int, float, float, float]] = {}
+
+    def pooled(lmbda: float) -> tuple[int, float, float, float]:
+        lam = float(lmbda)
+        if lam not in cache:
+            if len(cache) >= cap:
+                raise EvaluationCapError(
+                    f"YJ data needed more than max_evaluations={cap} λ evaluations; each one is "
+                    "a release by every center, so the study stops here (raise the cap only if "
+                    "the centers allow it)"
+                )
+            cache[lam] = _pooled(query(lam), lam)
+        return cache[lam]
+
+    def neg_loglik(lmbda: float) -> float:
+        return -profile_loglik(*pooled(lmbda), float(lmbda))
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        lmbda = float(optimize.brent(neg_loglik, brack=(lo, hi)))
+    n, _, s1, s2 = pooled(lmbda)
+    mean = s1 / n
+    var = s2 / n - mean * mean
+    if not (math.isfinite(var) and var > 0):
+        raise ValueError(f"the pooled YJ variance at λ̂={lmbda} is not positive ({var})")
+    return YJNormal(lmbda=lmbda, loc=mean, scale=math.sqrt(var), evaluations=len(cache))
+
+
+def yj_data_quantiles(
+    query: MomentQuery,
+    q: Any,
+    *,
+    bracket: tuple[float, float] = DEFAULT_BRACKET,
+    max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+) -> YJQuantileResult:
+    """YJ data quantiles q̂ = YJ⁻¹(μ̂ + σ̂·Φ⁻¹(q); λ̂) at levels ``q`` in (0, 1)."""
+    levels = check_open_levels(q)
+    fit = fit_yj_data(query, bracket=bracket, max_evaluations=max_evaluations)
+    return YJQuantileResult(
+        method="yj_data", levels=levels, quantiles=fit.ppf(np.asarray(levels)), fit=fit
+    )
+
+
+def in_process_query(
+    centers: Sequence[ArrayLike],
+    *,
+    mechanism: Mechanism | None = None,
+    rng: np.random.Generator | None = None,
+) -> MomentQuery:
+    """A :data:`MomentQuery` over in-memory centers (for simulations and tests)."""
+    data = [as_finite_1d(x, f"centers[{i}]") for i, x in enumerate(centers)]
+    if not data:
+        raise ValueError("`centers` must hold at least one center")
+
+    def query(lmbda: float) -> list[YJMoments]:
+        return [yj_moments(x, lmbda, mechanism=mechanism, rng=rng) for x in data]
+
+    return query
