@@ -254,3 +254,26 @@ async def test_leaky_release_is_refused_unless_switched_on(
         assert r.status_code == 403
         assert r.json()["error"] == "release_disabled"
         assert "allow_quantile_loss" in r.json()["detail"]
+
+
+async def test_info_never_shows_a_small_count(tmp_path: Path, base_config: dict[str, Any]) -> None:
+    """A level with 3 records, a dataset of 13: both show as multiples of K."""
+    csv = tmp_path / "small.csv"
+    csv.write_text("x,arm\n" + "".join(f"{i},{'b' if i < 3 else 'a'}\n" for i in range(13)))
+    datasets = {
+        "small": {
+            "source": {"kind": "csv", "path": str(csv)},
+            "variables": ["x"],
+            "group": {"column": "arm", "levels": ["a", "b"]},
+            "epsilon_total": 1.0,
+        }
+    }
+    app = create_app(
+        load_settings(write_toml(tmp_path / "s.toml", {**base_config, "datasets": datasets}))
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
+        (ds,) = (await client.get("/v1/info", headers=AUTH)).json()["datasets"]
+    app.state.services.close()
+    assert ds["n_records"] == 10
+    assert ds["n_by_group"] == {"a": 10, "b": 0}

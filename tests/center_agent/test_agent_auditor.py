@@ -3,6 +3,8 @@ fewer than K records in a cell of the common refinement."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from center_agent.auditor import Auditor, refinement_counts, small_cells
 from center_agent.core.errors import DifferencingRefusal, PrivacyRefusal, UnknownDataset
@@ -141,3 +145,31 @@ def test_concurrent_conflicting_tables_admit_exactly_one(auditor: Auditor) -> No
     with ThreadPoolExecutor(max_workers=n) as pool:
         assert sum(pool.map(one, range(n))) == 1
     assert len(auditor.released("d", "age")) == 1
+
+
+def _reference_small_cells(limit_sets: list[list[float]], values: list[float], k: int) -> bool:
+    """Plain loops: does any cell between consecutive distinct limits hold 1..k-1 values?"""
+    edges = sorted({v for limits in limit_sets for v in limits})
+    bounds = [-math.inf, *edges, math.inf]
+    for lo, hi in itertools.pairwise(bounds):
+        n = sum(1 for v in values if lo < v <= hi)
+        if 0 < n < k:
+            return True
+    return False
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(0, 40).map(float), min_size=0, max_size=60),
+    limit_sets=st.lists(
+        st.lists(st.integers(-2, 42).map(float), min_size=1, max_size=5, unique=True).map(sorted),
+        min_size=1,
+        max_size=4,
+    ),
+    k=st.integers(2, 6),
+)
+def test_small_cells_matches_a_plain_reference(
+    values: list[float], limit_sets: list[list[float]], k: int
+) -> None:
+    found = small_cells(limit_sets, {"g": values}, k)
+    assert bool(found) == _reference_small_cells(limit_sets, values, k)
