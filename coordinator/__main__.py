@@ -1,0 +1,39 @@
+"""``python -m coordinator [--config FILE]``: validate the settings and serve with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from coordinator.core.config import ConfigError, Settings, load_settings
+from coordinator.main import create_app
+
+
+def serve(settings: Settings) -> None:
+    """Run the coordinator under uvicorn."""
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        server_header=False,
+        log_level="info",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m coordinator", description=__doc__)
+    parser.add_argument("--config", help="TOML file (default: $FEDSTATS_COORDINATOR_CONFIG)")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"fedstats coordinator: {exc}", file=sys.stderr)
+        return 2
+    serve(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""HTTP layer: dependencies, middleware, error rendering and one router per resource."""

@@ -1,0 +1,84 @@
+"""Dependencies, as ``Annotated`` aliases so a handler's signature lists what it needs.
+
+Every router except health is mounted with :func:`authenticate` as a dependency
+(``coordinator.api.router``), so handlers need not ask for :data:`Analyst` themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from coordinator.core.config import Settings
+from coordinator.core.errors import AuthenticationError
+from coordinator.db import Store
+from coordinator.ports import CenterPort
+from coordinator.runner import StudyRunner
+from coordinator.services import Services
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_settings(services: ServicesDep) -> Settings:
+    return services.settings
+
+
+def get_store(services: ServicesDep) -> Store:
+    return services.store
+
+
+def get_runner(services: ServicesDep) -> StudyRunner:
+    return services.runner
+
+
+def get_centers(services: ServicesDep) -> dict[str, CenterPort]:
+    return services.centers
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]
+RunnerDep = Annotated[StudyRunner, Depends(get_runner)]
+CentersDep = Annotated[dict[str, CenterPort], Depends(get_centers)]
+
+
+@dataclass(frozen=True)
+class Analyst:
+    """Who called: a short fingerprint of the token (never the token itself)."""
+
+    token_id: str
+
+
+bearer = HTTPBearer(auto_error=False, description="one of the coordinator's analyst tokens")
+
+
+def authenticate(
+    settings: SettingsDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Analyst:
+    """401 unless the bearer token equals one of the analyst tokens (constant time)."""
+    if credentials is None or not credentials.credentials:
+        raise AuthenticationError()
+    # Digests have one length, so not even a token's length shows in the timing; every
+    # configured token is compared, so neither does which one matched.
+    presented = hashlib.sha256(credentials.credentials.encode()).digest()
+    matched = False
+    for allowed in settings.analyst_tokens:
+        allowed_digest = hashlib.sha256(allowed.get_secret_value().encode()).digest()
+        matched |= hmac.compare_digest(presented, allowed_digest)
+    if not matched:
+        raise AuthenticationError("the bearer token is not valid for this coordinator")
+    return Analyst(token_id=presented.hex()[:16])
+
+
+AnalystDep = Annotated[Analyst, Depends(authenticate)]

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+
+from coordinator.api.deps import RunnerDep, StoreDep
+from coordinator.api.schemas import (
+    Provenance,
+    StudyCreated,
+    StudyError,
+    StudySummary,
+    StudyView,
+)
+from coordinator.core.errors import StudyNotFound
+from coordinator.db import ReleaseRecord, StudyRecord, StudyStatus
+from coordinator.study import StudyResult, StudySpec
+
+router = APIRouter(prefix="/studies", tags=["studies"])
+
+def _created(record: StudyRecord, request: Request, response: Response) -> StudyCreated:
+    url = str(request.url_for("get_study", study_id=record.id))
+    response.headers["Location"] = url
+    return StudyCreated(id=record.id, status=record.status, status_url=url)
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED)
+async def create_study(
+    spec: StudySpec, runner: RunnerDep, request: Request, response: Response
+) -> StudyCreated:
+    """Start a study in the background; poll ``status_url`` for its result."""
+    return _created(await runner.submit(spec), request, response)
+
+
+@router.get("")
+async def list_studies(
+    store: StoreDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: StudyStatus | None = None,
+) -> list[StudySummary]:
+    """Studies, newest first."""
+    records = await asyncio.to_thread(store.list_studies, limit=limit, offset=offset,
+                                      status=status)
+    summaries = []
+    for r in records:
+        spec = StudySpec.model_validate_json(r.spec)
+        summaries.append(StudySummary(id=r.id, status=r.status, dataset=spec.dataset,
+                                      variable=spec.variable, created_at=r.created_at,
+                                      updated_at=r.updated_at))
+    return summaries
+
+
+def _provenance(record: ReleaseRecord) -> Provenance:
+    asked = json.loads(record.request)
+    return Provenance(center=record.center, call=record.kind, dataset=asked["dataset"] or None,
+                      request=asked["request"], response=json.loads(record.response),
+                      received_at=record.received_at)
+
+
+@router.get("/{study_id}", name="get_study")
+async def get_study(
+    study_id: str,
+    store: StoreDep,
+) -> StudyView:
+    """A study: status, results (when done), error (when failed) and what each center released."""
+    record = await asyncio.to_thread(store.get_study, study_id)
+    if record is None:
+        raise StudyNotFound(study_id)
+    released = await asyncio.to_thread(store.releases_of, study_id)
+    return StudyView(
+        id=record.id,
+        status=record.status,
+        spec=StudySpec.model_validate_json(record.spec),
+        result=StudyResult.model_validate_json(record.result) if record.result else None,
+        error=StudyError.model_validate_json(record.error) if record.error else None,
+        provenance=[_provenance(r) for r in released],
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+@router.post("/{study_id}/resume", status_code=status.HTTP_202_ACCEPTED)
+async def resume_study(
+    study_id: str, runner: RunnerDep, request: Request, response: Response
+) -> StudyCreated:
+    """Run a ``failed_resumable`` study again; releases already received are not asked again."""
+    return _created(await runner.resume(study_id), request, response)

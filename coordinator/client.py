@@ -1,0 +1,217 @@
+"""The one HTTP client of the coordinator: :class:`HttpCenter`, a ``CenterPort`` over httpx.
+
+Per center, one ``httpx.AsyncClient`` with the center's base URL, the bearer token the center gave
+us, explicit timeouts and, when configured, the center's CA bundle. Example::
+
+    center = HttpCenter("hospital_a", settings.centers["hospital_a"],
+                        timeout=httpx.Timeout(120, connect=5), retry=settings.retry)
+    info = await center.info()                      # CenterInfo, validated
+    release = await center.table("cohort", TableRequest(variable="age", k=10))
+    await center.aclose()
+
+Retries, with exponential backoff (:class:`coordinator.core.config.RetryPolicy`):
+
+* GETs (health, info, budget) are retried on any transport error, timeout and 502/503/504;
+* POSTs (releases) are retried only when the connection could not be made, so the request was
+  never sent. Centers cache their releases, so a repeat would be harmless, but a coordinator that
+  retries a slow release piles work on a struggling center.
+
+Every answer is validated into its wire model; anything else raises
+:class:`coordinator.core.errors.CenterFailure` with the center's id and one kind: ``unreachable``,
+``timeout``, ``refused`` (a privacy ``ErrorBody`` with 403/409), ``error`` (any other error
+status) or ``malformed``. The token travels only in the ``Authorization`` header; no message,
+log line or provenance record holds it. Proxies from the environment are ignored
+(``trust_env=False``): a center is reached exactly as configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from coordinator.core.config import CenterConfig, RetryPolicy, Settings
+from coordinator.core.errors import CenterFailure, FailureKind
+from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
+from shared.protocol import (
+    BinTableRelease,
+    ErrorBody,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+#: Error statuses a center answers when it refuses for privacy (``PrivacyRefusal``).
+REFUSAL_STATUSES = frozenset({403, 409})
+#: Statuses worth another try of an idempotent call (a proxy or a restarting center).
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(body)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+class HttpCenter:
+    """A :class:`coordinator.ports.CenterPort` over HTTP."""
+
+    def __init__(
+        self,
+        center_id: str,
+        config: CenterConfig,
+        *,
+        timeout: httpx.Timeout,
+        retry: RetryPolicy,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._id = center_id
+        self.base_url = config.base_url
+        self.retry = retry
+        self._sleep = sleep
+        verify: ssl.SSLContext | bool = True
+        if config.ca_bundle is not None:
+            verify = ssl.create_default_context(cafile=str(config.ca_bundle))
+        self._client = httpx.AsyncClient(
+            base_url=f"{config.base_url}/v1",
+            headers={"Authorization": f"Bearer {config.token.get_secret_value()}"},
+            timeout=timeout,
+            verify=verify,
+            transport=transport,
+            follow_redirects=False,
+            trust_env=False,
+        )
+
+    @property
+    def center_id(self) -> str:
+        return self._id
+
+    def __repr__(self) -> str:
+        return f"HttpCenter({self._id!r}, {self.base_url!r})"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- the port ---------------------------------------------------------------------------
+
+    async def health(self) -> Health:
+        return await self._call("GET", "/health", Health)
+
+    async def info(self) -> CenterInfo:
+        return await self._call("GET", "/info", CenterInfo)
+
+    async def budget(self) -> Budget:
+        return await self._call("GET", "/budget", Budget)
+
+    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
+        return await self._call(
+            "POST", f"/datasets/{dataset}/table", BinTableRelease, request
+        )
+
+    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
+        return await self._call(
+            "POST", f"/datasets/{dataset}/table/refine", RefinementRelease, request
+        )
+
+    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
+        return await self._call("POST", f"/datasets/{dataset}/mwu", MWURelease, request)
+
+    # -- transport ----------------------------------------------------------------------------
+
+    async def _call(
+        self, method: str, path: str, model: type[M], body: BaseModel | None = None
+    ) -> M:
+        idempotent = method == "GET"
+        what = f"{method} /v1{path}"
+        content = body.model_dump_json().encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        attempts = self.retry.attempts
+        for attempt in range(1, attempts + 1):
+            retryable = idempotent
+            try:
+                response = await self._client.request(method, path, content=content,
+                                                      headers=headers)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                # The request never left: safe to repeat, even a POST.
+                failure = self._failure("unreachable", f"{what}: cannot connect ({_why(exc)})")
+                retryable = True
+            except httpx.TimeoutException:
+                failure = self._failure("timeout", f"{what}: no answer within the timeout")
+            except httpx.TransportError as exc:
+                failure = self._failure("unreachable", f"{what}: connection failed ({_why(exc)})")
+            else:
+                if not (idempotent and response.status_code in RETRY_STATUSES
+                        and attempt < attempts):
+                    return self._parse(what, response, model)
+                failure = self._failure("error", f"{what}: HTTP {response.status_code}")
+            if not retryable or attempt == attempts:
+                raise failure
+            delay = self.retry.delay(attempt)
+            log.info("center %s: %s; retry %d/%d in %.2fs", self._id, failure.reason,
+                     attempt, attempts - 1, delay)
+            await self._sleep(delay)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _failure(
+        self, kind: FailureKind, detail: str, center_error: str | None = None
+    ) -> CenterFailure:
+        return CenterFailure(self._id, kind, detail, center_error=center_error)
+
+    def _parse(self, what: str, response: httpx.Response, model: type[M]) -> M:
+        status = response.status_code
+        if 200 <= status < 300:
+            try:
+                return model.model_validate_json(response.content)
+            except ValidationError as exc:
+                raise self._failure(
+                    "malformed",
+                    f"{what}: the answer is not a valid {model.__name__} "
+                    f"({_validation_summary(exc)})",
+                ) from None
+        try:
+            error: ErrorBody | None = ErrorBody.model_validate_json(response.content)
+        except ValidationError:
+            error = None
+        code = error.error if error is not None else None
+        said = f": {error.detail}" if error is not None else ""
+        if status in REFUSAL_STATUSES and error is not None:
+            raise self._failure("refused", f"{what}: refused ({code}){said}", code)
+        if status == 401:
+            raise self._failure(
+                "error", f"{what}: the center does not accept the coordinator's token", code
+            )
+        relayed = f" ({code}){said}" if code is not None else ""
+        raise self._failure("error", f"{what}: HTTP {status}{relayed}", code)
+
+
+def _why(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def build_centers(
+    settings: Settings,
+    *,
+    transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+) -> dict[str, HttpCenter]:
+    """One :class:`HttpCenter` per registered center (``transports`` is a test seam)."""
+    timeout = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
+    transports = transports or {}
+    return {
+        center_id: HttpCenter(
+            center_id, config, timeout=timeout, retry=settings.retry,
+            transport=transports.get(center_id),
+        )
+        for center_id, config in settings.centers.items()
+    }

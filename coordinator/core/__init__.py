@@ -1,0 +1,1 @@
+"""Core of the coordinator: settings and errors."""

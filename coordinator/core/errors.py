@@ -1,0 +1,137 @@
+"""Every error the coordinator answers with, rendered once as ``{"error": ..., "detail": ...}``.
+
+Hierarchy::
+
+    CoordinatorError            500 internal_error (base: carries ``status_code`` and ``error``)
+    ├── AuthenticationError     401 unauthenticated
+    ├── NotFound                404 not_found
+    │   └── StudyNotFound       404 study_not_found
+    ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
+    ├── RequestTooLarge         413 request_too_large
+    ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
+    ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
+    └── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
+
+A :class:`CenterFailure` has one ``kind`` of :data:`FailureKind`:
+
+* ``unreachable`` — no connection could be made (after the retries a call allows);
+* ``timeout`` — connected, but no answer within the read timeout;
+* ``refused`` — the center answered a privacy refusal (403/409 with its ``ErrorBody``): the
+  center working as designed; its code is kept in ``center_error`` (``budget_exceeded``, ...);
+* ``error`` — any other error answer (401 for our token, 404 unknown dataset/variable, 422, 5xx);
+  the center's own code is kept in ``center_error`` when it sent one;
+* ``malformed`` — a success answer that is not the wire model it should be;
+* ``implausible`` — a well-formed answer whose numbers cannot be right (a count in 1..K-1,
+  totals larger than the center's size, a refinement that does not fit the table).
+
+Details relay what the center said (truncated), never the coordinator's tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal, get_args
+
+FailureKind = Literal["unreachable", "timeout", "refused", "error", "malformed", "implausible"]
+FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
+MAX_RELAYED_DETAIL = 500
+
+
+class CoordinatorError(Exception):
+    """Base of all coordinator errors: an HTTP status, a stable machine code and a human detail."""
+
+    status_code: ClassVar[int] = 500
+    error: ClassVar[str] = "internal_error"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = dict(extra or {})
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body sent to the client: ``error`` and ``detail`` first, then any extras."""
+        return {"error": self.error, "detail": self.detail, **self.extra}
+
+
+class AuthenticationError(CoordinatorError):
+    status_code = 401
+    error = "unauthenticated"
+
+    def __init__(self, detail: str = "a valid bearer token is required") -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class NotFound(CoordinatorError):
+    status_code = 404
+    error = "not_found"
+
+
+class StudyNotFound(NotFound):
+    error = "study_not_found"
+
+    def __init__(self, study_id: str) -> None:
+        super().__init__(f"no study with id {study_id!r}")
+
+
+class Conflict(CoordinatorError):
+    status_code = 409
+    error = "conflict"
+
+
+class RequestTooLarge(CoordinatorError):
+    status_code = 413
+    error = "request_too_large"
+
+
+class InvalidStudy(CoordinatorError):
+    status_code = 422
+    error = "invalid_study"
+
+
+class CenterFailure(CoordinatorError):
+    """One center did not give a usable answer; ``center`` and ``kind`` say who and how."""
+
+    status_code = 502
+    error = "center_failure"
+
+    def __init__(
+        self,
+        center: str,
+        kind: FailureKind,
+        detail: str,
+        *,
+        center_error: str | None = None,
+    ) -> None:
+        detail = detail[:MAX_RELAYED_DETAIL]
+        super().__init__(
+            f"center {center!r} ({kind}): {detail}",
+            extra={"center": center, "kind": kind, "center_error": center_error},
+        )
+        self.center = center
+        self.kind: FailureKind = kind
+        self.center_error = center_error
+        self.reason = detail
+
+
+class TooFewCenters(CoordinatorError):
+    """Fewer centers than ``min_centers`` gave usable answers; ``failures`` says why."""
+
+    status_code = 503
+    error = "too_few_centers"
+
+    def __init__(self, needed: int, usable: list[str], failures: list[CenterFailure]) -> None:
+        reasons = "; ".join(f.detail for f in failures) or "no center was selected"
+        super().__init__(
+            f"{len(usable)} usable center(s), the study needs {needed}: {reasons}",
+            extra={
+                "usable": usable,
+                "failures": [f.body() for f in failures],
+            },
+        )
+        self.failures = failures

@@ -1,0 +1,178 @@
+"""``InProcessCenter``: a ``CenterPort`` over raw arrays, calling the ``shared/`` core directly.
+
+For simulations and tests: the protocols run unchanged over in-process centers, and their results
+can be compared with the core's in-process functions (``shared.federation.federated_table``).
+It answers what a real center would (sizes rounded down to a multiple of K, releases from the core)
+but has no ledger, no auditor and no budget: never put real data behind it.
+
+Example::
+
+    rng = np.random.default_rng(7)
+    a = InProcessCenter("a", {"cohort": LocalDataset({"age": ages}, groups=arm,
+                                                     levels=("ctl", "trt"))}, rng=rng)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from coordinator.core.errors import CenterFailure
+from coordinator.wire import (
+    Budget,
+    CenterInfo,
+    DatasetInfo,
+    GroupInfo,
+    Health,
+    MWURelease,
+    MWURequest,
+)
+from shared.binning import KAnonymityError, bin_table
+from shared.federation import refine_table
+from shared.mwu import mann_whitney
+from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+
+_T = TypeVar("_T")
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LocalDataset:
+    """Variables (aligned arrays) and, optionally, the group label of each row."""
+
+    variables: Mapping[str, ArrayLike]
+    groups: ArrayLike | None = None
+    levels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        sizes = {np.asarray(v).size for v in self.variables.values()}
+        if self.groups is not None:
+            sizes.add(np.asarray(self.groups).size)
+        if len(sizes) > 1:
+            raise ValueError("every variable (and the groups) must have one value per row")
+
+    @property
+    def n_rows(self) -> int:
+        return max((np.asarray(v).size for v in self.variables.values()), default=0)
+
+    def values(self, variable: str, level: str | None = None) -> FloatArray:
+        """Finite values of ``variable`` (of one group level when given)."""
+        v = np.asarray(self.variables[variable], dtype=np.float64)
+        keep = np.isfinite(v)
+        if level is not None:
+            keep &= np.asarray(self.groups) == level
+        return v[keep]
+
+
+class InProcessCenter:
+    """A :class:`coordinator.ports.CenterPort` over arrays held in this process."""
+
+    def __init__(
+        self,
+        center_id: str,
+        datasets: Mapping[str, LocalDataset],
+        *,
+        rng: np.random.Generator,
+        k: int = 10,
+    ) -> None:
+        self._id = center_id
+        self.datasets = dict(datasets)
+        self.rng = rng
+        self.k = k
+
+    @property
+    def center_id(self) -> str:
+        return self._id
+
+    async def health(self) -> Health:
+        return Health(status="ok")
+
+    async def info(self) -> CenterInfo:
+        described = []
+        for name, ds in self.datasets.items():
+            group = GroupInfo(column="group", levels=list(ds.levels)) if ds.levels else None
+            labels = np.asarray(ds.groups) if ds.groups is not None else None
+            by_group = {
+                level: self._round(int(np.sum(labels == level)))
+                for level in ds.levels
+                if labels is not None
+            }
+            described.append(
+                DatasetInfo(
+                    name=name,
+                    variables=list(ds.variables),
+                    group=group,
+                    n_records=self._round(ds.n_rows),
+                    n_by_group=by_group,
+                )
+            )
+        return CenterInfo(
+            center_id=self._id, k=self.k, neighbouring="add_remove", datasets=described
+        )
+
+    async def budget(self) -> Budget:
+        return Budget(datasets={})
+
+    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
+        x, y = self._sample(dataset, request.variable, request.groups)
+        return self._guard(
+            lambda: BinTableRelease.from_table(
+                bin_table(x, y, k=request.k, rng=self.rng, lower=request.lower,
+                          upper=request.upper)
+            )
+        )
+
+    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
+        x, y = self._sample(dataset, request.variable, request.groups)
+        return self._guard(
+            lambda: refine_table(request.limits, x, y, k=request.k, rng=self.rng)
+        )
+
+    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
+        x, y = self._sample(dataset, request.variable, request.groups)
+        if y is None:  # pragma: no cover - MWURequest always names two levels
+            raise CenterFailure(self._id, "error", "mwu needs two groups")
+        result = self._guard(lambda: mann_whitney(x, y))
+        return MWURelease(
+            statistic=result.statistic,
+            variance=result.variance,
+            n_x=result.n_x,
+            n_y=result.n_y,
+            noise_variance=result.noise_variance,
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _round(self, n: int) -> int:
+        return (n // self.k) * self.k
+
+    def _sample(
+        self, dataset: str, variable: str, groups: tuple[str, str] | None
+    ) -> tuple[FloatArray, FloatArray | None]:
+        ds = self.datasets.get(dataset)
+        if ds is None:
+            raise CenterFailure(self._id, "error", f"no dataset named {dataset!r}",
+                                center_error="unknown_dataset")
+        if variable not in ds.variables:
+            raise CenterFailure(self._id, "error", f"no variable {variable!r}",
+                                center_error="unknown_variable")
+        if groups is None:
+            return ds.values(variable), None
+        for level in groups:
+            if level not in ds.levels:
+                raise CenterFailure(self._id, "error", f"no group level {level!r}",
+                                    center_error="unknown_variable")
+        return ds.values(variable, groups[0]), ds.values(variable, groups[1])
+
+    def _guard(self, compute: Callable[[], _T]) -> _T:
+        try:
+            return compute()
+        except KAnonymityError as exc:
+            raise CenterFailure(self._id, "refused", str(exc),
+                                center_error="k_anonymity") from None
+        except ValueError as exc:
+            raise CenterFailure(self._id, "error", str(exc)) from None

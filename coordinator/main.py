@@ -1,0 +1,59 @@
+"""The app factory: ``create_app(settings)`` builds a coordinator from validated settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+
+from coordinator.api import handlers
+from coordinator.api.middleware import BodySizeLimit
+from coordinator.api.router import api_router
+from coordinator.core.config import Settings, load_settings
+from coordinator.ports import CenterPort
+from coordinator.services import Services
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    services: Services | None = None,
+    centers: Mapping[str, CenterPort] | None = None,
+    transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+) -> FastAPI:
+    """A coordinator app; settings default to :func:`load_settings`
+    (``FEDSTATS_COORDINATOR_CONFIG``).
+
+    The store is opened here (studies a dead process left running become ``failed_resumable``),
+    so a bad store URL fails at start-up. ``centers`` / ``transports`` are the test seams of
+    :meth:`Services.build`. ``/docs`` and ``/openapi.json`` are served only in dev mode.
+    """
+    if services is None:
+        services = Services.build(
+            settings if settings is not None else load_settings(),
+            centers=centers,
+            transports=transports,
+        )
+    settings = services.settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await services.aclose()
+
+    dev = settings.dev_mode
+    app = FastAPI(
+        title="fedstats coordinator",
+        version="1",
+        lifespan=lifespan,
+        docs_url="/docs" if dev else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if dev else None,
+    )
+    app.state.services = services
+    handlers.install(app)
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
+    app.include_router(api_router)
+    return app

@@ -1,0 +1,39 @@
+"""``CenterPort``: what a protocol needs from one center, over HTTP or in-process.
+
+The protocols in :mod:`coordinator.protocols` take a list of ports and never know which kind they
+hold. :class:`coordinator.client.HttpCenter` speaks to a real ``center_agent``;
+:class:`coordinator.local.InProcessCenter` wraps raw arrays and calls the ``shared/`` core
+directly (simulations and tests); :class:`coordinator.recording.RecordedCenter` wraps either and
+records every release a study receives, so nothing is asked twice.
+
+Every method returns a validated wire model or raises
+:class:`coordinator.core.errors.CenterFailure` naming the center and the kind of failure.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
+from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+
+
+class CenterPort(Protocol):
+    """One center, as the protocols see it."""
+
+    @property
+    def center_id(self) -> str:
+        """The id the coordinator's registry gives this center."""
+        ...
+
+    async def health(self) -> Health: ...
+
+    async def info(self) -> CenterInfo: ...
+
+    async def budget(self) -> Budget: ...
+
+    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease: ...
+
+    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease: ...
+
+    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease: ...

@@ -1,0 +1,156 @@
+"""Federated Mann-Whitney U: the four tests of ``shared.mwu`` with the per-center parts.
+
+* sum, weighted, Fisher — from the centers' local releases (U_l, V_l, n_l, m_l, σ_l²), asked of
+  every center in parallel (``POST .../mwu``);
+* table — U on the federated bin table of the two groups
+  (:func:`coordinator.protocols.table.federated_bin_table`).
+
+A local release is checked before it is used (``implausible`` otherwise): group sizes 0 or >= K
+and within the center's declared sizes, V no larger than its no-tie maximum n·m·(N+1)/3 and, for a
+release without noise, |U| <= n·m.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from coordinator.core.errors import CenterFailure
+from coordinator.ports import CenterPort
+from coordinator.protocols.survey import Survey, require, survey_centers
+from coordinator.protocols.table import FederatedTable, federated_bin_table
+from coordinator.wire import MWURelease, MWURequest
+from shared.mwu import (
+    Alternative,
+    FederatedMWUResult,
+    MannWhitneyResult,
+    fisher_test,
+    sum_test,
+    table_test,
+    weighted_test,
+)
+from shared.protocol import ExtremeChoice
+
+MWUTest = Literal["sum", "weighted", "fisher", "table"]
+MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
+LocalTest = Callable[..., FederatedMWUResult]
+LOCAL_TESTS: dict[str, LocalTest] = {
+    "sum": sum_test,
+    "weighted": weighted_test,
+    "fisher": fisher_test,
+}
+REL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class FederatedMWU:
+    """The requested tests; ``centers`` orders the parts of the local tests (sum, weighted,
+    Fisher) and ``releases`` holds what each center released; ``table`` is the federated table
+    behind the table test."""
+
+    tests: dict[str, FederatedMWUResult]
+    centers: tuple[str, ...]
+    releases: dict[str, MWURelease]
+    table: FederatedTable | None
+    excluded: tuple[CenterFailure, ...]
+
+
+def check_mwu_release(
+    center: str, release: MWURelease, *, k: int, bounds: tuple[int, ...]
+) -> None:
+    """Raise ``implausible`` unless the release could come from a center of these sizes."""
+    n, m = release.n_x, release.n_y
+    for name, size, bound in (("n_x", n, bounds[0]), ("n_y", m, bounds[1])):
+        if 0 < size < k:
+            raise CenterFailure(center, "implausible", f"{name}={size} is between 1 and k-1")
+        if size > bound:
+            raise CenterFailure(center, "implausible",
+                                f"{name}={size} exceeds the declared size ({bound})")
+    big_n = n + m
+    if release.variance > n * m * (big_n + 1) / 3.0 * (1 + REL_TOL):
+        raise CenterFailure(center, "implausible", "variance exceeds n·m·(N+1)/3")
+    if release.noise_variance == 0 and abs(release.statistic) > n * m * (1 + REL_TOL):
+        raise CenterFailure(center, "implausible", "|U| exceeds n·m for a release without noise")
+
+
+async def _local_releases(
+    survey: Survey,
+    *,
+    dataset: str,
+    variable: str,
+    groups: tuple[str, str],
+    k: int,
+    allow_partial: bool,
+) -> tuple[dict[str, MWURelease], list[CenterFailure]]:
+    request = MWURequest(variable=variable, groups=groups)
+    ports = survey.usable
+    answers = await asyncio.gather(*(p.mwu(dataset, request) for p in ports),
+                                   return_exceptions=True)
+    releases: dict[str, MWURelease] = {}
+    failures: list[CenterFailure] = []
+    for port, answer in zip(ports, answers, strict=True):
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            check_mwu_release(port.center_id, answer, k=k, bounds=survey.bounds[port.center_id])
+            releases[port.center_id] = answer
+        except CenterFailure as failure:
+            if not allow_partial:
+                raise
+            failures.append(failure)
+    return releases, failures
+
+
+async def federated_mwu(
+    centers: Sequence[CenterPort],
+    *,
+    dataset: str,
+    variable: str,
+    groups: tuple[str, str],
+    k: int = 10,
+    tests: Sequence[MWUTest] = MWU_TESTS,
+    alternative: Alternative = "two-sided",
+    lower: ExtremeChoice = "buffer",
+    upper: ExtremeChoice = "buffer",
+    min_centers: int = 1,
+    allow_partial: bool = False,
+    survey: Survey | None = None,
+) -> FederatedMWU:
+    """Federated MWU of level ``groups[0]`` (X) against ``groups[1]`` (Y) of ``variable``."""
+    unknown = [t for t in tests if t not in MWU_TESTS]
+    if unknown or not tests:
+        raise ValueError(f"`tests` must be a non-empty subset of {set(MWU_TESTS)}, got {tests!r}")
+    if survey is None:
+        survey = await survey_centers(
+            centers, dataset=dataset, variable=variable, groups=groups,
+            min_centers=min_centers, allow_partial=allow_partial,
+        )
+    excluded = list(survey.excluded)
+    results: dict[str, FederatedMWUResult] = {}
+    releases: dict[str, MWURelease] = {}
+    local = [t for t in tests if t in LOCAL_TESTS]
+    if local:
+        releases, failures = await _local_releases(
+            survey, dataset=dataset, variable=variable, groups=groups, k=k,
+            allow_partial=allow_partial,
+        )
+        excluded.extend(failures)
+        require(max(1, min_centers), list(releases), excluded)
+        # shared.mwu reads statistic, variance, n_x, n_y and noise_variance only; MWURelease
+        # has them all (see coordinator.wire).
+        parts = cast(Sequence[MannWhitneyResult], list(releases.values()))
+        for name in local:
+            results[name] = LOCAL_TESTS[name](parts, alternative=alternative)
+    table: FederatedTable | None = None
+    if "table" in tests:
+        table = await federated_bin_table(
+            centers, dataset=dataset, variable=variable, groups=groups, k=k,
+            lower=lower, upper=upper, min_centers=min_centers, allow_partial=allow_partial,
+            survey=survey,
+        )
+        excluded.extend(f for f in table.excluded if f not in excluded)
+        results["table"] = table_test(table.table, alternative=alternative)
+    ordered: dict[str, FederatedMWUResult] = {name: results[name] for name in tests}
+    return FederatedMWU(ordered, tuple(releases), releases, table, tuple(excluded))

@@ -1,0 +1,91 @@
+"""Sizes first: ask every center what it holds, in parallel, before any release is requested."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from coordinator.core.errors import CenterFailure, TooFewCenters
+from coordinator.ports import CenterPort
+from coordinator.wire import CenterInfo
+
+
+@dataclass(frozen=True)
+class Survey:
+    """Who can take part, how large each center is, and who was left out (and why).
+
+    ``bounds[c][g]`` is the most records center ``c`` can hold in group ``g`` (the released size
+    is rounded down to a multiple of the center's K, so the truth lies below ``size + K``); a
+    release with more is implausible.
+    """
+
+    usable: tuple[CenterPort, ...]
+    sizes: dict[str, int]
+    bounds: dict[str, tuple[int, ...]]
+    excluded: tuple[CenterFailure, ...]
+
+
+def _check(
+    center_id: str, info: CenterInfo, dataset: str, variable: str, groups: tuple[str, str] | None
+) -> tuple[int, tuple[int, ...]]:
+    found = info.dataset(dataset)
+    if found is None:
+        raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",
+                            center_error="unknown_dataset")
+    if variable not in found.variables:
+        raise CenterFailure(center_id, "error",
+                            f"dataset {dataset!r} exposes no variable {variable!r}",
+                            center_error="unknown_variable")
+    slack = info.k - 1
+    if groups is None:
+        return found.n_records, (found.n_records + slack,)
+    declared = found.group.levels if found.group is not None else []
+    missing = [level for level in groups if level not in declared]
+    if missing:
+        raise CenterFailure(center_id, "error",
+                            f"dataset {dataset!r} declares no group level {missing[0]!r}",
+                            center_error="unknown_variable")
+    per_group = [found.n_by_group.get(level, 0) for level in groups]
+    return sum(per_group), tuple(n + slack for n in per_group)
+
+
+def require(needed: int, usable: Sequence[str], failures: Sequence[CenterFailure]) -> None:
+    """Raise :class:`TooFewCenters` unless ``needed`` centers remain."""
+    if len(usable) < needed:
+        raise TooFewCenters(needed, list(usable), list(failures))
+
+
+async def survey_centers(
+    centers: Sequence[CenterPort],
+    *,
+    dataset: str,
+    variable: str,
+    groups: tuple[str, str] | None = None,
+    min_centers: int = 1,
+    allow_partial: bool = False,
+) -> Survey:
+    """Every center's info in parallel, checked against the study.
+
+    Without ``allow_partial`` the first failing center (in the given order) is raised; with it,
+    failing centers are left out and recorded.
+    """
+    answers = await asyncio.gather(*(c.info() for c in centers), return_exceptions=True)
+    usable: list[CenterPort] = []
+    sizes: dict[str, int] = {}
+    bounds: dict[str, tuple[int, ...]] = {}
+    failures: list[CenterFailure] = []
+    for port, answer in zip(centers, answers, strict=True):
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            sizes[port.center_id], bounds[port.center_id] = _check(
+                port.center_id, answer, dataset, variable, groups
+            )
+            usable.append(port)
+        except CenterFailure as failure:
+            if not allow_partial:
+                raise
+            failures.append(failure)
+    require(min_centers, [p.center_id for p in usable], failures)
+    return Survey(tuple(usable), sizes, bounds, tuple(failures))

@@ -1,0 +1,173 @@
+"""Federated K-anonymous bin table (seed 001 Algorithms 4-6; NOTES §2b), over ``CenterPort``s.
+
+1. Sizes first (:func:`coordinator.protocols.survey.survey_centers`).
+2. The largest center builds its own table (``POST .../table``).
+3. The others, largest first, refine it one by one (``POST .../table/refine`` with the current
+   limits only); the coordinator folds each release in with ``shared.federation.apply_refinement``.
+
+This is ``shared.federation.federated_table`` over the network: the same order (ties broken by
+the registry's order), the same core functions on each side.
+
+Every release is checked before it is used, and a center whose numbers cannot be right is named
+(``implausible``): the K it was made for, the number of groups, each count or run total 0 or >= K,
+each group's total no larger than the center's declared size allows, the refinement fitting the
+table, and the federated totals equal to the sum of the centers' totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from coordinator.core.errors import CenterFailure
+from coordinator.ports import CenterPort
+from coordinator.protocols.survey import Survey, require, survey_centers
+from shared.binning import BinTable
+from shared.federation import apply_refinement
+from shared.protocol import (
+    BinTableRelease,
+    ExtremeChoice,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
+
+TOTALS_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class FederatedTable:
+    """The federated table, who built it (``order[0]``) and who refined it, in order.
+
+    ``center_totals[c]`` are the per-group totals center ``c`` released; ``excluded`` the centers
+    left out (only with ``allow_partial``).
+    """
+
+    table: BinTable
+    order: tuple[str, ...]
+    center_totals: dict[str, tuple[float, ...]]
+    excluded: tuple[CenterFailure, ...]
+
+
+def _implausible(center: str, detail: str) -> CenterFailure:
+    return CenterFailure(center, "implausible", detail)
+
+
+def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ...]) -> None:
+    for g, (total, bound) in enumerate(zip(totals, bounds, strict=True)):
+        if total > bound:
+            raise _implausible(
+                center, f"group {g} totals {total:g} records, more than its declared size allows "
+                f"({bound})"
+            )
+        if 0 < total < k:
+            raise _implausible(center, f"group {g} totals {total:g}, between 1 and k-1={k - 1}")
+
+
+def check_table_release(
+    center: str, release: BinTableRelease, *, k: int, n_groups: int, bounds: tuple[int, ...]
+) -> tuple[float, ...]:
+    """The per-group totals of a plausible one-center table; raises ``implausible`` otherwise."""
+    if release.k != k:
+        raise _implausible(center, f"table made for k={release.k}, k={k} was asked")
+    if len(release.counts) != n_groups:
+        raise _implausible(center, f"table has {len(release.counts)} groups, {n_groups} asked")
+    counts = np.asarray(release.counts, dtype=np.float64)
+    if np.any((counts > 0) & (counts < k)):
+        raise _implausible(center, f"table holds a count between 1 and k-1={k - 1}")
+    totals = counts.sum(axis=1)
+    _check_totals(center, totals, k, bounds)
+    return tuple(float(t) for t in totals)
+
+
+def check_refinement(
+    center: str, release: RefinementRelease, *, k: int, n_groups: int, bounds: tuple[int, ...]
+) -> tuple[float, ...]:
+    """The per-group totals of a plausible refinement; raises ``implausible`` otherwise."""
+    if release.k != k:
+        raise _implausible(center, f"refinement made for k={release.k}, k={k} was asked")
+    if len(release.runs) != n_groups:
+        raise _implausible(center, f"refinement has {len(release.runs)} groups, {n_groups} asked")
+    totals = []
+    for g, runs in enumerate(release.runs):
+        t = np.asarray(runs.totals, dtype=np.float64)
+        if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any((t > 0) & (t < k)):
+            raise _implausible(
+                center, f"group {g}: a run total is negative or between 1 and k-1={k - 1}"
+            )
+        totals.append(float(t.sum()))
+    _check_totals(center, np.asarray(totals), k, bounds)
+    return tuple(totals)
+
+
+def fold(center: str, table: BinTable, release: RefinementRelease,
+         center_totals: tuple[float, ...]) -> BinTable:
+    """``apply_refinement``, with a release that does not fit named as ``implausible``."""
+    try:
+        merged = apply_refinement(table, release)
+    except ValueError as exc:
+        raise _implausible(center, f"refinement does not fit the table: {exc}") from None
+    expected = table.totals + np.asarray(center_totals)
+    if not np.allclose(merged.totals, expected, rtol=TOTALS_RTOL, atol=1e-9):
+        raise _implausible(center, "refinement changes the table's totals inconsistently")
+    return merged
+
+
+async def federated_bin_table(
+    centers: Sequence[CenterPort],
+    *,
+    dataset: str,
+    variable: str,
+    groups: tuple[str, str] | None = None,
+    k: int = 10,
+    lower: ExtremeChoice = "buffer",
+    upper: ExtremeChoice = "buffer",
+    min_centers: int = 1,
+    allow_partial: bool = False,
+    survey: Survey | None = None,
+) -> FederatedTable:
+    """The federated table of ``variable`` (one group, or the two levels ``groups``)."""
+    if survey is None:
+        survey = await survey_centers(
+            centers, dataset=dataset, variable=variable, groups=groups,
+            min_centers=min_centers, allow_partial=allow_partial,
+        )
+    n_groups = 1 if groups is None else 2
+    # Largest first; sorted() is stable, so equal sizes keep the registry's order.
+    order = sorted(survey.usable, key=lambda port: -survey.sizes[port.center_id])
+    excluded = list(survey.excluded)
+    table: BinTable | None = None
+    done: list[str] = []
+    center_totals: dict[str, tuple[float, ...]] = {}
+    for port in order:
+        cid = port.center_id
+        try:
+            if table is None:
+                built = await port.table(
+                    dataset,
+                    TableRequest(variable=variable, groups=groups, k=k, lower=lower, upper=upper),
+                )
+                totals = check_table_release(cid, built, k=k, n_groups=n_groups,
+                                             bounds=survey.bounds[cid])
+                table = built.to_table()
+            else:
+                refinement = await port.refine(
+                    dataset,
+                    RefinementRequest(variable=variable, groups=groups, k=k,
+                                      limits=table.limits.tolist()),
+                )
+                totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
+                                          bounds=survey.bounds[cid])
+                table = fold(cid, table, refinement, totals)
+        except CenterFailure as failure:
+            if not allow_partial:
+                raise
+            excluded.append(failure)
+            continue
+        done.append(cid)
+        center_totals[cid] = totals
+    require(max(1, min_centers), done, excluded)
+    assert table is not None  # require() refused an empty federation
+    return FederatedTable(table, tuple(done), center_totals, tuple(excluded))
