@@ -73,7 +73,7 @@ def test_errors_name_the_key(tmp_path: Path, change: tuple[str, str], key: str) 
 
 def test_placeholder_secrets_refused_outside_dev_mode(tmp_path: Path) -> None:
     weak_center = TOML.replace(CENTER_TOKENS["beta"], "changeme")
-    with pytest.raises(ConfigError, match="centers: .*'beta'") as caught:
+    with pytest.raises(ConfigError, match=r"centers: .*'beta'") as caught:
         load_settings(write(tmp_path, weak_center))
     assert "changeme" not in str(caught.value)
     weak_analyst = TOML.replace(ANALYST_TOKEN, "tiny-tok")
