@@ -31,18 +31,33 @@ class QuantilesResult:
     method: str
 
 
-def interval_edges(x_sorted: FloatArray, a: float, b: float) -> FloatArray:
-    """The n + 2 edges a, x_(1), ..., x_(n), b of the n + 1 intervals (``x_sorted`` sorted)."""
-    edges = np.empty(x_sorted.size + 2)
-    edges[0], edges[-1] = a, b
-    np.clip(x_sorted, a, b, out=edges[1:-1])
+def interval_edges(
+    x_sorted: FloatArray, a: float, b: float, lo: int = 0, hi: int | None = None
+) -> FloatArray:
+    """Edges of intervals lo..hi-1 (default all n + 1): x_lo, ..., x_hi with x_0 = a, x_{n+1} = b.
+
+    ``x_sorted`` must be sorted; values are clipped to [a, b]. Only the slice is touched.
+    """
+    n = x_sorted.size
+    hi = n + 1 if hi is None else hi
+    edges = np.empty(hi - lo + 1)
+    # edge k is x_(k) (1-based order statistic) for 1 <= k <= n
+    first, last = max(lo, 1), min(hi, n)
+    if first <= last:
+        np.clip(x_sorted[first - 1 : last], a, b, out=edges[first - lo : last - lo + 1])
+    if lo == 0:
+        edges[0] = a
+    if hi == n + 1:
+        edges[-1] = b
     return edges
 
 
-def log_widths(edges: FloatArray) -> FloatArray:
-    """log |I_i| for the n + 1 intervals; -inf for the zero-width ones."""
+def log_widths(
+    x_sorted: FloatArray, a: float, b: float, lo: int = 0, hi: int | None = None
+) -> FloatArray:
+    """log |I_i| for intervals lo..hi-1 (default all n + 1); -inf for the zero-width ones."""
     with np.errstate(divide="ignore"):
-        return np.log(np.diff(edges))
+        return np.log(np.diff(interval_edges(x_sorted, a, b, lo, hi)))
 
 
 def sample_rows(log_w: FloatArray, rng: np.random.Generator) -> IntArray:
@@ -65,9 +80,13 @@ def sample_rows(log_w: FloatArray, rng: np.random.Generator) -> IntArray:
 
 
 def uniform_in_intervals(
-    edges: FloatArray, intervals: IntArray, rng: np.random.Generator
+    x_sorted: FloatArray, a: float, b: float, intervals: IntArray, rng: np.random.Generator
 ) -> FloatArray:
-    """One uniform draw inside each chosen interval [edges[i], edges[i + 1]]."""
-    lo = edges[intervals]
-    hi = edges[intervals + 1]
-    return lo + (hi - lo) * rng.random(intervals.shape)
+    """One uniform draw inside each chosen interval [x_i, x_{i+1}] (of the clipped data)."""
+    n = x_sorted.size
+    if n == 0:  # a single interval, [a, b]
+        x_sorted = np.array([a])
+    lo = np.where(intervals == 0, a, np.clip(x_sorted[np.maximum(intervals - 1, 0)], a, b))
+    hi = np.where(intervals == n, b, np.clip(x_sorted[np.minimum(intervals, n - 1)], a, b))
+    out: FloatArray = lo + (hi - lo) * rng.random(intervals.shape)
+    return out

@@ -24,13 +24,22 @@ Because φ_p is a two-sided exponential in d, the product splits into a causal g
 in log space with ``np.logaddexp.accumulate``, the window by the van Herk/Gil-Werman block trick
 (a suffix in one block plus a prefix in the next), so no difference of large sums is ever taken.
 Every weight keeps its relative precision, however small, in O(n) per product: O(m·n + m²·n)
-time and O(m²·n) memory, within the O(m·n·log n + m²·n) of the FFT version.
-The remaining rounding comes from the offsets c·i added in log space, a relative error of about
-c·n·1e-16 per weight (1e-9 at n = 10^7, ε = 1).
+time and O(m²·n) memory, within the O(m·n·log n + m²·n) of the FFT version. The remaining
+rounding comes from the offsets c·i added in log space, a relative error of about c·w·1e-16 per
+weight for a window of w intervals.
+
+Pruning (what makes it fast). Far from its target q_j·n a quantile's probability falls like
+exp(-2c·|i − q_j·n|). A provable bound (see ``_windows``) gives, per quantile, a window of
+intervals outside which all configurations together carry less than e^-760 of the mass, below
+the smallest positive double; the forward pass and the sampler work on these windows only, and
+sample exactly from the distribution conditioned on them. For n = 10^7 and ε = 1 a window holds
+a few thousand intervals, so after the sort JointExp costs O(m²·w). With heavy ties the windows
+widen by themselves (up to the whole data), never at the cost of exactness.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +57,6 @@ from shared.dp._common import (
     FloatArray,
     IntArray,
     QuantilesResult,
-    interval_edges,
     log_widths,
     sample_rows,
     uniform_in_intervals,
@@ -66,9 +74,11 @@ def joint_exp_sensitivity(levels: tuple[float, ...], neighbouring: Neighbouring)
 
 @dataclass(frozen=True)
 class JointExpTables:
-    """Forward messages of the sampler: ``log_alpha[j][i, k]`` (see the module docstring)."""
+    """Forward messages of the sampler: ``log_alpha[j][r, k]`` is α_j at interval
+    ``starts[j] + r`` (see the module docstring); intervals outside are pruned (probability 0)."""
 
     log_alpha: tuple[FloatArray, ...]
+    starts: tuple[int, ...]
     scale: float  # c = ε / (2Δ)
     targets: FloatArray  # t_p = (q_p − q_{p−1})·n, p = 0..m
     n: int
@@ -77,13 +87,13 @@ class JointExpTables:
 def log_toeplitz_lower(h: FloatArray, c: float, t: float) -> FloatArray:
     """out[i] = log Σ_{i' < i} exp(-c·|i − i' − t| + h[i']), exactly, in O(len(h)).
 
-    ``h`` may hold -inf. c > 0, t >= 0.
+    ``h`` may hold -inf; c > 0; t any real.
     """
     size = h.size
     idx = np.arange(size, dtype=np.float64)
     out = np.full(size, -np.inf)
-    d_window = int(np.floor(t))  # offsets 1 <= d <= d_window have weight exp(-c(t − d))
-    d_right = d_window + 1  # offsets d >= d_right have weight exp(-c(d − t))
+    d_window = max(0, math.floor(t))  # offsets 1 <= d <= d_window weigh exp(-c(t − d))
+    d_right = max(1, math.floor(t) + 1)  # offsets d >= d_right weigh exp(-c(d − t))
 
     if d_right < size:
         # Σ_{i' <= k} exp(-c(k − i') + h[i']) = exp(-c·k) · Σ_{i' <= k} exp(c·i' + h[i'])
@@ -110,6 +120,82 @@ def log_toeplitz_lower(h: FloatArray, c: float, t: float) -> FloatArray:
     return out
 
 
+def log_toeplitz_between(
+    h: FloatArray, in_lo: int, out_lo: int, out_size: int, c: float, t: float
+) -> FloatArray:
+    """out[r] = log Σ_{i'} exp(-c·|i − i' − t| + h[i' − in_lo]) over i' < i, i = out_lo + r.
+
+    Inputs live on [in_lo, in_lo + len(h)), outputs on [out_lo, out_lo + out_size). When the
+    outputs start beyond the inputs, the gap is cut out and t shifted by its length, so the cost
+    is O(len(h) + out_size), not O(distance).
+    """
+    in_hi = in_lo + h.size - 1
+    out_hi = out_lo + out_size - 1
+    cut = max(0, out_lo - in_hi - 1)
+    length = max(in_hi, out_hi) - in_lo - cut + 1
+    arr = np.full(length, -np.inf)
+    arr[: h.size] = h
+    full = log_toeplitz_lower(arr, c, t - cut)
+    out = np.full(out_size, -np.inf)
+    first = max(out_lo, in_lo + 1)  # outputs at or before in_lo receive nothing
+    if first <= out_hi:
+        out[first - out_lo :] = full[first - in_lo - cut : out_hi - in_lo - cut + 1]
+    return out
+
+
+# Intervals whose every configuration lies this far (in log) below a known configuration carry,
+# all together, less than e^-760 of the mass: below the smallest positive double (e^-745).
+_PRUNE_MARGIN = 760.0
+
+
+def _windows(
+    x_sorted: FloatArray, bounds: tuple[float, float], c: float, targets: FloatArray
+) -> list[tuple[int, int]]:
+    """Per quantile j, the interval range [lo, hi) outside which it has negligible probability.
+
+    Bound. A configuration with quantile j in interval i scores at most
+    m·log(b − a) − 2c·|i − q_j·n| (triangle inequality on the pieces before and after j;
+    widths <= b − a; 1/k! <= 1), and there
+    are at most (n + 1)^m of them. The total Z is at least the weight W of any one configuration;
+    we take the best interval near each target. Pruning every (j, i) with
+    m·log(b − a) − 2c·|i − q_j·n| < W − margin − (m + 1)·log(n + 1) − log m removes less than
+    e^-margin·Z in all, and the sampler is then exact for the distribution conditioned on the rest.
+    """
+    n = x_sorted.size
+    m = targets.size - 1
+    a, b = bounds
+    centres = np.cumsum(targets[:-1])  # q_j·n
+    half = max(1000, math.ceil(100.0 / c))
+    config = []
+    for centre in centres:
+        lo = max(0, math.floor(centre) - half)
+        hi = min(n + 1, math.ceil(centre) + half + 1)
+        score = log_widths(x_sorted, a, b, lo, hi) - 2 * c * np.abs(np.arange(lo, hi) - centre)
+        if not np.isfinite(score).any():  # all tied near the target: look everywhere
+            lo, hi = 0, n + 1
+            score = log_widths(x_sorted, a, b) - 2 * c * np.abs(np.arange(lo, hi) - centre)
+        config.append(lo + int(np.argmax(score)))
+    config.sort()
+    counts = np.diff(np.concatenate(([0], config, [n])))
+    chosen, repeats = np.unique(config, return_counts=True)
+    widths = (
+        log_widths(x_sorted, a, b)[chosen]
+        if n < 4096
+        else np.array([log_widths(x_sorted, a, b, i, i + 1)[0] for i in chosen])
+    )
+    known = float(
+        -c * np.abs(counts - targets).sum()
+        + (repeats * widths).sum()
+        - sum(math.lgamma(k + 1) for k in repeats)
+    )
+    slack = m * math.log(b - a) - known + _PRUNE_MARGIN + (m + 1) * math.log(n + 1.0) + math.log(m)
+    reach = slack / (2 * c)
+    return [
+        (max(0, math.floor(centre - reach)), min(n + 1, math.ceil(centre + reach) + 1))
+        for centre in centres
+    ]
+
+
 def joint_exp_tables(
     x_sorted: FloatArray,
     levels: tuple[float, ...],
@@ -121,32 +207,44 @@ def joint_exp_tables(
     """Forward pass of the exact sampler (inputs already validated; ``x_sorted`` sorted)."""
     n = x_sorted.size
     m = len(levels)
+    a, b = bounds
     c = epsilon / (2.0 * joint_exp_sensitivity(levels, neighbouring))
     targets = np.diff(np.concatenate(([0.0], levels, [1.0]))) * n
-    log_w = log_widths(interval_edges(x_sorted, *bounds))
-    ranks = np.arange(n + 1, dtype=np.float64)
+    windows = _windows(x_sorted, bounds, c, targets)
 
-    log_alpha = [(log_w - c * np.abs(ranks - targets[0]))[:, None]]
+    lo, hi = windows[0]
+    rows = np.arange(lo, hi, dtype=np.float64)
+    log_alpha = [(log_widths(x_sorted, a, b, lo, hi) - c * np.abs(rows - targets[0]))[:, None]]
     for j in range(1, m):
-        prev = log_alpha[-1]
+        prev, (prev_lo, prev_hi) = log_alpha[-1], windows[j - 1]
+        lo, hi = windows[j]
         hat = prev[:, 0]
         for k in range(1, prev.shape[1]):
             hat = np.logaddexp(hat, prev[:, k])
-        fresh = log_w + log_toeplitz_lower(hat, c, float(targets[j]))
+        w_here = log_widths(x_sorted, a, b, lo, hi)
+        fresh = w_here + log_toeplitz_between(hat, prev_lo, lo, hi - lo, c, float(targets[j]))
         # k more quantiles already in interval i: φ_j(0)·|I_i| times the previous entry, and the
         # volume of k + 1 ordered points in one interval gains a factor 1/(k + 1).
-        repeat = (log_w - c * targets[j])[:, None] + prev - np.log(np.arange(2.0, j + 2.0))
+        repeat = np.full((hi - lo, j), -np.inf)
+        both_lo, both_hi = max(lo, prev_lo), min(hi, prev_hi)
+        if both_lo < both_hi:
+            repeat[both_lo - lo : both_hi - lo] = (
+                (w_here[both_lo - lo : both_hi - lo] - c * targets[j])[:, None]
+                + prev[both_lo - prev_lo : both_hi - prev_lo]
+                - np.log(np.arange(2.0, j + 2.0))
+            )
         log_alpha.append(np.column_stack((fresh, repeat)))
-    return JointExpTables(tuple(log_alpha), c, targets, n)
+    starts = tuple(lo for lo, _ in windows)
+    return JointExpTables(tuple(log_alpha), starts, c, targets, n)
 
 
 def joint_exp_sample_intervals(
     tables: JointExpTables, rng: np.random.Generator, size: int = 1
 ) -> IntArray:
     """``size`` independent draws of the intervals (i_0 <= ... <= i_{m-1}), shape (size, m)."""
-    log_alpha, c, targets, n = tables.log_alpha, tables.scale, tables.targets, tables.n
+    log_alpha, starts = tables.log_alpha, tables.starts
+    c, targets, n = tables.scale, tables.targets, tables.n
     m = len(log_alpha)
-    ranks = np.arange(n + 1)
     out = np.empty((size, m), dtype=np.intp)
     j = np.full(size, m - 1)
     last = np.full(size, n)  # interval of the quantile after j (n: "all points below")
@@ -154,6 +252,7 @@ def joint_exp_sample_intervals(
     while (j >= 0).any():
         for jj in np.unique(j[j >= 0]):  # ascending: a draw moved to a lower j waits a round
             sel = np.flatnonzero(j == jj)
+            ranks = starts[jj] + np.arange(log_alpha[jj].shape[0])
             gap = last[sel, None] - ranks[None, :]
             log_phi = -c * np.abs(gap - targets[jj + 1])
             # Later quantiles sharing an interval are counted by k, so after the first step the
@@ -161,7 +260,8 @@ def joint_exp_sample_intervals(
             allowed = gap >= np.where(first[sel], 0, 1)[:, None]
             logits = log_alpha[jj][None, :, :] + np.where(allowed, log_phi, -np.inf)[:, :, None]
             flat = sample_rows(logits.reshape(sel.size, -1), rng)
-            i_chosen, k_chosen = np.divmod(flat, jj + 1)
+            row, k_chosen = np.divmod(flat, jj + 1)
+            i_chosen = starts[jj] + row
             for back in range(jj + 1):
                 hit = k_chosen >= back
                 out[sel[hit], jj - back] = i_chosen[hit]
@@ -221,4 +321,4 @@ def joint_exp_sorted(
         data, levels, epsilon=epsilon, bounds=bounds, neighbouring=neighbouring
     )
     intervals = joint_exp_sample_intervals(tables, rng)[0]
-    return np.sort(uniform_in_intervals(interval_edges(data, *bounds), intervals, rng))
+    return np.sort(uniform_in_intervals(data, *bounds, intervals, rng))

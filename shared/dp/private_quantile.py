@@ -25,7 +25,6 @@ from shared._validation import (
 from shared.dp._common import (
     FloatArray,
     QuantilesResult,
-    interval_edges,
     log_widths,
     sample_rows,
     uniform_in_intervals,
@@ -51,7 +50,7 @@ def private_quantile_log_weights(
     n = x_sorted.size
     scale = epsilon / (2.0 * private_quantile_sensitivity(q, neighbouring))
     ranks = np.arange(n + 1, dtype=np.float64)
-    out: FloatArray = log_widths(interval_edges(x_sorted, a, b)) - scale * np.abs(ranks - q * n)
+    out: FloatArray = log_widths(x_sorted, a, b) - scale * np.abs(ranks - q * n)
     return out
 
 
@@ -107,7 +106,7 @@ def private_quantile_sorted(
         data, q, epsilon=epsilon, bounds=bounds, neighbouring=neighbouring
     )
     intervals = sample_rows(np.broadcast_to(log_w, (size, log_w.size)), rng)
-    return uniform_in_intervals(interval_edges(data, *bounds), intervals, rng)
+    return uniform_in_intervals(data, *bounds, intervals, rng)
 
 
 def _single_level(q: float) -> tuple[float]:

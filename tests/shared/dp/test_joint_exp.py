@@ -13,6 +13,7 @@ from shared.dp.joint_exp import (
     joint_exp_sample_intervals,
     joint_exp_sensitivity,
     joint_exp_tables,
+    log_toeplitz_between,
     log_toeplitz_lower,
 )
 from shared.privacy import PrivacySpent
@@ -76,23 +77,71 @@ def _brute_forward(x, a, b, levels, eps, delta):
     [
         (TIED, (0.25, 0.5, 0.75), 1.0, "swap"),
         (TIED, (0.2, 0.5), 3.0, "add_remove"),
-        # Large ε: weights down to e^-1000; the FFT route would lose everything below 1e-16.
-        (TIED, (0.25, 0.5, 0.75), 900.0, "add_remove"),
+        # Weights down to e^-400: an FFT product on exp(log − max) keeps nothing below 1e-16.
         ([0.5] * 7, (0.1, 0.5, 0.9), 60.0, "swap"),
         ([0.0, 0.2, 0.2, 0.9, 1.0, 1.0, 1.0, 0.4], (0.0, 0.3, 1.0), 5.0, "swap"),
+        # Very large ε: configurations below e^-740 of the total are pruned (probability 0).
+        (TIED, (0.25, 0.5, 0.75), 900.0, "add_remove"),
+        ([0.1, 0.15, 0.2, 0.4, 0.45, 0.5, 0.8, 0.9], (0.25, 0.5, 0.75), 3000.0, "swap"),
     ],
 )
 def test_forward_tables_match_brute_force(x, levels, eps, neighbouring):
     delta = joint_exp_sensitivity(levels, neighbouring)
+    n = len(x)
     tables = joint_exp_tables(
         np.sort(x), levels, epsilon=eps, bounds=(0.0, 1.0), neighbouring=neighbouring
     )
-    for got, ref in zip(
-        tables.log_alpha, _brute_forward(x, 0.0, 1.0, levels, eps, delta), strict=True
-    ):
+    config_log_p = brute.normalise(
+        brute.exp_mech_config_logweights(x, 0.0, 1.0, levels, eps, delta)
+    )
+    refs = _brute_forward(x, 0.0, 1.0, levels, eps, delta)
+    for j, (part, start, ref) in enumerate(zip(tables.log_alpha, tables.starts, refs, strict=True)):
+        got = np.full((n + 1, j + 1), -np.inf)
+        got[start : start + part.shape[0]] = part
+        kept = np.isfinite(got)
+        assert not (kept & ~np.isfinite(ref)).any()
+        np.testing.assert_allclose(got[kept], ref[kept], rtol=1e-12, atol=1e-9)
+        # What was pruned carries (far) less than e^-740 of the probability.
+        for i in np.flatnonzero(~kept.any(axis=1) & np.isfinite(ref).any(axis=1)):
+            through = [lp for conf, lp in config_log_p.items() if conf[j] == i]
+            assert max(through) < -740
+
+
+def test_toeplitz_between_windows_matches_direct_sum():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        size_in, out_size = rng.integers(1, 12, size=2)
+        in_lo, out_lo = rng.integers(0, 40, size=2)
+        c, t = rng.uniform(0.01, 30), rng.uniform(0, 50)
+        h = rng.normal(scale=50, size=size_in)
+        h[rng.random(size_in) < 0.2] = -np.inf
+        got = log_toeplitz_between(h, int(in_lo), int(out_lo), int(out_size), c, t)
+        ref = np.array(
+            [
+                logsumexp(
+                    [
+                        -c * abs(i - ip - t) + h[ip - in_lo]
+                        for ip in range(in_lo, in_lo + size_in)
+                        if ip < i
+                    ]
+                    or [-np.inf]
+                )
+                for i in range(out_lo, out_lo + out_size)
+            ]
+        )
         assert np.array_equal(np.isfinite(got), np.isfinite(ref))
         fin = np.isfinite(ref)
         np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-12, atol=1e-9)
+
+
+def test_pruning_keeps_a_narrow_window_for_large_n():
+    x = np.random.default_rng(0).normal(size=200_000)
+    tables = joint_exp_tables(
+        np.sort(x), (0.25, 0.5, 0.75), epsilon=1.0, bounds=(-50, 50), neighbouring="swap"
+    )
+    for part, start, q in zip(tables.log_alpha, tables.starts, (0.25, 0.5, 0.75), strict=True):
+        assert part.shape[0] < 20_000
+        assert start <= q * 200_000 <= start + part.shape[0]
 
 
 def test_sensitivity():
