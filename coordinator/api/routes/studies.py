@@ -60,17 +60,17 @@ def _provenance(record: ReleaseRecord) -> Provenance:
                       received_at=record.received_at)
 
 
-@router.get("/{study_id}", name="get_study")
-async def get_study(
-    study_id: str,
-    store: StoreDep,
-) -> StudyView:
-    """A study: status, results (when done), error (when failed) and what each center released."""
+@router.get("/{study_id}", name="get_study", response_model=StudyView)
+async def get_study(study_id: str, store: StoreDep) -> Response:
+    """A study: status, results (when done), error (when failed) and what each center released.
+
+    Infinite table limits are the strings ``"Infinity"``/``"-Infinity"``, as on the wire.
+    """
     record = await asyncio.to_thread(store.get_study, study_id)
     if record is None:
         raise StudyNotFound(study_id)
     released = await asyncio.to_thread(store.releases_of, study_id)
-    return StudyView(
+    view = StudyView(
         id=record.id,
         status=record.status,
         spec=StudySpec.model_validate_json(record.spec),
@@ -80,6 +80,7 @@ async def get_study(
         created_at=record.created_at,
         updated_at=record.updated_at,
     )
+    return Response(view.model_dump_json(), media_type="application/json")
 
 
 @router.post("/{study_id}/resume", status_code=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,399 @@
+"""The analyst API in process (``httpx.ASGITransport``): auth, typed errors, background studies
+with results and provenance, center faults named in the study, restart and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from coordinator_helpers import (
+    ANALYST_TOKEN,
+    AUTH,
+    CENTER_TOKENS,
+    SIZES,
+    CountingCenter,
+    K,
+    center_info_json,
+    in_process_centers,
+    json_response,
+    make_data,
+    settings_for,
+    sqlite_url,
+)
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from coordinator.core.config import Settings
+from coordinator.main import create_app
+from coordinator.wire import MWURequest
+from shared.federation import federated_table
+from shared.mwu import mann_whitney, sum_test
+from shared.protocol import RefinementRequest, TableRequest
+
+pytestmark = pytest.mark.anyio
+
+SPEC: dict[str, Any] = {
+    "dataset": "cohort",
+    "variable": "crp",
+    "groups": ["ctl", "trt"],
+    "k": K,
+    "analyses": [
+        {"kind": "table", "lower": "infinite"},
+        {"kind": "mwu", "tests": ["sum", "weighted", "fisher", "table"]},
+    ],
+}
+
+
+def counting_centers(seed: int = 5) -> dict[str, CountingCenter]:
+    centers = in_process_centers(make_data(), np.random.default_rng(seed))
+    return {cid: CountingCenter(port) for cid, port in centers.items()}
+
+
+async def open_client(app: FastAPI) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    return httpx.AsyncClient(transport=transport, base_url="http://coordinator")
+
+
+class Running:
+    """An app and a client to it; ``close()`` stops its studies, clients and store."""
+
+    def __init__(self, app: FastAPI, client: httpx.AsyncClient) -> None:
+        self.app, self.client = app, client
+
+    async def close(self) -> None:
+        await self.client.aclose()
+        await self.app.state.services.aclose()
+
+    async def run(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Create a study, wait for it, return its view."""
+        created = await self.client.post("/v1/studies", json=spec, headers=AUTH)
+        assert created.status_code == 202, created.text
+        study_id = created.json()["id"]
+        await self.app.state.services.runner.wait(study_id)
+        view = await self.client.get(f"/v1/studies/{study_id}", headers=AUTH)
+        assert view.status_code == 200, view.text
+        return dict(view.json())
+
+
+async def start(settings: Settings, **seams: Any) -> Running:
+    app = create_app(settings, **seams)
+    return Running(app, await open_client(app))
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    r = await start(settings_for(sqlite_url(tmp_path)), centers=counting_centers())
+    yield r
+    await r.close()
+
+
+def assert_no_secret(text: str) -> None:
+    for token in CENTER_TOKENS.values():
+        assert token not in text
+    assert ANALYST_TOKEN not in text
+
+
+# -- auth, input, limits ---------------------------------------------------------------------
+
+
+async def test_health_is_public_everything_else_needs_a_token(running: Running) -> None:
+    c = running.client
+    assert (await c.get("/v1/health")).json() == {"status": "ok"}
+    for method, path in [("GET", "/v1/centers"), ("GET", "/v1/studies"),
+                         ("POST", "/v1/studies"), ("GET", "/v1/studies/x")]:
+        anonymous = await c.request(method, path)
+        assert anonymous.status_code == 401 and anonymous.json()["error"] == "unauthenticated"
+        wrong = await c.request(method, path, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        center_token = {"Authorization": f"Bearer {CENTER_TOKENS['alpha']}"}
+        assert (await c.request(method, path, headers=center_token)).status_code == 401
+    assert (await c.get("/openapi.json")).status_code == 404  # only in dev mode
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"k": 1}, "body.k"),
+        ({"analyses": []}, "body.analyses"),
+        ({"analyses": [{"kind": "ttest"}]}, "body.analyses.0"),
+        ({"analyses": [{"kind": "mwu", "tests": ["median"]}]}, "body.analyses.0.mwu.tests.0"),
+        ({"groups": None, "analyses": [{"kind": "mwu"}]}, "groups"),
+        ({"groups": ["ctl", "ctl"]}, "body.groups"),
+        ({"dataset": "../etc"}, "body.dataset"),
+        ({"variable": "crp; drop"}, "body.variable"),
+        ({"analyses": [{"kind": "table", "lower": "Infinity"}]}, "body.analyses.0.table.lower"),
+        ({"surprise": 1}, "body.surprise"),
+    ],
+)
+async def test_bad_specs_are_422_naming_the_field(
+    running: Running, change: dict[str, Any], field: str
+) -> None:
+    answer = await running.client.post("/v1/studies", json={**SPEC, **change}, headers=AUTH)
+    assert answer.status_code == 422
+    body = answer.json()
+    assert body["error"] == "validation_error" and field in body["detail"]
+
+
+async def test_unknown_centers_and_studies(running: Running) -> None:
+    c = running.client
+    unknown = await c.post("/v1/studies", json={**SPEC, "centers": ["alpha", "zeta"]},
+                           headers=AUTH)
+    assert unknown.status_code == 422 and unknown.json()["error"] == "invalid_study"
+    assert "zeta" in unknown.json()["detail"]
+    too_few = await c.post("/v1/studies", json={**SPEC, "centers": ["alpha"]}, headers=AUTH)
+    assert too_few.status_code == 422 and "at least 2" in too_few.json()["detail"]
+    missing = await c.get("/v1/studies/" + "0" * 32, headers=AUTH)
+    assert missing.status_code == 404 and missing.json()["error"] == "study_not_found"
+    assert (await c.get("/v1/nowhere", headers=AUTH)).json()["error"] == "not_found"
+
+
+async def test_request_size_limit(running: Running) -> None:
+    big = {**SPEC, "variable": "x" * 200_000}
+    answer = await running.client.post("/v1/studies", json=big, headers=AUTH)
+    assert answer.status_code == 413 and answer.json()["error"] == "request_too_large"
+
+
+# -- studies ---------------------------------------------------------------------------------
+
+
+async def test_a_study_runs_in_the_background_with_results_and_provenance(
+    running: Running,
+) -> None:
+    c = running.client
+    created = await c.post("/v1/studies", json=SPEC, headers=AUTH)
+    assert created.status_code == 202
+    body = created.json()
+    assert body["status"] == "pending"
+    assert body["status_url"].endswith(f"/v1/studies/{body['id']}")
+    assert created.headers["Location"] == body["status_url"]
+    await running.app.state.services.runner.wait(body["id"])
+    answer = await c.get(body["status_url"], headers=AUTH)
+    view = answer.json()
+    assert view["status"] == "succeeded", view
+    assert_no_secret(answer.text)
+    json.loads(answer.text)  # standard JSON: infinite limits are the strings "±Infinity"
+    table, mwu = view["result"]["analyses"]
+    assert table["kind"] == "table" and table["limits"][0] == "-Infinity"
+    assert table["order"] == ["alpha", "beta", "gamma"]
+    assert table["totals"] == pytest.approx([sum(SIZES.values())] * 2)
+    assert all(v == 0 or v >= K for row in table["counts"][:1] for v in row[:1])
+
+    data = make_data()
+    expected = sum_test([mann_whitney(x, y) for x, y in data.values()])
+    assert mwu["tests"]["sum"]["pvalue"] == pytest.approx(expected.pvalue, rel=1e-12)
+    assert [p["center"] for p in mwu["tests"]["weighted"]["parts"]] == ["alpha", "beta", "gamma"]
+    # The table test ran on the same (buffered) federated table as the core would build.
+    reference = federated_table(list(data.values()), k=K, rng=np.random.default_rng(5))
+    assert mwu["table"]["totals"] == pytest.approx(reference.totals.tolist())
+
+    calls = {(p["center"], p["call"]) for p in view["provenance"]}
+    assert {("alpha", "info"), ("alpha", "table"), ("beta", "refine"), ("gamma", "refine"),
+            ("alpha", "mwu"), ("beta", "mwu"), ("gamma", "mwu")} <= calls
+    refine = next(p for p in view["provenance"] if p["call"] == "refine")
+    assert refine["dataset"] == "cohort" and refine["request"]["variable"] == "crp"
+    assert "runs" in refine["response"]
+
+    listed = (await c.get("/v1/studies", headers=AUTH)).json()
+    assert [s["id"] for s in listed] == [body["id"]] and listed[0]["status"] == "succeeded"
+    assert (await c.get("/v1/studies?status=failed", headers=AUTH)).json() == []
+
+
+async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
+    # Two table analyses with the same parameters and an MWU with the table test: one table
+    # and one refinement per center, one info each.
+    spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "table"},
+                                 {"kind": "mwu", "tests": ["table", "sum"]}]}
+    view = await running.run(spec)
+    assert view["status"] == "succeeded"
+    centers = running.app.state.services.centers
+    assert {cid: dict(c.calls) for cid, c in centers.items()} == {
+        "alpha": {"info": 1, "table": 1, "mwu": 1},
+        "beta": {"info": 1, "refine": 1, "mwu": 1},
+        "gamma": {"info": 1, "refine": 1, "mwu": 1},
+    }
+
+
+async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:
+    view = await running.run({**SPEC, "dataset": "nope"})
+    assert view["status"] == "failed"
+    error = view["error"]
+    assert (error["error"], error["center"], error["kind"], error["center_error"]) == (
+        "center_failure", "alpha", "error", "unknown_dataset")
+
+
+# -- faults over HTTP (MockTransport) --------------------------------------------------------
+
+
+def healthy_center(center_id: str, data: Any) -> Callable[[httpx.Request], Any]:
+    """A fake center answering with one in-process center's releases (the same wire bodies)."""
+    port = in_process_centers({center_id: data}, np.random.default_rng(1))[center_id]
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        assert request.headers["Authorization"] == f"Bearer {CENTER_TOKENS[center_id]}"
+        path = request.url.path
+        if path == "/v1/health":
+            return json_response(200, {"status": "ok"})
+        if path == "/v1/budget":
+            return json_response(200, {"datasets": {"cohort": {
+                "total_epsilon": 3.0, "spent_epsilon": 1.0, "remaining_epsilon": 2.0}}})
+        if path == "/v1/info":
+            n_x, n_y = (int(a.size) // K * K for a in data)
+            return json_response(200, center_info_json(center_id, n_x, n_y))
+        body = request.read()
+        out: BaseModel
+        if path.endswith("/table"):
+            out = await port.table("cohort", TableRequest.model_validate_json(body))
+        elif path.endswith("/refine"):
+            out = await port.refine("cohort", RefinementRequest.model_validate_json(body))
+        else:
+            out = await port.mwu("cohort", MWURequest.model_validate_json(body))
+        return httpx.Response(200, content=out.model_dump_json().encode())
+
+    return handle
+
+
+def broken(kind: str) -> Callable[[httpx.Request], httpx.Response]:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if kind == "down":
+            raise httpx.ConnectError("[Errno 111] Connection refused")
+        if kind == "timeout" and request.method == "POST":
+            raise httpx.ReadTimeout("timed out")
+        if request.url.path == "/v1/info":
+            return json_response(200, center_info_json("beta", 190, 190))
+        if kind == "500":
+            return json_response(500, {"error": "internal_error", "detail": "boom"})
+        if kind == "malformed":
+            return httpx.Response(200, content=b'{"statistic": "lots"}')
+        if kind == "refusal":
+            return json_response(409, {"error": "differencing_refused",
+                                       "detail": "a cell would hold 3 records"})
+        raise AssertionError(kind)
+
+    return handle
+
+
+def transports(beta: Callable[[httpx.Request], Any]) -> dict[str, Any]:
+    data = make_data()
+    return {
+        "alpha": httpx.MockTransport(healthy_center("alpha", data["alpha"])),
+        "beta": httpx.MockTransport(beta),
+        "gamma": httpx.MockTransport(healthy_center("gamma", data["gamma"])),
+    }
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [("down", "unreachable"), ("timeout", "timeout"), ("500", "error"),
+     ("malformed", "malformed"), ("refusal", "refused")],
+)
+async def test_a_failing_center_fails_the_study_naming_it(
+    tmp_path: Path, fault: str, kind: str
+) -> None:
+    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken(fault)))
+    try:
+        spec = {**SPEC, "analyses": [{"kind": "mwu", "tests": ["sum", "table"]}]}
+        view = await r.run(spec)
+        assert view["status"] == "failed"
+        assert (view["error"]["center"], view["error"]["kind"]) == ("beta", kind)
+        assert "beta" in view["error"]["detail"]
+        assert_no_secret(json.dumps(view))
+        partial = await r.run({**spec, "allow_partial": True})
+        assert partial["status"] == "succeeded", partial
+        mwu = partial["result"]["analyses"][0]
+        assert [p["center"] for p in mwu["tests"]["sum"]["parts"]] == ["alpha", "gamma"]
+        assert {(e["center"], e["kind"]) for e in mwu["excluded"]} == {("beta", kind)}
+    finally:
+        await r.close()
+
+
+async def test_centers_listing_shows_health_and_budgets(tmp_path: Path) -> None:
+    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken("down")))
+    try:
+        answer = await r.client.get("/v1/centers", headers=AUTH)
+        assert answer.status_code == 200
+        by_id = {c["id"]: c for c in answer.json()}
+        assert by_id["alpha"]["healthy"] and by_id["alpha"]["remaining_epsilon"] == {
+            "cohort": 2.0}
+        assert by_id["alpha"]["url"] == "http://alpha.test:8700"
+        assert not by_id["beta"]["healthy"] and by_id["beta"]["problem"]["kind"] == "unreachable"
+        assert_no_secret(answer.text)
+    finally:
+        await r.close()
+
+
+# -- restart ---------------------------------------------------------------------------------
+
+
+class StuckRefine(CountingCenter):
+    """Answers everything except a refinement, which never returns (a process about to die)."""
+
+    async def refine(self, dataset: str, request: Any) -> Any:
+        self.calls["refine"] += 1
+        await asyncio.Event().wait()
+
+
+async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(sqlite_url(tmp_path))
+    first_centers = counting_centers(seed=5)
+    first_centers["gamma"] = StuckRefine(first_centers["gamma"].port)
+    first = await start(settings, centers=first_centers)
+    # The MWU table test uses the same table as the table analysis (both buffered).
+    spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "mwu"}]}
+    created = await first.client.post("/v1/studies", json=spec, headers=AUTH)
+    study_id = created.json()["id"]
+    while first_centers["gamma"].calls["refine"] == 0:
+        await asyncio.sleep(0.01)
+    view = (await first.client.get(f"/v1/studies/{study_id}", headers=AUTH)).json()
+    assert view["status"] == "running"
+    # "Kill" the first process: its task dies without any clean-up of the study's record.
+    for task in list(first.app.state.services.runner._tasks.values()):
+        task.cancel()
+    await asyncio.sleep(0)
+    await first.client.aclose()
+
+    second_centers = counting_centers(seed=6)
+    second = await start(settings, centers=second_centers)
+    try:
+        view = (await second.client.get(f"/v1/studies/{study_id}", headers=AUTH)).json()
+        assert view["status"] == "failed_resumable" and view["error"]["error"] == "interrupted"
+        received = {(p["center"], p["call"]) for p in view["provenance"]}
+        assert ("beta", "refine") in received and ("gamma", "refine") not in received
+
+        resumed = await second.client.post(f"/v1/studies/{study_id}/resume", headers=AUTH)
+        assert resumed.status_code == 202
+        await second.app.state.services.runner.wait(study_id)
+        view = (await second.client.get(f"/v1/studies/{study_id}", headers=AUTH)).json()
+        assert view["status"] == "succeeded", view
+        # Only what the first run did not receive was asked for.
+        calls = {cid: dict(c.calls) for cid, c in second_centers.items()}
+        assert calls["alpha"] == {"mwu": 1} and calls["beta"] == {"mwu": 1}
+        assert calls["gamma"] == {"refine": 1, "mwu": 1}
+        table = view["result"]["analyses"][0]
+        assert table["totals"] == pytest.approx([sum(SIZES.values())] * 2)
+
+        again = await second.client.post(f"/v1/studies/{study_id}/resume", headers=AUTH)
+        assert again.status_code == 409 and again.json()["error"] == "conflict"
+    finally:
+        await second.close()
+        await first.app.state.services.aclose()
+
+
+async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None:
+    centers = counting_centers()
+    centers["gamma"] = StuckRefine(centers["gamma"].port)
+    r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
+    study_id = (await r.client.post("/v1/studies", json=SPEC, headers=AUTH)).json()["id"]
+    while centers["gamma"].calls["refine"] == 0:
+        await asyncio.sleep(0.01)
+    await r.close()
+    record = r.app.state.services.store.get_study(study_id)
+    assert record is not None and record.status == "failed_resumable"
+
