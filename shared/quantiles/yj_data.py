@@ -39,6 +39,8 @@ from shared.quantiles.yeojohnson import YJNormal, _check_lmbda, yeojohnson
 
 DEFAULT_BRACKET = (-2.0, 2.0)
 DEFAULT_MAX_EVALUATIONS = 40
+BRENT_TOL = 1.48e-8
+"""``scipy.optimize.brent``'s default relative tolerance."""
 
 
 class EvaluationCapError(RuntimeError):
@@ -130,10 +132,13 @@ def _pooled(releases: Sequence[YJMoments], lmbda: float) -> tuple[int, float, fl
 
 def profile_loglik(n: int, sum_log: float, sum_yj: float, sum_yj_sq: float, lmbda: float) -> float:
     """ℓ(λ) = −n/2·log σ̂² + (λ − 1)·S_log with σ̂² = S_2/n − (S_1/n)²; −inf when σ̂² is not a
-    positive normal number (as ``scipy.stats.yeojohnson_llf``)."""
+    positive normal number (as ``scipy.stats.yeojohnson_llf``) or is below what the sums can
+    resolve (16·eps·S_2/n: constant data leave only rounding there)."""
     mean = sum_yj / n
-    var = sum_yj_sq / n - mean * mean
-    if not (math.isfinite(var) and var >= np.finfo(np.float64).smallest_normal):
+    mean_sq = sum_yj_sq / n
+    var = mean_sq - mean * mean
+    floor = max(np.finfo(np.float64).smallest_normal, 16 * np.finfo(np.float64).eps * mean_sq)
+    if not (math.isfinite(var) and var >= floor):
         return -math.inf
     return -n / 2.0 * math.log(var) + (lmbda - 1.0) * sum_log
 
@@ -153,18 +158,23 @@ def fit_yj_data(
     *,
     bracket: tuple[float, float] = DEFAULT_BRACKET,
     max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+    tol: float = BRENT_TOL,
 ) -> YJNormal:
     """The coordinator half: λ̂ maximizing ℓ(λ) by Brent from ``bracket``, then μ̂(λ̂), σ̂(λ̂).
 
     ``query(λ)`` must return every center's :class:`YJMoments` at λ. Each distinct λ is asked
     once (answers are cached for the study); asking more than ``max_evaluations`` times raises
-    :class:`EvaluationCapError`. Without noise λ̂ equals
-    ``scipy.stats.yeojohnson_normmax(pooled, brack=bracket)``.
+    :class:`EvaluationCapError`. ``tol`` is Brent's relative tolerance on λ; the default is
+    scipy's, and then, without noise, λ̂ equals ``scipy.stats.yeojohnson_normmax(pooled,
+    brack=bracket)``. With noisy sums ℓ(λ) is jagged at the noise level: pass a looser ``tol``
+    (e.g. 1e-3) or Brent spends the cap chasing noise.
     """
     if not callable(query):
         raise ValueError("`query` must be a callable λ -> sequence of YJMoments")
     lo, hi = _check_bracket(bracket)
     cap = check_int(max_evaluations, "max_evaluations", 3)
+    if not (isinstance(tol, float | int) and 0 < tol < 1):
+        raise ValueError(f"`tol` must be a number in (0, 1), got {tol!r}")
     cache: dict[float, tuple[int, float, float, float]] = {}
 
     def pooled(lmbda: float) -> tuple[int, float, float, float]:
@@ -183,7 +193,7 @@ def fit_yj_data(
         return -profile_loglik(*pooled(lmbda), float(lmbda))
 
     with np.errstate(over="ignore", invalid="ignore"):
-        lmbda = float(optimize.brent(neg_loglik, brack=(lo, hi)))
+        lmbda = float(optimize.brent(neg_loglik, brack=(lo, hi), tol=tol))
     n, _, s1, s2 = pooled(lmbda)
     mean = s1 / n
     var = s2 / n - mean * mean
@@ -198,10 +208,11 @@ def yj_data_quantiles(
     *,
     bracket: tuple[float, float] = DEFAULT_BRACKET,
     max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+    tol: float = BRENT_TOL,
 ) -> YJQuantileResult:
     """YJ data quantiles q̂ = YJ⁻¹(μ̂ + σ̂·Φ⁻¹(q); λ̂) at levels ``q`` in (0, 1)."""
     levels = check_open_levels(q)
-    fit = fit_yj_data(query, bracket=bracket, max_evaluations=max_evaluations)
+    fit = fit_yj_data(query, bracket=bracket, max_evaluations=max_evaluations, tol=tol)
     return YJQuantileResult(
         method="yj_data", levels=levels, quantiles=fit.ppf(np.asarray(levels)), fit=fit
     )
