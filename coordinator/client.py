@@ -37,10 +37,12 @@ from pydantic import BaseModel, ValidationError
 
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
-from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
+from coordinator.wire import Budget, CenterInfo, Health
 from shared.protocol import (
     BinTableRelease,
     ErrorBody,
+    MWURelease,
+    MWURequest,
     RefinementRelease,
     RefinementRequest,
     TableRequest,

@@ -28,13 +28,19 @@ from coordinator.wire import (
     DatasetInfo,
     GroupInfo,
     Health,
-    MWURelease,
-    MWURequest,
 )
 from shared.binning import KAnonymityError, bin_table
 from shared.federation import refine_table
+from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
-from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+from shared.protocol import (
+    BinTableRelease,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
 
 _T = TypeVar("_T")
 FloatArray = NDArray[np.float64]
@@ -134,16 +140,18 @@ class InProcessCenter:
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         x, y = self._sample(dataset, request.variable, request.groups)
-        if y is None:  # pragma: no cover - MWURequest always names two levels
-            raise CenterFailure(self._id, "error", "mwu needs two groups")
-        result = self._guard(lambda: mann_whitney(x, y))
-        return MWURelease(
-            statistic=result.statistic,
-            variance=result.variance,
-            n_x=result.n_x,
-            n_y=result.n_y,
-            noise_variance=result.noise_variance,
-        )
+        assert y is not None  # MWURequest always names two levels
+        for level, values in zip(request.groups, (x, y), strict=True):
+            if values.size < self.k:
+                raise CenterFailure(self._id, "refused",
+                                    f"group {level!r} holds fewer than K = {self.k} records",
+                                    center_error="k_anonymity")
+        # The center agent's calibration: U moves by at most 2·max(n, m) when one value changes.
+        noise = None
+        if request.epsilon is not None:
+            noise = Laplace(request.epsilon, 2.0 * max(x.size, y.size))
+        result = self._guard(lambda: mann_whitney(x, y, noise=noise, rng=self.rng))
+        return MWURelease.from_result(result)
 
     # -- helpers -----------------------------------------------------------------------------
 

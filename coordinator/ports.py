@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
-from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+from coordinator.wire import Budget, CenterInfo, Health
+from shared.protocol import (
+    BinTableRelease,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
 
 
 class CenterPort(Protocol):

@@ -19,8 +19,15 @@ from pydantic import BaseModel
 
 from coordinator.db import Store
 from coordinator.ports import CenterPort
-from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
-from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+from coordinator.wire import Budget, CenterInfo, Health
+from shared.protocol import (
+    BinTableRelease,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -4,10 +4,12 @@ A spec names one dataset and variable, optionally two group levels (X, Y), the a
 threshold K and a list of analyses. Each analysis is a model with a ``kind``; today::
 
     {"kind": "table", "lower": "buffer", "upper": "buffer"}
-    {"kind": "mwu", "tests": ["sum", "weighted", "fisher", "table"], "alternative": "two-sided"}
+    {"kind": "mwu", "tests": ["sum", "weighted", "fisher", "table"], "alternative": "two-sided",
+     "epsilon": 0.5}      # optional: noisy local U, ε spent by each center
 
 DP analyses (``quantiles``, ``dp_boxplot``) join the :data:`Analysis` union as they land, each
-with its own ``epsilon`` (> 0, finite): the ε is per DP analysis, not per study.
+with its own ``epsilon`` (> 0, finite), as the noisy MWU has: the ε is per DP analysis, not per
+study.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
 order; its result is a list with one entry per analysis.
@@ -65,6 +67,10 @@ class MWUAnalysis(_Spec):
         max_length=4,
     )
     alternative: Alternative = "two-sided"
+    epsilon: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False,
+        description="ε each center spends to noise its local U (none: no noise, no spending)",
+    )
 
     @field_validator("tests")
     @classmethod
@@ -243,6 +249,7 @@ async def run_study(
             mwu = await federated_mwu(
                 centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
                 k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
+                epsilon=analysis.epsilon,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
             results.append(MWUResult.of(mwu, analysis.alternative))

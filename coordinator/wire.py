@@ -1,9 +1,9 @@
-"""Wire models the coordinator parses that ``shared/protocol.py`` does not define yet.
+"""Wire models the coordinator parses that ``shared/protocol.py`` does not define yet (at HEAD).
 
-Copies, on our side, of what the center answers on ``/v1/health``, ``/v1/info``, ``/v1/budget``
-and ``/v1/datasets/{dataset}/mwu``. They are to move to ``shared/protocol.py`` (the lead owns it);
-until then they ignore unknown fields, so a center that adds a field does not break us, and they
-check only what the coordinator relies on.
+Our copies of what a center answers on ``/v1/health``, ``/v1/info`` and ``/v1/budget``
+(``center_agent/api/schemas.py`` on the center side). They are to move to ``shared/protocol.py``
+(the lead owns it); until then they ignore unknown fields, so a center that adds a field does not
+break us, and they check only what the coordinator relies on.
 """
 
 from __future__ import annotations
@@ -58,26 +58,3 @@ class Budget(_Received):
     """``GET /v1/budget``."""
 
     datasets: dict[str, DatasetBudget]
-
-
-class MWURequest(BaseModel):
-    """``POST /v1/datasets/{dataset}/mwu``: the local test of level X against level Y."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    variable: str = Field(min_length=1)
-    groups: tuple[str, str]
-
-
-class MWURelease(_Received):
-    """A center's local Mann-Whitney release: U (possibly noised), its null variance, sizes.
-
-    Duck-types as the ``shared.mwu`` local result for the federated tests (they read
-    ``statistic``, ``variance``, ``n_x``, ``n_y`` and ``noise_variance``).
-    """
-
-    statistic: float = Field(allow_inf_nan=False)
-    variance: float = Field(ge=0, allow_inf_nan=False)
-    n_x: int = Field(ge=0)
-    n_y: int = Field(ge=0)
-    noise_variance: float = Field(default=0.0, ge=0, allow_inf_nan=False)

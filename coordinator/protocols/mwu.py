@@ -15,23 +15,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey, require, survey_centers
 from coordinator.protocols.table import FederatedTable, federated_bin_table
-from coordinator.wire import MWURelease, MWURequest
 from shared.mwu import (
     Alternative,
     FederatedMWUResult,
-    MannWhitneyResult,
     fisher_test,
     sum_test,
     table_test,
     weighted_test,
 )
-from shared.protocol import ExtremeChoice
+from shared.protocol import ExtremeChoice, MWURelease, MWURequest
 
 MWUTest = Literal["sum", "weighted", "fisher", "table"]
 MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
@@ -82,9 +80,10 @@ async def _local_releases(
     variable: str,
     groups: tuple[str, str],
     k: int,
+    epsilon: float | None,
     allow_partial: bool,
 ) -> tuple[dict[str, MWURelease], list[CenterFailure]]:
-    request = MWURequest(variable=variable, groups=groups)
+    request = MWURequest(variable=variable, groups=groups, epsilon=epsilon)
     ports = survey.usable
     answers = await asyncio.gather(*(p.mwu(dataset, request) for p in ports),
                                    return_exceptions=True)
@@ -112,13 +111,18 @@ async def federated_mwu(
     k: int = 10,
     tests: Sequence[MWUTest] = MWU_TESTS,
     alternative: Alternative = "two-sided",
+    epsilon: float | None = None,
     lower: ExtremeChoice = "buffer",
     upper: ExtremeChoice = "buffer",
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,
 ) -> FederatedMWU:
-    """Federated MWU of level ``groups[0]`` (X) against ``groups[1]`` (Y) of ``variable``."""
+    """Federated MWU of level ``groups[0]`` (X) against ``groups[1]`` (Y) of ``variable``.
+
+    With ``epsilon`` every center noises its local U (ε-DP, paid from its budget) and the local
+    tests use V + σ²; the table test is not affected (a K-anonymous table spends no ε).
+    """
     unknown = [t for t in tests if t not in MWU_TESTS]
     if unknown or not tests:
         raise ValueError(f"`tests` must be a non-empty subset of {set(MWU_TESTS)}, got {tests!r}")
@@ -133,14 +137,12 @@ async def federated_mwu(
     local = [t for t in tests if t in LOCAL_TESTS]
     if local:
         releases, failures = await _local_releases(
-            survey, dataset=dataset, variable=variable, groups=groups, k=k,
+            survey, dataset=dataset, variable=variable, groups=groups, k=k, epsilon=epsilon,
             allow_partial=allow_partial,
         )
         excluded.extend(failures)
         require(max(1, min_centers), list(releases), excluded)
-        # shared.mwu reads statistic, variance, n_x, n_y and noise_variance only; MWURelease
-        # has them all (see coordinator.wire).
-        parts = cast(Sequence[MannWhitneyResult], list(releases.values()))
+        parts = [r.to_result(alternative) for r in releases.values()]
         for name in local:
             results[name] = LOCAL_TESTS[name](parts, alternative=alternative)
     table: FederatedTable | None = None

@@ -15,8 +15,15 @@ from numpy.typing import NDArray
 
 from coordinator.core.config import RetryPolicy, Settings
 from coordinator.local import InProcessCenter, LocalDataset
-from coordinator.wire import Budget, CenterInfo, Health, MWURelease, MWURequest
-from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+from coordinator.wire import Budget, CenterInfo, Health
+from shared.protocol import (
+    BinTableRelease,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+)
 
 ANALYST_TOKEN = "analyst-" + "0123456789abcdef"
 CENTER_TOKENS = {

@@ -31,10 +31,9 @@ from pydantic import BaseModel
 
 from coordinator.core.config import Settings
 from coordinator.main import create_app
-from coordinator.wire import MWURequest
 from shared.federation import federated_table
 from shared.mwu import mann_whitney, sum_test
-from shared.protocol import RefinementRequest, TableRequest
+from shared.protocol import MWURequest, RefinementRequest, TableRequest
 
 pytestmark = pytest.mark.anyio
 

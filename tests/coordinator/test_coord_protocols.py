@@ -84,6 +84,21 @@ async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers() -> No
     assert list(fed.tests) == ["sum", "weighted", "fisher", "table"]
 
 
+async def test_noisy_local_releases_use_the_inflated_variance() -> None:
+    centers = ports(7)
+    fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
+                              tests=["sum", "fisher"], epsilon=0.5)
+    releases = list(fed.releases.values())
+    sizes = [max(r.n_x, r.n_y) for r in releases]
+    # Laplace of scale 2·max(n, m)/ε: variance 2·scale².
+    assert [r.noise_variance for r in releases] == pytest.approx(
+        [2 * (2 * n / 0.5) ** 2 for n in sizes])
+    expected = sum_test([r.to_result() for r in releases])
+    assert fed.tests["sum"].pvalue == pytest.approx(expected.pvalue, rel=1e-12)
+    assert fed.tests["sum"].parts[0].variance == pytest.approx(
+        releases[0].variance + releases[0].noise_variance)
+
+
 async def test_one_distinct_value_per_bin_gives_the_pooled_scipy_test() -> None:
     # Integer values 1..6, each held >= K times per group at every center: every bin is one
     # value, nothing is split or shared out, and the table test is the pooled test with ties.
