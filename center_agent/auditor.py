@@ -9,6 +9,12 @@ group; :meth:`Auditor.record_table` remembers an accepted table's limits.
 :meth:`Auditor.admit_table` does both in one transaction under the dataset's lock, so two
 concurrent releases cannot each pass against the other's absence.
 
+A refinement (the new center's half of adding a center) releases run totals, not one count per
+bin: each group's bins are grouped into runs (``labels``: the run of each bin) and only the run
+totals are released. The unit that must be K-anonymous is then an *atom*: the set of records that
+fall in the same released set of every release (the same bin of a plain table, the same run of a
+refinement). For plain tables the atoms are exactly the cells of the common refinement.
+
 Cells are right-closed, as in the binning core: ``(c_{j-1}, c_j]``, plus ``(-inf, c_0]`` and
 ``(c_B, +inf)``. Limits released under any grouping of the same (dataset, variable) are combined:
 the refinement a table creates does not care how its counts were split.
@@ -54,23 +60,59 @@ def refinement_counts(
     return np.bincount(cells, minlength=edges.size + 1).astype(np.int64)
 
 
+Labels = Mapping[str, ArrayLike]
+"""Per group, the released set (run) of each bin of a release; absent: each bin on its own."""
+
+
 def small_cells(
-    limit_sets: Sequence[ArrayLike], values_by_group: Mapping[str, ArrayLike], k: int
+    limit_sets: Sequence[ArrayLike],
+    values_by_group: Mapping[str, ArrayLike],
+    k: int,
+    label_sets: Sequence[Labels | None] | None = None,
 ) -> dict[str, NDArray[np.int64]]:
-    """Per group, the indices of refinement cells holding 1..k-1 values (empty when safe)."""
+    """Per group, the atoms holding 1..k-1 values (empty when safe).
+
+    An atom is the set of values sharing, in every release, the same released set: the same
+    cell cut by that release's limits, or the same run when the release carries ``labels`` for
+    the group. Returned are the small atoms' indices: cells of the common refinement when no
+    release carries labels, otherwise atoms in an arbitrary but fixed order.
+    """
     parts = [_as_limits(lim) for lim in limit_sets]
-    edges = np.unique(np.concatenate(parts)) if parts else np.empty(0)
+    labels = list(label_sets) if label_sets is not None else [None] * len(parts)
     found: dict[str, NDArray[np.int64]] = {}
+    if all(lab is None for lab in labels):
+        # Plain tables only: the atoms are the cells of the common refinement, indexed as such.
+        edges = np.unique(np.concatenate(parts)) if parts else np.empty(0)
+        for group, values in values_by_group.items():
+            counts = refinement_counts(edges, values)
+            bad = np.flatnonzero((counts >= 1) & (counts < k))
+            if bad.size:
+                found[group] = bad.astype(np.int64)
+        return found
     for group, values in values_by_group.items():
-        counts = refinement_counts(edges, values)
+        x = np.asarray(values, dtype=np.float64)
+        key = np.zeros(x.size, dtype=np.int64)
+        for lim, lab in zip(parts, labels, strict=True):
+            if lab is not None and group in lab:
+                # Runs are over the release's bins (c_j, c_{j+1}]; extremes are open.
+                run_of_bin = np.asarray(lab[group], dtype=np.int64)
+                released_set = run_of_bin[np.searchsorted(lim[1:-1], x, side="left")]
+            else:
+                released_set = np.searchsorted(lim, x, side="left")
+            # Re-compact after each release so the combined key never overflows.
+            _, key = np.unique(
+                key * (int(released_set.max(initial=0)) + 1) + released_set, return_inverse=True
+            )
+        counts = np.bincount(key) if x.size else np.zeros(0, dtype=np.int64)
         bad = np.flatnonzero((counts >= 1) & (counts < k))
         if bad.size:
             found[group] = bad.astype(np.int64)
     return found
 
 
-def _limits_hash(limits: NDArray[np.float64]) -> str:
-    return hashlib.sha256(json.dumps([float(v) for v in limits]).encode()).hexdigest()
+def _limits_hash(limits: NDArray[np.float64], labels: str | None = None) -> str:
+    doc = json.dumps([float(v) for v in limits]) + (labels or "")
+    return hashlib.sha256(doc.encode()).hexdigest()
 
 
 class Auditor:
@@ -87,6 +129,7 @@ class Auditor:
         limits: ArrayLike,
         values_by_group: Mapping[str, ArrayLike],
         k: int,
+        labels: Labels | None = None,
     ) -> None:
         """Raise :class:`DifferencingRefusal` if releasing ``limits`` would isolate < k records.
 
@@ -94,14 +137,19 @@ class Auditor:
         ungrouped table, ``{"all": values}``); ``grouping`` names the group column or is ``None``.
         """
         with self._locked(dataset) as conn:
-            self._check(conn, dataset, variable, limits, values_by_group, k)
+            self._check(conn, dataset, variable, limits, values_by_group, k, labels)
 
     def record_table(
-        self, dataset: str, variable: str, grouping: str | None, limits: ArrayLike
+        self,
+        dataset: str,
+        variable: str,
+        grouping: str | None,
+        limits: ArrayLike,
+        labels: Labels | None = None,
     ) -> None:
         """Remember an accepted release's limits (idempotent)."""
         with self._locked(dataset) as conn:
-            self._record(conn, dataset, variable, grouping, _as_limits(limits))
+            self._record(conn, dataset, variable, grouping, _as_limits(limits), labels)
 
     def admit_table(
         self,
@@ -111,17 +159,21 @@ class Auditor:
         limits: ArrayLike,
         values_by_group: Mapping[str, ArrayLike],
         k: int,
+        labels: Labels | None = None,
     ) -> None:
-        """Check and, if accepted, record in one locked transaction (what an endpoint calls)."""
+        """Check and, if accepted, record in one locked transaction (what an endpoint calls).
+
+        ``labels`` (a refinement's runs per group) says which bins were released together.
+        """
         arr = _as_limits(limits)
         with self._locked(dataset) as conn:
-            self._check(conn, dataset, variable, arr, values_by_group, k)
-            self._record(conn, dataset, variable, grouping, arr)
+            self._check(conn, dataset, variable, arr, values_by_group, k, labels)
+            self._record(conn, dataset, variable, grouping, arr, labels)
 
     def released(self, dataset: str, variable: str) -> list[NDArray[np.float64]]:
         """Every limit set released so far for (dataset, variable), any grouping."""
         with self.store.engine.connect() as conn:
-            return self._released(conn, dataset, variable)
+            return [lim for lim, _ in self._released(conn, dataset, variable)]
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -134,13 +186,21 @@ class Auditor:
             raise UnknownDataset(dataset) from None
 
     @staticmethod
-    def _released(conn: Connection, dataset: str, variable: str) -> list[NDArray[np.float64]]:
+    def _released(
+        conn: Connection, dataset: str, variable: str
+    ) -> list[tuple[NDArray[np.float64], Labels | None]]:
         rows = conn.execute(
-            select(released_limits.c.limits).where(
+            select(released_limits.c.limits, released_limits.c.labels).where(
                 released_limits.c.dataset == dataset, released_limits.c.variable == variable
             )
         ).all()
-        return [np.asarray(json.loads(row.limits), dtype=np.float64) for row in rows]
+        return [
+            (
+                np.asarray(json.loads(row.limits), dtype=np.float64),
+                json.loads(row.labels) if row.labels is not None else None,
+            )
+            for row in rows
+        ]
 
     def _check(
         self,
@@ -150,9 +210,12 @@ class Auditor:
         limits: ArrayLike,
         values_by_group: Mapping[str, ArrayLike],
         k: int,
+        labels: Labels | None = None,
     ) -> None:
-        limit_sets = [*self._released(conn, dataset, variable), _as_limits(limits)]
-        bad = small_cells(limit_sets, values_by_group, k)
+        before = self._released(conn, dataset, variable)
+        limit_sets = [*(lim for lim, _ in before), _as_limits(limits)]
+        label_sets = [*(lab for _, lab in before), labels]
+        bad = small_cells(limit_sets, values_by_group, k, label_sets)
         if bad:
             groups = ", ".join(sorted(bad))
             raise DifferencingRefusal(
@@ -169,9 +232,16 @@ class Auditor:
         variable: str,
         grouping: str | None,
         limits: NDArray[np.float64],
+        labels: Labels | None = None,
     ) -> None:
         grouping_name = grouping or NO_GROUPING
-        digest = _limits_hash(limits)
+        stored_labels = (
+            None
+            if labels is None
+            else json.dumps({g: [int(v) for v in np.asarray(lab)] for g, lab in labels.items()},
+                            sort_keys=True)
+        )
+        digest = _limits_hash(limits, stored_labels)
         exists = conn.execute(
             select(released_limits.c.id).where(
                 released_limits.c.dataset == dataset,
@@ -188,6 +258,6 @@ class Auditor:
                     grouping=grouping_name,
                     limits_hash=digest,
                     limits=json.dumps([float(v) for v in limits]),
+                    labels=stored_labels,
                 )
             )
-

@@ -82,6 +82,9 @@ released_limits = Table(
     Column("grouping", String(128), nullable=False),
     Column("limits_hash", String(64), nullable=False),
     Column("limits", Text, nullable=False),
+    # JSON {group: [label per bin]} when the release grouped bins into runs (a refinement);
+    # NULL when every bin was released on its own.
+    Column("labels", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("dataset", "variable", "grouping", "limits_hash"),
 )

@@ -187,6 +187,34 @@ def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
     return GroupRuns(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
 
 
+def refined_limits(limits: ArrayLike, release: RefinementRelease) -> FloatArray:
+    """The limits of the refined cells: the table's, cut at the release's split limits, with
+    the extreme limits moved out where the release moved them.
+
+    Raises ``ValueError`` when a split limit does not lie strictly inside the bin it names.
+    """
+    lim = _check_limits(limits).copy()
+    # Moved extreme limits first: a split of an extreme bin may lie beyond the old limit.
+    if release.lower is not None:
+        lim[0] = min(lim[0], release.lower)
+    if release.upper is not None:
+        lim[-1] = max(lim[-1], release.upper)
+    n_bins = lim.size - 1
+    sub_bin = np.asarray(release.split_bins, dtype=np.int64)
+    sub_lim = np.asarray(release.split_limits, dtype=np.float64)
+    if sub_bin.size:
+        if not np.all((sub_bin >= 0) & (sub_bin < n_bins)):
+            raise ValueError("a split names a bin the table does not have")
+        if not (
+            np.all(sub_lim > lim[sub_bin])
+            and np.all(sub_lim < lim[sub_bin + 1])
+            and np.all(np.diff(sub_lim) > 0)
+        ):
+            raise ValueError("split limits must increase and lie strictly inside their bins")
+    inner = np.sort(np.concatenate([lim[1:-1], sub_lim]))
+    return np.concatenate([lim[:1], inner, lim[-1:]])
+
+
 def apply_refinement(table: BinTable, release: RefinementRelease) -> BinTable:
     """The coordinator's half: fold a center's :class:`RefinementRelease` into ``table``.
 
@@ -201,28 +229,9 @@ def apply_refinement(table: BinTable, release: RefinementRelease) -> BinTable:
         raise ValueError(
             f"release has {len(release.runs)} groups, the table has {table.n_groups}"
         )
-    lim = table.limits.copy()
-    # Moved extreme limits first: a split of an extreme bin may lie beyond the old limit.
-    if release.lower is not None:
-        lim[0] = min(lim[0], release.lower)
-    if release.upper is not None:
-        lim[-1] = max(lim[-1], release.upper)
     n_bins = table.n_bins
-    sub_bin = np.asarray(release.split_bins, dtype=np.int64)
-    sub_lim = np.asarray(release.split_limits, dtype=np.float64)
-    if sub_bin.size:
-        inside = (sub_bin >= 0) & (sub_bin < n_bins)
-        if not inside.all():
-            raise ValueError("a split names a bin the table does not have")
-        if not (
-            np.all(sub_lim > lim[sub_bin])
-            and np.all(sub_lim < lim[sub_bin + 1])
-            and np.all(np.diff(sub_lim) > 0)
-        ):
-            raise ValueError("split limits must increase and lie strictly inside their bins")
-    n_sub = np.bincount(sub_bin, minlength=n_bins)
-    new_limits = np.concatenate([lim[:1], np.sort(np.concatenate([lim[1:-1], sub_lim])),
-                                 lim[-1:]])
+    new_limits = refined_limits(table.limits, release)
+    n_sub = np.bincount(np.asarray(release.split_bins, dtype=np.int64), minlength=n_bins)
     cell_bin = np.repeat(np.arange(n_bins), n_sub + 1)
     fixed = n_sub[cell_bin] > 0
     n_cells = cell_bin.size

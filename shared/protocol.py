@@ -7,8 +7,9 @@ so that the JSON stays standard.
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,6 +20,10 @@ from shared.mwu import Alternative, MannWhitneyResult, released_result
 
 class WireModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+
+    def to_payload(self) -> Any:
+        """Plain JSON-compatible data (infinities as strings), e.g. for a ledger to store."""
+        return json.loads(self.model_dump_json())
 
 
 class BinTableRelease(WireModel):
@@ -68,6 +73,47 @@ class ErrorBody(WireModel):
 
     error: str
     detail: str
+
+
+class Health(WireModel):
+    status: Literal["ok"] = "ok"
+
+
+class GroupInfo(WireModel):
+    column: str
+    levels: list[str]
+
+
+class DatasetInfo(WireModel):
+    name: str
+    variables: list[str]
+    group: GroupInfo | None
+    n_records: int = Field(description="row count rounded down to a multiple of k")
+    n_by_group: dict[str, int] = Field(
+        description="row count per declared level, each rounded down to a multiple of k"
+    )
+
+
+class CenterInfo(WireModel):
+    """What a center exposes (``GET /v1/info``); sizes are rounded so no small count leaks."""
+
+    center_id: str
+    k: int
+    neighbouring: Literal["add_remove", "swap"]
+    quantile_loss_enabled: bool
+    datasets: list[DatasetInfo]
+
+
+class DatasetBudget(WireModel):
+    total_epsilon: float
+    spent_epsilon: float
+    remaining_epsilon: float
+
+
+class Budget(WireModel):
+    """Remaining privacy budget per dataset (``GET /v1/budget``)."""
+
+    datasets: dict[str, DatasetBudget]
 
 
 ExtremeChoice = Literal["infinite", "buffer"] | float

@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from dataclasses import dataclass
 from typing import Annotated
 
+import numpy as np
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from center_agent.auditor import Auditor
 from center_agent.core.config import Settings
-from center_agent.core.errors import AuthenticationError, ReleaseDisabled
+from center_agent.core.errors import AuthenticationError, KAnonymityRefusal, ReleaseDisabled
 from center_agent.data import Dataset, Datasets
 from center_agent.ledger import Ledger
 from center_agent.services import Services
@@ -75,6 +77,25 @@ def get_dataset(dataset: str, datasets: DatasetsDep) -> Dataset:
 
 
 DatasetDep = Annotated[Dataset, Depends(get_dataset)]
+
+
+def get_rng() -> np.random.Generator:
+    """A generator seeded from the OS for each request: release noise and randomized limits must
+    not be predictable from earlier answers (NOTES §4, Mironov 2012)."""
+    return np.random.default_rng(secrets.randbits(128))
+
+
+RngDep = Annotated[np.random.Generator, Depends(get_rng)]
+
+
+def effective_k(requested: int, settings: Settings) -> int:
+    """The K a release uses: the study's, which may not be below this center's K."""
+    if requested < settings.k:
+        raise KAnonymityRefusal(
+            f"this center releases tables with K >= {settings.k}; the request asked for "
+            f"K = {requested}"
+        )
+    return requested
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,15 @@ Hierarchy::
     ├── AuthenticationError     401 unauthenticated
     ├── NotFound                404 not_found
     │   ├── UnknownDataset      404 unknown_dataset
-    │   └── UnknownVariable     404 unknown_variable
+    │   ├── UnknownVariable     404 unknown_variable
+    │   └── UnknownLevel        404 unknown_level
     ├── RequestTooLarge         413 request_too_large
     ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
     └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
         ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
         ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
         ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls per study)
+        ├── KAnonymityRefusal   403 k_anonymity_refused (a count would fall in 1..K-1)
         └── DifferencingRefusal 409 differencing_refused
 
 A :class:`PrivacyRefusal` is the center working as designed: the coordinator tells it apart from a
@@ -22,7 +24,11 @@ by ``center_agent.api.handlers`` as 422 ``validation_error`` naming the field.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
+
+from shared.binning import KAnonymityError
 
 
 class CenterError(Exception):
@@ -75,6 +81,21 @@ class UnknownVariable(NotFound):
         super().__init__(f"dataset {dataset!r} exposes no variable or group column {variable!r}")
 
 
+class UnknownLevel(NotFound):
+    error = "unknown_level"
+
+    def __init__(self, dataset: str, level: str) -> None:
+        super().__init__(f"dataset {dataset!r} declares no group level {level!r}")
+
+
+class InvalidRequest(CenterError):
+    """Well-formed JSON whose values the statistics cannot use (e.g. a natural limit that
+    excludes data); the detail says what to change."""
+
+    status_code = 422
+    error = "invalid_request"
+
+
 class RequestTooLarge(CenterError):
     status_code = 413
     error = "request_too_large"
@@ -113,6 +134,25 @@ class CallCapExceeded(PrivacyRefusal):
     error = "call_cap_exceeded"
 
 
+class KAnonymityRefusal(PrivacyRefusal):
+    """The answer would hold a count in 1..K-1 (a group too small, or a K below the center's)."""
+
+    error = "k_anonymity_refused"
+
+
 class DifferencingRefusal(PrivacyRefusal):
     status_code = 409
     error = "differencing_refused"
+
+
+@contextmanager
+def core_errors() -> Iterator[None]:
+    """Run shared-core code: its refusals and input errors become typed center errors."""
+    try:
+        yield
+    except KAnonymityError as exc:
+        raise KAnonymityRefusal(str(exc)) from None
+    except CenterError:
+        raise
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None

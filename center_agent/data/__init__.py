@@ -30,13 +30,18 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from center_agent.core.config import DatasetConfig, Settings
-from center_agent.core.errors import DataSourceError, UnknownDataset, UnknownVariable
+from center_agent.core.errors import (
+    DataSourceError,
+    UnknownDataset,
+    UnknownLevel,
+    UnknownVariable,
+)
 from center_agent.data.sources import DataSource, open_source
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-__all__ = ["Dataset", "Datasets", "Sample", "dropped_report", "round_down"]
+__all__ = ["Dataset", "Datasets", "Groups", "Sample", "dropped_report", "round_down"]
 
 
 def dropped_report(n_dropped: int, k: int) -> int | Literal["<K"]:
@@ -67,6 +72,16 @@ class Sample:
         if self.groups is None:
             raise ValueError("this sample was loaded without a group")
         return {level: self.values[self.groups == level] for level in self.levels}
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The arrays a release counts: ``arrays`` in the core's order (X, Y) or the one group,
+    ``by_name`` keyed as the auditor records them, and the group column (None: ungrouped)."""
+
+    grouping: str | None
+    arrays: tuple[NDArray[np.float64], ...]
+    by_name: dict[str, NDArray[np.float64]]
 
 
 class Dataset:
@@ -129,6 +144,25 @@ class Dataset:
         n_dropped = int(np.count_nonzero(label_missing | (declared & ~finite)))
         level_names = np.asarray(self.levels, dtype=np.str_)
         return Sample(values[keep], level_names[codes[keep]], self.levels, n_dropped)
+
+    def groups(self, variable: str, levels: tuple[str, str] | None) -> Groups:
+        """``variable`` split as a release asks: all records, or the two named levels (X, Y).
+
+        Unknown levels are refused (404 ``unknown_level``) before any data is read.
+        """
+        if levels is None:
+            sample = self.load(variable)
+            return Groups(None, (sample.values,), {"all": sample.values})
+        if self.group_column is None:
+            raise UnknownLevel(self.name, levels[0])
+        for level in levels:
+            if level not in self.levels:
+                raise UnknownLevel(self.name, level)
+        if levels[0] == levels[1]:
+            raise UnknownLevel(self.name, f"{levels[1]} (the same level twice)")
+        by_level = self.load(variable, self.group_column).by_group()
+        arrays = (by_level[levels[0]], by_level[levels[1]])
+        return Groups(self.group_column, arrays, dict(zip(levels, arrays, strict=True)))
 
     def sizes(self) -> tuple[int, dict[str, int]]:
         """Exact row count and per-level row counts (internal: release only rounded)."""

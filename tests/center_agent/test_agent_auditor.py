@@ -173,3 +173,37 @@ def test_small_cells_matches_a_plain_reference(
 ) -> None:
     found = small_cells(limit_sets, {"g": values}, k)
     assert bool(found) == _reference_small_cells(limit_sets, values, k)
+
+
+# -- refinements: bins released in runs ---------------------------------------------------------
+
+
+def test_runs_are_the_released_unit() -> None:
+    # Ten records in (0, 10] and ten in (10, 20], released per bin: safe on their own.
+    values = np.r_[np.linspace(1, 9, 10), np.linspace(11, 19, 10)]
+    limits = [0.0, 3.0, 10.0, 20.0]  # (0, 3] and (3, 10] hold 3 and 7 records
+    assert small_cells([limits], {"a": values}, K)  # per bin: small cells
+    # Released as runs {(0,3], (3,10]} and {(10,20]}: every released set holds 10.
+    runs = {"a": [0, 0, 1]}
+    assert small_cells([limits], {"a": values}, K, [runs]) == {}
+    # A later plain table cutting at 3 again would expose the 3 and the 7.
+    assert small_cells([limits, [0.0, 3.0, 20.0]], {"a": values}, K, [runs, None])
+
+
+def test_identity_labels_give_the_common_refinement() -> None:
+    rng = np.random.default_rng(8)
+    values = rng.normal(size=200)
+    sets = [np.r_[-5.0, np.sort(rng.normal(size=6)), 5.0] for _ in range(3)]
+    identity = [{"a": list(range(s.size - 1))} for s in sets]
+    plain = small_cells(sets, {"a": values}, K)
+    labelled = small_cells(sets, {"a": values}, K, identity)
+    # Same number of small atoms (indices differ: atoms are numbered by occupancy).
+    assert len(plain.get("a", [])) == len(labelled.get("a", []))
+
+
+def test_refinement_then_table_is_refused(auditor: Auditor) -> None:
+    values = np.r_[np.linspace(1, 9, 10), np.linspace(11, 19, 10)]
+    auditor.admit_table("d", "age", None, [0.0, 3.0, 10.0, 20.0], {"all": values}, K,
+                        labels={"all": [0, 0, 1]})
+    with pytest.raises(DifferencingRefusal):
+        auditor.admit_table("d", "age", None, [0.0, 3.0, 20.0], {"all": values}, K)

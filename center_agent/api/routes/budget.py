@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from center_agent.api.deps import DatasetDep, DatasetsDep, LedgerDep
-from center_agent.api.schemas import Budget, DatasetBudget
+from shared.protocol import Budget, DatasetBudget
 
 router = APIRouter(tags=["privacy"])
 

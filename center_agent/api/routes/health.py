@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from center_agent.api.schemas import Health
+from shared.protocol import Health
 
 router = APIRouter(tags=["service"])
 

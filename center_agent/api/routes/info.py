@@ -3,8 +3,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from center_agent.api.deps import DatasetsDep, SettingsDep
-from center_agent.api.schemas import CenterInfo, DatasetInfo, GroupInfo
 from center_agent.data import round_down
+from shared.protocol import CenterInfo, DatasetInfo, GroupInfo
 
 router = APIRouter(tags=["service"])
 
