@@ -12,7 +12,9 @@ with its own ``epsilon`` (> 0, finite), as the noisy MWU has: the ε is per DP a
 study.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
-order; its result is a list with one entry per analysis.
+order; its result is a list with one entry per analysis. A study builds one federated table: the
+table analyses and the MWU table test share it (the centers' auditors would refuse a second table
+of the same variable with other limits, and the recorded releases make the reuse free).
 """
 
 from __future__ import annotations
@@ -123,6 +125,26 @@ class StudySpec(_Spec):
         if self.groups is None and any(a.kind == "mwu" for a in self.analyses):
             raise ValueError("an mwu analysis needs `groups` (the two levels X and Y)")
         return self
+
+    @model_validator(mode="after")
+    def _one_table(self) -> Self:
+        # A center's auditor refuses a second table of the same variable whose limits could be
+        # differenced against the first, so a study asks for one table and reuses it.
+        closings = {(a.lower, a.upper) for a in self.analyses if isinstance(a, TableAnalysis)}
+        if len(closings) > 1:
+            raise ValueError(
+                "every table analysis of a study must close the table the same way "
+                "(`lower`, `upper`): centers refuse a second, differently limited table"
+            )
+        return self
+
+    @property
+    def table_closing(self) -> tuple[Extreme, Extreme]:
+        """(lower, upper) of the study's one table; the MWU table test uses it too."""
+        for analysis in self.analyses:
+            if isinstance(analysis, TableAnalysis):
+                return analysis.lower, analysis.upper
+        return "buffer", "buffer"
 
 
 # -- results, as stored and returned ---------------------------------------------------------
@@ -235,12 +257,13 @@ async def run_study(
         centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
+    lower, upper = spec.table_closing
     results: list[TableResult | MWUResult] = []
     for analysis in spec.analyses:
         if isinstance(analysis, TableAnalysis):
             table = await federated_bin_table(
                 centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
-                k=spec.k, lower=analysis.lower, upper=analysis.upper,
+                k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
             results.append(TableResult.of(table))
@@ -249,7 +272,7 @@ async def run_study(
             mwu = await federated_mwu(
                 centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
                 k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
-                epsilon=analysis.epsilon,
+                epsilon=analysis.epsilon, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
             results.append(MWUResult.of(mwu, analysis.alternative))
