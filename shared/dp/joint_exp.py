@@ -34,7 +34,9 @@ intervals outside which all configurations together carry less than e^-760 of th
 the smallest positive double; the forward pass and the sampler work on these windows only, and
 sample exactly from the distribution conditioned on them. For n = 10^7 and ε = 1 a window holds
 a few thousand intervals, so after the sort JointExp costs O(m²·w). With heavy ties the windows
-widen by themselves (up to the whole data), never at the cost of exactness.
+widen by themselves (up to the whole data), never at the cost of exactness. The windows depend on
+the data, so formally the release is (ε, δ)-DP with δ < e^-740, an event no double-precision
+sampler can produce anyway.
 """
 
 from __future__ import annotations
