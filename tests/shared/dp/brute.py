@@ -125,3 +125,18 @@ def chi_square_pvalue(observed_counts, expected_probs, min_expected=5.0):
             assert observed[-1] == 0, "a zero-probability outcome was drawn"
             observed, expected = observed[:-1], expected[:-1]
     return stats.chisquare(observed, expected).pvalue
+
+
+def pq_log_density(x, a, b, q, eps, delta, v):
+    """Smith's PrivateQuantile density at v: ∝ exp(−ε/(2Δ)·|#{x <= v} − q·n|) on [a, b]."""
+    n = len(x)
+    e = edges(x, a, b)
+    logw = []
+    for i in range(n + 1):
+        width = e[i + 1] - e[i]
+        if width > 0:
+            logw.append(math.log(width) - eps / (2 * delta) * abs(i - q * n))
+    top = max(logw)
+    logz = top + math.log(sum(math.exp(v_ - top) for v_ in logw))
+    count = sum(1 for x_ in x if min(max(x_, a), b) <= v)
+    return -eps / (2 * delta) * abs(count - q * n) - logz

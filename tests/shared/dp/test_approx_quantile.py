@@ -5,6 +5,7 @@ import pytest
 
 from shared.dp.approx_quantile import approx_quantiles, approx_quantiles_sorted
 from shared.privacy import PrivacySpent
+from tests.shared.dp import brute
 
 
 def test_result_is_sorted_accurate_and_accounted():
@@ -66,3 +67,52 @@ def test_bad_levels():
             neighbouring="swap",
             rng=np.random.default_rng(0),
         )
+
+
+def _approx_log_density(x, levels, eps, neighbouring, out):
+    """Density of ApproxQuantile's output (m = 2 or 3) from PrivateQuantile's density (brute)."""
+    a, b = 0.0, 1.0
+    m = len(levels)
+    per_call = eps / (math.ceil(math.log2(m)) + 1)
+    child_eps = per_call if neighbouring == "add_remove" else per_call / 2
+    mid = m // 2
+    q_mid = levels[mid]
+    top_delta = 1.0 if neighbouring == "swap" else max(q_mid, 1 - q_mid)
+    v = out[mid]
+    logd = brute.pq_log_density(x, a, b, q_mid, per_call, top_delta, v)
+    left = [x_ for x_ in x if x_ <= v]
+    right = [x_ for x_ in x if x_ > v]
+    if mid >= 1:
+        q = levels[0] / q_mid
+        logd += brute.pq_log_density(left, a, v, q, child_eps, max(q, 1 - q), out[0])
+    if m - mid - 1 >= 1:
+        q = (levels[-1] - q_mid) / (1 - q_mid)
+        logd += brute.pq_log_density(right, v, b, q, child_eps, max(q, 1 - q), out[-1])
+    return logd
+
+
+@pytest.mark.parametrize("levels", [(0.3, 0.7), (0.25, 0.5, 0.75)])
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+@pytest.mark.parametrize("neighbouring", ["swap", "add_remove"])
+def test_neighbouring_densities_within_e_eps(levels, eps, neighbouring):
+    """Densities on neighbouring data at 1500 random output tuples, from Smith's density.
+
+    A sanity check (the worst ratio here is about e^(ε/2)); the budget split itself is pinned
+    by test_each_depth_costs_at_most_eps_per_call_budget.
+    """
+    rng = np.random.default_rng(17)
+    base = [0.12, 0.35, 0.35, 0.6, 0.81]
+    if neighbouring == "swap":
+        others = [[0.12, 0.35, 0.9, 0.6, 0.81], [0.7, 0.35, 0.35, 0.6, 0.81]]
+    else:
+        others = [[*base, 0.5], [*base, 0.05], base[1:]]
+    points = np.sort(rng.uniform(0, 1, size=(1500, len(levels))), axis=1)
+    for other in others:
+        worst = max(
+            abs(
+                _approx_log_density(base, levels, eps, neighbouring, p)
+                - _approx_log_density(other, levels, eps, neighbouring, p)
+            )
+            for p in points
+        )
+        assert worst <= eps + 1e-9
