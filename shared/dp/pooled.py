@@ -1,0 +1,328 @@
+"""The pooled DP boxplot across centers (NOTES §3; our extension, no seed gives it).
+
+Averaging per-center quantiles is wrong (datashield/dsBaseClient#25), so the pooled box is read
+from one histogram of all centers' records. Each center stays ε-DP by sequential composition of
+its three rounds; centers hold disjoint patients, so across centers the rounds compose in
+parallel and every center spends ε once.
+
+1. Round 1, each center: ψ_min and ψ_max by the unbounded walk, 3ε/16 each
+   (:func:`center_extremes`).
+2. Coordinator: the pooled range R = [min ψ_min, max ψ_max] clamped to the public bounds, cut
+   into a public grid of ``branching**depth`` equal leaves.
+3. Round 2, each center: a hierarchical (b-ary tree) Laplace histogram on that grid, ε/2
+   (:func:`tree_histogram`). Coordinator: the trees are summed, made consistent by Hay et al.'s
+   constrained inference (2010, Theorem 3) and monotone, and the pooled quartiles read off by
+   linear interpolation inside a leaf (:func:`pooled_quartiles`).
+4. Coordinator: whiskers by the DPBoxplot rule (:func:`shared.dp.boxplot.whiskers`) with
+   n = the consistent root count.
+5. Round 3, each center: Laplace counts below ℓ and above u, ε/16 each
+   (:func:`threshold_counts`); the coordinator sums them.
+
+Budget per center: 3/16 + 3/16 + 1/2 + 1/16 + 1/16 = 1 (times ε).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import isotonic_regression
+
+from shared._validation import (
+    as_finite_1d,
+    check_bounds,
+    check_epsilon,
+    check_generator,
+    check_int,
+    check_levels,
+    check_neighbouring,
+)
+from shared.dp._common import FloatArray
+from shared.dp.boxplot import UNBOUNDED_BETA, BoxplotResult, _noisy_count, whiskers
+from shared.dp.unbounded import unbounded_sorted
+from shared.privacy import Neighbouring, PrivacySpent
+
+EXTREMES_SHARE = 3.0 / 16.0
+HISTOGRAM_SHARE = 1.0 / 2.0
+COUNT_SHARE = 1.0 / 16.0
+
+
+@dataclass(frozen=True)
+class Extremes:
+    """Round 1 of one center: DP minimum and maximum, and the budget they used."""
+
+    psi_min: float
+    psi_max: float
+    spent: PrivacySpent
+
+
+@dataclass(frozen=True)
+class TreeHistogram:
+    """Noisy counts of every node of a b-ary tree over a grid, root first (level 0 = 1 node).
+
+    ``noise_scale`` is the Laplace scale of every node's noise.
+    """
+
+    levels: tuple[FloatArray, ...]
+    branching: int
+    noise_scale: float
+    spent: PrivacySpent
+
+
+@dataclass(frozen=True)
+class ThresholdCounts:
+    """Round 3 of one center: noisy #{x < lower} and #{x > upper} (non-negative integers)."""
+
+    below: int
+    above: int
+    spent: PrivacySpent
+
+
+def center_extremes(
+    x: ArrayLike,
+    *,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> Extremes:
+    """ε-DP minimum and maximum of ``x`` by two unbounded walks (ε/2 each; Durfee 2023).
+
+    Exactly DPBoxplot's step 1 (the walk's noise serves both relations); within the pooled
+    protocol ``epsilon`` is 3ε/8 of the study's ε.
+    """
+    eps = check_epsilon(epsilon)
+    a, b = check_bounds(bounds)
+    check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    data = np.sort(as_finite_1d(x, "x"))
+    half = eps / 2.0
+    n = float(data.size)
+    psi_min = unbounded_sorted(data, n, half, (a, b), rng, UNBOUNDED_BETA, True)
+    psi_max = unbounded_sorted(data, n, half, (a, b), rng, UNBOUNDED_BETA, False)
+    return Extremes(psi_min, psi_max, PrivacySpent(eps))
+
+
+def grid_edges(lo: float, hi: float, n_leaves: int) -> FloatArray:
+    """The public grid: ``n_leaves`` equal leaves over [lo, hi]."""
+    lo, hi = check_bounds((lo, hi), "grid")
+    return np.linspace(lo, hi, n_leaves + 1)
+
+
+def tree_histogram(
+    x: ArrayLike,
+    *,
+    grid: tuple[float, float],
+    depth: int,
+    branching: int,
+    epsilon: float,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> TreeHistogram:
+    """ε-DP hierarchical histogram (Hay et al. 2010) of ``x`` on a public grid.
+
+    The grid has ``branching**depth`` equal leaves over ``grid``; values outside it count in the
+    nearest end leaf. Every record is in one node per level (depth + 1 levels), so one record
+    moves the vector of all node counts by depth + 1 in L1 under add/remove and by 2(depth + 1)
+    under swap; each node gets Laplace noise of scale sensitivity/ε.
+    """
+    eps = check_epsilon(epsilon)
+    relation = check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    depth = check_int(depth, "depth", 1)
+    branching = check_int(branching, "branching", 2)
+    n_leaves = branching**depth
+    if n_leaves > 2**22:
+        raise ValueError(f"`branching`**`depth` = {n_leaves} leaves is too many (max 2**22)")
+    edges = grid_edges(grid[0], grid[1], n_leaves)
+    exact = tree_counts(as_finite_1d(x, "x", allow_empty=True), edges, depth, branching)
+    sensitivity = float(depth + 1) * (2.0 if relation == "swap" else 1.0)
+    scale = sensitivity / eps
+    noisy = tuple(level + rng.laplace(0.0, scale, size=level.size) for level in exact)
+    return TreeHistogram(noisy, branching, scale, PrivacySpent(eps))
+
+
+def tree_counts(
+    data: FloatArray, edges: FloatArray, depth: int, branching: int
+) -> list[FloatArray]:
+    """Exact node counts, root first; values outside the grid count in the nearest end leaf."""
+    leaf = np.searchsorted(edges[1:-1], data, side="left")
+    levels = [np.bincount(leaf, minlength=branching**depth).astype(np.float64)]
+    for _ in range(depth):
+        levels.append(levels[-1].reshape(-1, branching).sum(axis=1))
+    return levels[::-1]
+
+
+def sum_trees(trees: Sequence[TreeHistogram]) -> TreeHistogram:
+    """Node-wise sum of the centers' trees (the same grid); noise variances add."""
+    if not trees:
+        raise ValueError("`trees` must hold at least one center's tree")
+    shapes = {tuple(level.size for level in t.levels) for t in trees}
+    if len(shapes) != 1 or len({t.branching for t in trees}) != 1:
+        raise ValueError("every center's tree must have the same grid (branching and depth)")
+    levels = tuple(np.sum(nodes, axis=0) for nodes in zip(*(t.levels for t in trees), strict=True))
+    scale = float(np.sqrt(np.sum([t.noise_scale**2 for t in trees])))
+    spent = PrivacySpent(max(t.spent.epsilon for t in trees))  # parallel composition
+    return TreeHistogram(levels, trees[0].branching, scale, spent)
+
+
+def consistent_leaves(tree: TreeHistogram) -> FloatArray:
+    """Least-squares consistent leaf counts (Hay et al. 2010, Theorem 3: two linear passes).
+
+    Bottom-up, a node of height i (leaves: 1) gets
+    z = (b^i − b^(i−1))/(b^i − 1)·h̃ + (b^(i−1) − 1)/(b^i − 1)·Σ z(children);
+    top-down, h̄(root) = z(root) and h̄(v) = z(v) + (h̄(parent) − Σ z(siblings and v))/b.
+    Valid for equal noise variance on every node, as :func:`tree_histogram` (and a sum of trees)
+    gives.
+    """
+    b = tree.branching
+    levels = [np.asarray(level, dtype=np.float64) for level in tree.levels]
+    z = [lvl.copy() for lvl in levels]
+    depth = len(levels) - 1
+    for d in range(depth - 1, -1, -1):  # d: level index from the root; height i = depth - d + 1
+        i = depth - d + 1
+        child_sum = z[d + 1].reshape(-1, b).sum(axis=1)
+        z[d] = ((b**i - b ** (i - 1)) * levels[d] + (b ** (i - 1) - 1) * child_sum) / (b**i - 1)
+    h = z[0]
+    for d in range(1, depth + 1):
+        parent_gap = h - z[d].reshape(-1, b).sum(axis=1)
+        h = z[d] + np.repeat(parent_gap / b, b)
+    return h
+
+
+def pooled_quartiles(
+    leaves: FloatArray, edges: FloatArray, levels: Sequence[float] = (0.25, 0.5, 0.75)
+) -> tuple[tuple[float, ...], float]:
+    """Quantiles read from consistent leaf counts, and the estimated total count.
+
+    The cumulative counts are summed from the consistent leaves without clipping them (a noisy
+    leaf set to 0 would bias every cumulative count after it: thousands of leaves, each slightly
+    positive on average), then made non-decreasing by isotonic regression and clipped to
+    [0, total]. The q-quantile is where the cumulative count reaches q·total, linearly
+    interpolated inside its leaf.
+    """
+    qs = check_levels(levels)
+    leaves = np.asarray(leaves, dtype=np.float64)
+    raw = np.concatenate([[0.0], np.cumsum(leaves)])
+    total = float(raw[-1])
+    if total <= 0:
+        raise ValueError("the histogram holds no records (after noise); nothing to read")
+    cumulative = np.clip(isotonic_regression(raw).x, 0.0, total)
+    counts = np.diff(cumulative)
+    targets = np.asarray(qs) * total
+    # The first edge where the cumulative count reaches the target; the leaf before it holds it.
+    j = np.clip(np.searchsorted(cumulative, targets, side="left"), 1, counts.size)
+    inside = counts[j - 1]
+    frac = np.where(inside > 0, (targets - cumulative[j - 1]) / np.where(inside > 0, inside, 1), 0)
+    values = edges[j - 1] + np.clip(frac, 0.0, 1.0) * (edges[j] - edges[j - 1])
+    return tuple(float(v) for v in values), total
+
+
+def threshold_counts(
+    x: ArrayLike,
+    *,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> ThresholdCounts:
+    """ε-DP counts #{x < lower} and #{x > upper}, ε/2 each (count sensitivity 1 under both
+    relations), rounded and floored at 0 (post-processing)."""
+    eps = check_epsilon(epsilon)
+    check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    data = as_finite_1d(x, "x", allow_empty=True)
+    if not (np.isfinite(lower) and np.isfinite(upper)) or lower > upper:
+        raise ValueError(f"`lower` and `upper` must be finite with lower <= upper, got "
+                         f"{lower!r}, {upper!r}")
+    below = int(np.count_nonzero(data < lower))
+    above = int(np.count_nonzero(data > upper))
+    half = eps / 2.0
+    return ThresholdCounts(
+        _noisy_count(below, half, rng), _noisy_count(above, half, rng), PrivacySpent(eps)
+    )
+
+
+@dataclass(frozen=True)
+class PooledBoxplot:
+    """The pooled box, and what each center spent (ε, by sequential composition of its rounds)."""
+
+    box: BoxplotResult
+    per_center_spent: tuple[PrivacySpent, ...]
+    grid: tuple[float, float]
+
+
+def pooled_boxplot(
+    centers: Sequence[ArrayLike],
+    *,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+    depth: int = 6,
+    branching: int = 4,
+) -> PooledBoxplot:
+    """The whole NOTES §3 protocol in-process: every center ε-DP, the box of the pooled data.
+
+    The coordinator's steps use only the released numbers; ``depth`` and ``branching`` set the
+    public grid (default 4**6 = 4096 leaves over the pooled range).
+    """
+    eps = check_epsilon(epsilon)
+    a, b = check_bounds(bounds)
+    relation = check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    if not centers:
+        raise ValueError("`centers` must hold at least one center's data")
+    data = [as_finite_1d(x, f"centers[{i}]") for i, x in enumerate(centers)]
+    ext = [
+        center_extremes(x, epsilon=2 * EXTREMES_SHARE * eps, bounds=(a, b),
+                        neighbouring=relation, rng=rng)
+        for x in data
+    ]
+    lo = max(a, min(e.psi_min for e in ext))
+    hi = min(b, max(e.psi_max for e in ext))
+    if not lo < hi:
+        lo, hi = a, b  # all centers' extremes coincide: fall back to the public bounds
+    trees = [
+        tree_histogram(x, grid=(lo, hi), depth=depth, branching=branching,
+                       epsilon=HISTOGRAM_SHARE * eps, neighbouring=relation, rng=rng)
+        for x in data
+    ]
+    leaves = consistent_leaves(sum_trees(trees))
+    edges = grid_edges(lo, hi, branching**depth)
+    (q1, med, q3), total = pooled_quartiles(leaves, edges)
+    n = max(1, round(total))
+    psi_min = min(e.psi_min for e in ext)
+    psi_max = max(e.psi_max for e in ext)
+    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, (a, b))
+    counts = [
+        threshold_counts(x, lower=lower, upper=upper, epsilon=2 * COUNT_SHARE * eps,
+                         neighbouring=relation, rng=rng)
+        for x in data
+    ]
+    spent = tuple(
+        e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True)
+    )
+    box = BoxplotResult(
+        lower_outliers=sum(c.below for c in counts),
+        lower_whisker=lower,
+        q1=q1,
+        median=med,
+        q3=q3,
+        upper_whisker=upper,
+        upper_outliers=sum(c.above for c in counts),
+        n=n,
+        lower_branch=lower_branch,
+        upper_branch=upper_branch,
+        spent=PrivacySpent(eps),
+        budget=(
+            ("minimum and maximum (unbounded)", PrivacySpent(2 * EXTREMES_SHARE * eps)),
+            ("tree histogram", PrivacySpent(HISTOGRAM_SHARE * eps)),
+            ("outlier counts", PrivacySpent(2 * COUNT_SHARE * eps)),
+        ),
+        method="pooled_dp_boxplot",
+    )
+    return PooledBoxplot(box, spent, (lo, hi))
