@@ -1,0 +1,199 @@
+"""The coordinator as operators run it: ``python -m coordinator`` under uvicorn, talking to real
+``python -m center_agent`` processes on loopback ports; killed with SIGKILL mid-study and
+restarted, its record of the study stays consistent."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from coordinator_helpers import ANALYST_TOKEN, AUTH, CENTER_TOKENS, K, make_data
+
+from center_agent.api import router as center_router
+from shared.mwu import mann_whitney, sum_test
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]]) -> Path:
+    lines = [f"{k} = {toml(v)}" for k, v in top.items()]
+    for name, table in tables.items():
+        lines.append(f"\n[{name}]")
+        lines += [f"{k} = {toml(v)}" for k, v in table.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def spawn(stack: contextlib.ExitStack, module: str, config: Path) -> subprocess.Popen[bytes]:
+    """``python -m <module> --config <config>``, stopped when ``stack`` closes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--config", str(config)],
+        env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    stack.callback(stop, proc)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    if proc.stderr:
+        proc.stderr.close()
+
+
+def healthy(proc: subprocess.Popen[bytes], port: int) -> None:
+    """Wait until the process answers /v1/health (it may start in parallel with others)."""
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise AssertionError(f"{proc.args} exited with {proc.returncode}: {err}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{proc.args} did not become healthy within 60 s")
+        time.sleep(0.1)
+
+
+def test_a_bad_configuration_stops_start_up_naming_the_key(tmp_path: Path) -> None:
+    config = write_toml(tmp_path / "coordinator.toml",
+                        {"analyst_tokens": [ANALYST_TOKEN], "min_centers": 0},
+                        {"centers.alpha": {"url": "http://127.0.0.1:1",
+                                           "token": CENTER_TOKENS["alpha"]}})
+    done = subprocess.run([sys.executable, "-m", "coordinator", "--config", str(config)],
+                          env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "min_centers: Input should be greater than or equal to 1" in done.stderr
+    assert "Traceback" not in done.stderr and CENTER_TOKENS["alpha"] not in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(center_router, "mwu"),
+                    reason="center_agent serves no MWU route yet (center_agent.api.routes.mwu)")
+def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
+    data = make_data()
+    ports = {"alpha": free_port(), "beta": free_port()}
+    center_configs = {}
+    for cid in ports:
+        x, y = data[cid]
+        csv = tmp_path / f"{cid}.csv"
+        csv.write_text("crp,arm\n" + "\n".join(
+            [f"{float(v)!r},ctl" for v in x] + [f"{float(v)!r},trt" for v in y]) + "\n")
+        center_configs[cid] = write_toml(
+            tmp_path / f"{cid}.toml",
+            {"center_id": cid, "k": K, "tokens": [CENTER_TOKENS[cid]], "port": ports[cid],
+             "ledger_url": f"sqlite:///{tmp_path / f'{cid}-ledger.sqlite'}"},
+            {"datasets.cohort": {"source": {"kind": "csv", "path": str(csv)},
+                                 "variables": ["crp"],
+                                 "group": {"column": "arm", "levels": ["ctl", "trt"]},
+                                 "epsilon_total": 3.0}},
+        )
+    # gamma accepts connections (the kernel's backlog) and never answers.
+    silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    gamma_port = silent.getsockname()[1]
+    port = free_port()
+    config = write_toml(
+        tmp_path / "coordinator.toml",
+        {"analyst_tokens": [ANALYST_TOKEN], "min_centers": 2, "port": port,
+         "store_url": f"sqlite:///{tmp_path / 'coordinator.sqlite'}", "read_timeout_s": 60.0},
+        {f"centers.{cid}": {"url": f"http://127.0.0.1:{p}", "token": CENTER_TOKENS[cid]}
+         for cid, p in [*ports.items(), ("gamma", gamma_port)]},
+    )
+    base = f"http://127.0.0.1:{port}"
+    spec = {"dataset": "cohort", "variable": "crp", "groups": ["ctl", "trt"], "k": K,
+            "analyses": [{"kind": "mwu", "tests": ["sum"]}]}
+    with contextlib.ExitStack() as stack:
+        stack.callback(silent.close)
+        # All three start at once (imports take seconds); none needs another to start.
+        centers = [(spawn(stack, "center_agent", center_configs[c]), ports[c]) for c in ports]
+        coordinator = spawn(stack, "coordinator", config)
+        for proc, p in [*centers, (coordinator, port)]:
+            healthy(proc, p)
+        client = stack.enter_context(httpx.Client(base_url=base, headers=AUTH, timeout=10))
+        done = client.post("/v1/studies", json={**spec, "centers": ["alpha", "beta"]})
+        assert done.status_code == 202
+        view = poll(client, done.json()["status_url"], until="succeeded")
+        expected = sum_test([mann_whitney(*data[c]) for c in ("alpha", "beta")])
+        got = view["result"]["analyses"][0]["tests"]["sum"]["pvalue"]
+        assert got == pytest.approx(expected.pvalue, rel=1e-12)
+
+        stuck = client.post("/v1/studies", json=spec).json()
+        poll(client, stuck["status_url"], until="running")
+        wait_for(lambda: len(client.get(stuck["status_url"]).json()["provenance"]) == 2)
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.wait(timeout=10)
+
+        restarted = spawn(stack, "coordinator", config)
+        healthy(restarted, port)
+        view = client.get(stuck["status_url"]).json()
+        assert view["status"] == "failed_resumable"
+        assert sorted(p["center"] for p in view["provenance"]) == ["alpha", "beta"]
+        assert client.get(done.json()["status_url"]).json()["status"] == "succeeded"
+        text = client.get("/v1/studies").text + client.get(stuck["status_url"]).text
+        assert not any(token in text for token in CENTER_TOKENS.values())
+
+
+def wait_for(condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def poll(client: httpx.Client, url: str, *, until: str) -> dict[str, Any]:
+    view: dict[str, Any] = {}
+
+    def reached() -> bool:
+        nonlocal view
+        view = client.get(url).json()
+        assert view["status"] in ("pending", "running", until), view
+        return bool(view["status"] == until)
+
+    wait_for(reached)
+    return view
+
