@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.binning import BinTable
+from shared.dp.boxplot import BoxplotResult
 from shared.mwu import Alternative, MannWhitneyResult, released_result
 
 
@@ -211,3 +213,141 @@ class MWURelease(WireModel):
         return released_result(
             self.statistic, self.variance, self.n_x, self.n_y, self.noise_variance, alternative
         )
+
+
+# -- differentially private releases --------------------------------------------------------------
+
+DPQuantileAlgorithm = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
+Bounds = tuple[float, float]
+
+
+class DPRequest(WireModel):
+    """What every DP release names: the variable, one declared level or all records (None), the
+    ε to spend and the public bounds the data are clipped to."""
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    bounds: Bounds
+
+    @model_validator(mode="after")
+    def _bounds(self) -> DPRequest:
+        a, b = self.bounds
+        if not (math.isfinite(a) and math.isfinite(b) and a < b):
+            raise ValueError("bounds must be finite with lower < upper")
+        return self
+
+
+class DPQuantilesRequest(DPRequest):
+    levels: list[float] = Field(min_length=1, max_length=64)
+    algorithm: DPQuantileAlgorithm = "joint_exp"
+
+    @model_validator(mode="after")
+    def _levels(self) -> DPQuantilesRequest:
+        lv = self.levels
+        if not all(0 < q < 1 for q in lv) or any(b <= a for a, b in pairwise(lv)):
+            raise ValueError("levels must be strictly increasing and inside (0, 1)")
+        return self
+
+
+class DPQuantilesRelease(WireModel):
+    levels: list[float]
+    values: list[float]
+    algorithm: str
+    epsilon: float
+    neighbouring: Literal["add_remove", "swap"]
+
+
+class DPBoxplotRequest(DPRequest):
+    """``n_public``: the public size for the whisker buffer under add/remove (default: the
+    center's size rounded down to a multiple of K, as ``/v1/info`` already releases it)."""
+
+    n_public: int | None = Field(default=None, ge=4)
+
+
+class BudgetPart(WireModel):
+    name: str
+    epsilon: float
+
+
+class DPBoxplotRelease(WireModel):
+    """The seven-number summary (o_ℓ, ℓ, Q1, median, Q3, u, o_u), n, branches and the budget."""
+
+    lower_outliers: int
+    lower_whisker: float
+    q1: float
+    median: float
+    q3: float
+    upper_whisker: float
+    upper_outliers: int
+    n: int
+    lower_branch: Literal["extreme", "fence"]
+    upper_branch: Literal["extreme", "fence"]
+    epsilon: float
+    budget: list[BudgetPart]
+    method: str
+
+    @classmethod
+    def from_result(cls, result: BoxplotResult) -> DPBoxplotRelease:
+        return cls(
+            lower_outliers=result.lower_outliers,
+            lower_whisker=result.lower_whisker,
+            q1=result.q1,
+            median=result.median,
+            q3=result.q3,
+            upper_whisker=result.upper_whisker,
+            upper_outliers=result.upper_outliers,
+            n=result.n,
+            lower_branch=result.lower_branch,
+            upper_branch=result.upper_branch,
+            epsilon=result.spent.epsilon,
+            budget=[BudgetPart(name=n, epsilon=p.epsilon) for n, p in result.budget],
+            method=result.method,
+        )
+
+
+class ExtremesRequest(DPRequest):
+    """Round 1 of the pooled boxplot (NOTES §3): the DP minimum and maximum."""
+
+
+class ExtremesRelease(WireModel):
+    psi_min: float
+    psi_max: float
+    epsilon: float
+
+
+class TreeHistogramRequest(DPRequest):
+    """Round 2: a hierarchical histogram on the public grid of ``branching**depth`` leaves."""
+
+    grid: Bounds
+    depth: int = Field(ge=1, le=16)
+    branching: int = Field(ge=2, le=16)
+
+    @model_validator(mode="after")
+    def _grid(self) -> TreeHistogramRequest:
+        lo, hi = self.grid
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError("grid must be finite with lower < upper")
+        if self.branching**self.depth > 2**16:
+            raise ValueError("branching**depth must be at most 65536 leaves")
+        return self
+
+
+class TreeHistogramRelease(WireModel):
+    levels: list[list[float]]
+    branching: int
+    noise_scale: float
+    epsilon: float
+
+
+class ThresholdCountsRequest(DPRequest):
+    """Round 3: noisy counts strictly below ``lower`` and strictly above ``upper``."""
+
+    lower: float = Field(allow_inf_nan=False)
+    upper: float = Field(allow_inf_nan=False)
+
+
+class ThresholdCountsRelease(WireModel):
+    below: int
+    above: int
+    epsilon: float

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from center_agent.api.deps import authenticate
-from center_agent.api.routes import budget, health, info, mwu, tables
+from center_agent.api.routes import budget, dp, health, info, mwu, tables
 
 public = APIRouter()
 public.include_router(health.router)
@@ -19,6 +19,7 @@ protected.include_router(info.router)
 protected.include_router(budget.router)
 protected.include_router(tables.router)
 protected.include_router(mwu.router)
+protected.include_router(dp.router)
 
 api_router = APIRouter(prefix="/v1")
 api_router.include_router(public)

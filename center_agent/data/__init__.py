@@ -164,6 +164,14 @@ class Dataset:
         arrays = (by_level[levels[0]], by_level[levels[1]])
         return Groups(self.group_column, arrays, dict(zip(levels, arrays, strict=True)))
 
+    def values(self, variable: str, level: str | None) -> NDArray[np.float64]:
+        """``variable``'s usable values: all records, or those of one declared level."""
+        if level is None:
+            return self.load(variable).values
+        if self.group_column is None or level not in self.levels:
+            raise UnknownLevel(self.name, level)
+        return self.load(variable, self.group_column).by_group()[level]
+
     def sizes(self) -> tuple[int, dict[str, int]]:
         """Exact row count and per-level row counts (internal: release only rounded)."""
         if self.group_column is None:
