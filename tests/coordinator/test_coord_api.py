@@ -396,3 +396,46 @@ async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None
     record = r.app.state.services.store.get_study(study_id)
     assert record is not None and record.status == "failed_resumable"
 
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/v1/studies", b"{not json", 422),
+        ("POST", "/v1/studies", b"[]", 422),
+        ("POST", "/v1/studies", b"", 422),
+        ("GET", "/v1/studies?limit=abc", None, 422),
+        ("GET", "/v1/studies?limit=0", None, 422),
+        ("GET", "/v1/studies?status=bogus", None, 422),
+        ("GET", "/v1/studies/%00%2F..%2Fetc", None, 404),
+        ("POST", "/v1/studies/" + "f" * 32 + "/resume", None, 404),
+        ("DELETE", "/v1/studies", None, 405),
+    ],
+)
+async def test_odd_requests_get_typed_errors_never_a_500(
+    running: Running, method: str, path: str, body: bytes | None, status: int
+) -> None:
+    headers = {**AUTH, "Content-Type": "application/json"}
+    answer = await running.client.request(method, path, content=body, headers=headers)
+    assert answer.status_code == status
+    assert set(answer.json()) >= {"error", "detail"}
+    assert "Traceback" not in answer.text
+
+
+class Buggy(CountingCenter):
+    async def mwu(self, dataset: str, request: Any) -> Any:
+        raise RuntimeError("secret internals /srv/data/cohort.csv")
+
+
+async def test_an_unexpected_error_fails_the_study_without_details(tmp_path: Path) -> None:
+    centers = counting_centers()
+    centers["beta"] = Buggy(centers["beta"].port)
+    r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
+    try:
+        view = await r.run(SPEC)
+        assert view["status"] == "failed"
+        assert view["error"] == {"error": "internal_error",
+                                 "detail": "the study failed unexpectedly"}
+        assert "/srv/data" not in json.dumps(view)
+    finally:
+        await r.close()
