@@ -1,9 +1,15 @@
 """The unbounded quantile (Durfee, NeurIPS 2023, arXiv 2305.01177, Algorithm "Unbounded"):
 one AboveThreshold walk over a geometric grid above an anchor.
 
-With anchor l and base β, bucket k holds the values with ⌊log_β(x − l + 1)⌋ = k (values below l go
-to bucket 0), so c_k = #{x < l − 1 + β^(k+1)}. Draw T = q·n + Z_T and walk k = 0, 1, ...; stop at
-the first k with c_k + Z_k > T and release l + β^k − 1. Z_T and every Z_k are Laplace(2/ε).
+With anchor l and base β the candidate releases are l − 1 + β^k, k = 0, 1, ...; the query at step k
+is the number of values strictly below the candidate, c_k = #{x < l − 1 + β^k} (values below l
+count from k = 0 on). Draw T = q·n + Z_T and walk k = 0, 1, ...; stop at the first k with
+c_k + Z_k > T and release l − 1 + β^k. Z_T and every Z_k are Laplace(2/ε). (``NOTES.md`` says
+"bucket x into ⌊log_β(x − l + 1)⌋, accumulate c_k, return l + β^k − 1"; we read c_k as the count
+of the buckets before k, as in Durfee's algorithm. Counting bucket k itself would release the
+lower edge of the bucket where the threshold was crossed, one grid step too low: with bounds
+[−50, 50] and β = 1.001 that step is 0.05, and a DP maximum of Uniform(−√3, √3) data would sit
+below about 300 of 10^5 points.)
 
 Privacy (our proof of the noise scale, both relations). Let g_k = c_k − q·n. Under swap the g_k move
 by at most 1, all in the same direction; under add/remove by +(1 − q) or −q (adding) and −(1 − q)
@@ -40,9 +46,9 @@ from shared.privacy import Neighbouring, PrivacySpent
 
 
 def geometric_edges(anchor: float, top: float, beta: float) -> FloatArray:
-    """Bucket upper edges l − 1 + β^(k+1) for the buckets k whose release l + β^k − 1 is < top."""
-    n_buckets = max(1, math.ceil(math.log(top - anchor + 1.0) / math.log(beta)))
-    edges: FloatArray = anchor - 1.0 + np.power(beta, np.arange(1, n_buckets + 1, dtype=float))
+    """The candidate releases l − 1 + β^k that lie below ``top`` (k = 0, 1, ...; at least l)."""
+    n_candidates = max(1, math.ceil(math.log(top - anchor + 1.0) / math.log(beta)))
+    edges: FloatArray = anchor - 1.0 + np.power(beta, np.arange(n_candidates, dtype=float))
     return edges
 
 
@@ -77,17 +83,14 @@ def unbounded_sorted(
     a, b = bounds
     n = data.size
     if reflect:
-        # −x sorted ascending is x reversed; the count of −x below −e is the count of x above e.
+        # The walk on −x anchored at −b: #{−x < e} = #{x > −e}.
         edges = geometric_edges(-b, -a, beta)
         counts = n - np.searchsorted(data, -edges, side="right")
-        anchor = -b
     else:
         edges = geometric_edges(a, b, beta)
         counts = np.searchsorted(data, edges, side="left")
-        anchor = a
     k = above_threshold_bucket(counts.astype(np.float64), threshold, epsilon, rng)
-    release = anchor + beta**k - 1.0 if k < edges.size else math.inf
-    value = min(release, -a if reflect else b)
+    value = min(float(edges[k]), -a if reflect else b) if k < edges.size else (-a if reflect else b)
     return -value if reflect else value
 
 

@@ -13,11 +13,11 @@ RELEASES = [0.0, 1.0, 3.0, 7.0, 15.0, 30.0]
 
 
 def _cumulative_counts(x, anchor, beta, n_buckets):
-    """c_k = #{x in buckets <= k}, bucket = ⌊log_β(x − l + 1)⌋ (0 below the anchor), per Durfee."""
+    """c_k = #{x < l − 1 + β^k}: the values in buckets ⌊log_β(x − l + 1)⌋ < k (Durfee)."""
     buckets = [
-        0 if v < anchor else math.floor(math.log(v - anchor + 1) / math.log(beta)) for v in x
+        -1 if v < anchor else math.floor(math.log(v - anchor + 1) / math.log(beta)) for v in x
     ]
-    return [sum(1 for bk in buckets if bk <= k) for k in range(n_buckets)]
+    return [sum(1 for bk in buckets if bk < k) for k in range(n_buckets)]
 
 
 def _stop_probs(x, q, eps):
