@@ -89,7 +89,16 @@ class StudyRunner:
     def _start(self, study_id: str, spec: StudySpec) -> None:
         task = asyncio.create_task(self._run(study_id, spec), name=f"study-{study_id}")
         self._tasks[study_id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(study_id, None))
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        study_id = task.get_name().removeprefix("study-")
+        if self._tasks.get(study_id) is task:
+            del self._tasks[study_id]
+        if not task.cancelled() and task.exception() is not None:
+            # Only the store itself failing gets here (every study error is recorded in _run);
+            # the study stays pending/running and becomes failed_resumable at the next start.
+            log.error("study %s could not be recorded", study_id, exc_info=task.exception())
 
     async def _run(self, study_id: str, spec: StudySpec) -> None:
         store = self.store

@@ -254,7 +254,7 @@ async def run_study(
 ) -> StudyResult:
     """Run every analysis of ``spec`` over ``centers`` (already the selected ones)."""
     survey = await survey_centers(
-        centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+        centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups, k=spec.k,
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
     lower, upper = spec.table_closing

@@ -128,7 +128,7 @@ async def federated_mwu(
         raise ValueError(f"`tests` must be a non-empty subset of {set(MWU_TESTS)}, got {tests!r}")
     if survey is None:
         survey = await survey_centers(
-            centers, dataset=dataset, variable=variable, groups=groups,
+            centers, dataset=dataset, variable=variable, groups=groups, k=k,
             min_centers=min_centers, allow_partial=allow_partial,
         )
     excluded = list(survey.excluded)

@@ -27,8 +27,17 @@ class Survey:
 
 
 def _check(
-    center_id: str, info: CenterInfo, dataset: str, variable: str, groups: tuple[str, str] | None
+    center_id: str,
+    info: CenterInfo,
+    dataset: str,
+    variable: str,
+    groups: tuple[str, str] | None,
+    k: int | None,
 ) -> tuple[int, tuple[int, ...]]:
+    if k is not None and k < info.k:
+        raise CenterFailure(center_id, "refused",
+                            f"releases only with K >= {info.k}; the study asks K = {k}",
+                            center_error="k_below_center_minimum")
     found = info.dataset(dataset)
     if found is None:
         raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",
@@ -62,10 +71,13 @@ async def survey_centers(
     dataset: str,
     variable: str,
     groups: tuple[str, str] | None = None,
+    k: int | None = None,
     min_centers: int = 1,
     allow_partial: bool = False,
 ) -> Survey:
     """Every center's info in parallel, checked against the study.
+
+    With ``k``, a center whose own K is larger is refused here (it would refuse every release).
 
     Without ``allow_partial`` the first failing center (in the given order) is raised; with it,
     failing centers are left out and recorded.
@@ -80,7 +92,7 @@ async def survey_centers(
             if isinstance(answer, BaseException):
                 raise answer
             sizes[port.center_id], bounds[port.center_id] = _check(
-                port.center_id, answer, dataset, variable, groups
+                port.center_id, answer, dataset, variable, groups, k
             )
             usable.append(port)
         except CenterFailure as failure:

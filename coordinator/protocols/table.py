@@ -131,7 +131,7 @@ async def federated_bin_table(
     """The federated table of ``variable`` (one group, or the two levels ``groups``)."""
     if survey is None:
         survey = await survey_centers(
-            centers, dataset=dataset, variable=variable, groups=groups,
+            centers, dataset=dataset, variable=variable, groups=groups, k=k,
             min_centers=min_centers, allow_partial=allow_partial,
         )
     n_groups = 1 if groups is None else 2

@@ -131,6 +131,10 @@ async def test_survey_names_a_center_without_the_dataset_variable_or_level() -> 
     assert caught.value.center_error == "unknown_variable"
     with pytest.raises(CenterFailure, match="level 'placebo'"):
         await survey_centers(good, dataset="cohort", variable="crp", groups=("ctl", "placebo"))
+    with pytest.raises(CenterFailure) as caught:
+        await survey_centers(good, dataset="cohort", variable="crp", groups=GROUPS, k=5)
+    assert (caught.value.center, caught.value.kind) == ("alpha", "refused")
+    assert "K >= 10" in caught.value.detail
     partial = await survey_centers([*good, odd], dataset="cohort", variable="crp", groups=GROUPS,
                                    allow_partial=True, min_centers=3)
     assert [f.center for f in partial.excluded] == ["delta"] and len(partial.usable) == 3
