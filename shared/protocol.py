@@ -19,6 +19,10 @@ from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
 from shared.mwu import Alternative, MannWhitneyResult, released_result
 
+MIN_EPSILON = 1e-6
+"""The smallest ε a request may ask for: below it the noise is a million times the sensitivity
+(useless), and far below it ε/2 and friends underflow to 0."""
+
 
 class WireModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
@@ -186,7 +190,7 @@ class MWURequest(WireModel):
 
     variable: str = Field(min_length=1)
     groups: tuple[str, str]
-    epsilon: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    epsilon: float | None = Field(default=None, ge=MIN_EPSILON, le=100, allow_inf_nan=False)
 
 
 class MWURelease(WireModel):
@@ -227,7 +231,7 @@ class DPRequest(WireModel):
 
     variable: str = Field(min_length=1)
     group: str | None = None
-    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    epsilon: float = Field(ge=MIN_EPSILON, le=100, allow_inf_nan=False)
     bounds: Bounds
 
     @model_validator(mode="after")
