@@ -19,7 +19,8 @@ Retries, with exponential backoff (:class:`coordinator.core.config.RetryPolicy`)
 Every answer is validated into its wire model; anything else raises
 :class:`coordinator.core.errors.CenterFailure` with the center's id and one kind: ``unreachable``,
 ``timeout``, ``refused`` (a privacy ``ErrorBody`` with 403/409), ``error`` (any other error
-status) or ``malformed``. The token travels only in the ``Authorization`` header; no message,
+status) or ``malformed`` (including an answer longer than ``max_response_bytes``, which is never
+read past that limit). The token travels only in the ``Authorization`` header; no message,
 log line or provenance record holds it. Proxies from the environment are ignored
 (``trust_env=False``): a center is reached exactly as configured.
 """
@@ -76,12 +77,14 @@ class HttpCenter:
         *,
         timeout: httpx.Timeout,
         retry: RetryPolicy,
+        max_response_bytes: int = 50_000_000,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._id = center_id
         self.base_url = config.base_url
         self.retry = retry
+        self.max_response_bytes = max_response_bytes
         self._sleep = sleep
         verify: ssl.SSLContext | bool = True
         if config.ca_bundle is not None:
@@ -143,8 +146,11 @@ class HttpCenter:
         for attempt in range(1, attempts + 1):
             retryable = idempotent
             try:
-                response = await self._client.request(method, path, content=content,
-                                                      headers=headers)
+                status, payload = await self._send(method, path, content, headers)
+            except _TooLarge:
+                raise self._failure(
+                    "malformed", f"{what}: the answer exceeds {self.max_response_bytes} bytes"
+                ) from None
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 # The request never left: safe to repeat, even a POST.
                 failure = self._failure("unreachable", f"{what}: cannot connect ({_why(exc)})")
@@ -154,10 +160,9 @@ class HttpCenter:
             except httpx.TransportError as exc:
                 failure = self._failure("unreachable", f"{what}: connection failed ({_why(exc)})")
             else:
-                if not (idempotent and response.status_code in RETRY_STATUSES
-                        and attempt < attempts):
-                    return self._parse(what, response, model)
-                failure = self._failure("error", f"{what}: HTTP {response.status_code}")
+                if not (idempotent and status in RETRY_STATUSES and attempt < attempts):
+                    return self._parse(what, status, payload, model)
+                failure = self._failure("error", f"{what}: HTTP {status}")
             if not retryable or attempt == attempts:
                 raise failure
             delay = self.retry.delay(attempt)
@@ -166,16 +171,32 @@ class HttpCenter:
             await self._sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
+    async def _send(
+        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
+    ) -> tuple[int, bytes]:
+        """Status and body, never reading more than ``max_response_bytes`` of it."""
+        limit = self.max_response_bytes
+        async with self._client.stream(method, path, content=content, headers=headers) as answer:
+            declared = answer.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise _TooLarge
+            chunks, size = [], 0
+            async for chunk in answer.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise _TooLarge
+                chunks.append(chunk)
+            return answer.status_code, b"".join(chunks)
+
     def _failure(
         self, kind: FailureKind, detail: str, center_error: str | None = None
     ) -> CenterFailure:
         return CenterFailure(self._id, kind, detail, center_error=center_error)
 
-    def _parse(self, what: str, response: httpx.Response, model: type[M]) -> M:
-        status = response.status_code
+    def _parse(self, what: str, status: int, payload: bytes, model: type[M]) -> M:
         if 200 <= status < 300:
             try:
-                return model.model_validate_json(response.content)
+                return model.model_validate_json(payload)
             except ValidationError as exc:
                 raise self._failure(
                     "malformed",
@@ -183,7 +204,7 @@ class HttpCenter:
                     f"({_validation_summary(exc)})",
                 ) from None
         try:
-            error: ErrorBody | None = ErrorBody.model_validate_json(response.content)
+            error: ErrorBody | None = ErrorBody.model_validate_json(payload)
         except ValidationError:
             error = None
         code = error.error if error is not None else None
@@ -196,6 +217,10 @@ class HttpCenter:
             )
         relayed = f" ({code}){said}" if code is not None else ""
         raise self._failure("error", f"{what}: HTTP {status}{relayed}", code)
+
+
+class _TooLarge(Exception):
+    """The center's answer is longer than the client accepts."""
 
 
 def _why(exc: Exception) -> str:
@@ -213,7 +238,7 @@ def build_centers(
     return {
         center_id: HttpCenter(
             center_id, config, timeout=timeout, retry=settings.retry,
-            transport=transports.get(center_id),
+            max_response_bytes=settings.max_response_bytes, transport=transports.get(center_id),
         )
         for center_id, config in settings.centers.items()
     }

@@ -139,7 +139,10 @@ class Settings(BaseSettings):
     read_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     retry: RetryPolicy = RetryPolicy()
     store_url: str = "sqlite:///./coordinator.sqlite"
-    max_body_bytes: int = Field(default=100_000, ge=1024)
+    max_body_bytes: int = Field(default=100_000, ge=1024, description="analysts' requests")
+    max_response_bytes: int = Field(
+        default=50_000_000, ge=1024, description="longest answer read from a center"
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8800, ge=0, le=65535)
 

@@ -406,6 +406,7 @@ async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None
         ("POST", "/v1/studies", b"", 422),
         ("GET", "/v1/studies?limit=abc", None, 422),
         ("GET", "/v1/studies?limit=0", None, 422),
+        ("GET", "/v1/studies?offset=9223372036854775808", None, 422),  # found by schemathesis
         ("GET", "/v1/studies?status=bogus", None, 422),
         ("GET", "/v1/studies/%00%2F..%2Fetc", None, 404),
         ("POST", "/v1/studies/" + "f" * 32 + "/resume", None, 404),

@@ -3,6 +3,7 @@ and every failure typed with the center's id and its kind, never holding the tok
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -37,7 +38,7 @@ class Recorder:
         return answer
 
 
-def center(handler: Recorder, attempts: int = 3) -> HttpCenter:
+def center(handler: Recorder, attempts: int = 3, max_bytes: int = 50_000_000) -> HttpCenter:
     sleeps: list[float] = []
 
     async def no_sleep(seconds: float) -> None:
@@ -48,6 +49,7 @@ def center(handler: Recorder, attempts: int = 3) -> HttpCenter:
         CenterConfig(url="http://alpha.test:8700/", token=TOKEN),
         timeout=httpx.Timeout(2.0, connect=1.0),
         retry=RetryPolicy(attempts=attempts, backoff_initial_s=0.5, backoff_max_s=1.0),
+        max_response_bytes=max_bytes,
         transport=httpx.MockTransport(handler),
         sleep=no_sleep,
     )
@@ -179,3 +181,25 @@ async def test_an_info_without_the_fields_we_rely_on_is_malformed() -> None:
     with pytest.raises(CenterFailure) as caught:
         await port.info()
     assert caught.value.kind == "malformed" and "CenterInfo" in caught.value.detail
+
+
+async def test_an_oversized_answer_is_not_read() -> None:
+    big = json_response(200, {**TABLE, "limits": [float(i) for i in range(5000)],
+                              "counts": [[10.0] * 4999]})
+    port = center(Recorder(big), max_bytes=10_000)
+    with pytest.raises(CenterFailure) as caught:
+        await port.table("cohort", REQ)
+    assert caught.value.kind == "malformed" and "exceeds 10000 bytes" in caught.value.detail
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(100):
+            yield b"1," * 200
+
+    def chunked(request: httpx.Request) -> httpx.Response:
+        # No Content-Length: the limit holds while streaming.
+        return httpx.Response(200, content=chunks())
+
+    port = center(Recorder(httpx.Response(200)), max_bytes=10_000)
+    port._client._transport = httpx.MockTransport(chunked)
+    with pytest.raises(CenterFailure, match="exceeds 10000 bytes"):
+        await port.table("cohort", REQ)

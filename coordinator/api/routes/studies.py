@@ -38,7 +38,7 @@ async def create_study(
 async def list_studies(
     store: StoreDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
     status: StudyStatus | None = None,
 ) -> list[StudySummary]:
     """Studies, newest first."""
