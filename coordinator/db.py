@@ -3,7 +3,8 @@
 SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or PostgreSQL by URL.
 Two tables:
 
-* ``coordinator_study`` — one row per study: its spec, status, result and error (JSON text);
+* ``coordinator_study`` — one row per study: its spec, status, result and error (JSON text), and
+  who created it (the analyst token's fingerprint, never the token);
 * ``coordinator_release`` — one row per answer a center gave a study (``info``, ``table``,
   ``refine``, ``mwu``), keyed by (study, center, request key): a study that runs again (resumed
   after a restart) gets the recorded answer instead of asking the center a second time.
@@ -56,6 +57,7 @@ studies = Table(
     Column("status", String(32), nullable=False, index=True),
     Column("result", Text, nullable=True),
     Column("error", Text, nullable=True),
+    Column("created_by", String(16), nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )
@@ -90,6 +92,7 @@ class StudyRecord:
     error: str | None
     created_at: str
     updated_at: str
+    created_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
 
 def _study(row: Any) -> StudyRecord:
     return StudyRecord(row.id, row.spec, row.status, row.result, row.error, row.created_at,
-                       row.updated_at)
+                       row.updated_at, row.created_by)
 
 
 class Store:
@@ -144,14 +147,17 @@ class Store:
 
     # -- studies ------------------------------------------------------------------------------
 
-    def create_study(self, study_id: str, spec: str) -> StudyRecord:
+    def create_study(
+        self, study_id: str, spec: str, *, created_by: str | None = None
+    ) -> StudyRecord:
+        """A new ``pending`` study; ``created_by`` is the analyst token's fingerprint."""
         stamp = now()
         with self.engine.begin() as conn:
             conn.execute(insert(studies).values(
                 id=study_id, spec=spec, status="pending", result=None, error=None,
-                created_at=stamp, updated_at=stamp,
+                created_by=created_by, created_at=stamp, updated_at=stamp,
             ))
-        return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp)
+        return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp, created_by)
 
     def get_study(self, study_id: str) -> StudyRecord | None:
         with self.engine.connect() as conn:

@@ -61,12 +61,14 @@ class StudyRunner:
                 extra={"fields": ["body.centers"]},
             )
 
-    async def submit(self, spec: StudySpec) -> StudyRecord:
+    async def submit(self, spec: StudySpec, *, created_by: str | None = None) -> StudyRecord:
         """Record the study and start it; returns at once (status ``pending``)."""
         self.check(spec)
         study_id = uuid.uuid4().hex
-        record = await asyncio.to_thread(self.store.create_study, study_id,
-                                         spec.model_dump_json())
+        record = await asyncio.to_thread(
+            lambda: self.store.create_study(study_id, spec.model_dump_json(),
+                                            created_by=created_by)
+        )
         self._start(study_id, spec)
         return record
 

@@ -42,6 +42,7 @@ class StudySummary(BaseModel):
     status: StudyStatus
     dataset: str
     variable: str
+    created_by: str | None = Field(description="fingerprint of the analyst's token")
     created_at: str
     updated_at: str
 
@@ -75,5 +76,6 @@ class StudyView(BaseModel):
     result: StudyResult | None
     error: StudyError | None
     provenance: list[Provenance]
+    created_by: str | None = Field(description="fingerprint of the analyst's token")
     created_at: str
     updated_at: str

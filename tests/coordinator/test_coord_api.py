@@ -4,6 +4,7 @@ with results and provenance, center faults named in the study, restart and resum
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -200,6 +201,8 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
 
     listed = (await c.get("/v1/studies", headers=AUTH)).json()
     assert [s["id"] for s in listed] == [body["id"]] and listed[0]["status"] == "succeeded"
+    fingerprint = hashlib.sha256(ANALYST_TOKEN.encode()).hexdigest()[:16]
+    assert listed[0]["created_by"] == view["created_by"] == fingerprint
     assert (await c.get("/v1/studies?status=failed", headers=AUTH)).json() == []
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 
-from coordinator.api.deps import RunnerDep, StoreDep
+from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
 from coordinator.api.schemas import (
     Provenance,
     StudyCreated,
@@ -28,10 +28,10 @@ def _created(record: StudyRecord, request: Request, response: Response) -> Study
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
 async def create_study(
-    spec: StudySpec, runner: RunnerDep, request: Request, response: Response
+    spec: StudySpec, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
 ) -> StudyCreated:
     """Start a study in the background; poll ``status_url`` for its result."""
-    return _created(await runner.submit(spec), request, response)
+    return _created(await runner.submit(spec, created_by=analyst.token_id), request, response)
 
 
 @router.get("")
@@ -48,7 +48,8 @@ async def list_studies(
     for r in records:
         spec = StudySpec.model_validate_json(r.spec)
         summaries.append(StudySummary(id=r.id, status=r.status, dataset=spec.dataset,
-                                      variable=spec.variable, created_at=r.created_at,
+                                      variable=spec.variable, created_by=r.created_by,
+                                      created_at=r.created_at,
                                       updated_at=r.updated_at))
     return summaries
 
@@ -77,6 +78,7 @@ async def get_study(study_id: str, store: StoreDep) -> Response:
         result=StudyResult.model_validate_json(record.result) if record.result else None,
         error=StudyError.model_validate_json(record.error) if record.error else None,
         provenance=[_provenance(r) for r in released],
+        created_by=record.created_by,
         created_at=record.created_at,
         updated_at=record.updated_at,
     )
