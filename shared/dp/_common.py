@@ -11,10 +11,12 @@ width is -inf and every weight built from it stays -inf, so no special case is n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shared._validation import check_levels
 from shared.privacy import PrivacySpent
 
 FloatArray = NDArray[np.float64]
@@ -29,6 +31,13 @@ class QuantilesResult:
     values: tuple[float, ...]
     spent: PrivacySpent
     method: str
+
+
+def check_single_level(q: Any) -> float:
+    """One quantile level in [0, 1] (the single-quantile mechanisms refuse sequences)."""
+    if np.ndim(q) != 0:
+        raise ValueError(f"`q` must be a single level in [0, 1], got {q!r}")
+    return check_levels(q, "q")[0]
 
 
 def interval_edges(

@@ -236,8 +236,9 @@ def threshold_counts(
     rng = check_generator(rng)
     data = as_finite_1d(x, "x", allow_empty=True)
     if not (np.isfinite(lower) and np.isfinite(upper)) or lower > upper:
-        raise ValueError(f"`lower` and `upper` must be finite with lower <= upper, got "
-                         f"{lower!r}, {upper!r}")
+        raise ValueError(
+            f"`lower` and `upper` must be finite with lower <= upper, got {lower!r}, {upper!r}"
+        )
     below = int(np.count_nonzero(data < lower))
     above = int(np.count_nonzero(data > upper))
     half = eps / 2.0
@@ -278,8 +279,9 @@ def pooled_boxplot(
         raise ValueError("`centers` must hold at least one center's data")
     data = [as_finite_1d(x, f"centers[{i}]") for i, x in enumerate(centers)]
     ext = [
-        center_extremes(x, epsilon=2 * EXTREMES_SHARE * eps, bounds=(a, b),
-                        neighbouring=relation, rng=rng)
+        center_extremes(
+            x, epsilon=2 * EXTREMES_SHARE * eps, bounds=(a, b), neighbouring=relation, rng=rng
+        )
         for x in data
     ]
     lo = max(a, min(e.psi_min for e in ext))
@@ -287,8 +289,15 @@ def pooled_boxplot(
     if not lo < hi:
         lo, hi = a, b  # all centers' extremes coincide: fall back to the public bounds
     trees = [
-        tree_histogram(x, grid=(lo, hi), depth=depth, branching=branching,
-                       epsilon=HISTOGRAM_SHARE * eps, neighbouring=relation, rng=rng)
+        tree_histogram(
+            x,
+            grid=(lo, hi),
+            depth=depth,
+            branching=branching,
+            epsilon=HISTOGRAM_SHARE * eps,
+            neighbouring=relation,
+            rng=rng,
+        )
         for x in data
     ]
     leaves = consistent_leaves(sum_trees(trees))
@@ -299,13 +308,17 @@ def pooled_boxplot(
     psi_max = max(e.psi_max for e in ext)
     lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, (a, b))
     counts = [
-        threshold_counts(x, lower=lower, upper=upper, epsilon=2 * COUNT_SHARE * eps,
-                         neighbouring=relation, rng=rng)
+        threshold_counts(
+            x,
+            lower=lower,
+            upper=upper,
+            epsilon=2 * COUNT_SHARE * eps,
+            neighbouring=relation,
+            rng=rng,
+        )
         for x in data
     ]
-    spent = tuple(
-        e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True)
-    )
+    spent = tuple(e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True))
     box = BoxplotResult(
         lower_outliers=sum(c.below for c in counts),
         lower_whisker=lower,

@@ -19,12 +19,12 @@ from shared._validation import (
     check_bounds,
     check_epsilon,
     check_generator,
-    check_levels,
     check_neighbouring,
 )
 from shared.dp._common import (
     FloatArray,
     QuantilesResult,
+    check_single_level,
     log_widths,
     sample_rows,
     uniform_in_intervals,
@@ -79,7 +79,7 @@ def private_quantile(
     epsilon = check_epsilon(epsilon)
     bounds = check_bounds(bounds)
     neighbouring = check_neighbouring(neighbouring)
-    (level,) = _single_level(q)
+    level = check_single_level(q)
     rng = check_generator(rng)
     data = np.sort(as_finite_1d(x, "x"))
 
@@ -107,10 +107,3 @@ def private_quantile_sorted(
     )
     intervals = sample_rows(np.broadcast_to(log_w, (size, log_w.size)), rng)
     return uniform_in_intervals(data, *bounds, intervals, rng)
-
-
-def _single_level(q: float) -> tuple[float]:
-    if np.ndim(q) != 0:
-        raise ValueError(f"`q` must be a single level in [0, 1], got {q!r}")
-    (level,) = check_levels(q, "q")
-    return (level,)

@@ -37,11 +37,10 @@ from shared._validation import (
     check_bounds,
     check_epsilon,
     check_generator,
-    check_levels,
     check_neighbouring,
     check_positive,
 )
-from shared.dp._common import FloatArray, QuantilesResult
+from shared.dp._common import FloatArray, QuantilesResult, check_single_level
 from shared.privacy import Neighbouring, PrivacySpent
 
 
@@ -128,9 +127,7 @@ def unbounded_quantile(
     epsilon = check_epsilon(epsilon)
     bounds = check_bounds(bounds)
     check_neighbouring(neighbouring)
-    if np.ndim(q) != 0:
-        raise ValueError(f"`q` must be a single level in [0, 1], got {q!r}")
-    (level,) = check_levels(q, "q")
+    level = check_single_level(q)
     rng = check_generator(rng)
     beta = check_positive(beta, "beta")
     if beta <= 1.0:

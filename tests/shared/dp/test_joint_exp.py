@@ -198,6 +198,7 @@ def test_public_function_draws_like_the_sampler():
     assert p_value > 1e-3
 
 
+@pytest.mark.slow
 def test_all_tied_data_exact_configuration_probabilities():
     """n = 1000 equal values: the only positive-width intervals are [a, v] and [v, b].
 

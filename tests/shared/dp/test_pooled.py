@@ -74,15 +74,17 @@ def test_tree_sensitivity(relation):
             other[trial] = value
         diff = np.abs(np.concatenate(tree_counts(other, edges, depth, b)) - base).sum()
         assert diff <= (depth + 1) * (2 if relation == "swap" else 1)
-    tree = tree_histogram(data, grid=(0, 1), depth=depth, branching=b, epsilon=0.5,
-                          neighbouring=relation, rng=rng())
+    tree = tree_histogram(
+        data, grid=(0, 1), depth=depth, branching=b, epsilon=0.5, neighbouring=relation, rng=rng()
+    )
     assert tree.noise_scale == (depth + 1) * (2 if relation == "swap" else 1) / 0.5
 
 
 def test_tree_noise_is_laplace_of_the_stated_scale():
     data = rng(2).random(100)
-    tree = tree_histogram(data, grid=(0, 1), depth=5, branching=4, epsilon=1.0,
-                          neighbouring="add_remove", rng=rng(3))
+    tree = tree_histogram(
+        data, grid=(0, 1), depth=5, branching=4, epsilon=1.0, neighbouring="add_remove", rng=rng(3)
+    )
     exact = tree_counts(data, grid_edges(0, 1, 4**5), 5, 4)
     noise = np.concatenate([t - e for t, e in zip(tree.levels, exact, strict=True)])
     from scipy import stats
@@ -102,8 +104,9 @@ def test_quartiles_of_exact_uniform_leaves():
 
 def test_threshold_counts():
     data = np.arange(100.0)
-    exact = threshold_counts(data, lower=10, upper=89.5, epsilon=1e9,
-                             neighbouring="swap", rng=rng())
+    exact = threshold_counts(
+        data, lower=10, upper=89.5, epsilon=1e9, neighbouring="swap", rng=rng()
+    )
     assert (exact.below, exact.above) == (10, 10) and exact.spent == PrivacySpent(1e9)
     with pytest.raises(ValueError, match="lower <= upper"):
         threshold_counts(data, lower=5, upper=1, epsilon=1, neighbouring="swap", rng=rng())
@@ -111,10 +114,12 @@ def test_threshold_counts():
 
 def test_sum_trees_refuses_different_grids():
     data = rng().random(50)
-    t1 = tree_histogram(data, grid=(0, 1), depth=2, branching=2, epsilon=1,
-                        neighbouring="swap", rng=rng())
-    t2 = tree_histogram(data, grid=(0, 1), depth=3, branching=2, epsilon=1,
-                        neighbouring="swap", rng=rng())
+    t1 = tree_histogram(
+        data, grid=(0, 1), depth=2, branching=2, epsilon=1, neighbouring="swap", rng=rng()
+    )
+    t2 = tree_histogram(
+        data, grid=(0, 1), depth=3, branching=2, epsilon=1, neighbouring="swap", rng=rng()
+    )
     with pytest.raises(ValueError, match="same grid"):
         sum_trees([t1, t2])
     both = sum_trees([t1, t1])
@@ -125,8 +130,9 @@ def test_sum_trees_refuses_different_grids():
 def test_pooled_boxplot_tracks_the_pooled_data_and_spends_epsilon_per_center():
     g = rng(11)
     centers = [g.normal(0, 1, 4000), g.normal(0.5, 1.5, 2500), g.normal(-0.5, 1, 1500)]
-    result = pooled_boxplot(centers, epsilon=2.0, bounds=(-50, 50),
-                            neighbouring="add_remove", rng=rng(12))
+    result = pooled_boxplot(
+        centers, epsilon=2.0, bounds=(-50, 50), neighbouring="add_remove", rng=rng(12)
+    )
     pooled = np.concatenate(centers)
     box = result.box
     ref = np.quantile(pooled, [0.25, 0.5, 0.75])
