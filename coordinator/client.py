@@ -38,10 +38,12 @@ from pydantic import BaseModel, ValidationError
 
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
-from coordinator.wire import Budget, CenterInfo, Health
 from shared.protocol import (
     BinTableRelease,
+    Budget,
+    CenterInfo,
     ErrorBody,
+    Health,
     MWURelease,
     MWURequest,
     RefinementRelease,

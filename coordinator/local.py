@@ -22,19 +22,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from coordinator.core.errors import CenterFailure
-from coordinator.wire import (
-    Budget,
-    CenterInfo,
-    DatasetInfo,
-    GroupInfo,
-    Health,
-)
 from shared.binning import KAnonymityError, bin_table
 from shared.federation import refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
 from shared.protocol import (
     BinTableRelease,
+    Budget,
+    CenterInfo,
+    DatasetInfo,
+    GroupInfo,
+    Health,
     MWURelease,
     MWURequest,
     RefinementRelease,
@@ -117,7 +115,8 @@ class InProcessCenter:
                 )
             )
         return CenterInfo(
-            center_id=self._id, k=self.k, neighbouring="add_remove", datasets=described
+            center_id=self._id, k=self.k, neighbouring="add_remove",
+            quantile_loss_enabled=False, datasets=described,
         )
 
     async def budget(self) -> Budget:

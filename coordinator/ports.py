@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from coordinator.wire import Budget, CenterInfo, Health
 from shared.protocol import (
     BinTableRelease,
+    Budget,
+    CenterInfo,
+    Health,
     MWURelease,
     MWURequest,
     RefinementRelease,

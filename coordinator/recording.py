@@ -19,9 +19,11 @@ from pydantic import BaseModel
 
 from coordinator.db import Store
 from coordinator.ports import CenterPort
-from coordinator.wire import Budget, CenterInfo, Health
 from shared.protocol import (
     BinTableRelease,
+    Budget,
+    CenterInfo,
+    Health,
     MWURelease,
     MWURequest,
     RefinementRelease,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.ports import CenterPort
-from coordinator.wire import CenterInfo
+from shared.protocol import CenterInfo
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,13 @@ def _check(
     groups: tuple[str, str] | None,
     k: int | None,
 ) -> tuple[int, tuple[int, ...]]:
+    if info.k < 2:
+        raise CenterFailure(center_id, "implausible", f"declares K = {info.k}")
     if k is not None and k < info.k:
         raise CenterFailure(center_id, "refused",
                             f"releases only with K >= {info.k}; the study asks K = {k}",
                             center_error="k_below_center_minimum")
-    found = info.dataset(dataset)
+    found = next((d for d in info.datasets if d.name == dataset), None)
     if found is None:
         raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",
                             center_error="unknown_dataset")
@@ -46,6 +48,8 @@ def _check(
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} exposes no variable {variable!r}",
                             center_error="unknown_variable")
+    if found.n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
+        raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1
     if groups is None:
         return found.n_records, (found.n_records + slack,)

@@ -15,9 +15,11 @@ from numpy.typing import NDArray
 
 from coordinator.core.config import RetryPolicy, Settings
 from coordinator.local import InProcessCenter, LocalDataset
-from coordinator.wire import Budget, CenterInfo, Health
 from shared.protocol import (
     BinTableRelease,
+    Budget,
+    CenterInfo,
+    Health,
     MWURelease,
     MWURequest,
     RefinementRelease,
