@@ -1,0 +1,138 @@
+"""Child service processes on loopback ports: start, wait for health, always stop.
+
+Each child runs in its own session (its own process group), so a Ctrl-C at the terminal reaches
+only the parent, which then stops every child it started: SIGTERM to the child's group, SIGKILL
+to the group after a grace period. :class:`ProcessGroup` is a context manager; its ``__exit__``
+runs on a normal exit, on an exception and on ``KeyboardInterrupt``; :func:`terminate_on_sigterm`
+turns a SIGTERM of the parent into the same path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+
+import httpx
+
+GRACE_S = 10.0
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (another process could take it before we bind it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Terminated(Exception):
+    """The parent received SIGTERM; raised so that every ``finally`` runs."""
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` (only from the main thread)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+
+class ProcessGroup:
+    """The services one command started; all stopped on exit, whatever the exit."""
+
+    def __init__(self) -> None:
+        self.children: list[Child] = []
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_all()
+
+    def start(
+        self, name: str, argv: Sequence[str], *, url: str, log: Path, env: dict[str, str]
+    ) -> Child:
+        """Start ``argv`` in a new session, its output appended to ``log``."""
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                list(argv), env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        child = Child(name=name, proc=proc, url=url, log=log)
+        self.children.append(child)
+        return child
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> None:
+        """Wait until every child answers ``GET /v1/health``; raise naming one that died."""
+        deadline = time.monotonic() + timeout_s
+        pending = list(self.children)
+        with httpx.Client(timeout=1.0, trust_env=False) as client:
+            while pending:
+                for child in list(pending):
+                    if child.proc.poll() is not None:
+                        tail = child.log.read_text(errors="replace")[-2000:]
+                        raise RuntimeError(
+                            f"{child.name} exited with code {child.proc.returncode}:\n{tail}"
+                        )
+                    with contextlib.suppress(httpx.TransportError):
+                        if client.get(f"{child.url}/v1/health").status_code == 200:
+                            pending.remove(child)
+                if pending and time.monotonic() > deadline:
+                    names = ", ".join(c.name for c in pending)
+                    raise RuntimeError(f"not healthy within {timeout_s:.0f} s: {names}")
+                if pending:
+                    time.sleep(0.1)
+
+    def stop_all(self) -> None:
+        """SIGTERM every child's process group, then SIGKILL what is left after the grace."""
+        alive = [c for c in self.children if c.proc.poll() is None]
+        for child in alive:
+            _signal_group(child.proc, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        for child in alive:
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(child.proc, signal.SIGKILL)
+                child.proc.wait(timeout=GRACE_S)
+        for child in self.children:  # a child's own children, if any outlived it
+            _signal_group(child.proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without any ``FEDSTATS_*`` setting (a child reads its own file only)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env

@@ -1,0 +1,272 @@
+"""A study's view rendered for people: a plain-text summary and a self-contained HTML report.
+
+Both are drawn from the coordinator's answer only (``GET /v1/studies/{id}``): the released
+federated table, the MWU tests and whatever DP analyses the study ran. Analysis kinds this module
+does not know are still shown, as their numbers; any result holding a seven-number summary
+(``q1``, ``median``, ``q3``, whiskers) is drawn in the boxplot figure. Figures are inline SVG, so
+the report reads offline.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import itertools
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+BOX_KEYS = ("lower_whisker", "q1", "median", "q3", "upper_whisker")
+
+
+def number(value: Any) -> float:
+    """A JSON number as the coordinator writes it ("Infinity" strings for open table ends)."""
+    return float(value)
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return str(value)
+    try:
+        x = float(value)
+    except ValueError:
+        return str(value)
+    if isinstance(value, int) or (math.isfinite(x) and x == int(x) and abs(x) < 1e12):
+        return str(int(x))
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:.{digits}g}"
+
+
+def analyses_of(view: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    result = view.get("result") or {}
+    return [a for a in result.get("analyses", []) if a.get("kind") == kind]
+
+
+def boxes(node: Any, label: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every seven-number summary inside a result, labelled by the keys that lead to it."""
+    if isinstance(node, dict):
+        if all(k in node for k in BOX_KEYS):
+            yield (str(node.get("center") or label or "boxplot"), node)
+            return
+        for key, value in node.items():
+            yield from boxes(value, str(key) if not label else f"{label} {key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            name = value.get("center") if isinstance(value, dict) else None
+            yield from boxes(value, str(name) if name else (label or str(i)))
+
+
+def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
+    """Every (levels, values) pair inside a result, labelled by the keys that lead to it."""
+    if isinstance(node, dict):
+        levels, values = node.get("levels"), node.get("values")
+        if isinstance(levels, list) and isinstance(values, list) and len(levels) == len(values):
+            yield (str(node.get("center") or label or "quantiles"), levels, values)
+            return
+        for key, value in node.items():
+            yield from quantile_rows(value, str(key) if not label else f"{label} {key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            name = value.get("center") if isinstance(value, dict) else None
+            yield from quantile_rows(value, str(name) if name else (label or str(i)))
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
+    spec = view["spec"]
+    lines = [
+        f"Study {view['id']}: {view['status']}",
+        f"  {spec['dataset']}.{spec['variable']}"
+        + (f", {spec['groups'][0]} (X) vs {spec['groups'][1]} (Y)" if spec.get("groups") else "")
+        + f", K = {spec['k']}",
+    ]
+    result = view.get("result")
+    if result is None:
+        error = view.get("error") or {}
+        lines.append(f"  error: {error.get('error')}: {error.get('detail')}")
+    else:
+        lines.append(f"  centers: {', '.join(result['centers'])}; "
+                     f"{len(view['provenance'])} releases received")
+        for table in analyses_of(view, "table"):
+            groups = spec.get("groups") or ["all"]
+            totals = ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, table["totals"],
+                                                               strict=False))
+            lines.append(f"Federated K-anonymous table: {len(table['limits']) - 1} bins "
+                         f"({totals}); built by {table['order'][0]}, refined by "
+                         f"{', '.join(table['order'][1:]) or 'nobody'}")
+        for mwu in analyses_of(view, "mwu"):
+            lines.append(f"Mann-Whitney tests ({mwu['alternative']}):")
+            lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}")
+            for name, test in mwu["tests"].items():
+                lines.append(f"  {name:<10}{fmt(test['statistic']):>14}"
+                             f"{fmt(test['pvalue']):>14}")
+        known = {"table", "mwu"}
+        for analysis in (result.get("analyses") or []):
+            if analysis.get("kind") in known:
+                continue
+            lines.append(f"{analysis.get('kind')}:")
+            for label, levels, values in quantile_rows(analysis):
+                pairs = ", ".join(f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in
+                                  zip(levels, values, strict=True))
+                lines.append(f"  {label}: {pairs}")
+            for label, box in boxes(analysis):
+                nums = " | ".join(fmt(box[k], 4) for k in BOX_KEYS)
+                lines.append(f"  {label}: whiskers/quartiles {nums}")
+    for note in notes or []:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines)
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def table_figure(table: dict[str, Any], groups: list[str]) -> str:
+    """The released federated table: records per unit of the variable, one step line per group.
+
+    Open end bins (±∞) are drawn as wide as their finite neighbour.
+    """
+    limits = [number(v) for v in table["limits"]]
+    if not math.isfinite(limits[0]):
+        limits[0] = limits[1] - (limits[2] - limits[1] if len(limits) > 2 else 1.0)
+    if not math.isfinite(limits[-1]):
+        limits[-1] = limits[-2] + (limits[-2] - limits[-3] if len(limits) > 2 else 1.0)
+    widths = [b - a for a, b in itertools.pairwise(limits)]
+    fig, ax = plt.subplots(figsize=(7.0, 3.2))
+    for g, row in enumerate(table["counts"]):
+        total = sum(row) or 1.0
+        density = [c / total / w for c, w in zip(row, widths, strict=True)]
+        ax.stairs(density, limits, label=f"{groups[g]} (n = {fmt(total)})", linewidth=1.8)
+    ax.set_xlabel("value (bins as released; open ends drawn as wide as their neighbour)")
+    ax.set_ylabel("share of records per unit")
+    ax.set_title("Federated K-anonymous table")
+    ax.legend(frameon=False)
+    return _svg(fig)
+
+
+def boxplot_figure(found: list[tuple[str, dict[str, Any]]]) -> str:
+    stats = [
+        {"label": label, "whislo": number(b["lower_whisker"]), "q1": number(b["q1"]),
+         "med": number(b["median"]), "q3": number(b["q3"]),
+         "whishi": number(b["upper_whisker"]), "fliers": []}
+        for label, b in found
+    ]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(stats) + 1.5), 3.4))
+    ax.bxp(stats, showfliers=False)
+    ax.set_title("Differentially private boxplots")
+    ax.tick_params(axis="x", labelrotation=20)
+    return _svg(fig)
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:980px;margin:2em auto;
+padding:0 1em;color:#1b1f24}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #d0d7de}
+table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d0d7de;padding:.25em .6em;
+text-align:right}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
+.note{background:#fff8c5;padding:.5em .8em;border-radius:4px}.meta{color:#57606a}
+figure{margin:1em 0}svg{max-width:100%;height:auto}
+"""
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fmt(c) if not isinstance(c, str) else c)}</td>"
+                         for c in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(view: dict[str, Any], notes: list[str] | None = None,
+                title: str = "fedstats study report") -> str:
+    spec = view["spec"]
+    groups = list(spec.get("groups") or ["all records"])
+    esc = html.escape
+    parts = [f"<h1>{esc(title)}</h1>",
+             f"<p class='meta'>study <code>{esc(view['id'])}</code> · status "
+             f"<b>{esc(view['status'])}</b> · dataset <code>{esc(spec['dataset'])}</code> · "
+             f"variable <code>{esc(spec['variable'])}</code> · groups "
+             f"{esc(' vs '.join(groups))} · K = {spec['k']} · created "
+             f"{esc(view['created_at'])}</p>"]
+    for note in notes or []:
+        parts.append(f"<p class='note'>{esc(note)}</p>")
+    result = view.get("result")
+    if result is None:
+        error = view.get("error") or {}
+        parts.append(f"<h2>Failed</h2><pre>{esc(json.dumps(error, indent=2))}</pre>")
+    else:
+        parts.append(f"<p>Centers: {esc(', '.join(result['centers']))}. Every number below "
+                     "was computed by the coordinator from the centers' releases; no center "
+                     "sent a raw value or a count between 1 and K−1.</p>")
+        for mwu in analyses_of(view, "mwu"):
+            parts.append(f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>")
+            parts.append(_table(["test", "statistic", "p-value"],
+                                [[n, t["statistic"], t["pvalue"]]
+                                 for n, t in mwu["tests"].items()]))
+            local = mwu["tests"].get("sum") or next(iter(mwu["tests"].values()))
+            parts.append("<p>Each center's local test (its part of the sum test):</p>")
+            parts.append(_table(["center", "U = Σ sign(Y − X)", "variance", "z", "p-value",
+                                 "weight"],
+                                [[p["center"], p["statistic"], p["variance"], p["zstatistic"],
+                                  p["pvalue"], p["weight"]] for p in local["parts"]]))
+        for table in analyses_of(view, "table"):
+            parts.append("<h2>Federated K-anonymous table</h2>")
+            parts.append(f"<p>Built by {esc(table['order'][0])}, refined by "
+                         f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
+            parts.append(f"<figure>{table_figure(table, groups)}</figure>")
+            limits = table["limits"]
+            rows = [[f"[{fmt(limits[i])}, {fmt(limits[i + 1])})",
+                     *(row[i] for row in table["counts"])] for i in range(len(limits) - 1)]
+            rows.append(["total", *table["totals"]])
+            parts.append(_table(["bin", *groups], rows))
+            parts.append(_table(["center", *groups],
+                                [[c, *t] for c, t in table["center_totals"].items()]))
+        found: list[tuple[str, dict[str, Any]]] = []
+        for analysis in result.get("analyses") or []:
+            if analysis.get("kind") in ("table", "mwu"):
+                continue
+            parts.append(f"<h2>{esc(str(analysis.get('kind')))}</h2>")
+            q = list(quantile_rows(analysis))
+            if q:
+                levels = q[0][1]
+                parts.append(_table(["", *(f"q{fmt(lv, 3)}" for lv in levels)],
+                                    [[label, *values] for label, _, values in q]))
+            b = list(boxes(analysis))
+            found += b
+            if b:
+                parts.append(_table(["", "lower whisker", "Q1", "median", "Q3",
+                                     "upper whisker"],
+                                    [[label, *(box[k] for k in BOX_KEYS)] for label, box in b]))
+            if not q and not b:
+                parts.append(f"<pre>{esc(json.dumps(analysis, indent=2))}</pre>")
+        if found:
+            parts.append(f"<figure>{boxplot_figure(found)}</figure>")
+    calls: dict[tuple[str, str], int] = {}
+    for p in view.get("provenance", []):
+        calls[(p["center"], p["call"])] = calls.get((p["center"], p["call"]), 0) + 1
+    parts.append("<h2>Releases received</h2>")
+    parts.append(_table(["center", "call", "answers"],
+                        [[c, k, n] for (c, k), n in sorted(calls.items())]))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")

@@ -1,0 +1,90 @@
+"""Synthetic hospitals for the demo and the compose deployment (never real patients).
+
+Each hospital has two treatment arms (``control``, ``treated``) of its own sizes and a skewed
+outcome, the length of stay in days: log-normal with a hospital-specific median (case mix) and a
+shorter stay under treatment (median × ``TREATMENT_EFFECT``), rounded to 0.1 day (so ties occur,
+as in real records). Age is a second, unused column, as a real extract would have.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DATASET = "cohort"
+VARIABLE = "los_days"
+GROUP_COLUMN = "arm"
+LEVELS = ("control", "treated")
+#: Public bounds on the length of stay for DP releases (days).
+BOUNDS = (0.0, 60.0)
+TREATMENT_EFFECT = 0.85
+DEFAULT_SEED = 20261129
+
+
+@dataclass(frozen=True)
+class Hospital:
+    center_id: str
+    n_control: int
+    n_treated: int
+    median_days: float
+    sigma: float
+
+
+HOSPITALS = (
+    Hospital("hospital_a", 540, 500, 5.5, 0.60),
+    Hospital("hospital_b", 310, 270, 4.6, 0.55),
+    Hospital("hospital_c", 150, 170, 6.2, 0.70),
+)
+
+
+def hospital(center_id: str) -> Hospital:
+    for h in HOSPITALS:
+        if h.center_id == center_id:
+            return h
+    known = ", ".join(h.center_id for h in HOSPITALS)
+    raise ValueError(f"`hospital` must be one of {{{known}}}, not {center_id!r}")
+
+
+def generate(h: Hospital, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Columns ``arm``, ``los_days``, ``age`` of one hospital, rows in random order."""
+    arm = np.repeat(np.array(LEVELS), [h.n_control, h.n_treated])
+    median = np.where(arm == LEVELS[1], h.median_days * TREATMENT_EFFECT, h.median_days)
+    los = np.round(median * np.exp(rng.normal(0.0, h.sigma, arm.size)), 1)
+    los = np.clip(los, 0.1, None)
+    age = np.clip(np.round(rng.normal(64.0, 14.0, arm.size)), 18, 99).astype(int)
+    order = rng.permutation(arm.size)
+    return {GROUP_COLUMN: arm[order], VARIABLE: los[order], "age": age[order]}
+
+
+def write_csv(columns: dict[str, np.ndarray], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = list(columns)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        writer.writerows(zip(*(columns[n].tolist() for n in names), strict=True))
+    return path
+
+
+def hospital_seed(seed: int, center_id: str) -> np.random.SeedSequence:
+    """One seed stream per hospital, so each can be generated alone (compose) or all together."""
+    index = [h.center_id for h in HOSPITALS].index(center_id)
+    return np.random.SeedSequence(seed).spawn(len(HOSPITALS))[index]
+
+
+def write_hospital(center_id: str, path: Path, seed: int = DEFAULT_SEED) -> Path:
+    h = hospital(center_id)
+    rng = np.random.default_rng(hospital_seed(seed, center_id))
+    return write_csv(generate(h, rng), path)
+
+
+def read_groups(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The (control, treated) outcome arrays of a CSV written by :func:`write_csv`."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    arm = np.array([r[GROUP_COLUMN] for r in rows])
+    values = np.array([float(r[VARIABLE]) for r in rows])
+    return values[arm == LEVELS[0]], values[arm == LEVELS[1]]
