@@ -34,9 +34,9 @@ class Hospital:
 
 
 HOSPITALS = (
-    Hospital("hospital_a", 540, 500, 5.5, 0.60),
-    Hospital("hospital_b", 310, 270, 4.6, 0.55),
-    Hospital("hospital_c", 150, 170, 6.2, 0.70),
+    Hospital("hospital_a", 537, 498, 5.5, 0.60),
+    Hospital("hospital_b", 311, 268, 4.6, 0.55),
+    Hospital("hospital_c", 152, 167, 6.2, 0.70),
 )
 
 

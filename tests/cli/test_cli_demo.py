@@ -1,0 +1,139 @@
+"""``fedstats demo`` run as a user runs it (a subprocess): its report agrees with the core, no
+center ever released a count in 1..K−1, and every process it started is gone afterwards — also
+when it is interrupted (SIGINT as from Ctrl-C, SIGTERM) while its services start."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cli_helpers import clean_env, fedstats, wait_gone
+
+from fedstats_cli import synth
+from fedstats_cli.demo import K
+from shared.binning import BinTable
+from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
+
+# Calls whose answers are K-anonymous, and where their counts are.
+K_ANONYMOUS_CALLS = ("info", "table", "refine", "mwu")
+
+
+def released_counts(call: str, response: dict[str, Any]) -> list[float]:
+    """Every count (size, bin count, run total) in one K-anonymous center answer."""
+    if call == "info":
+        return [n for ds in response["datasets"]
+                for n in (ds["n_records"], *ds["n_by_group"].values())]
+    if call == "table":
+        return [c for row in response["counts"] for c in row]
+    if call == "refine":
+        return [t for runs in response["runs"] for t in runs["totals"]]
+    if call == "mwu":
+        return [response["n_x"], response["n_y"]]
+    raise AssertionError(call)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str],
+                                                             float]:
+    workdir = tmp_path_factory.mktemp("demo") / "work"
+    started = time.monotonic()
+    done = subprocess.run([*fedstats(), "demo", "--workdir", str(workdir)],
+                          cwd=workdir.parent, env=clean_env(), capture_output=True, text=True,
+                          timeout=180)
+    return workdir, done, time.monotonic() - started
+
+
+def test_demo_succeeds_within_a_minute_and_writes_its_report(demo: Any) -> None:
+    workdir, done, seconds = demo
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert seconds < 60
+    assert "succeeded" in done.stdout and "every process stopped" in done.stdout
+    html = (workdir / "report.html").read_text()
+    assert html.startswith("<!doctype html>") and "<svg" in html
+    assert "Mann-Whitney tests" in html and "Federated K-anonymous table" in html
+    # Self-contained: nothing is fetched when the report is opened.
+    assert "src=\"http" not in html and "href=\"http" not in html
+
+
+def test_the_mwu_pvalues_are_the_cores_on_the_same_data(demo: Any) -> None:
+    workdir, done, _ = demo
+    assert done.returncode == 0, done.stdout + done.stderr
+    view = json.loads((workdir / "study.json").read_text())
+    result = view["result"]
+    data = {cid: synth.read_groups(workdir / "data" / f"{cid}.csv") for cid in result["centers"]}
+    local = [mann_whitney(*data[cid]) for cid in result["centers"]]
+    (mwu,) = [a for a in result["analyses"] if a["kind"] == "mwu"]
+    for name, test in (("sum", sum_test), ("weighted", weighted_test), ("fisher", fisher_test)):
+        assert mwu["tests"][name]["pvalue"] == pytest.approx(test(local).pvalue, rel=1e-9), name
+    released = mwu["table"]
+    table = BinTable(limits=np.asarray([float(v) for v in released["limits"]]),
+                     counts=np.asarray(released["counts"], dtype=float), k=released["k"])
+    assert mwu["tests"]["table"]["pvalue"] == pytest.approx(table_test(table).pvalue, rel=1e-9)
+    # The federated table holds every record of every center, per arm.
+    totals = [sum(len(data[cid][g]) for cid in data) for g in (0, 1)]
+    assert released["totals"] == pytest.approx(totals)
+    # The summary printed shows these p-values.
+    assert f"{mwu['tests']['sum']['pvalue']:.4g}" in done.stdout
+
+
+def test_no_center_released_a_count_below_k(demo: Any) -> None:
+    workdir, done, _ = demo
+    assert done.returncode == 0, done.stdout + done.stderr
+    releases = json.loads((workdir / "releases.json").read_text())
+    calls = {r["call"] for r in releases}
+    assert {"info", "table", "refine", "mwu"} <= calls
+    for r in releases:
+        if r["call"] in K_ANONYMOUS_CALLS:
+            counts = released_counts(r["call"], r["response"])
+            assert counts, r
+            small = [c for c in counts if 0 < c < K]
+            assert not small, (r["center"], r["call"], small)
+        else:
+            # Anything else must be a DP release, paid for (its counts are noisy, not K-anon).
+            assert "epsilon" in r["response"], r
+
+
+def test_every_process_is_gone_and_no_secret_was_printed(demo: Any) -> None:
+    workdir, done, _ = demo
+    pids = [p["pid"] for p in json.loads((workdir / "processes.json").read_text()).values()]
+    assert len(pids) == 4
+    assert wait_gone(pids) == []
+    coordinator_config = (workdir / "config" / "coordinator.toml").read_text()
+    analyst_token = coordinator_config.split('analyst_tokens = ["', 1)[1].split('"', 1)[0]
+    assert len(analyst_token) >= 32
+    assert analyst_token not in done.stdout + done.stderr
+    assert analyst_token not in (workdir / "report.html").read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_demo_stops_every_process_it_started(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen([*fedstats(), "demo", "--workdir", str(workdir)], cwd=tmp_path,
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        listing = workdir / "processes.json"
+        deadline = time.monotonic() + 60
+        while not listing.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the demo started no process within 60 s"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the services are importing: the hardest moment to stop them
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), out + err
+    assert "Traceback" not in err
+    pids = [p["pid"] for p in json.loads(listing.read_text()).values()]
+    assert wait_gone(pids) == []
