@@ -121,7 +121,18 @@ def whiskers(
     return min(max(lower, a), b), lower_branch, min(max(upper, a), b), upper_branch
 
 
-def _noisy_count(count: int, epsilon: float, rng: np.random.Generator) -> int:
+def extremes_sorted(
+    data: FloatArray, epsilon_each: float, bounds: tuple[float, float], rng: np.random.Generator
+) -> tuple[float, float]:
+    """DPBoxplot's step 1 on sorted data: (ψ_min, ψ_max), one unbounded walk each at
+    ``epsilon_each`` (the minimum is the maximum of −x, so both walks target the count n)."""
+    size = float(data.size)
+    psi_min = unbounded_sorted(data, size, epsilon_each, bounds, rng, UNBOUNDED_BETA, True)
+    psi_max = unbounded_sorted(data, size, epsilon_each, bounds, rng, UNBOUNDED_BETA, False)
+    return psi_min, psi_max
+
+
+def noisy_count(count: int, epsilon: float, rng: np.random.Generator) -> int:
     """Laplace mechanism on a count (sensitivity 1 under both relations), as a count >= 0."""
     return max(0, round(count + rng.laplace(0.0, 1.0 / epsilon)))
 
@@ -180,13 +191,13 @@ def _finish(
         ("upper outlier count", PrivacySpent(eps_count)),
     ]
     return BoxplotResult(
-        lower_outliers=_noisy_count(below, eps_count, rng),
+        lower_outliers=noisy_count(below, eps_count, rng),
         lower_whisker=lower,
         q1=q1,
         median=med,
         q3=q3,
         upper_whisker=upper,
-        upper_outliers=_noisy_count(above, eps_count, rng),
+        upper_outliers=noisy_count(above, eps_count, rng),
         n=n,
         lower_branch=lower_branch,
         upper_branch=upper_branch,
@@ -227,9 +238,7 @@ def dp_boxplot(
     eps_box = epsilon / 2.0
     # Both extremes are "the maximum" of x or of −x: count target n, a query c_k − n whose
     # change between neighbours is one-signed (see shared.dp.unbounded).
-    size = float(data.size)
-    psi_min = unbounded_sorted(data, size, eps_extreme, bounds, rng, UNBOUNDED_BETA, True)
-    psi_max = unbounded_sorted(data, size, eps_extreme, bounds, rng, UNBOUNDED_BETA, False)
+    psi_min, psi_max = extremes_sorted(data, eps_extreme, bounds, rng)
     box = joint_exp_sorted(data, (0.25, 0.5, 0.75), eps_box, bounds, relation, rng)
     budget = [
         ("minimum (unbounded, reflected)", PrivacySpent(eps_extreme)),

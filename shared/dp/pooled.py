@@ -40,8 +40,7 @@ from shared._validation import (
     check_neighbouring,
 )
 from shared.dp._common import FloatArray
-from shared.dp.boxplot import UNBOUNDED_BETA, BoxplotResult, _noisy_count, whiskers
-from shared.dp.unbounded import unbounded_sorted
+from shared.dp.boxplot import BoxplotResult, extremes_sorted, noisy_count, whiskers
 from shared.privacy import Neighbouring, PrivacySpent
 
 EXTREMES_SHARE = 3.0 / 16.0
@@ -98,10 +97,7 @@ def center_extremes(
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
     data = np.sort(as_finite_1d(x, "x"))
-    half = eps / 2.0
-    n = float(data.size)
-    psi_min = unbounded_sorted(data, n, half, (a, b), rng, UNBOUNDED_BETA, True)
-    psi_max = unbounded_sorted(data, n, half, (a, b), rng, UNBOUNDED_BETA, False)
+    psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng)
     return Extremes(psi_min, psi_max, PrivacySpent(eps))
 
 
@@ -243,7 +239,7 @@ def threshold_counts(
     above = int(np.count_nonzero(data > upper))
     half = eps / 2.0
     return ThresholdCounts(
-        _noisy_count(below, half, rng), _noisy_count(above, half, rng), PrivacySpent(eps)
+        noisy_count(below, half, rng), noisy_count(above, half, rng), PrivacySpent(eps)
     )
 
 

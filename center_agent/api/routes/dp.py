@@ -86,11 +86,12 @@ def dp_quantiles(
                 unbounded_quantile
             )
             share = eps / len(levels)
-            values = tuple(
+            # Independent releases per level may cross; sorting them is post-processing.
+            values = tuple(sorted(
                 single(x, q, epsilon=share, bounds=bounds, neighbouring=relation, rng=rng)
                 .values[0]
                 for q in levels
-            )
+            ))
         return DPQuantilesRelease(
             levels=body.levels,
             values=list(values),
