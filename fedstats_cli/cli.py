@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 TOKEN_ENV = "FEDSTATS_ANALYST_TOKEN"
+SCRIPTS = {"boxplot": "sim_boxplot.py", "quantiles": "sim_quantiles.py"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,10 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     mwu.add_argument("--replications", type=int, default=200)
     mwu.add_argument("--seed", type=int, default=1)
     mwu.add_argument("-k", type=int, default=10)
-    for name, script in (("boxplot", "sim_boxplot.py"), ("quantiles", "sim_quantiles.py")):
-        s = kinds.add_parser(name, help=f"benchmarks/{script}; options after it go to the script",
-                             add_help=False)
-        s.add_argument("args", nargs=argparse.REMAINDER)
+    for name, script in SCRIPTS.items():
+        # Every option after the kind, --help included, goes to the script (see main).
+        kinds.add_parser(name, help=f"benchmarks/{script} with its own options", add_help=False)
 
     data = sub.add_parser("synth-data", help="write one synthetic hospital's CSV (compose uses "
                           "it to fill a center's data volume)")
@@ -94,7 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "simulate" and args.kind in SCRIPTS:
+        args.args = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return dispatch(args)
     except KeyboardInterrupt:
@@ -165,6 +170,8 @@ def health(url: str, timeout: float) -> int:
 
 
 def study_run(args: argparse.Namespace) -> int:
+    import httpx
+
     from fedstats_cli.report import render_html, summary
     from fedstats_cli.study import (
         StudyFileError,
@@ -187,7 +194,7 @@ def study_run(args: argparse.Namespace) -> int:
         try:
             view = run_study(client, spec, timeout_s=args.timeout,
                              progress=lambda line: print(line, file=sys.stderr))
-        except (RuntimeError, TimeoutError, OSError) as exc:
+        except (RuntimeError, TimeoutError, httpx.HTTPError) as exc:
             print(f"fedstats study run: {exc}", file=sys.stderr)
             return 1
     out = args.out or Path(f"study-{view['id']}")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fedstats_cli.cli import SCRIPTS
 from shared.simulate import CENTER_SIZES, METHODS, simulate_mwu
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = {"boxplot": "sim_boxplot.py", "quantiles": "sim_quantiles.py"}
 
 
 def run_mwu(centers: int, delta: float, sigma_alpha: float, sigma_beta: float,

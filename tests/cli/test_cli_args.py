@@ -1,0 +1,167 @@
+"""The ``fedstats`` command line in process: arguments, exit codes and messages, the study file
+check, synthetic data, and the report's rendering of DP results it does not know by name."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from cli_helpers import REPO
+
+from fedstats_cli import synth
+from fedstats_cli.cli import build_parser, main
+from fedstats_cli.procs import free_port
+from fedstats_cli.report import boxes, render_html, summary
+from fedstats_cli.study import StudyFileError, load_spec
+
+
+@pytest.fixture(autouse=True)
+def _no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FEDSTATS_ANALYST_TOKEN", raising=False)
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("center", "coordinator", "study", "demo", "simulate", "synth-data", "health"):
+        assert command in out
+
+
+@pytest.mark.parametrize("argv", [[], ["center"], ["study", "run"], ["simulate"], ["nope"],
+                                  ["study", "run", "x.toml"]])
+def test_incomplete_commands_are_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+
+
+def test_serve_passes_the_config_file_on() -> None:
+    args = build_parser().parse_args(["center", "serve", "--config", "c.toml"])
+    assert (args.command, args.action, args.config) == ("center", "serve", "c.toml")
+    args = build_parser().parse_args(["coordinator", "serve"])
+    assert args.config is None  # then FEDSTATS_COORDINATOR_CONFIG
+
+
+@pytest.mark.parametrize("role", ["center", "coordinator"])
+def test_serve_with_a_missing_config_exits_2_naming_it(
+    role: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.toml"
+    assert main([role, "serve", "--config", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_study_run_needs_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["study", "run", str(REPO / "examples" / "study.toml"),
+                 "--coordinator", "http://127.0.0.1:9"])
+    assert code == 2
+    assert "FEDSTATS_ANALYST_TOKEN" in capsys.readouterr().err
+
+
+def test_a_bad_study_file_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('dataset = "cohort"\nvariable = "los_days"\n\n'
+                   '[[analyses]]\nkind = "mwu"\ntests = ["sum", "median"]\n')
+    code = main(["study", "run", str(bad), "--coordinator", "http://127.0.0.1:9",
+                 "--token", "x" * 32])
+    assert code == 2
+    assert "analyses.0.mwu.tests.1" in capsys.readouterr().err
+    bad.write_text("dataset = ")
+    with pytest.raises(StudyFileError, match=r"bad\.toml"):
+        load_spec(bad)
+
+
+def test_the_example_study_file_is_a_valid_spec() -> None:
+    spec = load_spec(REPO / "examples" / "study.toml")
+    assert [a["kind"] for a in spec["analyses"]] == ["table", "mwu"]
+
+
+def test_study_run_against_nothing_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["study", "run", str(REPO / "examples" / "study.toml"),
+                 "--coordinator", f"http://127.0.0.1:{free_port()}", "--token", "x" * 32])
+    assert code == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_health_of_a_closed_port_is_1() -> None:
+    assert main(["health", f"http://127.0.0.1:{free_port()}", "--timeout", "1"]) == 1
+
+
+def test_synth_data_writes_one_hospital_and_keeps_an_existing_file(tmp_path: Path) -> None:
+    out = tmp_path / "cohort.csv"
+    assert main(["synth-data", "--hospital", "hospital_b", "--out", str(out)]) == 0
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    h = synth.hospital("hospital_b")
+    assert len(rows) == h.n_control + h.n_treated
+    assert {r["arm"] for r in rows} == set(synth.LEVELS)
+    assert all(0 < float(r["los_days"]) for r in rows)
+    x, y = synth.read_groups(out)
+    assert (len(x), len(y)) == (h.n_control, h.n_treated)
+    out.write_text("kept")
+    assert main(["synth-data", "--hospital", "hospital_b", "--out", str(out)]) == 0
+    assert out.read_text() == "kept"
+    assert main(["synth-data", "--hospital", "hospital_z", "--out", str(out), "--force"]) == 2
+
+
+def test_synthetic_hospitals_are_skewed_different_and_reproducible(tmp_path: Path) -> None:
+    a = synth.write_hospital("hospital_a", tmp_path / "a.csv")
+    again = synth.write_hospital("hospital_a", tmp_path / "again.csv")
+    assert a.read_text() == again.read_text()
+    x, y = synth.read_groups(a)
+    assert x.mean() > float(sorted(x)[len(x) // 2])  # right-skewed: mean above median
+    assert float(sorted(y)[len(y) // 2]) < float(sorted(x)[len(x) // 2])  # treated stay shorter
+    assert len({h.n_control + h.n_treated for h in synth.HOSPITALS}) == 3
+
+
+def test_the_demo_refuses_a_folder_it_did_not_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "precious.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not a demo folder"):
+        main(["demo", "--workdir", str(tmp_path)])
+    assert (tmp_path / "precious.txt").read_text() == "mine"
+
+
+def test_simulate_mwu_prints_rejection_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "mwu", "--replications", "3", "--delta", "0.3"]) == 0
+    out = capsys.readouterr().out
+    for method in ("pooled", "sum", "weighted", "fisher", "table"):
+        assert method in out
+
+
+def test_simulate_passes_options_to_the_benchmark_script(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "quantiles", "--help"]) == 0
+    assert "--replications" in capfd.readouterr().out
+
+
+VIEW = {
+    "id": "s1", "status": "succeeded", "created_at": "2026-11-29T00:00:00Z",
+    "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
+             "k": 10, "analyses": []},
+    "error": None, "provenance": [],
+    "result": {"centers": ["a", "b"], "excluded": [], "analyses": [
+        {"kind": "quantiles", "centers": [
+            {"center": "a", "levels": [0.25, 0.5], "values": [2.0, 4.0]}]},
+        {"kind": "dp_boxplot", "per_center": {"a": {
+            "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 12.0}},
+         "pooled": {"lower_whisker": 0.4, "q1": 2.1, "median": 4.2, "q3": 6.3,
+                    "upper_whisker": 13.0}},
+    ]},
+}
+
+
+def test_the_report_shows_dp_results_it_does_not_know_by_name() -> None:
+    found = [label for analysis in VIEW["result"]["analyses"]  # type: ignore[index]
+             for label, _ in boxes(analysis)]
+    assert found == ["per_center a", "pooled"]
+    html = render_html(VIEW, ["a note & more"])
+    assert "Differentially private boxplots" in html and html.count("<svg") == 1
+    assert "a note &amp; more" in html and "q0.25" in html
+    text = summary(VIEW)
+    assert "q0.5=4" in text and "pooled" in text
