@@ -42,13 +42,21 @@ from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
     ErrorBody,
+    ExtremesRelease,
+    ExtremesRequest,
     Health,
     MWURelease,
     MWURequest,
     RefinementRelease,
     RefinementRequest,
     TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
 )
 
 log = logging.getLogger(__name__)
@@ -134,6 +142,26 @@ class HttpCenter:
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         return await self._call("POST", f"/datasets/{dataset}/mwu", MWURelease, request)
+
+    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
+        return await self._call("POST", f"/datasets/{dataset}/dp/boxplot", DPBoxplotRelease,
+                                request)
+
+    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
+        return await self._call("POST", f"/datasets/{dataset}/dp/extremes", ExtremesRelease,
+                                request)
+
+    async def dp_tree_histogram(
+        self, dataset: str, request: TreeHistogramRequest
+    ) -> TreeHistogramRelease:
+        return await self._call("POST", f"/datasets/{dataset}/dp/tree-histogram",
+                                TreeHistogramRelease, request)
+
+    async def dp_threshold_counts(
+        self, dataset: str, request: ThresholdCountsRequest
+    ) -> ThresholdCountsRelease:
+        return await self._call("POST", f"/datasets/{dataset}/dp/threshold-counts",
+                                ThresholdCountsRelease, request)
 
     # -- transport ----------------------------------------------------------------------------
 

@@ -16,21 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from coordinator.core.errors import CenterFailure
+from coordinator.ports import CenterPort
 from shared.binning import KAnonymityError, bin_table
+from shared.dp.boxplot import dp_boxplot
+from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.federation import refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
+from shared.privacy import Neighbouring
 from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
     DatasetInfo,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    ExtremesRelease,
+    ExtremesRequest,
     GroupInfo,
     Health,
     MWURelease,
@@ -38,6 +46,10 @@ from shared.protocol import (
     RefinementRelease,
     RefinementRequest,
     TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
 )
 
 _T = TypeVar("_T")
@@ -82,11 +94,13 @@ class InProcessCenter:
         *,
         rng: np.random.Generator,
         k: int = 10,
+        neighbouring: Neighbouring = "add_remove",
     ) -> None:
         self._id = center_id
         self.datasets = dict(datasets)
         self.rng = rng
         self.k = k
+        self.neighbouring: Neighbouring = neighbouring
 
     @property
     def center_id(self) -> str:
@@ -115,7 +129,7 @@ class InProcessCenter:
                 )
             )
         return CenterInfo(
-            center_id=self._id, k=self.k, neighbouring="add_remove",
+            center_id=self._id, k=self.k, neighbouring=self.neighbouring,
             quantile_loss_enabled=False, datasets=described,
         )
 
@@ -152,6 +166,45 @@ class InProcessCenter:
         result = self._guard(lambda: mann_whitney(x, y, noise=noise, rng=self.rng))
         return MWURelease.from_result(result)
 
+    # -- DP releases, as the center agent makes them (no ledger here: nothing is accounted) ----
+
+    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
+        x = self._dp_values(dataset, request.variable, request.group)
+        n_public = None
+        if self.neighbouring == "add_remove":
+            n_public = request.n_public or max(4, self._round(x.size))
+        result = self._guard(lambda: dp_boxplot(
+            x, epsilon=request.epsilon, bounds=request.bounds, neighbouring=self.neighbouring,
+            rng=self.rng, n_public=n_public))
+        return DPBoxplotRelease.from_result(result)
+
+    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
+        x = self._dp_values(dataset, request.variable, request.group)
+        e = self._guard(lambda: center_extremes(
+            x, epsilon=request.epsilon, bounds=request.bounds, neighbouring=self.neighbouring,
+            rng=self.rng))
+        return ExtremesRelease(psi_min=e.psi_min, psi_max=e.psi_max, epsilon=e.spent.epsilon)
+
+    async def dp_tree_histogram(
+        self, dataset: str, request: TreeHistogramRequest
+    ) -> TreeHistogramRelease:
+        x = np.clip(self._dp_values(dataset, request.variable, request.group), *request.bounds)
+        t = self._guard(lambda: tree_histogram(
+            x, grid=request.grid, depth=request.depth, branching=request.branching,
+            epsilon=request.epsilon, neighbouring=self.neighbouring, rng=self.rng))
+        return TreeHistogramRelease(levels=[level.tolist() for level in t.levels],
+                                    branching=t.branching, noise_scale=t.noise_scale,
+                                    epsilon=t.spent.epsilon)
+
+    async def dp_threshold_counts(
+        self, dataset: str, request: ThresholdCountsRequest
+    ) -> ThresholdCountsRelease:
+        x = self._dp_values(dataset, request.variable, request.group)
+        c = self._guard(lambda: threshold_counts(
+            x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
+            neighbouring=self.neighbouring, rng=self.rng))
+        return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
+
     # -- helpers -----------------------------------------------------------------------------
 
     def _round(self, n: int) -> int:
@@ -175,6 +228,21 @@ class InProcessCenter:
                                     center_error="unknown_variable")
         return ds.values(variable, groups[0]), ds.values(variable, groups[1])
 
+    def _dp_values(self, dataset: str, variable: str, group: str | None) -> FloatArray:
+        """One level's values (all records for None); fewer than K are refused."""
+        x, _ = self._sample(dataset, variable, None)
+        if group is not None:
+            ds = self.datasets[dataset]
+            if group not in ds.levels:
+                raise CenterFailure(self._id, "error", f"no group level {group!r}",
+                                    center_error="unknown_variable")
+            x = ds.values(variable, group)
+        if x.size < self.k:
+            raise CenterFailure(self._id, "refused",
+                                f"the selection holds fewer than K = {self.k} records",
+                                center_error="k_anonymity_refused")
+        return x
+
     def _guard(self, compute: Callable[[], _T]) -> _T:
         try:
             return compute()
@@ -183,3 +251,7 @@ class InProcessCenter:
                                 center_error="k_anonymity") from None
         except ValueError as exc:
             raise CenterFailure(self._id, "error", str(exc)) from None
+
+
+if TYPE_CHECKING:  # an InProcessCenter is a CenterPort (checked by mypy, not at run time)
+    _port: CenterPort = InProcessCenter("", {}, rng=np.random.default_rng())

@@ -18,12 +18,20 @@ from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    ExtremesRelease,
+    ExtremesRequest,
     Health,
     MWURelease,
     MWURequest,
     RefinementRelease,
     RefinementRequest,
     TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
 )
 
 
@@ -46,3 +54,17 @@ class CenterPort(Protocol):
     async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease: ...
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease: ...
+
+    # DP releases: each spends ``request.epsilon`` of the center's budget for the dataset.
+
+    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease: ...
+
+    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease: ...
+
+    async def dp_tree_histogram(
+        self, dataset: str, request: TreeHistogramRequest
+    ) -> TreeHistogramRelease: ...
+
+    async def dp_threshold_counts(
+        self, dataset: str, request: ThresholdCountsRequest
+    ) -> ThresholdCountsRelease: ...

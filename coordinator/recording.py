@@ -23,12 +23,20 @@ from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    ExtremesRelease,
+    ExtremesRequest,
     Health,
     MWURelease,
     MWURequest,
     RefinementRelease,
     RefinementRequest,
     TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -66,6 +74,27 @@ class RecordedCenter:
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         return await self._recorded("mwu", dataset, request, MWURelease,
                                     lambda: self.port.mwu(dataset, request))
+
+    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
+        return await self._recorded("dp_boxplot", dataset, request, DPBoxplotRelease,
+                                    lambda: self.port.dp_boxplot(dataset, request))
+
+    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
+        return await self._recorded("dp_extremes", dataset, request, ExtremesRelease,
+                                    lambda: self.port.dp_extremes(dataset, request))
+
+    async def dp_tree_histogram(
+        self, dataset: str, request: TreeHistogramRequest
+    ) -> TreeHistogramRelease:
+        return await self._recorded("dp_tree_histogram", dataset, request, TreeHistogramRelease,
+                                    lambda: self.port.dp_tree_histogram(dataset, request))
+
+    async def dp_threshold_counts(
+        self, dataset: str, request: ThresholdCountsRequest
+    ) -> ThresholdCountsRelease:
+        return await self._recorded("dp_threshold_counts", dataset, request,
+                                    ThresholdCountsRelease,
+                                    lambda: self.port.dp_threshold_counts(dataset, request))
 
     async def _recorded(
         self,

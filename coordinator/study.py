@@ -6,10 +6,11 @@ threshold K and a list of analyses. Each analysis is a model with a ``kind``; to
     {"kind": "table", "lower": "buffer", "upper": "buffer"}
     {"kind": "mwu", "tests": ["sum", "weighted", "fisher", "table"], "alternative": "two-sided",
      "epsilon": 0.5}      # optional: noisy local U, ε spent by each center
+    {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": [0, 300], "group": "treated",
+     "per_center": true, "pooled": true}
 
-DP analyses (``quantiles``, ``dp_boxplot``) join the :data:`Analysis` union as they land, each
-with its own ``epsilon`` (> 0, finite), as the noisy MWU has: the ε is per DP analysis, not per
-study.
+The ε is per DP analysis, not per study (each center spends it once per box asked). DP quantiles
+(``quantiles``) will join the :data:`Analysis` union the same way.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
 order; its result is a list with one entry per analysis. A study builds one federated table: the
@@ -28,14 +29,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols import (
+    FederatedBoxplot,
     FederatedMWU,
     FederatedTable,
     federated_bin_table,
+    federated_dp_boxplot,
     federated_mwu,
     survey_centers,
 )
 from coordinator.protocols.mwu import MWU_TESTS, MWUTest
+from shared.dp.boxplot import BoxplotResult
 from shared.mwu import Alternative, FederatedMWUResult
+from shared.protocol import DPBoxplotRelease
 
 Extreme = Literal["infinite", "buffer"] | float
 
@@ -82,7 +87,35 @@ class MWUAnalysis(_Spec):
         return tests
 
 
-Analysis = Annotated[TableAnalysis | MWUAnalysis, Field(discriminator="kind")]
+class DPBoxplotAnalysis(_Spec):
+    """ε-DP boxplots of one group level (or every record): each center's own and/or the pooled
+    box (NOTES §3). Each center spends ``epsilon`` per box asked (so 2ε for both)."""
+
+    kind: Literal["dp_boxplot"]
+    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    bounds: tuple[float, float] = Field(description="public bounds the data are clipped to")
+    group: str | None = Field(default=None, min_length=1, max_length=128,
+                              description="one declared level; none for every record")
+    per_center: bool = True
+    pooled: bool = True
+    depth: int = Field(default=6, ge=1, le=16, description="pooled grid: branching**depth leaves")
+    branching: int = Field(default=4, ge=2, le=16)
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        a, b = self.bounds
+        if not (math.isfinite(a) and math.isfinite(b) and a < b):
+            raise ValueError("bounds must be finite with lower < upper")
+        if not (self.per_center or self.pooled):
+            raise ValueError("ask for the per-center boxes, the pooled box, or both")
+        if self.branching**self.depth > 2**16:
+            raise ValueError("branching**depth must be at most 65536 leaves")
+        return self
+
+
+Analysis = Annotated[
+    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis, Field(discriminator="kind")
+]
 
 
 class StudySpec(_Spec):
@@ -240,7 +273,64 @@ class MWUResult(_Result):
         )
 
 
-AnalysisResult = Annotated[TableResult | MWUResult, Field(discriminator="kind")]
+class Box(_Result):
+    """A seven-number summary; outliers are DP counts, not points."""
+
+    lower_outliers: int
+    lower_whisker: float
+    q1: float
+    median: float
+    q3: float
+    upper_whisker: float
+    upper_outliers: int
+    n: int
+    lower_branch: str
+    upper_branch: str
+    epsilon: float
+    method: str
+
+    @classmethod
+    def of(cls, box: DPBoxplotRelease | BoxplotResult) -> Box:
+        eps = box.epsilon if isinstance(box, DPBoxplotRelease) else box.spent.epsilon
+        return cls(
+            lower_outliers=box.lower_outliers, lower_whisker=box.lower_whisker, q1=box.q1,
+            median=box.median, q3=box.q3, upper_whisker=box.upper_whisker,
+            upper_outliers=box.upper_outliers, n=box.n, lower_branch=box.lower_branch,
+            upper_branch=box.upper_branch, epsilon=eps, method=box.method,
+        )
+
+
+class PooledBoxResult(Box):
+    grid: tuple[float, float]
+    centers: list[str] = Field(description="the centers whose records the box holds")
+
+
+class DPBoxplotResult(_Result):
+    kind: Literal["dp_boxplot"] = "dp_boxplot"
+    group: str | None
+    per_center: dict[str, Box]
+    pooled: PooledBoxResult | None
+    spent: dict[str, float] = Field(description="ε each center reported spending")
+    excluded: list[ExcludedCenter]
+
+    @classmethod
+    def of(cls, fed: FederatedBoxplot, group: str | None) -> DPBoxplotResult:
+        pooled = None
+        if fed.pooled is not None:
+            pooled = PooledBoxResult(**Box.of(fed.pooled.box).model_dump(),
+                                     grid=fed.pooled.grid, centers=list(fed.pooled.centers))
+        return cls(
+            group=group,
+            per_center={c: Box.of(r) for c, r in fed.per_center.items()},
+            pooled=pooled,
+            spent=dict(fed.spent),
+            excluded=[ExcludedCenter.of(f) for f in fed.excluded],
+        )
+
+
+AnalysisResult = Annotated[
+    TableResult | MWUResult | DPBoxplotResult, Field(discriminator="kind")
+]
 
 
 class StudyResult(_Result):
@@ -258,7 +348,7 @@ async def run_study(
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
     lower, upper = spec.table_closing
-    results: list[TableResult | MWUResult] = []
+    results: list[TableResult | MWUResult | DPBoxplotResult] = []
     for analysis in spec.analyses:
         if isinstance(analysis, TableAnalysis):
             table = await federated_bin_table(
@@ -267,6 +357,15 @@ async def run_study(
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
             results.append(TableResult.of(table))
+        elif isinstance(analysis, DPBoxplotAnalysis):
+            boxes = await federated_dp_boxplot(
+                centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
+                epsilon=analysis.epsilon, bounds=analysis.bounds,
+                per_center=analysis.per_center, pooled=analysis.pooled, depth=analysis.depth,
+                branching=analysis.branching, min_centers=min_centers,
+                allow_partial=spec.allow_partial, survey=survey,
+            )
+            results.append(DPBoxplotResult.of(boxes, analysis.group))
         else:
             assert spec.groups is not None  # StudySpec refuses mwu without groups
             mwu = await federated_mwu(

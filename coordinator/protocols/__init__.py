@@ -5,7 +5,8 @@
 * :func:`federated_bin_table` — the largest center builds the table, the others refine it one by
   one (seed 001 Algorithms 4-6), one or two groups;
 * :func:`federated_mwu` — the sum, weighted and Fisher tests from local releases fetched in
-  parallel, the table test from the federated table.
+  parallel, the table test from the federated table;
+* :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box (NOTES §3).
 
 The arithmetic is ``shared/``'s (``apply_refinement``, ``sum_test``, ...); the protocols only
 decide who is asked what, in which order, and check every answer before using it. A center that
@@ -13,15 +14,19 @@ fails raises :class:`coordinator.core.errors.CenterFailure`; with ``allow_partia
 and recorded instead, as long as ``min_centers`` remain.
 """
 
+from coordinator.protocols.boxplot import FederatedBoxplot, PooledBox, federated_dp_boxplot
 from coordinator.protocols.mwu import FederatedMWU, federated_mwu
 from coordinator.protocols.survey import Survey, survey_centers
 from coordinator.protocols.table import FederatedTable, federated_bin_table
 
 __all__ = [
+    "FederatedBoxplot",
     "FederatedMWU",
     "FederatedTable",
+    "PooledBox",
     "Survey",
     "federated_bin_table",
+    "federated_dp_boxplot",
     "federated_mwu",
     "survey_centers",
 ]

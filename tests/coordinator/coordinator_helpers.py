@@ -128,6 +128,22 @@ class CountingCenter:
         await self._enter("mwu")
         return await self.port.mwu(dataset, request)
 
+    async def dp_boxplot(self, dataset: str, request: Any) -> Any:
+        await self._enter("dp_boxplot")
+        return await self.port.dp_boxplot(dataset, request)
+
+    async def dp_extremes(self, dataset: str, request: Any) -> Any:
+        await self._enter("dp_extremes")
+        return await self.port.dp_extremes(dataset, request)
+
+    async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
+        await self._enter("dp_tree_histogram")
+        return await self.port.dp_tree_histogram(dataset, request)
+
+    async def dp_threshold_counts(self, dataset: str, request: Any) -> Any:
+        await self._enter("dp_threshold_counts")
+        return await self.port.dp_threshold_counts(dataset, request)
+
 
 def center_info_json(center_id: str, n_ctl: int = 100, n_trt: int = 100) -> dict[str, Any]:
     """What a real center answers on /v1/info for the ``cohort`` dataset."""

@@ -130,6 +130,12 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
         ({"surprise": 1}, "body.surprise"),
         ({"analyses": [{"kind": "table"}, {"kind": "table", "upper": 10.0}]}, "same way"),
         ({"analyses": [{"kind": "mwu", "epsilon": 0}]}, "body.analyses.0.mwu.epsilon"),
+        ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1}]}, "body.analyses.0.dp_boxplot.bounds"),
+        ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [5, 1]}]}, "bounds must"),
+        ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1e9, "bounds": [0, 1]}]},
+         "body.analyses.0.dp_boxplot.epsilon"),
+        ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [0, 1],
+                        "per_center": False, "pooled": False}]}, "or both"),
     ],
 )
 async def test_bad_specs_are_422_naming_the_field(
@@ -219,6 +225,23 @@ async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
         "beta": {"info": 1, "refine": 1, "mwu": 1},
         "gamma": {"info": 1, "refine": 1, "mwu": 1},
     }
+
+
+async def test_a_dp_boxplot_study(running: Running) -> None:
+    spec = {**SPEC, "analyses": [{"kind": "dp_boxplot", "epsilon": 0.5, "bounds": [0, 100],
+                                  "group": "trt"}]}
+    view = await running.run(spec)
+    assert view["status"] == "succeeded", view
+    boxes = view["result"]["analyses"][0]
+    assert boxes["kind"] == "dp_boxplot" and boxes["group"] == "trt"
+    assert sorted(boxes["per_center"]) == ["alpha", "beta", "gamma"]
+    pooled = boxes["pooled"]
+    assert pooled["method"] == "pooled_dp_boxplot" and pooled["epsilon"] == 0.5
+    assert pooled["lower_whisker"] <= pooled["q1"] <= pooled["median"] <= pooled["q3"]
+    assert boxes["spent"] == {"alpha": 1.0, "beta": 1.0, "gamma": 1.0}
+    calls = [p["call"] for p in view["provenance"] if p["center"] == "beta"]
+    assert sorted(calls) == ["dp_boxplot", "dp_extremes", "dp_threshold_counts",
+                             "dp_tree_histogram", "info"]
 
 
 async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:

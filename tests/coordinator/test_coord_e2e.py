@@ -167,3 +167,21 @@ async def test_a_repeated_study_gets_the_same_table(coordinator: Any) -> None:
     second = await run(coordinator, SPEC)
     # The centers cache their releases: the same request gets the same randomized limits.
     assert first["result"]["analyses"][0] == second["result"]["analyses"][0]
+
+
+async def test_dp_boxplots_over_real_centers_spend_what_they_report(coordinator: Any) -> None:
+    spec = {**SPEC, "analyses": [{"kind": "dp_boxplot", "epsilon": 0.5, "bounds": [0, 100],
+                                  "group": "ctl"}]}
+    view = await run(coordinator, spec)
+    assert view["status"] == "succeeded", view
+    boxes = view["result"]["analyses"][0]
+    assert boxes["spent"] == {cid: pytest.approx(1.0) for cid in SIZES}
+    assert boxes["pooled"]["centers"] == list(SIZES)
+    for cid in SIZES:
+        assert boxes["per_center"][cid]["n"] == SIZES[cid] // K * K  # the public size
+    # The centers' ledgers agree: 3.0 - 1.0 left each, and a repeated study spends nothing.
+    again = await run(coordinator, spec)
+    assert again["result"] == view["result"]
+    _, client = coordinator
+    listed = (await client.get("/v1/centers", headers=AUTH)).json()
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([2.0] * 3)

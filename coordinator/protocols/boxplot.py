@@ -1,0 +1,249 @@
+"""DP boxplots: each center's own DPBoxplot, and the pooled box of NOTES §3.
+
+* per center — ``POST .../dp/boxplot`` to every center in parallel (ε each);
+* pooled — three rounds, every center in parallel within a round (``shared.dp.pooled``):
+
+  1. each center's DP minimum and maximum (3ε/8);
+  2. the coordinator cuts the pooled range R = [min ψ_min, max ψ_max] (clamped to the public
+     bounds) into a public grid; each center sends a DP tree histogram on it (ε/2); the
+     coordinator sums the trees, makes them consistent (Hay et al. 2010), reads the pooled
+     quartiles and draws the whiskers;
+  3. each center's DP counts below and above the whiskers (ε/8), summed.
+
+  Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
+  disjoint patients, so across centers the rounds compose in parallel).
+
+The arithmetic is ``shared.dp.pooled``'s (``sum_trees``, ``consistent_leaves``, ``grid_edges``,
+``pooled_quartiles``) and ``shared.dp.boxplot.whiskers``; with in-process centers sharing one
+generator the pooled box equals ``shared.dp.pooled.pooled_boxplot``'s (tested). Each release is
+checked: the ε it reports equals the ε asked, a tree has the grid's shape, counts are >= 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from coordinator.core.errors import CenterFailure
+from coordinator.ports import CenterPort
+from coordinator.protocols.survey import Survey, require, survey_centers
+from shared.dp.boxplot import BoxplotResult, whiskers
+from shared.dp.pooled import (
+    COUNT_SHARE,
+    EXTREMES_SHARE,
+    HISTOGRAM_SHARE,
+    TreeHistogram,
+    consistent_leaves,
+    grid_edges,
+    pooled_quartiles,
+    sum_trees,
+)
+from shared.privacy import PrivacySpent
+from shared.protocol import (
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    ExtremesRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
+)
+
+R = TypeVar("R")
+EPS_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class PooledBox:
+    """The pooled box, the public grid it was read on, and the centers whose data it holds."""
+
+    box: BoxplotResult
+    grid: tuple[float, float]
+    centers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FederatedBoxplot:
+    """Per-center boxes and/or the pooled box; ``spent[c]`` is the ε center ``c`` reported
+    spending for this analysis."""
+
+    per_center: dict[str, DPBoxplotRelease]
+    pooled: PooledBox | None
+    spent: dict[str, float]
+    excluded: tuple[CenterFailure, ...]
+
+
+def _check_epsilon(center: str, reported: float, asked: float) -> None:
+    if not math.isclose(reported, asked, rel_tol=EPS_RTOL):
+        raise CenterFailure(center, "implausible",
+                            f"reports spending ε = {reported:g} for a release asked at {asked:g}")
+
+
+def _as_tree(center: str, release: TreeHistogramRelease, depth: int, branching: int,
+             asked: float) -> TreeHistogram:
+    _check_epsilon(center, release.epsilon, asked)
+    shape = [len(level) for level in release.levels]
+    if release.branching != branching or shape != [branching**d for d in range(depth + 1)]:
+        raise CenterFailure(center, "implausible", "tree histogram does not have the grid's shape")
+    levels = tuple(np.asarray(level, dtype=np.float64) for level in release.levels)
+    if not all(np.isfinite(level).all() for level in levels) or not (
+        math.isfinite(release.noise_scale) and release.noise_scale > 0
+    ):
+        raise CenterFailure(center, "implausible", "tree histogram holds non-finite numbers")
+    return TreeHistogram(levels, release.branching, release.noise_scale,
+                         PrivacySpent(release.epsilon))
+
+
+async def _round(
+    ports: Sequence[CenterPort],
+    ask: Callable[[CenterPort], Awaitable[R]],
+    check: Callable[[str, R], None],
+    *,
+    allow_partial: bool,
+) -> tuple[dict[str, R], list[CenterFailure]]:
+    """One request to every center in parallel; failures raise or (``allow_partial``) are kept."""
+    answers = await asyncio.gather(*(ask(p) for p in ports), return_exceptions=True)
+    got: dict[str, R] = {}
+    failures: list[CenterFailure] = []
+    for port, answer in zip(ports, answers, strict=True):
+        try:
+            if isinstance(answer, BaseException):
+                raise answer
+            check(port.center_id, answer)
+            got[port.center_id] = answer
+        except CenterFailure as failure:
+            if not allow_partial:
+                raise
+            failures.append(failure)
+    return got, failures
+
+
+async def federated_dp_boxplot(
+    centers: Sequence[CenterPort],
+    *,
+    dataset: str,
+    variable: str,
+    group: str | None,
+    epsilon: float,
+    bounds: tuple[float, float],
+    per_center: bool = True,
+    pooled: bool = True,
+    depth: int = 6,
+    branching: int = 4,
+    min_centers: int = 1,
+    allow_partial: bool = False,
+    survey: Survey | None = None,
+) -> FederatedBoxplot:
+    """DP boxplots of ``variable`` (one declared level ``group``, or every record for None).
+
+    Each center spends ``epsilon`` for its own box and ``epsilon`` for the pooled one. With
+    ``allow_partial`` a center that fails its own box, or round 1 or 2 of the pooled box, is left
+    out; a failure in round 3 fails the pooled box (the histogram already holds that center).
+    """
+    if not (per_center or pooled):
+        raise ValueError("ask for the per-center boxes, the pooled box, or both")
+    if survey is None:
+        survey = await survey_centers(centers, dataset=dataset, variable=variable,
+                                      min_centers=min_centers, allow_partial=allow_partial)
+    needed = max(1, min_centers)
+    excluded = list(survey.excluded)
+    ports = list(survey.usable)
+    spent: dict[str, float] = {}
+
+    def spend(center: str, eps: float) -> None:
+        spent[center] = spent.get(center, 0.0) + eps
+
+    boxes: dict[str, DPBoxplotRelease] = {}
+    if per_center:
+        request = DPBoxplotRequest(variable=variable, group=group, epsilon=epsilon, bounds=bounds)
+        boxes, failures = await _round(
+            ports, lambda p: p.dp_boxplot(dataset, request),
+            lambda c, r: _check_epsilon(c, r.epsilon, epsilon), allow_partial=allow_partial,
+        )
+        excluded += failures
+        require(needed, list(boxes), excluded)
+        for cid, own in boxes.items():
+            spend(cid, own.epsilon)
+
+    pooled_box: PooledBox | None = None
+    if pooled:
+        a, b = bounds
+        eps1 = 2 * EXTREMES_SHARE * epsilon
+        ask1 = ExtremesRequest(variable=variable, group=group, epsilon=eps1, bounds=bounds)
+        extremes, failures = await _round(
+            ports, lambda p: p.dp_extremes(dataset, ask1),
+            lambda c, r: _check_epsilon(c, r.epsilon, eps1), allow_partial=allow_partial,
+        )
+        excluded += failures
+        require(needed, list(extremes), excluded)
+        for cid, ext in extremes.items():
+            spend(cid, ext.epsilon)
+        psi_min = min(e.psi_min for e in extremes.values())
+        psi_max = max(e.psi_max for e in extremes.values())
+        lo, hi = max(a, psi_min), min(b, psi_max)
+        if not lo < hi:
+            lo, hi = a, b  # every center's extremes coincide: the public bounds
+
+        eps2 = HISTOGRAM_SHARE * epsilon
+        ask2 = TreeHistogramRequest(variable=variable, group=group, epsilon=eps2, bounds=bounds,
+                                    grid=(lo, hi), depth=depth, branching=branching)
+        round1 = [p for p in ports if p.center_id in extremes]
+        trees: dict[str, TreeHistogram] = {}
+        released, failures = await _round(
+            round1, lambda p: p.dp_tree_histogram(dataset, ask2),
+            lambda c, r: trees.__setitem__(c, _as_tree(c, r, depth, branching, eps2)),
+            allow_partial=allow_partial,
+        )
+        excluded += failures
+        require(needed, list(released), excluded)
+        for cid in released:
+            spend(cid, eps2)
+        leaves = consistent_leaves(sum_trees([trees[c] for c in released]))
+        edges = grid_edges(lo, hi, branching**depth)
+        (q1, median, q3), total = pooled_quartiles(leaves, edges)
+        n = max(1, round(total))
+        lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+
+        eps3 = 2 * COUNT_SHARE * epsilon
+        ask3 = ThresholdCountsRequest(variable=variable, group=group, epsilon=eps3,
+                                      bounds=bounds, lower=lower, upper=upper)
+
+        def check3(center: str, r: ThresholdCountsRelease) -> None:
+            _check_epsilon(center, r.epsilon, eps3)
+            if r.below < 0 or r.above < 0:
+                raise CenterFailure(center, "implausible", "a negative count")
+
+        round2 = [p for p in ports if p.center_id in released]
+        counts, _ = await _round(round2, lambda p: p.dp_threshold_counts(dataset, ask3), check3,
+                                 allow_partial=False)
+        for cid, c in counts.items():
+            spend(cid, c.epsilon)
+        pooled_box = PooledBox(
+            BoxplotResult(
+                lower_outliers=sum(c.below for c in counts.values()),
+                lower_whisker=lower,
+                q1=q1,
+                median=median,
+                q3=q3,
+                upper_whisker=upper,
+                upper_outliers=sum(c.above for c in counts.values()),
+                n=n,
+                lower_branch=lower_branch,
+                upper_branch=upper_branch,
+                spent=PrivacySpent(epsilon),
+                budget=(
+                    ("minimum and maximum (unbounded)", PrivacySpent(eps1)),
+                    ("tree histogram", PrivacySpent(eps2)),
+                    ("outlier counts", PrivacySpent(eps3)),
+                ),
+                method="pooled_dp_boxplot",
+            ),
+            (lo, hi),
+            tuple(counts),
+        )
+    return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))
