@@ -87,10 +87,10 @@ def dp_candidates() -> list[tuple[str, dict[str, Any]]]:
     return [
         ("federated DP quantiles", {"kind": "quantiles", "levels": LEVELS,
                                     "epsilon": DP_EPSILON, "bounds": bounds}),
-        ("per-center DP boxplots", {"kind": "dp_boxplot", "epsilon": DP_EPSILON,
-                                    "bounds": bounds}),
-        ("pooled DP boxplot", {"kind": "dp_boxplot", "pooled": True, "epsilon": DP_EPSILON,
-                               "bounds": bounds}),
+        *((f"DP boxplots of {level} (per center and pooled)",
+           {"kind": "dp_boxplot", "group": level, "epsilon": DP_EPSILON, "bounds": bounds,
+            "per_center": True, "pooled": True})
+          for level in synth.LEVELS),
     ]
 
 

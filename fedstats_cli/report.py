@@ -63,6 +63,16 @@ def boxes(node: Any, label: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
             yield from boxes(value, str(name) if name else (label or str(i)))
 
 
+def dp_boxes(analysis: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The boxes of a ``dp_boxplot`` result: each center's, then the pooled one, by group."""
+    group = analysis.get("group") or "all"
+    found = [(f"{center} · {group}", box)
+             for center, box in (analysis.get("per_center") or {}).items()]
+    if analysis.get("pooled"):
+        found.append((f"pooled · {group}", analysis["pooled"]))
+    return found
+
+
 def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
     """Every (levels, values) pair inside a result, labelled by the keys that lead to it."""
     if isinstance(node, dict):
@@ -113,14 +123,20 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
         for analysis in (result.get("analyses") or []):
             if analysis.get("kind") in known:
                 continue
-            lines.append(f"{analysis.get('kind')}:")
+            if analysis.get("kind") == "dp_boxplot":
+                lines.append(f"DP boxplots of {analysis.get('group') or 'all records'} "
+                             "(lower whisker, Q1, median, Q3, upper whisker):")
+            else:
+                lines.append(f"{analysis.get('kind')}:")
             for label, levels, values in quantile_rows(analysis):
                 pairs = ", ".join(f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in
                                   zip(levels, values, strict=True))
                 lines.append(f"  {label}: {pairs}")
-            for label, box in boxes(analysis):
-                nums = " | ".join(fmt(box[k], 4) for k in BOX_KEYS)
-                lines.append(f"  {label}: whiskers/quartiles {nums}")
+            found = dp_boxes(analysis) if analysis.get("kind") == "dp_boxplot" else list(
+                boxes(analysis))
+            for label, box in found:
+                nums = "  ".join(f"{fmt(box[k], 3):>6}" for k in BOX_KEYS)
+                lines.append(f"  {label:<24}{nums}")
     for note in notes or []:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
@@ -138,7 +154,8 @@ def _svg(fig: Any) -> str:
 
 
 def table_figure(table: dict[str, Any], groups: list[str]) -> str:
-    """The released federated table: records per unit of the variable, one step line per group.
+    """The released federated table as cumulative shares, one step line per group: the picture
+    the Mann-Whitney tests are about (one group's curve left of the other's: smaller values).
 
     Open end bins (±∞) are drawn as wide as their finite neighbour.
     """
@@ -147,20 +164,26 @@ def table_figure(table: dict[str, Any], groups: list[str]) -> str:
         limits[0] = limits[1] - (limits[2] - limits[1] if len(limits) > 2 else 1.0)
     if not math.isfinite(limits[-1]):
         limits[-1] = limits[-2] + (limits[-2] - limits[-3] if len(limits) > 2 else 1.0)
-    widths = [b - a for a, b in itertools.pairwise(limits)]
     fig, ax = plt.subplots(figsize=(7.0, 3.2))
     for g, row in enumerate(table["counts"]):
         total = sum(row) or 1.0
-        density = [c / total / w for c, w in zip(row, widths, strict=True)]
-        ax.stairs(density, limits, label=f"{groups[g]} (n = {fmt(total)})", linewidth=1.8)
-    ax.set_xlabel("value (bins as released; open ends drawn as wide as their neighbour)")
-    ax.set_ylabel("share of records per unit")
-    ax.set_title("Federated K-anonymous table")
-    ax.legend(frameon=False)
+        shares = list(itertools.accumulate(c / total for c in row))
+        ax.plot(limits, [0.0, *shares], drawstyle="default", marker=".", markersize=3,
+                linewidth=1.6, label=f"{groups[g]} (n = {fmt(total)})")
+    ax.set_xlabel("value (released bin limits; open ends drawn as wide as their neighbour)")
+    ax.set_ylabel("cumulative share of records")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title("Federated K-anonymous table, cumulative")
+    ax.legend(frameon=False, loc="lower right")
     return _svg(fig)
 
 
 def boxplot_figure(found: list[tuple[str, dict[str, Any]]]) -> str:
+    """Boxes side by side; outliers are DP counts (in the tables), not points, so none drawn."""
+    # Side by side per center: "hospital_a · control" next to "hospital_a · treated".
+    found = sorted(found, key=lambda item: item[0].split(" · ")[0])
+    groups = sorted({label.split(" · ")[-1] for label, _ in found})
     stats = [
         {"label": label, "whislo": number(b["lower_whisker"]), "q1": number(b["q1"]),
          "med": number(b["median"]), "q3": number(b["q3"]),
@@ -168,7 +191,11 @@ def boxplot_figure(found: list[tuple[str, dict[str, Any]]]) -> str:
         for label, b in found
     ]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(stats) + 1.5), 3.4))
-    ax.bxp(stats, showfliers=False)
+    artists = ax.bxp(stats, showfliers=False, patch_artist=True,
+                     medianprops={"color": "#1b1f24"})
+    colours = ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc"]
+    for (label, _), patch in zip(found, artists["boxes"], strict=True):
+        patch.set_facecolor(colours[groups.index(label.split(" · ")[-1]) % len(colours)])
     ax.set_title("Differentially private boxplots")
     ax.tick_params(axis="x", labelrotation=20)
     return _svg(fig)
@@ -238,25 +265,39 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
             rows = [[f"[{fmt(limits[i])}, {fmt(limits[i + 1])})",
                      *(row[i] for row in table["counts"])] for i in range(len(limits) - 1)]
             rows.append(["total", *table["totals"]])
-            parts.append(_table(["bin", *groups], rows))
+            parts.append(f"<details><summary>The {len(limits) - 1} bins (counts may be "
+                         "fractional: refinement shares a bin's count out)</summary>"
+                         + _table(["bin", *groups], rows) + "</details>")
             parts.append(_table(["center", *groups],
                                 [[c, *t] for c, t in table["center_totals"].items()]))
         found: list[tuple[str, dict[str, Any]]] = []
         for analysis in result.get("analyses") or []:
             if analysis.get("kind") in ("table", "mwu"):
                 continue
-            parts.append(f"<h2>{esc(str(analysis.get('kind')))}</h2>")
+            heading = str(analysis.get("kind"))
+            if heading == "dp_boxplot":
+                heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
+            parts.append(f"<h2>{esc(heading)}</h2>")
             q = list(quantile_rows(analysis))
             if q:
                 levels = q[0][1]
                 parts.append(_table(["", *(f"q{fmt(lv, 3)}" for lv in levels)],
                                     [[label, *values] for label, _, values in q]))
-            b = list(boxes(analysis))
+            b = dp_boxes(analysis) if analysis.get("kind") == "dp_boxplot" else list(
+                boxes(analysis))
             found += b
             if b:
-                parts.append(_table(["", "lower whisker", "Q1", "median", "Q3",
-                                     "upper whisker"],
-                                    [[label, *(box[k] for k in BOX_KEYS)] for label, box in b]))
+                parts.append(_table(
+                    ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3",
+                     "upper whisker", "outliers above", "ε"],
+                    [[label, box.get("n", ""), box.get("lower_outliers", ""),
+                      *(box[k] for k in BOX_KEYS), box.get("upper_outliers", ""),
+                      box.get("epsilon", "")] for label, box in b]))
+                if analysis.get("kind") == "dp_boxplot":
+                    spent = ", ".join(f"{c} {fmt(e)}" for c, e in
+                                      (analysis.get("spent") or {}).items())
+                    parts.append(f"<p>ε spent by each center: {esc(spent)}. Outlier counts are "
+                                 "differentially private counts, not points.</p>")
             if not q and not b:
                 parts.append(f"<pre>{esc(json.dumps(analysis, indent=2))}</pre>")
         if found:
