@@ -243,10 +243,25 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
     assert sorted(calls) == ["dp_boxplot", "dp_extremes", "dp_threshold_counts",
                              "dp_tree_histogram", "info"]
 
+    figure = f"/v1/studies/{view['id']}/analyses/0/figure"
+    svg = await running.client.get(figure, headers=AUTH)
+    assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml"
+    assert svg.content.startswith(b"<?xml") and b"pooled" in svg.content
+    png = await running.client.get(figure + "?format=png", headers=AUTH)
+    assert png.headers["content-type"] == "image/png" and png.content[:4] == b"\x89PNG"
+    for bad, status in [("/analyses/1/figure", 404), ("/analyses/0/figure?format=gif", 422),
+                        ("/analyses/-1/figure", 422)]:
+        answer = await running.client.get(f"/v1/studies/{view['id']}{bad}", headers=AUTH)
+        assert answer.status_code == status
+    assert (await running.client.get(figure)).status_code == 401
+
 
 async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:
     view = await running.run({**SPEC, "dataset": "nope"})
     assert view["status"] == "failed"
+    figure = await running.client.get(f"/v1/studies/{view['id']}/analyses/0/figure",
+                                      headers=AUTH)
+    assert figure.status_code == 409 and figure.json()["error"] == "conflict"
     error = view["error"]
     assert (error["error"], error["center"], error["kind"], error["center_error"]) == (
         "center_failure", "alpha", "error", "unknown_dataset")
@@ -436,6 +451,7 @@ async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None
         ("GET", "/v1/studies?status=bogus", None, 422),
         ("GET", "/v1/studies/%00%2F..%2Fetc", None, 404),
         ("POST", "/v1/studies/" + "f" * 32 + "/resume", None, 404),
+        ("GET", "/v1/studies/" + "f" * 32 + "/analyses/0/figure", None, 404),
         ("DELETE", "/v1/studies", None, 405),
     ],
 )

@@ -4,8 +4,9 @@ import asyncio
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 
+from coordinator import figures
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
 from coordinator.api.schemas import (
     Provenance,
@@ -14,9 +15,10 @@ from coordinator.api.schemas import (
     StudySummary,
     StudyView,
 )
-from coordinator.core.errors import StudyNotFound
+from coordinator.core.errors import Conflict, NotFound, StudyNotFound
 from coordinator.db import ReleaseRecord, StudyRecord, StudyStatus
-from coordinator.study import StudyResult, StudySpec
+from coordinator.figures import FigureFormat
+from coordinator.study import DPBoxplotResult, StudyResult, StudySpec
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
@@ -83,6 +85,34 @@ async def get_study(study_id: str, store: StoreDep) -> Response:
         updated_at=record.updated_at,
     )
     return Response(view.model_dump_json(), media_type="application/json")
+
+
+@router.get(
+    "/{study_id}/analyses/{index}/figure",
+    responses={200: {"content": {"image/svg+xml": {}, "image/png": {}}}},
+    response_class=Response,
+)
+async def boxplot_figure(
+    study_id: str,
+    index: Annotated[int, Path(ge=0, le=1000)],
+    store: StoreDep,
+    format: FigureFormat = "svg",
+) -> Response:
+    """The boxplots of a finished ``dp_boxplot`` analysis (``index`` in the spec) as SVG or PNG."""
+    record = await asyncio.to_thread(store.get_study, study_id)
+    if record is None:
+        raise StudyNotFound(study_id)
+    if record.status != "succeeded" or record.result is None:
+        raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
+    analyses = StudyResult.model_validate_json(record.result).analyses
+    if index >= len(analyses) or not isinstance(analyses[index], DPBoxplotResult):
+        raise NotFound(f"analysis {index} of study {study_id!r} is not a dp_boxplot")
+    result = analyses[index]
+    assert isinstance(result, DPBoxplotResult)
+    spec = StudySpec.model_validate_json(record.spec)
+    title = f"{spec.dataset}.{spec.variable}" + (f" ({result.group})" if result.group else "")
+    image = await asyncio.to_thread(figures.boxplot_figure, result, title=title, fmt=format)
+    return Response(image, media_type=figures.MEDIA_TYPES[format])
 
 
 @router.post("/{study_id}/resume", status_code=status.HTTP_202_ACCEPTED)
