@@ -110,8 +110,10 @@ def demo_spec() -> tuple[dict[str, Any], list[str]]:
         try:
             check_spec({**base, "analyses": [analysis]}, source=label)
         except StudyFileError as exc:
-            notes.append(f"{label} not run: this coordinator's study spec does not accept it "
-                         f"yet ({str(exc)[:300]})")
+            kind = analysis["kind"]
+            why = (f"its study spec has no `{kind}` analysis yet" if "does not match any of "
+                   "the expected tags" in str(exc) else f"its study spec refuses it: {exc}")
+            notes.append(f"{label} not run: this coordinator cannot do it ({why}).")
             continue
         base["analyses"].append(analysis)
     return base, notes
