@@ -9,8 +9,11 @@ threshold K and a list of analyses. Each analysis is a model with a ``kind``; to
     {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": [0, 300], "group": "treated",
      "per_center": true, "pooled": true}
 
-The ε is per DP analysis, not per study (each center spends it once per box asked). DP quantiles
-(``quantiles``) will join the :data:`Analysis` union the same way.
+    {"kind": "quantiles", "levels": [0.25, 0.5, 0.75],
+     "estimators": ["yj_table", "interpolation", "extrapolation", "yj_shaped"]}
+
+The ε is per DP analysis, not per study (each center spends it once per box asked). Quantiles are
+read from the study's federated table and spend nothing.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
 order; its result is a list with one entry per analysis. A study builds one federated table: the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -38,6 +42,13 @@ from coordinator.protocols import (
     survey_centers,
 )
 from coordinator.protocols.mwu import MWU_TESTS, MWUTest
+from coordinator.protocols.quantiles import (
+    ESTIMATOR_NAMES,
+    Estimate,
+    Estimator,
+    table_quantiles,
+)
+from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
 from shared.mwu import Alternative, FederatedMWUResult
 from shared.protocol import DPBoxplotRelease
@@ -113,8 +124,35 @@ class DPBoxplotAnalysis(_Spec):
         return self
 
 
+class QuantilesAnalysis(_Spec):
+    """Quantiles from the study's federated table (no further release: costs the centers
+    nothing); with ``groups``, each group's own."""
+
+    kind: Literal["quantiles"]
+    levels: list[float] = Field(min_length=1, max_length=64,
+                                description="strictly increasing, each in (0, 1)")
+    estimators: list[Estimator] = Field(
+        default_factory=lambda: list(ESTIMATOR_NAMES), min_length=1, max_length=4
+    )
+
+    @field_validator("levels")
+    @classmethod
+    def _levels(cls, levels: list[float]) -> list[float]:
+        if not all(0 < q < 1 for q in levels) or any(b <= a for a, b in pairwise(levels)):
+            raise ValueError("levels must be strictly increasing and inside (0, 1)")
+        return levels
+
+    @field_validator("estimators")
+    @classmethod
+    def _distinct(cls, estimators: list[Estimator]) -> list[Estimator]:
+        if len(set(estimators)) != len(estimators):
+            raise ValueError("estimators must be distinct")
+        return estimators
+
+
 Analysis = Annotated[
-    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis, Field(discriminator="kind")
+    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis,
+    Field(discriminator="kind"),
 ]
 
 
@@ -328,8 +366,38 @@ class DPBoxplotResult(_Result):
         )
 
 
+class EstimateResult(_Result):
+    quantiles: list[float] | None
+    error: str | None = None
+
+
+class QuantilesResult(_Result):
+    kind: Literal["quantiles"] = "quantiles"
+    levels: list[float]
+    estimates: dict[str, dict[str, EstimateResult]] = Field(
+        description="estimator -> group ('all' without groups) -> quantiles or the reason"
+    )
+    table_totals: list[float] = Field(description="records per group in the federated table")
+
+    @classmethod
+    def of(
+        cls, estimates: dict[str, dict[str, Estimate]], levels: list[float], table: BinTable
+    ) -> QuantilesResult:
+        return cls(
+            levels=levels,
+            estimates={
+                name: {g: EstimateResult(
+                    quantiles=list(e.quantiles) if e.quantiles is not None else None,
+                    error=e.error,
+                ) for g, e in by_group.items()}
+                for name, by_group in estimates.items()
+            },
+            table_totals=table.totals.tolist(),
+        )
+
+
 AnalysisResult = Annotated[
-    TableResult | MWUResult | DPBoxplotResult, Field(discriminator="kind")
+    TableResult | MWUResult | DPBoxplotResult | QuantilesResult, Field(discriminator="kind")
 ]
 
 
@@ -348,7 +416,7 @@ async def run_study(
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
     lower, upper = spec.table_closing
-    results: list[TableResult | MWUResult | DPBoxplotResult] = []
+    results: list[TableResult | MWUResult | DPBoxplotResult | QuantilesResult] = []
     for analysis in spec.analyses:
         if isinstance(analysis, TableAnalysis):
             table = await federated_bin_table(
@@ -357,6 +425,16 @@ async def run_study(
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
             results.append(TableResult.of(table))
+        elif isinstance(analysis, QuantilesAnalysis):
+            table = await federated_bin_table(
+                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+                k=spec.k, lower=lower, upper=upper,
+                min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
+            )
+            names = list(spec.groups) if spec.groups is not None else ["all"]
+            estimates = table_quantiles(table.table, analysis.levels,
+                                        estimators=analysis.estimators, groups=names)
+            results.append(QuantilesResult.of(estimates, analysis.levels, table.table))
         elif isinstance(analysis, DPBoxplotAnalysis):
             boxes = await federated_dp_boxplot(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,

@@ -136,6 +136,10 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
          "body.analyses.0.dp_boxplot.epsilon"),
         ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [0, 1],
                         "per_center": False, "pooled": False}]}, "or both"),
+        ({"analyses": [{"kind": "quantiles", "levels": [0.5, 0.25]}]}, "strictly increasing"),
+        ({"analyses": [{"kind": "quantiles", "levels": [1.0]}]}, "inside (0, 1)"),
+        ({"analyses": [{"kind": "quantiles", "levels": [0.5], "estimators": ["mean"]}]},
+         "body.analyses.0.quantiles.estimators.0"),
     ],
 )
 async def test_bad_specs_are_422_naming_the_field(
@@ -213,12 +217,18 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
 
 
 async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
-    # Two table analyses and an MWU with the table test: one table and one refinement per
-    # center, one info each.
+    # Two table analyses, quantiles and an MWU with the table test: one table and one
+    # refinement per center, one info each.
     spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "table"},
+                                 {"kind": "quantiles", "levels": [0.25, 0.5, 0.75]},
                                  {"kind": "mwu", "tests": ["table", "sum"]}]}
     view = await running.run(spec)
     assert view["status"] == "succeeded"
+    quantiles = view["result"]["analyses"][2]
+    assert sorted(quantiles["estimates"]) == sorted(
+        ["yj_table", "interpolation", "extrapolation", "yj_shaped"])
+    medians = [quantiles["estimates"][e]["trt"]["quantiles"][1] for e in quantiles["estimates"]]
+    assert all(45 < m < 60 for m in medians)
     centers = running.app.state.services.centers
     assert {cid: dict(c.calls) for cid, c in centers.items()} == {
         "alpha": {"info": 1, "table": 1, "mwu": 1},

@@ -185,3 +185,17 @@ async def test_dp_boxplots_over_real_centers_spend_what_they_report(coordinator:
     _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
     assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([2.0] * 3)
+
+
+async def test_quantiles_over_real_centers_cost_nothing(coordinator: Any) -> None:
+    spec = {**SPEC, "groups": None, "analyses": [{"kind": "quantiles", "levels": [0.5]}]}
+    view = await run(coordinator, spec)
+    assert view["status"] == "succeeded", view
+    result = view["result"]["analyses"][0]
+    pooled = np.concatenate([np.concatenate(d) for d in make_data().values()])
+    for estimate in result["estimates"].values():
+        assert estimate["all"]["quantiles"][0] == pytest.approx(np.median(pooled), abs=2.0)
+    assert result["table_totals"] == pytest.approx([pooled.size])
+    _, client = coordinator
+    listed = (await client.get("/v1/centers", headers=AUTH)).json()
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([3.0] * 3)
