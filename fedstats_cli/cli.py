@@ -120,6 +120,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "study":
         return study_run(args)
     if args.command == "demo":
+        import httpx
+
         from fedstats_cli.demo import run_demo
         from fedstats_cli.procs import Terminated
         from fedstats_cli.synth import DEFAULT_SEED
@@ -130,6 +132,10 @@ def dispatch(args: argparse.Namespace) -> int:
             print("fedstats demo: terminated; every process it started is stopped",
                   file=sys.stderr)
             return 143
+        except (RuntimeError, TimeoutError, httpx.HTTPError) as exc:
+            # A service that did not start or stopped answering, a refused study.
+            print(f"fedstats demo: {exc}", file=sys.stderr)
+            return 1
     if args.command == "simulate":
         from fedstats_cli import simulate
 

@@ -38,16 +38,33 @@ class Terminated(Exception):
 
 @contextlib.contextmanager
 def terminate_on_sigterm() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` (only from the main thread)."""
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` (main thread only)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Terminated(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """A second Ctrl-C (or SIGTERM) must not cut the stopping short; stopping is bounded."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    try:
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
+    except ValueError:  # not the main thread: signals cannot reach this code anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @dataclass
@@ -111,6 +128,10 @@ class ProcessGroup:
 
     def stop_all(self) -> None:
         """SIGTERM every child's process group, then SIGKILL what is left after the grace."""
+        with signals_ignored():
+            self._stop_all()
+
+    def _stop_all(self) -> None:
         alive = [c for c in self.children if c.proc.poll() is None]
         for child in alive:
             _signal_group(child.proc, signal.SIGTERM)
