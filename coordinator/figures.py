@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from matplotlib.figure import Figure
 
-from coordinator.study import Box, DPBoxplotResult
+from coordinator.results import Box, DPBoxplotResult
 
 FigureFormat = Literal["svg", "png"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}

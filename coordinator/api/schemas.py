@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from coordinator.db import StudyStatus
-from coordinator.study import StudyResult, StudySpec
+from coordinator.results import StudyResult
+from coordinator.study import StudySpec
 
 
 class Health(BaseModel):

@@ -18,7 +18,8 @@ from coordinator.api.schemas import (
 from coordinator.core.errors import Conflict, NotFound, StudyNotFound
 from coordinator.db import ReleaseRecord, StudyRecord, StudyStatus
 from coordinator.figures import FigureFormat
-from coordinator.study import DPBoxplotResult, StudyResult, StudySpec
+from coordinator.results import DPBoxplotResult, StudyResult
+from coordinator.study import StudySpec
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
