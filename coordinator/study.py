@@ -16,9 +16,9 @@ The ε is per DP analysis, not per study (each center spends it once per box ask
 read from the study's federated table and spend nothing.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
-order; its result is a list with one entry per analysis. A study builds one federated table: the
-table, quantiles and MWU table-test analyses share it (the centers' auditors would refuse a second table
-of the same variable with other limits, and the recorded releases make the reuse free).
+order; its result is a list with one entry per analysis. A study builds one federated table:
+the table, quantiles and MWU table-test analyses share it (the centers' auditors would refuse a
+second table of the same variable with other limits; the recorded releases make the reuse free).
 """
 
 from __future__ import annotations
