@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -492,3 +493,17 @@ async def test_an_unexpected_error_fails_the_study_without_details(tmp_path: Pat
         assert "/srv/data" not in json.dumps(view)
     finally:
         await r.close()
+
+
+async def test_center_tokens_never_reach_the_logs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken("500")))
+    try:
+        assert (await r.run(SPEC))["status"] == "failed"
+        await r.client.get("/v1/centers", headers=AUTH)
+    finally:
+        await r.close()
+    assert caplog.records  # the failure and the HTTP calls were logged ...
+    assert_no_secret(caplog.text)  # ... without any token
