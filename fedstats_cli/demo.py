@@ -85,8 +85,7 @@ def dp_candidates() -> list[tuple[str, dict[str, Any]]]:
     """The DP analyses the demo asks for when the coordinator's study spec accepts them."""
     bounds = list(synth.BOUNDS)
     return [
-        ("federated DP quantiles", {"kind": "quantiles", "levels": LEVELS,
-                                    "epsilon": DP_EPSILON, "bounds": bounds}),
+        ("federated quantiles", {"kind": "quantiles", "levels": LEVELS}),
         *((f"DP boxplots of {level} (per center and pooled)",
            {"kind": "dp_boxplot", "group": level, "epsilon": DP_EPSILON, "bounds": bounds,
             "per_center": True, "pooled": True})

@@ -73,6 +73,15 @@ def dp_boxes(analysis: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None, str | None]]:
+    """The rows of a ``quantiles`` result: (estimator · group, quantiles or None, why not)."""
+    return [
+        (f"{estimator} · {group}", est.get("quantiles"), est.get("error"))
+        for estimator, by_group in (analysis.get("estimates") or {}).items()
+        for group, est in by_group.items()
+    ]
+
+
 def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
     """Every (levels, values) pair inside a result, labelled by the keys that lead to it."""
     if isinstance(node, dict):
@@ -122,6 +131,15 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
         known = {"table", "mwu"}
         for analysis in (result.get("analyses") or []):
             if analysis.get("kind") in known:
+                continue
+            if analysis.get("kind") == "quantiles":
+                levels = analysis["levels"]
+                lines.append("Federated quantiles from the table (estimator · group: "
+                             + ", ".join(f"q{fmt(lv, 3)}" for lv in levels) + "):")
+                for label, values, error in estimate_rows(analysis):
+                    shown = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
+                             else f"not estimated: {error}")
+                    lines.append(f"  {label:<28}{shown}")
                 continue
             if analysis.get("kind") == "dp_boxplot":
                 lines.append(f"DP boxplots of {analysis.get('group') or 'all records'} "
@@ -278,6 +296,16 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
             if heading == "dp_boxplot":
                 heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
             parts.append(f"<h2>{esc(heading)}</h2>")
+            if analysis.get("kind") == "quantiles":
+                heading = "Federated quantiles (from the table; nothing more released)"
+                parts[-1] = f"<h2>{esc(heading)}</h2>"
+                levels = analysis["levels"]
+                parts.append(_table(
+                    ["estimator · group", *(f"q{fmt(lv, 3)}" for lv in levels)],
+                    [[label, *values] if values is not None
+                     else [label, f"not estimated: {error}", *([""] * (len(levels) - 1))]
+                     for label, values, error in estimate_rows(analysis)]))
+                continue
             q = list(quantile_rows(analysis))
             if q:
                 levels = q[0][1]

@@ -146,8 +146,11 @@ VIEW = {
              "k": 10, "analyses": []},
     "error": None, "provenance": [],
     "result": {"centers": ["a", "b"], "excluded": [], "analyses": [
-        {"kind": "quantiles", "centers": [
+        {"kind": "future_dp_quantiles", "centers": [
             {"center": "a", "levels": [0.25, 0.5], "values": [2.0, 4.0]}]},
+        {"kind": "quantiles", "levels": [0.5], "table_totals": [30.0, 30.0], "estimates": {
+            "interpolation": {"control": {"quantiles": [4.5], "error": None}},
+            "yj_table": {"control": {"quantiles": None, "error": "did not converge"}}}},
         {"kind": "dp_boxplot", "per_center": {"a": {
             "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 12.0}},
          "pooled": {"lower_whisker": 0.4, "q1": 2.1, "median": 4.2, "q3": 6.3,
@@ -156,12 +159,15 @@ VIEW = {
 }
 
 
-def test_the_report_shows_dp_results_it_does_not_know_by_name() -> None:
+def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() -> None:
     found = [label for analysis in VIEW["result"]["analyses"]  # type: ignore[index]
              for label, _ in boxes(analysis)]
     assert found == ["per_center a", "pooled"]
     html = render_html(VIEW, ["a note & more"])
     assert "Differentially private boxplots" in html and html.count("<svg") == 1
     assert "a note &amp; more" in html and "q0.25" in html
+    assert "DP boxplots of all records" in html and "pooled · all" in html
+    assert "not estimated: did not converge" in html
     text = summary(VIEW)
-    assert "q0.5=4" in text and "pooled" in text
+    assert "q0.5=4" in text and "pooled · all" in text
+    assert "interpolation · control" in text and "4.5" in text

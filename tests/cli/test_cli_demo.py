@@ -4,6 +4,7 @@ when it is interrupted (SIGINT as from Ctrl-C, SIGTERM) while its services start
 
 from __future__ import annotations
 
+import html
 import json
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from cli_helpers import clean_env, fedstats, wait_gone
 
 from fedstats_cli import synth
-from fedstats_cli.demo import K
+from fedstats_cli.demo import K, demo_spec
 from shared.binning import BinTable
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 
@@ -80,6 +81,38 @@ def test_the_mwu_pvalues_are_the_cores_on_the_same_data(demo: Any) -> None:
     assert released["totals"] == pytest.approx(totals)
     # The summary printed shows these p-values.
     assert f"{mwu['tests']['sum']['pvalue']:.4g}" in done.stdout
+
+
+def test_every_analysis_asked_is_in_the_report_and_the_rest_is_named(demo: Any) -> None:
+    """The demo degrades to what the coordinator can do, and says so; it never fakes a result."""
+    workdir, done, _ = demo
+    assert done.returncode == 0, done.stdout + done.stderr
+    spec, notes = demo_spec()
+    view = json.loads((workdir / "study.json").read_text())
+    kinds = [a["kind"] for a in view["result"]["analyses"]]
+    assert kinds == [a["kind"] for a in spec["analyses"]]
+    report = (workdir / "report.html").read_text()
+    for note in notes:
+        assert note in done.stdout and html.escape(note) in report
+    data = {cid: synth.read_groups(workdir / "data" / f"{cid}.csv")
+            for cid in view["result"]["centers"]}
+    for analysis in view["result"]["analyses"]:
+        if analysis["kind"] == "quantiles":
+            # Estimated from the federated table only, close to the pooled data's quantiles.
+            for g, level in enumerate(synth.LEVELS):
+                pooled = np.concatenate([data[cid][g] for cid in data])
+                got = analysis["estimates"]["interpolation"][level]["quantiles"]
+                want = np.quantile(pooled, analysis["levels"])
+                np.testing.assert_allclose(got, want, rtol=0.1)
+        if analysis["kind"] == "dp_boxplot":
+            boxes = [*analysis["per_center"].values(), analysis["pooled"]]
+            assert set(analysis["per_center"]) == set(data)
+            for box in boxes:
+                five = [box[k] for k in ("lower_whisker", "q1", "median", "q3",
+                                         "upper_whisker")]
+                lo, hi = synth.BOUNDS
+                assert lo <= five[0] and five[-1] <= hi
+                assert five == sorted(five)
 
 
 def test_no_center_released_a_count_below_k(demo: Any) -> None:
