@@ -78,7 +78,7 @@ def test_a_bad_study_file_is_refused_naming_the_key(
 
 def test_the_example_study_file_is_a_valid_spec() -> None:
     spec = load_spec(REPO / "examples" / "study.toml")
-    assert [a["kind"] for a in spec["analyses"]] == ["table", "mwu"]
+    assert [a["kind"] for a in spec["analyses"]] == ["table", "mwu", "quantiles", "dp_boxplot"]
 
 
 def test_study_run_against_nothing_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,3 +171,13 @@ def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() 
     text = summary(VIEW)
     assert "q0.5=4" in text and "pooled · all" in text
     assert "interpolation · control" in text and "4.5" in text
+
+
+def test_the_readme_study_file_is_a_valid_spec(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```toml\n")[1:]]
+    (study,) = [b for b in blocks if "[[analyses]]" in b]
+    path = tmp_path / "study.toml"
+    path.write_text(study)
+    assert [a["kind"] for a in load_spec(path)["analyses"]] == [
+        "table", "mwu", "quantiles", "dp_boxplot"]
