@@ -4,10 +4,14 @@ restarted, its record of the study stays consistent."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime as dt
+import ipaddress
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -17,8 +21,15 @@ from typing import Any
 import httpx
 import pytest
 from coordinator_helpers import ANALYST_TOKEN, AUTH, CENTER_TOKENS, K, make_data
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from center_agent.api import router as center_router
+from coordinator.client import HttpCenter
+from coordinator.core.config import CenterConfig, RetryPolicy
+from coordinator.core.errors import CenterFailure
 from shared.mwu import mann_whitney, sum_test
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,3 +208,80 @@ def poll(client: httpx.Client, url: str, *, until: str) -> dict[str, Any]:
     wait_for(reached)
     return view
 
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedstats test center")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_a_center_behind_tls_with_its_ca_bundle(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    x, y = make_data()["gamma"]
+    csv = tmp_path / "gamma.csv"
+    csv.write_text("crp,arm\n" + "\n".join(
+        [f"{float(v)!r},ctl" for v in x] + [f"{float(v)!r},trt" for v in y]) + "\n")
+    port = free_port()
+    config = write_toml(
+        tmp_path / "gamma.toml",
+        {"center_id": "gamma", "k": K, "tokens": [CENTER_TOKENS["gamma"]], "port": port,
+         "ledger_url": f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+         "tls_certfile": str(cert), "tls_keyfile": str(key)},
+        {"datasets.cohort": {"source": {"kind": "csv", "path": str(csv)}, "variables": ["crp"],
+                             "group": {"column": "arm", "levels": ["ctl", "trt"]},
+                             "epsilon_total": 3.0}},
+    )
+    url = f"https://127.0.0.1:{port}"
+
+    async def ask(ca_bundle: Path | None) -> Any:
+        center = HttpCenter(
+            "gamma", CenterConfig(url=url, token=CENTER_TOKENS["gamma"], ca_bundle=ca_bundle),
+            timeout=httpx.Timeout(10, connect=5),
+            retry=RetryPolicy(attempts=1),
+        )
+        try:
+            return await center.info()
+        finally:
+            await center.aclose()
+
+    trusted = ssl.create_default_context(cafile=str(cert))
+    with contextlib.ExitStack() as stack:
+        proc = spawn(stack, "center_agent", config)
+        deadline = time.monotonic() + 60
+        while True:  # health over TLS, trusting the certificate
+            assert proc.poll() is None, "the TLS center exited"
+            try:
+                if httpx.get(f"{url}/v1/health", verify=trusted, timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the TLS center did not start"
+            time.sleep(0.1)
+        info = asyncio.run(ask(cert))
+        assert info.center_id == "gamma"
+        with pytest.raises(CenterFailure) as caught:  # the system CAs do not know it
+            asyncio.run(ask(None))
+        assert caught.value.kind == "unreachable" and "CERTIFICATE" in caught.value.detail.upper()
