@@ -21,16 +21,15 @@ checked: the ε it reports equals the ε asked, a tree has the grid's shape, cou
 
 from __future__ import annotations
 
-import asyncio
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
+from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
 from shared.dp.boxplot import BoxplotResult, whiskers
 from shared.dp.pooled import (
@@ -54,7 +53,6 @@ from shared.protocol import (
     TreeHistogramRequest,
 )
 
-R = TypeVar("R")
 EPS_RTOL = 1e-9
 
 
@@ -99,30 +97,6 @@ def _as_tree(center: str, release: TreeHistogramRelease, depth: int, branching: 
                          PrivacySpent(release.epsilon))
 
 
-async def _round(
-    ports: Sequence[CenterPort],
-    ask: Callable[[CenterPort], Awaitable[R]],
-    check: Callable[[str, R], None],
-    *,
-    allow_partial: bool,
-) -> tuple[dict[str, R], list[CenterFailure]]:
-    """One request to every center in parallel; failures raise or (``allow_partial``) are kept."""
-    answers = await asyncio.gather(*(ask(p) for p in ports), return_exceptions=True)
-    got: dict[str, R] = {}
-    failures: list[CenterFailure] = []
-    for port, answer in zip(ports, answers, strict=True):
-        try:
-            if isinstance(answer, BaseException):
-                raise answer
-            check(port.center_id, answer)
-            got[port.center_id] = answer
-        except CenterFailure as failure:
-            if not allow_partial:
-                raise
-            failures.append(failure)
-    return got, failures
-
-
 async def federated_dp_boxplot(
     centers: Sequence[CenterPort],
     *,
@@ -161,7 +135,7 @@ async def federated_dp_boxplot(
     boxes: dict[str, DPBoxplotRelease] = {}
     if per_center:
         request = DPBoxplotRequest(variable=variable, group=group, epsilon=epsilon, bounds=bounds)
-        boxes, failures = await _round(
+        boxes, failures = await ask_all(
             ports, lambda p: p.dp_boxplot(dataset, request),
             lambda c, r: _check_epsilon(c, r.epsilon, epsilon), allow_partial=allow_partial,
         )
@@ -175,7 +149,7 @@ async def federated_dp_boxplot(
         a, b = bounds
         eps1 = 2 * EXTREMES_SHARE * epsilon
         ask1 = ExtremesRequest(variable=variable, group=group, epsilon=eps1, bounds=bounds)
-        extremes, failures = await _round(
+        extremes, failures = await ask_all(
             ports, lambda p: p.dp_extremes(dataset, ask1),
             lambda c, r: _check_epsilon(c, r.epsilon, eps1), allow_partial=allow_partial,
         )
@@ -194,7 +168,7 @@ async def federated_dp_boxplot(
                                     grid=(lo, hi), depth=depth, branching=branching)
         round1 = [p for p in ports if p.center_id in extremes]
         trees: dict[str, TreeHistogram] = {}
-        released, failures = await _round(
+        released, failures = await ask_all(
             round1, lambda p: p.dp_tree_histogram(dataset, ask2),
             lambda c, r: trees.__setitem__(c, _as_tree(c, r, depth, branching, eps2)),
             allow_partial=allow_partial,
@@ -219,7 +193,7 @@ async def federated_dp_boxplot(
                 raise CenterFailure(center, "implausible", "a negative count")
 
         round2 = [p for p in ports if p.center_id in released]
-        counts, _ = await _round(round2, lambda p: p.dp_threshold_counts(dataset, ask3), check3,
+        counts, _ = await ask_all(round2, lambda p: p.dp_threshold_counts(dataset, ask3), check3,
                                  allow_partial=False)
         for cid, c in counts.items():
             spend(cid, c.epsilon)
