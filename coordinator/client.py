@@ -44,6 +44,8 @@ from shared.protocol import (
     CenterInfo,
     DPBoxplotRelease,
     DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
     ErrorBody,
     ExtremesRelease,
     ExtremesRequest,
@@ -142,6 +144,12 @@ class HttpCenter:
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         return await self._call("POST", f"/datasets/{dataset}/mwu", MWURelease, request)
+
+    async def dp_quantiles(
+        self, dataset: str, request: DPQuantilesRequest
+    ) -> DPQuantilesRelease:
+        return await self._call("POST", f"/datasets/{dataset}/dp/quantiles", DPQuantilesRelease,
+                                request)
 
     async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
         return await self._call("POST", f"/datasets/{dataset}/dp/boxplot", DPBoxplotRelease,

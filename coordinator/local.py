@@ -24,6 +24,12 @@ from numpy.typing import ArrayLike, NDArray
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 from shared.binning import KAnonymityError, bin_table
+from shared.dp import (
+    approx_quantiles,
+    joint_exp,
+    private_quantile,
+    unbounded_quantile,
+)
 from shared.dp.boxplot import dp_boxplot
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.federation import refine_table
@@ -37,6 +43,8 @@ from shared.protocol import (
     DatasetInfo,
     DPBoxplotRelease,
     DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
     ExtremesRelease,
     ExtremesRequest,
     GroupInfo,
@@ -167,6 +175,31 @@ class InProcessCenter:
         return MWURelease.from_result(result)
 
     # -- DP releases, as the center agent makes them (no ledger here: nothing is accounted) ----
+
+    async def dp_quantiles(
+        self, dataset: str, request: DPQuantilesRequest
+    ) -> DPQuantilesRelease:
+        x = self._dp_values(dataset, request.variable, request.group)
+        eps, bounds, levels, relation = (request.epsilon, request.bounds, request.levels,
+                                         self.neighbouring)
+
+        def compute() -> list[float]:
+            if request.algorithm == "joint_exp":
+                return list(joint_exp(x, levels, epsilon=eps, bounds=bounds,
+                                      neighbouring=relation, rng=self.rng).values)
+            if request.algorithm == "approx_quantile":
+                return list(approx_quantiles(x, levels, epsilon=eps, bounds=bounds,
+                                             neighbouring=relation, rng=self.rng).values)
+            # One level at a time, ε split evenly (sequential composition), as a center does.
+            single = private_quantile if request.algorithm == "private_quantile" else (
+                unbounded_quantile
+            )
+            return [single(x, q, epsilon=eps / len(levels), bounds=bounds,
+                           neighbouring=relation, rng=self.rng).values[0] for q in levels]
+
+        return DPQuantilesRelease(levels=levels, values=self._guard(compute),
+                                  algorithm=request.algorithm, epsilon=eps,
+                                  neighbouring=relation)
 
     async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
         x = self._dp_values(dataset, request.variable, request.group)

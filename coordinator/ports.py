@@ -20,6 +20,8 @@ from shared.protocol import (
     CenterInfo,
     DPBoxplotRelease,
     DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
     ExtremesRelease,
     ExtremesRequest,
     Health,
@@ -56,6 +58,10 @@ class CenterPort(Protocol):
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease: ...
 
     # DP releases: each spends ``request.epsilon`` of the center's budget for the dataset.
+
+    async def dp_quantiles(
+        self, dataset: str, request: DPQuantilesRequest
+    ) -> DPQuantilesRelease: ...
 
     async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease: ...
 

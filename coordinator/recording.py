@@ -25,6 +25,8 @@ from shared.protocol import (
     CenterInfo,
     DPBoxplotRelease,
     DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
     ExtremesRelease,
     ExtremesRequest,
     Health,
@@ -74,6 +76,12 @@ class RecordedCenter:
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         return await self._recorded("mwu", dataset, request, MWURelease,
                                     lambda: self.port.mwu(dataset, request))
+
+    async def dp_quantiles(
+        self, dataset: str, request: DPQuantilesRequest
+    ) -> DPQuantilesRelease:
+        return await self._recorded("dp_quantiles", dataset, request, DPQuantilesRelease,
+                                    lambda: self.port.dp_quantiles(dataset, request))
 
     async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
         return await self._recorded("dp_boxplot", dataset, request, DPBoxplotRelease,

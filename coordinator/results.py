@@ -9,7 +9,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from coordinator.core.errors import CenterFailure
-from coordinator.protocols import FederatedBoxplot, FederatedMWU, FederatedTable
+from coordinator.protocols import (
+    CenterDPQuantiles,
+    FederatedBoxplot,
+    FederatedMWU,
+    FederatedTable,
+)
 from coordinator.protocols.quantiles import Estimate
 from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
@@ -192,8 +197,31 @@ class QuantilesResult(_Result):
         )
 
 
+class DPQuantilesResult(_Result):
+    kind: Literal["dp_quantiles"] = "dp_quantiles"
+    group: str | None
+    algorithm: str
+    levels: list[float]
+    per_center: dict[str, list[float]]
+    spent: dict[str, float] = Field(description="ε each center reported spending")
+    excluded: list[ExcludedCenter]
+
+    @classmethod
+    def of(cls, fed: CenterDPQuantiles, group: str | None) -> DPQuantilesResult:
+        releases = list(fed.per_center.values())
+        return cls(
+            group=group,
+            algorithm=releases[0].algorithm,
+            levels=releases[0].levels,
+            per_center={c: r.values for c, r in fed.per_center.items()},
+            spent={c: r.epsilon for c, r in fed.per_center.items()},
+            excluded=[ExcludedCenter.of(f) for f in fed.excluded],
+        )
+
+
 AnalysisResult = Annotated[
-    TableResult | MWUResult | DPBoxplotResult | QuantilesResult, Field(discriminator="kind")
+    TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult,
+    Field(discriminator="kind"),
 ]
 
 

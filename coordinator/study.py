@@ -11,9 +11,11 @@ threshold K and a list of analyses. Each analysis is a model with a ``kind``; to
      "per_center": true, "pooled": true}
     {"kind": "quantiles", "levels": [0.25, 0.5, 0.75],
      "estimators": ["yj_table", "interpolation", "extrapolation", "yj_shaped"]}
+    {"kind": "dp_quantiles", "epsilon": 0.5, "bounds": [0, 300], "levels": [0.5],
+     "algorithm": "joint_exp", "group": "treated"}
 
-The ε is per DP analysis, not per study (each center spends it once per box asked). Quantiles are
-read from the study's federated table and spend nothing.
+The ε is per DP analysis, not per study (each center spends it once per box or quantile set).
+``quantiles`` are read from the study's federated table and spend nothing.
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
 order; its result is a list with one entry per analysis. A study builds one federated table:
@@ -32,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from coordinator.ports import CenterPort
 from coordinator.protocols import (
+    center_dp_quantiles,
     federated_bin_table,
     federated_dp_boxplot,
     federated_mwu,
@@ -40,7 +43,9 @@ from coordinator.protocols import (
 from coordinator.protocols.mwu import MWU_TESTS, MWUTest
 from coordinator.protocols.quantiles import ESTIMATOR_NAMES, Estimator, table_quantiles
 from coordinator.results import (
+    AnalysisResult,
     DPBoxplotResult,
+    DPQuantilesResult,
     ExcludedCenter,
     MWUResult,
     QuantilesResult,
@@ -48,6 +53,7 @@ from coordinator.results import (
     TableResult,
 )
 from shared.mwu import Alternative
+from shared.protocol import DPQuantileAlgorithm
 
 Extreme = Literal["infinite", "buffer"] | float
 
@@ -146,8 +152,29 @@ class QuantilesAnalysis(_Spec):
         return estimators
 
 
+class DPQuantilesAnalysis(_Spec):
+    """Each center's ε-DP quantiles of one group level (or every record); ε per center."""
+
+    kind: Literal["dp_quantiles"]
+    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    bounds: tuple[float, float] = Field(description="public bounds the data are clipped to")
+    levels: list[float] = Field(min_length=1, max_length=64)
+    algorithm: DPQuantileAlgorithm = "joint_exp"
+    group: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        a, b = self.bounds
+        if not (math.isfinite(a) and math.isfinite(b) and a < b):
+            raise ValueError("bounds must be finite with lower < upper")
+        levels = self.levels
+        if not all(0 < q < 1 for q in levels) or any(y <= x for x, y in pairwise(levels)):
+            raise ValueError("levels must be strictly increasing and inside (0, 1)")
+        return self
+
+
 Analysis = Annotated[
-    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis,
+    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -223,7 +250,7 @@ async def run_study(
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
     lower, upper = spec.table_closing
-    results: list[TableResult | MWUResult | DPBoxplotResult | QuantilesResult] = []
+    results: list[AnalysisResult] = []
     for analysis in spec.analyses:
         if isinstance(analysis, TableAnalysis):
             table = await federated_bin_table(
@@ -242,6 +269,14 @@ async def run_study(
             estimates = table_quantiles(table.table, analysis.levels,
                                         estimators=analysis.estimators, groups=names)
             results.append(QuantilesResult.of(estimates, analysis.levels, table.table))
+        elif isinstance(analysis, DPQuantilesAnalysis):
+            quantiles = await center_dp_quantiles(
+                centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
+                levels=analysis.levels, epsilon=analysis.epsilon, bounds=analysis.bounds,
+                algorithm=analysis.algorithm, min_centers=min_centers,
+                allow_partial=spec.allow_partial, survey=survey,
+            )
+            results.append(DPQuantilesResult.of(quantiles, analysis.group))
         elif isinstance(analysis, DPBoxplotAnalysis):
             boxes = await federated_dp_boxplot(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,

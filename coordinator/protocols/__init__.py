@@ -6,7 +6,10 @@
   one (seed 001 Algorithms 4-6), one or two groups;
 * :func:`federated_mwu` — the sum, weighted and Fisher tests from local releases fetched in
   parallel, the table test from the federated table;
-* :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box (NOTES §3).
+* :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box (NOTES §3);
+* :func:`center_dp_quantiles` — each center's DP quantiles, relayed and checked.
+
+The table-based quantile estimators run on a federated table: ``coordinator.protocols.quantiles``.
 
 The arithmetic is ``shared/``'s (``apply_refinement``, ``sum_test``, ...); the protocols only
 decide who is asked what, in which order, and check every answer before using it. A center that
@@ -15,16 +18,19 @@ and recorded instead, as long as ``min_centers`` remain.
 """
 
 from coordinator.protocols.boxplot import FederatedBoxplot, PooledBox, federated_dp_boxplot
+from coordinator.protocols.dp_quantiles import CenterDPQuantiles, center_dp_quantiles
 from coordinator.protocols.mwu import FederatedMWU, federated_mwu
 from coordinator.protocols.survey import Survey, survey_centers
 from coordinator.protocols.table import FederatedTable, federated_bin_table
 
 __all__ = [
+    "CenterDPQuantiles",
     "FederatedBoxplot",
     "FederatedMWU",
     "FederatedTable",
     "PooledBox",
     "Survey",
+    "center_dp_quantiles",
     "federated_bin_table",
     "federated_dp_boxplot",
     "federated_mwu",

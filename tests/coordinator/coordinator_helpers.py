@@ -128,6 +128,10 @@ class CountingCenter:
         await self._enter("mwu")
         return await self.port.mwu(dataset, request)
 
+    async def dp_quantiles(self, dataset: str, request: Any) -> Any:
+        await self._enter("dp_quantiles")
+        return await self.port.dp_quantiles(dataset, request)
+
     async def dp_boxplot(self, dataset: str, request: Any) -> Any:
         await self._enter("dp_boxplot")
         return await self.port.dp_boxplot(dataset, request)

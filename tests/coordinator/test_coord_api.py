@@ -138,6 +138,11 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
         ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [0, 1],
                         "per_center": False, "pooled": False}]}, "or both"),
         ({"analyses": [{"kind": "quantiles", "levels": [0.5, 0.25]}]}, "strictly increasing"),
+        ({"analyses": [{"kind": "dp_quantiles", "epsilon": 1, "bounds": [0, 1],
+                        "levels": [0.5], "algorithm": "magic"}]},
+         "body.analyses.0.dp_quantiles.algorithm"),
+        ({"analyses": [{"kind": "dp_quantiles", "epsilon": 1, "bounds": [0, 1],
+                        "levels": [0, 0.5]}]}, "inside (0, 1)"),
         ({"analyses": [{"kind": "quantiles", "levels": [1.0]}]}, "inside (0, 1)"),
         ({"analyses": [{"kind": "quantiles", "levels": [0.5], "estimators": ["mean"]}]},
          "body.analyses.0.quantiles.estimators.0"),
@@ -265,6 +270,18 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
         answer = await running.client.get(f"/v1/studies/{view['id']}{bad}", headers=AUTH)
         assert answer.status_code == status
     assert (await running.client.get(figure)).status_code == 401
+
+
+async def test_a_dp_quantiles_study(running: Running) -> None:
+    spec = {**SPEC, "analyses": [{"kind": "dp_quantiles", "epsilon": 2.0, "bounds": [0, 100],
+                                  "levels": [0.5], "group": "ctl"}]}
+    view = await running.run(spec)
+    assert view["status"] == "succeeded", view
+    result = view["result"]["analyses"][0]
+    assert result["algorithm"] == "joint_exp" and result["levels"] == [0.5]
+    assert sorted(result["per_center"]) == ["alpha", "beta", "gamma"]
+    assert all(35 < v[0] < 65 for v in result["per_center"].values())
+    assert result["spent"] == {"alpha": 2.0, "beta": 2.0, "gamma": 2.0}
 
 
 async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:
