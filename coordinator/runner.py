@@ -24,7 +24,13 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from coordinator.core.errors import Conflict, CoordinatorError, InvalidStudy, StudyNotFound
+from coordinator.core.errors import (
+    Busy,
+    Conflict,
+    CoordinatorError,
+    InvalidStudy,
+    StudyNotFound,
+)
 from coordinator.db import Store, StudyRecord
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
@@ -39,11 +45,17 @@ class StudyRunner:
     """Starts, tracks and stops the study tasks of one coordinator process."""
 
     def __init__(
-        self, store: Store, centers: Mapping[str, CenterPort], *, min_centers: int
+        self,
+        store: Store,
+        centers: Mapping[str, CenterPort],
+        *,
+        min_centers: int,
+        max_running: int = 16,
     ) -> None:
         self.store = store
         self.centers = dict(centers)
         self.min_centers = min_centers
+        self.max_running = max_running
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def check(self, spec: StudySpec) -> None:
@@ -61,9 +73,16 @@ class StudyRunner:
                 extra={"fields": ["body.centers"]},
             )
 
+    def _room(self) -> None:
+        if len(self._tasks) >= self.max_running:
+            raise Busy(len(self._tasks))
+
     async def submit(self, spec: StudySpec, *, created_by: str | None = None) -> StudyRecord:
-        """Record the study and start it; returns at once (status ``pending``)."""
+        """Record the study and start it; returns at once (status ``pending``).
+
+        Refused (503 ``busy``) while ``max_running`` studies run."""
         self.check(spec)
+        self._room()
         study_id = uuid.uuid4().hex
         record = await asyncio.to_thread(
             lambda: self.store.create_study(study_id, spec.model_dump_json(),
@@ -77,6 +96,7 @@ class StudyRunner:
         record = await asyncio.to_thread(self.store.get_study, study_id)
         if record is None:
             raise StudyNotFound(study_id)
+        self._room()
         moved = await asyncio.to_thread(
             self.store.set_status, study_id, "pending", only_from=("failed_resumable",)
         )

@@ -46,7 +46,8 @@ class Services:
             dict(centers) if centers is not None
             else dict(build_centers(settings, transports=transports))
         )
-        runner = StudyRunner(store, ports, min_centers=settings.min_centers)
+        runner = StudyRunner(store, ports, min_centers=settings.min_centers,
+                             max_running=settings.max_running_studies)
         return cls(settings, store, ports, runner)
 
     async def aclose(self) -> None:

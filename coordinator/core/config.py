@@ -140,6 +140,9 @@ class Settings(BaseSettings):
     retry: RetryPolicy = RetryPolicy()
     store_url: str = "sqlite:///./coordinator.sqlite"
     max_body_bytes: int = Field(default=100_000, ge=1024, description="analysts' requests")
+    max_running_studies: int = Field(
+        default=16, ge=1, le=10_000, description="studies running at once; more are refused (503)"
+    )
     max_response_bytes: int = Field(
         default=50_000_000, ge=1024, description="longest answer read from a center"
     )

@@ -10,7 +10,8 @@ Hierarchy::
     ├── RequestTooLarge         413 request_too_large
     ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
     ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
-    └── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
+    ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
+    └── Busy                    503 busy (``max_running_studies`` studies are running)
 
 A :class:`CenterFailure` has one ``kind`` of :data:`FailureKind`:
 
@@ -117,6 +118,15 @@ class CenterFailure(CoordinatorError):
         self.kind: FailureKind = kind
         self.center_error = center_error
         self.reason = detail
+
+
+class Busy(CoordinatorError):
+    status_code = 503
+    error = "busy"
+
+    def __init__(self, running: int) -> None:
+        super().__init__(f"{running} studies are running, the most this coordinator runs at "
+                         "once; try again later", headers={"Retry-After": "30"})
 
 
 class TooFewCenters(CoordinatorError):

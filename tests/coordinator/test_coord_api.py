@@ -454,6 +454,20 @@ async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_tw
         await first.app.state.services.aclose()
 
 
+async def test_too_many_running_studies_are_refused(tmp_path: Path) -> None:
+    centers = counting_centers()
+    centers["gamma"] = StuckRefine(centers["gamma"].port)
+    r = await start(settings_for(sqlite_url(tmp_path), max_running_studies=1), centers=centers)
+    try:
+        first = await r.client.post("/v1/studies", json=SPEC, headers=AUTH)
+        assert first.status_code == 202
+        busy = await r.client.post("/v1/studies", json=SPEC, headers=AUTH)
+        assert busy.status_code == 503 and busy.json()["error"] == "busy"
+        assert busy.headers["Retry-After"] == "30"
+    finally:
+        await r.close()
+
+
 async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None:
     centers = counting_centers()
     centers["gamma"] = StuckRefine(centers["gamma"].port)
