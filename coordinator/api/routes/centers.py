@@ -1,3 +1,5 @@
+"""The registry as the coordinator sees it now: health and remaining budgets per center."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,10 +1,12 @@
+"""Studies: create (202, runs in the background), list, read with provenance, resume, figure."""
+
 from __future__ import annotations
 
 import asyncio
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from coordinator import figures
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
@@ -23,13 +25,14 @@ from coordinator.study import StudySpec
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
+
 def _created(record: StudyRecord, request: Request, response: Response) -> StudyCreated:
     url = str(request.url_for("get_study", study_id=record.id))
     response.headers["Location"] = url
     return StudyCreated(id=record.id, status=record.status, status_url=url)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED)
+@router.post("", status_code=202)
 async def create_study(
     spec: StudySpec, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
 ) -> StudyCreated:
@@ -116,7 +119,7 @@ async def boxplot_figure(
     return Response(image, media_type=figures.MEDIA_TYPES[format])
 
 
-@router.post("/{study_id}/resume", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/{study_id}/resume", status_code=202)
 async def resume_study(
     study_id: str, runner: RunnerDep, request: Request, response: Response
 ) -> StudyCreated:
