@@ -86,6 +86,10 @@ def dp_candidates() -> list[tuple[str, dict[str, Any]]]:
     bounds = list(synth.BOUNDS)
     return [
         ("federated quantiles", {"kind": "quantiles", "levels": LEVELS}),
+        *((f"each center's DP quantiles of {level}",
+           {"kind": "dp_quantiles", "group": level, "levels": LEVELS, "epsilon": DP_EPSILON,
+            "bounds": bounds})
+          for level in synth.LEVELS),
         *((f"DP boxplots of {level} (per center and pooled)",
            {"kind": "dp_boxplot", "group": level, "epsilon": DP_EPSILON, "bounds": bounds,
             "per_center": True, "pooled": True})

@@ -82,6 +82,13 @@ def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None,
     ]
 
 
+def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """The rows of a ``dp_quantiles`` result: (center · group, its released quantiles)."""
+    group = analysis.get("group") or "all"
+    return [(f"{center} · {group}", values)
+            for center, values in (analysis.get("per_center") or {}).items()]
+
+
 def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
     """Every (levels, values) pair inside a result, labelled by the keys that lead to it."""
     if isinstance(node, dict):
@@ -140,6 +147,14 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                     shown = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
                              else f"not estimated: {error}")
                     lines.append(f"  {label:<28}{shown}")
+                continue
+            if analysis.get("kind") == "dp_quantiles":
+                lines.append(f"DP quantiles ({analysis.get('algorithm')}) of "
+                             f"{analysis.get('group') or 'all records'}, each center's own ("
+                             + ", ".join(f"q{fmt(lv, 3)}" for lv in analysis["levels"]) + "):")
+                for label, values in dp_quantile_rows(analysis):
+                    lines.append(f"  {label:<28}"
+                                 + "  ".join(f"{fmt(v, 3):>6}" for v in values))
                 continue
             if analysis.get("kind") == "dp_boxplot":
                 lines.append(f"DP boxplots of {analysis.get('group') or 'all records'} "
@@ -296,6 +311,17 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
             if heading == "dp_boxplot":
                 heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
             parts.append(f"<h2>{esc(heading)}</h2>")
+            if analysis.get("kind") == "dp_quantiles":
+                group = analysis.get("group") or "all records"
+                parts[-1] = f"<h2>{esc(f'DP quantiles of {group}, per center')}</h2>"
+                parts.append(_table(
+                    ["center · group", *(f"q{fmt(lv, 3)}" for lv in analysis["levels"])],
+                    [[label, *values] for label, values in dp_quantile_rows(analysis)]))
+                spent = ", ".join(f"{c} {fmt(e)}" for c, e in
+                                  (analysis.get("spent") or {}).items())
+                parts.append(f"<p>Algorithm {esc(str(analysis.get('algorithm')))}; ε spent by "
+                             f"each center: {esc(spent)}.</p>")
+                continue
             if analysis.get("kind") == "quantiles":
                 heading = "Federated quantiles (from the table; nothing more released)"
                 parts[-1] = f"<h2>{esc(heading)}</h2>"

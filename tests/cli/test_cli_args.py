@@ -78,7 +78,8 @@ def test_a_bad_study_file_is_refused_naming_the_key(
 
 def test_the_example_study_file_is_a_valid_spec() -> None:
     spec = load_spec(REPO / "examples" / "study.toml")
-    assert [a["kind"] for a in spec["analyses"]] == ["table", "mwu", "quantiles", "dp_boxplot"]
+    assert [a["kind"] for a in spec["analyses"]] == [
+        "table", "mwu", "quantiles", "dp_quantiles", "dp_boxplot"]
 
 
 def test_study_run_against_nothing_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,6 +152,8 @@ VIEW = {
         {"kind": "quantiles", "levels": [0.5], "table_totals": [30.0, 30.0], "estimates": {
             "interpolation": {"control": {"quantiles": [4.5], "error": None}},
             "yj_table": {"control": {"quantiles": None, "error": "did not converge"}}}},
+        {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
+         "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0}, "excluded": []},
         {"kind": "dp_boxplot", "per_center": {"a": {
             "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 12.0}},
          "pooled": {"lower_whisker": 0.4, "q1": 2.1, "median": 4.2, "q3": 6.3,
@@ -171,6 +174,8 @@ def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() 
     text = summary(VIEW)
     assert "q0.5=4" in text and "pooled · all" in text
     assert "interpolation · control" in text and "4.5" in text
+    assert "DP quantiles of treated, per center" in html and "a · treated" in text
+    assert "3.25" in html and "3.25" in text
 
 
 def test_the_readme_study_file_is_a_valid_spec(tmp_path: Path) -> None:

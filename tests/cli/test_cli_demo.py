@@ -104,6 +104,11 @@ def test_every_analysis_asked_is_in_the_report_and_the_rest_is_named(demo: Any) 
                 got = analysis["estimates"]["interpolation"][level]["quantiles"]
                 want = np.quantile(pooled, analysis["levels"])
                 np.testing.assert_allclose(got, want, rtol=0.1)
+        if analysis["kind"] == "dp_quantiles":
+            assert set(analysis["per_center"]) == set(data)
+            lo, hi = synth.BOUNDS
+            for values in analysis["per_center"].values():
+                assert values == sorted(values) and lo <= values[0] and values[-1] <= hi
         if analysis["kind"] == "dp_boxplot":
             boxes = [*analysis["per_center"].values(), analysis["pooled"]]
             assert set(analysis["per_center"]) == set(data)
