@@ -276,8 +276,10 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
         parts.append(f"<h2>Failed</h2><pre>{esc(json.dumps(error, indent=2))}</pre>")
     else:
         parts.append(f"<p>Centers: {esc(', '.join(result['centers']))}. Every number below "
-                     "was computed by the coordinator from the centers' releases; no center "
-                     "sent a raw value or a count between 1 and K−1.</p>")
+                     "was computed by the coordinator from the centers' releases. No center "
+                     "sent a raw value; every exact count a center released is 0 or at least "
+                     "K; the only other counts are differentially private (noisy, paid for "
+                     "from the center's ε budget).</p>")
         for mwu in analyses_of(view, "mwu"):
             parts.append(f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>")
             parts.append(_table(["test", "statistic", "p-value"],
