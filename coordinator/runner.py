@@ -24,7 +24,10 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from pydantic import ValidationError
+
 from coordinator.core.errors import (
+    AnalysisFailed,
     Busy,
     Conflict,
     CoordinatorError,
@@ -129,7 +132,14 @@ class StudyRunner:
         ports = [RecordedCenter(self.centers[c], store, study_id) for c in selected]
         try:
             result = await run_study(spec, ports, min_centers=self.min_centers)
-        except CoordinatorError as exc:
+        except (CoordinatorError, ValidationError) as exc:
+            if isinstance(exc, ValidationError):
+                # The spec allowed a request the wire models refuse: a gap between the two,
+                # reported as the analysis failing (and logged to be fixed), never a trace.
+                log.warning("study %s: a request failed validation: %s", study_id, exc)
+                exc = AnalysisFailed("a request to the centers would be invalid: " + "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                    for e in exc.errors(include_url=False, include_input=False)))
             log.info("study %s failed: %s", study_id, exc.detail)
             await asyncio.to_thread(store.set_status, study_id, "failed",
                                     error=json.dumps(exc.body()))

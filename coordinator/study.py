@@ -53,7 +53,7 @@ from coordinator.results import (
     TableResult,
 )
 from shared.mwu import Alternative
-from shared.protocol import DPQuantileAlgorithm
+from shared.protocol import MIN_EPSILON, DPQuantileAlgorithm
 
 Extreme = Literal["infinite", "buffer"] | float
 
@@ -88,7 +88,7 @@ class MWUAnalysis(_Spec):
     )
     alternative: Alternative = "two-sided"
     epsilon: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False,
+        default=None, ge=MIN_EPSILON, le=100, allow_inf_nan=False,
         description="ε each center spends to noise its local U (none: no noise, no spending)",
     )
 
@@ -105,7 +105,8 @@ class DPBoxplotAnalysis(_Spec):
     box (NOTES §3). Each center spends ``epsilon`` per box asked (so 2ε for both)."""
 
     kind: Literal["dp_boxplot"]
-    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    # The pooled box's smallest round spends ε/8, and every release needs ε >= MIN_EPSILON.
+    epsilon: float = Field(ge=8 * MIN_EPSILON, le=100, allow_inf_nan=False)
     bounds: tuple[float, float] = Field(description="public bounds the data are clipped to")
     group: str | None = Field(default=None, min_length=1, max_length=128,
                               description="one declared level; none for every record")
@@ -156,7 +157,7 @@ class DPQuantilesAnalysis(_Spec):
     """Each center's ε-DP quantiles of one group level (or every record); ε per center."""
 
     kind: Literal["dp_quantiles"]
-    epsilon: float = Field(gt=0, le=100, allow_inf_nan=False)
+    epsilon: float = Field(ge=MIN_EPSILON, le=100, allow_inf_nan=False)
     bounds: tuple[float, float] = Field(description="public bounds the data are clipped to")
     levels: list[float] = Field(min_length=1, max_length=64)
     algorithm: DPQuantileAlgorithm = "joint_exp"

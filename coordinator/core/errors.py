@@ -9,6 +9,8 @@ Hierarchy::
     ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
     ├── RequestTooLarge         413 request_too_large
     ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
+    ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
+    │                                a pooled DP histogram that is empty after its noise)
     ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
     ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
     └── Busy                    503 busy (``max_running_studies`` studies are running)
@@ -93,6 +95,13 @@ class RequestTooLarge(CoordinatorError):
 class InvalidStudy(CoordinatorError):
     status_code = 422
     error = "invalid_study"
+
+
+class AnalysisFailed(CoordinatorError):
+    """Every center answered, but the numbers admit no result (the detail says why)."""
+
+    status_code = 422
+    error = "analysis_failed"
 
 
 class CenterFailure(CoordinatorError):

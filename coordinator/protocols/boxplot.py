@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.core.errors import CenterFailure
+from coordinator.core.errors import AnalysisFailed, CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
@@ -177,9 +177,12 @@ async def federated_dp_boxplot(
         require(needed, list(released), excluded)
         for cid in released:
             spend(cid, eps2)
-        leaves = consistent_leaves(sum_trees([trees[c] for c in released]))
-        edges = grid_edges(lo, hi, branching**depth)
-        (q1, median, q3), total = pooled_quartiles(leaves, edges)
+        try:
+            leaves = consistent_leaves(sum_trees([trees[c] for c in released]))
+            edges = grid_edges(lo, hi, branching**depth)
+            (q1, median, q3), total = pooled_quartiles(leaves, edges)
+        except ValueError as exc:  # e.g. a histogram empty after its noise (ε too small)
+            raise AnalysisFailed(f"pooled DP boxplot: {exc}") from None
         n = max(1, round(total))
         lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
 

@@ -135,6 +135,8 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
         ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [5, 1]}]}, "bounds must"),
         ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1e9, "bounds": [0, 1]}]},
          "body.analyses.0.dp_boxplot.epsilon"),
+        ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1e-6, "bounds": [0, 1]}]},
+         "body.analyses.0.dp_boxplot.epsilon"),  # its ε/8 round would be refused at the wire
         ({"analyses": [{"kind": "dp_boxplot", "epsilon": 1, "bounds": [0, 1],
                         "per_center": False, "pooled": False}]}, "or both"),
         ({"analyses": [{"kind": "quantiles", "levels": [0.5, 0.25]}]}, "strictly increasing"),

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from coordinator_helpers import CountingCenter, K, in_process_centers, make_data
 
-from coordinator.core.errors import CenterFailure, TooFewCenters
+from coordinator.core.errors import AnalysisFailed, CenterFailure, TooFewCenters
 from coordinator.protocols import federated_dp_boxplot
 from shared.dp.boxplot import dp_boxplot
 from shared.dp.pooled import pooled_boxplot
@@ -125,3 +125,11 @@ async def test_an_unknown_level_is_named() -> None:
         await federated_dp_boxplot(ports(0), dataset="cohort", variable="crp", group="placebo",
                                    epsilon=1.0, bounds=BOUNDS)
     assert (caught.value.center, caught.value.center_error) == ("alpha", "unknown_variable")
+
+
+async def test_a_histogram_empty_after_its_noise_is_an_analysis_failure() -> None:
+    # Found by generating study specs: ε this small drowns 1140 records in the tree's noise.
+    with pytest.raises(AnalysisFailed, match="holds no records") as caught:
+        await federated_dp_boxplot(ports(0), dataset="cohort", variable="crp", group=None,
+                                   epsilon=1e-5, bounds=BOUNDS, per_center=False)
+    assert caught.value.body()["error"] == "analysis_failed"
