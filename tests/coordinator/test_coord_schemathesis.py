@@ -8,6 +8,8 @@ stored but not started (the runner's start is a no-op here): the point is the AP
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,38 @@ def test_no_request_makes_a_server_error(schema: Any) -> None:
             case.validate_response(response, checks=[not_a_server_error])
 
         run()
+
+
+def test_generated_studies_run_to_a_typed_end(tmp_path: Path) -> None:
+    """Studies generated from the schema, run for real over in-process centers: each ends
+    ``succeeded`` or ``failed`` with a typed error, never ``internal_error``."""
+    app = create_app(
+        settings_for(sqlite_url(tmp_path), dev_mode=True, max_running_studies=1000),
+        centers=in_process_centers(make_data(), np.random.default_rng(0)),
+    )
+    store = app.state.services.store
+    operation = schemathesis.openapi.from_asgi("/openapi.json", app)["/v1/studies"]["POST"]
+    ended: list[str] = []
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    def run(case: Any) -> None:
+        aim(case)
+        if isinstance(case.body, dict):
+            case.body.pop("centers", None)
+        response = case.call(headers=AUTH)
+        assert response.status_code in (202, 422), response.text
+        if response.status_code != 202:
+            return
+        study_id = response.json()["id"]
+        deadline = time.monotonic() + 30
+        while (record := store.get_study(study_id)).status not in ("succeeded", "failed"):
+            assert time.monotonic() < deadline, "the study did not end"
+            time.sleep(0.01)
+        error = json.loads(record.error) if record.error else {}
+        assert error.get("error") != "internal_error", (case.body, error)
+        ended.append(record.status)
+
+    run()
+    store.close()
+    assert ended  # some generated studies were valid and ran
