@@ -122,8 +122,8 @@ def test_noise_from_a_mechanism():
     # Small noise on the sums of 1500 values barely moves λ (with a tolerance above the noise).
     clean = fit_yj_data(in_process_query([x]))
     fit = fit_yj_data(in_process_query([x], mechanism=Laplace(epsilon=1.0, sensitivity=1e-3),
-                                       rng=np.random.default_rng(2)), tol=1e-3)
-    assert fit.lmbda == pytest.approx(clean.lmbda, abs=1e-3)
+                                       rng=np.random.default_rng(2)), tol=3e-4)
+    assert fit.lmbda == pytest.approx(clean.lmbda, abs=3e-3)
     assert fit.evaluations <= 40
 
 
@@ -178,3 +178,17 @@ def test_constant_data_has_no_finite_likelihood():
     m = yj_moments(np.full(30, 2.0), 0.5)
     assert profile_loglik(m.n, m.sum_log, m.sum_yj, m.sum_yj_sq, 0.5) == -math.inf
     assert isinstance(m, YJMoments)
+
+
+def test_few_evaluations_when_lambda_is_near_zero():
+    """Data that are exactly YJ-normal with λ = 0 (x = e^z − 1): Brent's relative tolerance
+    would ask for ~1e-11 in λ; run on λ + 3 it stops at ~5e-8 and keeps well under the cap."""
+    rng = np.random.default_rng(13)
+    counts = []
+    for _ in range(30):
+        x = np.expm1(rng.normal(1.0, 0.4, 1500))
+        fit = fit_yj_data(in_process_query(split(x, [698, 476, 326])))
+        assert fit.lmbda == pytest.approx(stats.yeojohnson_normmax(x, brack=(-2.0, 2.0)),
+                                          abs=1e-6)
+        counts.append(fit.evaluations)
+    assert max(counts) <= 30, counts
