@@ -23,18 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
-from shared.binning import KAnonymityError, bin_table
-from shared.dp import (
-    approx_quantiles,
-    joint_exp,
-    private_quantile,
-    unbounded_quantile,
-)
-from shared.dp.boxplot import dp_boxplot
-from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
-from shared.federation import refine_table
-from shared.mechanisms import Laplace
-from shared.mwu import mann_whitney
+from shared.binning import KAnonymityError
 from shared.privacy import Neighbouring
 from shared.protocol import (
     BinTableRelease,
@@ -58,6 +47,17 @@ from shared.protocol import (
     ThresholdCountsRequest,
     TreeHistogramRelease,
     TreeHistogramRequest,
+)
+from shared.releases import (
+    dp_boxplot_release,
+    dp_quantiles_release,
+    extremes_release,
+    mwu_release,
+    public_size,
+    refinement_release,
+    table_release,
+    threshold_counts_release,
+    tree_histogram_release,
 )
 
 _T = TypeVar("_T")
@@ -123,7 +123,7 @@ class InProcessCenter:
             group = GroupInfo(column="group", levels=list(ds.levels)) if ds.levels else None
             labels = np.asarray(ds.groups) if ds.groups is not None else None
             by_group = {
-                level: self._round(int(np.sum(labels == level)))
+                level: public_size(int(np.sum(labels == level)), self.k)
                 for level in ds.levels
                 if labels is not None
             }
@@ -132,7 +132,7 @@ class InProcessCenter:
                     name=name,
                     variables=list(ds.variables),
                     group=group,
-                    n_records=self._round(ds.n_rows),
+                    n_records=public_size(ds.n_rows, self.k),
                     n_by_group=by_group,
                 )
             )
@@ -146,18 +146,13 @@ class InProcessCenter:
 
     async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
         x, y = self._sample(dataset, request.variable, request.groups)
-        return self._guard(
-            lambda: BinTableRelease.from_table(
-                bin_table(x, y, k=request.k, rng=self.rng, lower=request.lower,
-                          upper=request.upper)
-            )
-        )
+        groups = [x] if y is None else [x, y]
+        return self._guard(lambda: table_release(groups, request, self.rng))
 
     async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
         x, y = self._sample(dataset, request.variable, request.groups)
-        return self._guard(
-            lambda: refine_table(request.limits, x, y, k=request.k, rng=self.rng)
-        )
+        groups = [x] if y is None else [x, y]
+        return self._guard(lambda: refinement_release(groups, request, self.rng))
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
         x, y = self._sample(dataset, request.variable, request.groups)
@@ -167,12 +162,7 @@ class InProcessCenter:
                 raise CenterFailure(self._id, "refused",
                                     f"group {level!r} holds fewer than K = {self.k} records",
                                     center_error="k_anonymity")
-        # The center agent's calibration: U moves by at most 2·max(n, m) when one value changes.
-        noise = None
-        if request.epsilon is not None:
-            noise = Laplace(request.epsilon, 2.0 * max(x.size, y.size))
-        result = self._guard(lambda: mann_whitney(x, y, noise=noise, rng=self.rng))
-        return MWURelease.from_result(result)
+        return self._guard(lambda: mwu_release(x, y, request, self.rng))
 
     # -- DP releases, as the center agent makes them (no ledger here: nothing is accounted) ----
 
@@ -180,68 +170,35 @@ class InProcessCenter:
         self, dataset: str, request: DPQuantilesRequest
     ) -> DPQuantilesRelease:
         x = self._dp_values(dataset, request.variable, request.group)
-        eps, bounds, levels, relation = (request.epsilon, request.bounds, request.levels,
-                                         self.neighbouring)
-
-        def compute() -> list[float]:
-            if request.algorithm == "joint_exp":
-                return list(joint_exp(x, levels, epsilon=eps, bounds=bounds,
-                                      neighbouring=relation, rng=self.rng).values)
-            if request.algorithm == "approx_quantile":
-                return list(approx_quantiles(x, levels, epsilon=eps, bounds=bounds,
-                                             neighbouring=relation, rng=self.rng).values)
-            # One level at a time, ε split evenly (sequential composition), as a center does.
-            single = private_quantile if request.algorithm == "private_quantile" else (
-                unbounded_quantile
-            )
-            return [single(x, q, epsilon=eps / len(levels), bounds=bounds,
-                           neighbouring=relation, rng=self.rng).values[0] for q in levels]
-
-        return DPQuantilesRelease(levels=levels, values=self._guard(compute),
-                                  algorithm=request.algorithm, epsilon=eps,
-                                  neighbouring=relation)
+        return self._guard(lambda: dp_quantiles_release(x, request, self.neighbouring, self.rng))
 
     async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
         x = self._dp_values(dataset, request.variable, request.group)
-        n_public = None
-        if self.neighbouring == "add_remove":
-            n_public = request.n_public or max(4, self._round(x.size))
-        result = self._guard(lambda: dp_boxplot(
-            x, epsilon=request.epsilon, bounds=request.bounds, neighbouring=self.neighbouring,
-            rng=self.rng, n_public=n_public))
-        return DPBoxplotRelease.from_result(result)
+        return self._guard(
+            lambda: dp_boxplot_release(x, request, self.neighbouring, self.k, self.rng)
+        )
 
     async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
         x = self._dp_values(dataset, request.variable, request.group)
-        e = self._guard(lambda: center_extremes(
-            x, epsilon=request.epsilon, bounds=request.bounds, neighbouring=self.neighbouring,
-            rng=self.rng))
-        return ExtremesRelease(psi_min=e.psi_min, psi_max=e.psi_max, epsilon=e.spent.epsilon)
+        return self._guard(lambda: extremes_release(x, request, self.neighbouring, self.rng))
 
     async def dp_tree_histogram(
         self, dataset: str, request: TreeHistogramRequest
     ) -> TreeHistogramRelease:
-        x = np.clip(self._dp_values(dataset, request.variable, request.group), *request.bounds)
-        t = self._guard(lambda: tree_histogram(
-            x, grid=request.grid, depth=request.depth, branching=request.branching,
-            epsilon=request.epsilon, neighbouring=self.neighbouring, rng=self.rng))
-        return TreeHistogramRelease(levels=[level.tolist() for level in t.levels],
-                                    branching=t.branching, noise_scale=t.noise_scale,
-                                    epsilon=t.spent.epsilon)
+        x = self._dp_values(dataset, request.variable, request.group)
+        return self._guard(
+            lambda: tree_histogram_release(x, request, self.neighbouring, self.rng)
+        )
 
     async def dp_threshold_counts(
         self, dataset: str, request: ThresholdCountsRequest
     ) -> ThresholdCountsRelease:
         x = self._dp_values(dataset, request.variable, request.group)
-        c = self._guard(lambda: threshold_counts(
-            x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
-            neighbouring=self.neighbouring, rng=self.rng))
-        return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
+        return self._guard(
+            lambda: threshold_counts_release(x, request, self.neighbouring, self.rng)
+        )
 
     # -- helpers -----------------------------------------------------------------------------
-
-    def _round(self, n: int) -> int:
-        return (n // self.k) * self.k
 
     def _sample(
         self, dataset: str, variable: str, groups: tuple[str, str] | None

@@ -37,6 +37,7 @@ from center_agent.core.errors import (
     UnknownVariable,
 )
 from center_agent.data.sources import DataSource, open_source
+from shared.releases import public_size
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -49,9 +50,8 @@ def dropped_report(n_dropped: int, k: int) -> int | Literal["<K"]:
     return n_dropped if n_dropped == 0 or n_dropped >= k else "<K"
 
 
-def round_down(n: int, k: int) -> int:
-    """``n`` rounded down to a multiple of ``k`` (so a released size never reveals n mod k)."""
-    return (n // k) * k
+round_down = public_size
+"""``n`` rounded down to a multiple of ``k`` (so a released size never reveals n mod k)."""
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,8 @@ from numpy.typing import NDArray
 from center_agent.api.deps import DatasetDep, LedgerDep, RngDep, SettingsDep
 from center_agent.core.config import Settings
 from center_agent.core.errors import KAnonymityRefusal, core_errors
-from center_agent.data import Dataset, round_down
+from center_agent.data import Dataset
 from center_agent.ledger import JSONPayload, Ledger, request_key
-from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
-from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.protocol import (
     DPBoxplotRelease,
     DPBoxplotRequest,
@@ -33,6 +31,13 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
     WireModel,
+)
+from shared.releases import (
+    dp_boxplot_release,
+    dp_quantiles_release,
+    extremes_release,
+    threshold_counts_release,
+    tree_histogram_release,
 )
 
 router = APIRouter(prefix="/datasets/{dataset}/dp", tags=["differential privacy"])
@@ -70,35 +75,9 @@ def dp_quantiles(
     """ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or the
     unbounded walk (ε split evenly)."""
     x = _usable(dataset, body, settings)
-    relation = settings.neighbouring
 
     def compute() -> WireModel:
-        eps, bounds, levels = body.epsilon, body.bounds, body.levels
-        if body.algorithm == "joint_exp":
-            values = joint_exp(x, levels, epsilon=eps, bounds=bounds, neighbouring=relation,
-                               rng=rng).values
-        elif body.algorithm == "approx_quantile":
-            values = approx_quantiles(x, levels, epsilon=eps, bounds=bounds,
-                                      neighbouring=relation, rng=rng).values
-        else:
-            # One level at a time: sequential composition, ε split evenly.
-            single = private_quantile if body.algorithm == "private_quantile" else (
-                unbounded_quantile
-            )
-            share = eps / len(levels)
-            # Independent releases per level may cross; sorting them is post-processing.
-            values = tuple(sorted(
-                single(x, q, epsilon=share, bounds=bounds, neighbouring=relation, rng=rng)
-                .values[0]
-                for q in levels
-            ))
-        return DPQuantilesRelease(
-            levels=body.levels,
-            values=list(values),
-            algorithm=body.algorithm,
-            epsilon=body.epsilon,
-            neighbouring=relation,
-        )
+        return dp_quantiles_release(x, body, settings.neighbouring, rng)
 
     payload = _release(dataset, body, "dp_quantiles", ledger, compute)
     return DPQuantilesRelease.model_validate(payload)
@@ -115,15 +94,9 @@ def dp_box(
     """ε-DP boxplot (DPBoxplot, NOTES §2). Under add/remove the whisker buffer uses a public
     size: ``n_public`` or this center's size rounded down to a multiple of K."""
     x = _usable(dataset, body, settings)
-    relation = settings.neighbouring
-    n_public = None
-    if relation == "add_remove":
-        n_public = body.n_public or max(4, round_down(x.size, settings.k))
 
     def compute() -> WireModel:
-        result = dp_boxplot(x, epsilon=body.epsilon, bounds=body.bounds, neighbouring=relation,
-                            rng=rng, n_public=n_public)
-        return DPBoxplotRelease.from_result(result)
+        return dp_boxplot_release(x, body, settings.neighbouring, settings.k, rng)
 
     return DPBoxplotRelease.model_validate(_release(dataset, body, "dp_boxplot", ledger, compute))
 
@@ -140,9 +113,7 @@ def extremes(
     x = _usable(dataset, body, settings)
 
     def compute() -> WireModel:
-        e = center_extremes(x, epsilon=body.epsilon, bounds=body.bounds,
-                            neighbouring=settings.neighbouring, rng=rng)
-        return ExtremesRelease(psi_min=e.psi_min, psi_max=e.psi_max, epsilon=e.spent.epsilon)
+        return extremes_release(x, body, settings.neighbouring, rng)
 
     return ExtremesRelease.model_validate(_release(dataset, body, "dp_extremes", ledger, compute))
 
@@ -156,17 +127,10 @@ def tree(
     rng: RngDep,
 ) -> TreeHistogramRelease:
     """Pooled boxplot round 2: an ε-DP hierarchical histogram on the coordinator's grid."""
-    x = np.clip(_usable(dataset, body, settings), *body.bounds)
+    x = _usable(dataset, body, settings)
 
     def compute() -> WireModel:
-        t = tree_histogram(x, grid=body.grid, depth=body.depth, branching=body.branching,
-                           epsilon=body.epsilon, neighbouring=settings.neighbouring, rng=rng)
-        return TreeHistogramRelease(
-            levels=[level.tolist() for level in t.levels],
-            branching=t.branching,
-            noise_scale=t.noise_scale,
-            epsilon=t.spent.epsilon,
-        )
+        return tree_histogram_release(x, body, settings.neighbouring, rng)
 
     payload = _release(dataset, body, "dp_tree_histogram", ledger, compute)
     return TreeHistogramRelease.model_validate(payload)
@@ -184,9 +148,7 @@ def counts(
     x = _usable(dataset, body, settings)
 
     def compute() -> WireModel:
-        c = threshold_counts(x, lower=body.lower, upper=body.upper, epsilon=body.epsilon,
-                             neighbouring=settings.neighbouring, rng=rng)
-        return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
+        return threshold_counts_release(x, body, settings.neighbouring, rng)
 
     payload = _release(dataset, body, "dp_threshold_counts", ledger, compute)
     return ThresholdCountsRelease.model_validate(payload)

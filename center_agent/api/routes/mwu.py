@@ -7,9 +7,8 @@ from fastapi import APIRouter
 from center_agent.api.deps import DatasetDep, LedgerDep, RngDep, SettingsDep
 from center_agent.core.errors import KAnonymityRefusal, core_errors
 from center_agent.ledger import JSONPayload, request_key
-from shared.mechanisms import Laplace
-from shared.mwu import mann_whitney
 from shared.protocol import MWURelease, MWURequest
+from shared.releases import mwu_release
 
 router = APIRouter(tags=["mann-whitney"])
 
@@ -38,12 +37,8 @@ def local_mwu(
     epsilon = body.epsilon or 0.0
 
     def compute() -> JSONPayload:
-        noise = None
-        if body.epsilon is not None:
-            noise = Laplace(body.epsilon, 2.0 * max(x.size, y.size))
         with core_errors():
-            result = mann_whitney(x, y, noise=noise, rng=rng)
-        return MWURelease.from_result(result).to_payload()
+            return mwu_release(x, y, body, rng).to_payload()
 
     key = request_key(dataset.name, body.variable, "mwu", body.to_payload(), epsilon)
     return MWURelease.model_validate(ledger.release(dataset.name, key, epsilon, compute))

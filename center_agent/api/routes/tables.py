@@ -19,9 +19,9 @@ from center_agent.api.deps import (
 )
 from center_agent.core.errors import core_errors
 from center_agent.ledger import JSONPayload, request_key
-from shared.binning import bin_table
-from shared.federation import refine_table, refined_limits
+from shared.federation import refined_limits
 from shared.protocol import BinTableRelease, RefinementRelease, RefinementRequest, TableRequest
+from shared.releases import refinement_release, table_release
 
 router = APIRouter(tags=["tables"])
 
@@ -41,11 +41,11 @@ def own_table(
 
     def compute() -> JSONPayload:
         with core_errors():
-            table = bin_table(*groups.arrays, k=k, rng=rng, lower=body.lower, upper=body.upper)
+            release = table_release(groups.arrays, body.model_copy(update={"k": k}), rng)
         auditor.admit_table(
-            dataset.name, body.variable, groups.grouping, table.limits, groups.by_name, k
+            dataset.name, body.variable, groups.grouping, release.limits, groups.by_name, k
         )
-        return BinTableRelease.from_table(table).to_payload()
+        return release.to_payload()
 
     key = request_key(dataset.name, body.variable, "table", body.to_payload(), 0.0)
     return BinTableRelease.model_validate(ledger.release(dataset.name, key, 0.0, compute))
@@ -66,7 +66,7 @@ def refine(
 
     def compute() -> JSONPayload:
         with core_errors():
-            release = refine_table(body.limits, *groups.arrays, k=k, rng=rng)
+            release = refinement_release(groups.arrays, body.model_copy(update={"k": k}), rng)
             cells = refined_limits(body.limits, release)
         runs = dict(zip(groups.by_name, (r.run_of_cell for r in release.runs), strict=True))
         auditor.admit_table(

@@ -1,0 +1,170 @@
+"""What a center releases for each request: the core's functions with the center's own choices.
+
+A request names what to compute; a center still chooses how: the Laplace calibration of a noisy
+Mann-Whitney statistic, how ε is split over quantile levels, which public size DPBoxplot's whisker
+buffer uses under add/remove, that the tree histogram sees data clipped to the public bounds.
+Those choices live here, once, and both the center agent's routes and the coordinator's
+in-process centers (simulations) call these functions, so the two cannot drift apart.
+
+Every function takes the center's raw values and the request, plus what a center knows of itself
+(its K, its neighbouring relation) and a ``numpy.random.Generator``; it returns the wire release.
+The caller checks names, sizes and budgets first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shared.binning import bin_table
+from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
+from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
+from shared.federation import refine_table
+from shared.mechanisms import Laplace
+from shared.mwu import mann_whitney
+from shared.privacy import Neighbouring
+from shared.protocol import (
+    BinTableRelease,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
+    ExtremesRelease,
+    ExtremesRequest,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
+)
+
+FloatArray = NDArray[np.float64]
+
+
+def public_size(n: int, k: int) -> int:
+    """A size as a center may show it: rounded down to a multiple of K (n mod K never leaves)."""
+    return (n // k) * k
+
+
+def table_release(
+    groups: Sequence[FloatArray], request: TableRequest, rng: np.random.Generator
+) -> BinTableRelease:
+    """The center's own K-anonymous table of one group or two (X, Y)."""
+    table = bin_table(*groups, k=request.k, rng=rng, lower=request.lower, upper=request.upper)
+    return BinTableRelease.from_table(table)
+
+
+def refinement_release(
+    groups: Sequence[FloatArray], request: RefinementRequest, rng: np.random.Generator
+) -> RefinementRelease:
+    """The center's half of joining a table with the given limits (Algorithms 4-6)."""
+    return refine_table(request.limits, *groups, k=request.k, rng=rng)
+
+
+def mwu_sensitivity(n_x: int, n_y: int) -> float:
+    """How far U = Σ sign(Y − X) moves when one record's value changes: 2·max(n, m)."""
+    return 2.0 * max(n_x, n_y)
+
+
+def mwu_release(
+    x: FloatArray, y: FloatArray, request: MWURequest, rng: np.random.Generator
+) -> MWURelease:
+    """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε).
+
+    ε-DP for U with the group sizes treated as public (swap); V and the sizes are released as
+    they are.
+    """
+    noise = None
+    if request.epsilon is not None:
+        noise = Laplace(request.epsilon, mwu_sensitivity(x.size, y.size))
+    return MWURelease.from_result(mann_whitney(x, y, noise=noise, rng=rng))
+
+
+def dp_quantiles_release(
+    x: FloatArray,
+    request: DPQuantilesRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> DPQuantilesRelease:
+    """ε-DP quantiles: JointExp and ApproxQuantile in one call; PrivateQuantile and the
+    unbounded walk one level at a time with ε split evenly (sequential composition), the
+    independent answers sorted (post-processing)."""
+    eps, bounds, levels = request.epsilon, request.bounds, request.levels
+    values: Sequence[float]
+    if request.algorithm == "joint_exp":
+        values = joint_exp(x, levels, epsilon=eps, bounds=bounds, neighbouring=neighbouring,
+                           rng=rng).values
+    elif request.algorithm == "approx_quantile":
+        values = approx_quantiles(x, levels, epsilon=eps, bounds=bounds,
+                                  neighbouring=neighbouring, rng=rng).values
+    else:
+        single = private_quantile if request.algorithm == "private_quantile" else (
+            unbounded_quantile
+        )
+        share = eps / len(levels)
+        values = sorted(
+            single(x, q, epsilon=share, bounds=bounds, neighbouring=neighbouring, rng=rng)
+            .values[0]
+            for q in levels
+        )
+    return DPQuantilesRelease(levels=levels, values=list(values), algorithm=request.algorithm,
+                              epsilon=eps, neighbouring=neighbouring)
+
+
+def dp_boxplot_release(
+    x: FloatArray,
+    request: DPBoxplotRequest,
+    neighbouring: Neighbouring,
+    k: int,
+    rng: np.random.Generator,
+) -> DPBoxplotRelease:
+    """ε-DP boxplot (DPBoxplot). Under add/remove the whisker buffer uses a public size:
+    ``request.n_public``, else the center's size as ``/v1/info`` shows it (rounded down to K)."""
+    n_public = None
+    if neighbouring == "add_remove":
+        n_public = request.n_public or max(4, public_size(x.size, k))
+    result = dp_boxplot(x, epsilon=request.epsilon, bounds=request.bounds,
+                        neighbouring=neighbouring, rng=rng, n_public=n_public)
+    return DPBoxplotRelease.from_result(result)
+
+
+def extremes_release(
+    x: FloatArray, request: ExtremesRequest, neighbouring: Neighbouring, rng: np.random.Generator
+) -> ExtremesRelease:
+    """Pooled boxplot round 1: ε-DP minimum and maximum."""
+    e = center_extremes(x, epsilon=request.epsilon, bounds=request.bounds,
+                        neighbouring=neighbouring, rng=rng)
+    return ExtremesRelease(psi_min=e.psi_min, psi_max=e.psi_max, epsilon=e.spent.epsilon)
+
+
+def tree_histogram_release(
+    x: FloatArray,
+    request: TreeHistogramRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> TreeHistogramRelease:
+    """Pooled boxplot round 2: an ε-DP tree histogram of the data clipped to the public bounds."""
+    t = tree_histogram(np.clip(x, *request.bounds), grid=request.grid, depth=request.depth,
+                       branching=request.branching, epsilon=request.epsilon,
+                       neighbouring=neighbouring, rng=rng)
+    return TreeHistogramRelease(levels=[level.tolist() for level in t.levels],
+                                branching=t.branching, noise_scale=t.noise_scale,
+                                epsilon=t.spent.epsilon)
+
+
+def threshold_counts_release(
+    x: FloatArray,
+    request: ThresholdCountsRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> ThresholdCountsRelease:
+    """Pooled boxplot round 3: ε-DP counts below ``lower`` and above ``upper``."""
+    c = threshold_counts(x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
+                         neighbouring=neighbouring, rng=rng)
+    return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
