@@ -1,0 +1,178 @@
+"""Schemathesis over both OpenAPI schemas, every check enabled, against real processes: a center
+(``python -m center_agent``, dev mode) and a coordinator (``python -m coordinator``, dev mode)
+registered with it. Positive and negative cases for every operation, half of them aimed at the
+real dataset so the numbers reach the statistics; every answer is also searched for an exact
+count in 1..K-1, and the center's budget is checked against its total afterwards."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from adv_helpers import center_process, coordinator_process, small_counts
+from center_helpers import AUTH, TOKEN, free_port, toml_value
+from coordinator_helpers import ANALYST_TOKEN
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import CHECKS
+from schemathesis.core.failures import FailureGroup
+
+EXAMPLES = 20  # per operation and generation mode
+
+
+def every_check() -> list[Any]:
+    import schemathesis.specs.openapi.checks  # noqa: F401  (registers the OpenAPI checks)
+
+    checks = CHECKS.get_all()
+    assert len(checks) >= 10, [c.__name__ for c in checks]
+    return checks
+
+
+def aim_center(case: Any) -> None:
+    if "dataset" in (case.path_parameters or {}):
+        case.path_parameters["dataset"] = "cohort"
+    body = case.body
+    if isinstance(body, dict):
+        if "variable" in body:
+            body["variable"] = "x"
+        if "groups" in body:
+            body["groups"] = ["a", "b"]
+        if body.get("group") is not None:
+            body["group"] = "a"
+
+
+def aim_coordinator(case: Any) -> None:
+    body = case.body
+    if isinstance(body, dict):
+        body.update(dataset="cohort", variable="x")
+        if "groups" in body:
+            body["groups"] = ["a", "b"]
+        if isinstance(body.get("centers"), list):
+            body["centers"] = ["alpha"]
+
+
+def property_test(operation: Any, mode: GenerationMode, base_url: str, headers: dict[str, str],
+                  aim: Callable[[Any], None], failures: list[str]) -> Callable[[], None]:
+    """A Hypothesis test sending ``operation``'s generated cases; check failures are collected
+    (one line each), a 500 or a small count fails at once."""
+    checks = every_check()
+    label = f"{operation.label} [{mode}]"
+
+    @given(case=operation.as_strategy(generation_mode=mode), aimed=st.booleans())
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def run(case: Any, aimed: bool) -> None:
+        if aimed and mode == GenerationMode.POSITIVE:
+            aim(case)  # (aiming a negative case could repair what it violates)
+        response = case.call(base_url=base_url, headers=headers, timeout=60)
+        assert response.status_code < 500, (case.path, response.text)
+        if response.status_code == 200 and response.content:
+            assert small_counts(response.json()) == [], response.text
+        try:
+            case.validate_response(response, checks=checks, headers=headers)
+        except FailureGroup as group:
+            failures.extend(f"{label}: {type(e).__name__} on {response.status_code}"
+                            for e in group.exceptions)
+
+
+    return run
+
+
+def fuzz(schema: Any, base_url: str, headers: dict[str, str],
+         aim: Callable[[Any], None]) -> list[str]:
+    """Every operation, positive then negative cases; returns the distinct check failures."""
+    failures: list[str] = []
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert operations
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            try:
+                property_test(operation, mode, base_url, headers, aim, failures)()
+            except Unsatisfiable:
+                assert mode == GenerationMode.NEGATIVE  # nothing to violate (e.g. /v1/health)
+    return sorted(set(failures))
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    workdir = tmp_path_factory.mktemp("schemathesis")
+    with center_process(workdir, {"cohort": 1e6}, dev_mode=True) as center:
+        port = free_port()
+        config = workdir / "coordinator.toml"
+        config.write_text("\n".join([
+            f"analyst_tokens = {toml_value([ANALYST_TOKEN])}",
+            "min_centers = 1",
+            "dev_mode = true",
+            f"port = {port}",
+            f"store_url = {toml_value('sqlite:///' + str(workdir / 'coordinator.sqlite'))}",
+            "[centers.alpha]",
+            f"url = {toml_value(center.url)}",
+            f"token = {toml_value(TOKEN)}",
+        ]) + "\n")
+        with coordinator_process(config, port):
+            yield center.url, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def center_findings(services: tuple[str, str]) -> list[str]:
+    url, _ = services
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    findings = fuzz(schema, url, AUTH, aim_center)
+    spent = httpx.get(f"{url}/v1/budget/cohort", headers=AUTH).json()
+    assert spent["spent_epsilon"] <= spent["total_epsilon"]
+    return findings
+
+
+@pytest.fixture(scope="module")
+def coordinator_findings(services: tuple[str, str]) -> list[str]:
+    _, url = services
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    return fuzz(schema, url, {"Authorization": f"Bearer {ANALYST_TOKEN}"}, aim_coordinator)
+
+
+# What the schemas do not say, and nothing more: typed 4xx refusals the schema does not list
+# (401, 403, 404, 409, 413), the services' {"error", "detail"} 422 body where FastAPI documents
+# its own validation-error shape, and 4xx for requests the JSON schema allows but the models'
+# validators refuse (bounds out of order, unsorted levels, unknown names).
+DOCUMENTATION_GAP = re.compile(
+    r": (UndefinedStatusCode on 4\d\d|JsonSchemaError on 422|RejectedPositiveData on 4\d\d)$")
+
+
+def security_findings(findings: list[str]) -> list[str]:
+    return [f for f in findings if not DOCUMENTATION_GAP.search(f)]
+
+
+def test_center_schema_every_check(center_findings: list[str]) -> None:
+    """Attack: schema-conforming and schema-violating requests to every center operation, every
+    schemathesis check on. No 500, no small count, no ignored auth, no unsupported method or
+    resource check failing: the only findings are the documentation gaps named above."""
+    assert security_findings(center_findings) == []
+
+
+def test_coordinator_schema_every_check(coordinator_findings: list[str]) -> None:
+    """Attack: as for the center, on every coordinator operation (studies run for real against
+    the center process)."""
+    assert security_findings(coordinator_findings) == []
+
+
+SCHEMA_GAP = ("the OpenAPI schemas list only 200/202 and a FastAPI-shaped 422: the typed "
+              "refusals (401, 403, 404, 409, 413) are undocumented, the 422 body is "
+              "{error, detail}, and model validators refuse some schema-valid bodies (422)")
+
+
+@pytest.mark.xfail(strict=True, reason=SCHEMA_GAP)
+def test_center_schema_documents_every_answer(center_findings: list[str]) -> None:
+    """The strict form: the center's schema describes every answer it gives."""
+    assert center_findings == []
+
+
+@pytest.mark.xfail(strict=True, reason=SCHEMA_GAP)
+def test_coordinator_schema_documents_every_answer(coordinator_findings: list[str]) -> None:
+    """The strict form: the coordinator's schema describes every answer it gives."""
+    assert coordinator_findings == []
