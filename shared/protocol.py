@@ -13,7 +13,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
 
 from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
@@ -94,8 +94,8 @@ class DatasetInfo(WireModel):
     name: str
     variables: list[str]
     group: GroupInfo | None
-    n_records: int = Field(description="row count rounded down to a multiple of k")
-    n_by_group: dict[str, int] = Field(
+    n_records: int = Field(ge=0, description="row count rounded down to a multiple of k")
+    n_by_group: dict[str, NonNegativeInt] = Field(
         description="row count per declared level, each rounded down to a multiple of k"
     )
 
@@ -104,7 +104,7 @@ class CenterInfo(WireModel):
     """What a center exposes (``GET /v1/info``); sizes are rounded so no small count leaks."""
 
     center_id: str
-    k: int
+    k: int = Field(ge=2)
     neighbouring: Literal["add_remove", "swap"]
     quantile_loss_enabled: bool
     datasets: list[DatasetInfo]

@@ -13,8 +13,8 @@
   Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
   disjoint patients, so across centers the rounds compose in parallel).
 
-The arithmetic is ``shared.dp.pooled``'s (``sum_trees``, ``consistent_leaves``, ``grid_edges``,
-``pooled_quartiles``) and ``shared.dp.boxplot.whiskers``; with in-process centers sharing one
+The arithmetic is ``shared.dp.pooled``'s coordinator half (``pooled_range``,
+``pooled_whiskers``, ``pooled_result``); with in-process centers sharing one
 generator the pooled box equals ``shared.dp.pooled.pooled_boxplot``'s (tested). Each release is
 checked: the ε it reports equals the ε asked, a tree has the grid's shape, counts are >= 0.
 """
@@ -31,16 +31,15 @@ from coordinator.core.errors import AnalysisFailed, CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
-from shared.dp.boxplot import BoxplotResult, whiskers
+from shared.dp.boxplot import BoxplotResult
 from shared.dp.pooled import (
     COUNT_SHARE,
     EXTREMES_SHARE,
     HISTOGRAM_SHARE,
     TreeHistogram,
-    consistent_leaves,
-    grid_edges,
-    pooled_quartiles,
-    sum_trees,
+    pooled_range,
+    pooled_result,
+    pooled_whiskers,
 )
 from shared.privacy import PrivacySpent
 from shared.protocol import (
@@ -146,7 +145,6 @@ async def federated_dp_boxplot(
 
     pooled_box: PooledBox | None = None
     if pooled:
-        a, b = bounds
         eps1 = 2 * EXTREMES_SHARE * epsilon
         ask1 = ExtremesRequest(variable=variable, group=group, epsilon=eps1, bounds=bounds)
         extremes, failures = await ask_all(
@@ -157,11 +155,8 @@ async def federated_dp_boxplot(
         require(needed, list(extremes), excluded)
         for cid, ext in extremes.items():
             spend(cid, ext.epsilon)
-        psi_min = min(e.psi_min for e in extremes.values())
-        psi_max = max(e.psi_max for e in extremes.values())
-        lo, hi = max(a, psi_min), min(b, psi_max)
-        if not lo < hi:
-            lo, hi = a, b  # every center's extremes coincide: the public bounds
+        pairs = [(e.psi_min, e.psi_max) for e in extremes.values()]
+        lo, hi = pooled_range(pairs, bounds)
 
         eps2 = HISTOGRAM_SHARE * epsilon
         ask2 = TreeHistogramRequest(variable=variable, group=group, epsilon=eps2, bounds=bounds,
@@ -178,13 +173,11 @@ async def federated_dp_boxplot(
         for cid in released:
             spend(cid, eps2)
         try:
-            leaves = consistent_leaves(sum_trees([trees[c] for c in released]))
-            edges = grid_edges(lo, hi, branching**depth)
-            (q1, median, q3), total = pooled_quartiles(leaves, edges)
+            box = pooled_whiskers([trees[c] for c in released], grid=(lo, hi), extremes=pairs,
+                                  bounds=bounds)
         except ValueError as exc:  # e.g. a histogram empty after its noise (ε too small)
             raise AnalysisFailed(f"pooled DP boxplot: {exc}") from None
-        n = max(1, round(total))
-        lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+        lower, upper = box.lower, box.upper
 
         eps3 = 2 * COUNT_SHARE * epsilon
         ask3 = ThresholdCountsRequest(variable=variable, group=group, epsilon=eps3,
@@ -201,25 +194,7 @@ async def federated_dp_boxplot(
         for cid, c in counts.items():
             spend(cid, c.epsilon)
         pooled_box = PooledBox(
-            BoxplotResult(
-                lower_outliers=sum(c.below for c in counts.values()),
-                lower_whisker=lower,
-                q1=q1,
-                median=median,
-                q3=q3,
-                upper_whisker=upper,
-                upper_outliers=sum(c.above for c in counts.values()),
-                n=n,
-                lower_branch=lower_branch,
-                upper_branch=upper_branch,
-                spent=PrivacySpent(epsilon),
-                budget=(
-                    ("minimum and maximum (unbounded)", PrivacySpent(eps1)),
-                    ("tree histogram", PrivacySpent(eps2)),
-                    ("outlier counts", PrivacySpent(eps3)),
-                ),
-                method="pooled_dp_boxplot",
-            ),
+            pooled_result(box, [(c.below, c.above) for c in counts.values()], epsilon),
             (lo, hi),
             tuple(counts),
         )

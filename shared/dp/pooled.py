@@ -40,7 +40,7 @@ from shared._validation import (
     check_neighbouring,
 )
 from shared.dp._common import FloatArray
-from shared.dp.boxplot import BoxplotResult, extremes_sorted, noisy_count, whiskers
+from shared.dp.boxplot import BoxplotResult, Branch, extremes_sorted, noisy_count, whiskers
 from shared.privacy import Neighbouring, PrivacySpent
 
 EXTREMES_SHARE = 3.0 / 16.0
@@ -243,6 +243,81 @@ def threshold_counts(
     )
 
 
+# -- the coordinator's half: arithmetic on released numbers only ----------------------------------
+
+
+def pooled_range(
+    extremes: Sequence[tuple[float, float]], bounds: tuple[float, float]
+) -> tuple[float, float]:
+    """The public grid's range from the centers' (ψ_min, ψ_max): [min ψ_min, max ψ_max] clamped
+    to the bounds; the bounds themselves when every center's extremes coincide."""
+    a, b = check_bounds(bounds)
+    if not extremes:
+        raise ValueError("`extremes` must hold at least one center's (psi_min, psi_max)")
+    lo = max(a, min(e[0] for e in extremes))
+    hi = min(b, max(e[1] for e in extremes))
+    return (lo, hi) if lo < hi else (a, b)
+
+
+@dataclass(frozen=True)
+class PooledWhiskers:
+    """Round 2's outcome: pooled quartiles, the size they imply, and the whiskers to count at."""
+
+    q1: float
+    median: float
+    q3: float
+    n: int
+    lower: float
+    lower_branch: Branch
+    upper: float
+    upper_branch: Branch
+
+
+def pooled_whiskers(
+    trees: Sequence[TreeHistogram],
+    *,
+    grid: tuple[float, float],
+    extremes: Sequence[tuple[float, float]],
+    bounds: tuple[float, float],
+) -> PooledWhiskers:
+    """Sum the centers' trees, make them consistent, read the quartiles, draw the whiskers
+    (DPBoxplot's rule with n = the consistent root count)."""
+    total_tree = sum_trees(trees)
+    leaves = consistent_leaves(total_tree)
+    edges = grid_edges(grid[0], grid[1], leaves.size)
+    (q1, med, q3), total = pooled_quartiles(leaves, edges)
+    n = max(1, round(total))
+    psi_min = min(e[0] for e in extremes)
+    psi_max = max(e[1] for e in extremes)
+    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+    return PooledWhiskers(q1, med, q3, n, lower, lower_branch, upper, upper_branch)
+
+
+def pooled_result(
+    box: PooledWhiskers, counts: Sequence[tuple[int, int]], epsilon: float
+) -> BoxplotResult:
+    """The pooled box from round 3's per-center (below, above) counts, summed."""
+    return BoxplotResult(
+        lower_outliers=sum(c[0] for c in counts),
+        lower_whisker=box.lower,
+        q1=box.q1,
+        median=box.median,
+        q3=box.q3,
+        upper_whisker=box.upper,
+        upper_outliers=sum(c[1] for c in counts),
+        n=box.n,
+        lower_branch=box.lower_branch,
+        upper_branch=box.upper_branch,
+        spent=PrivacySpent(epsilon),
+        budget=(
+            ("minimum and maximum (unbounded)", PrivacySpent(2 * EXTREMES_SHARE * epsilon)),
+            ("tree histogram", PrivacySpent(HISTOGRAM_SHARE * epsilon)),
+            ("outlier counts", PrivacySpent(2 * COUNT_SHARE * epsilon)),
+        ),
+        method="pooled_dp_boxplot",
+    )
+
+
 @dataclass(frozen=True)
 class PooledBoxplot:
     """The pooled box, and what each center spent (ε, by sequential composition of its rounds)."""
@@ -280,58 +355,21 @@ def pooled_boxplot(
         )
         for x in data
     ]
-    lo = max(a, min(e.psi_min for e in ext))
-    hi = min(b, max(e.psi_max for e in ext))
-    if not lo < hi:
-        lo, hi = a, b  # all centers' extremes coincide: fall back to the public bounds
+    pairs = [(e.psi_min, e.psi_max) for e in ext]
+    lo, hi = pooled_range(pairs, (a, b))
     trees = [
-        tree_histogram(
-            x,
-            grid=(lo, hi),
-            depth=depth,
-            branching=branching,
-            epsilon=HISTOGRAM_SHARE * eps,
-            neighbouring=relation,
-            rng=rng,
-        )
+        tree_histogram(x, grid=(lo, hi), depth=depth, branching=branching,
+                       epsilon=HISTOGRAM_SHARE * eps, neighbouring=relation, rng=rng)
         for x in data
     ]
-    leaves = consistent_leaves(sum_trees(trees))
-    edges = grid_edges(lo, hi, branching**depth)
-    (q1, med, q3), total = pooled_quartiles(leaves, edges)
-    n = max(1, round(total))
-    psi_min = min(e.psi_min for e in ext)
-    psi_max = max(e.psi_max for e in ext)
-    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, (a, b))
+    box = pooled_whiskers(trees, grid=(lo, hi), extremes=pairs, bounds=(a, b))
     counts = [
-        threshold_counts(
-            x,
-            lower=lower,
-            upper=upper,
-            epsilon=2 * COUNT_SHARE * eps,
-            neighbouring=relation,
-            rng=rng,
-        )
+        threshold_counts(x, lower=box.lower, upper=box.upper, epsilon=2 * COUNT_SHARE * eps,
+                         neighbouring=relation, rng=rng)
         for x in data
     ]
-    spent = tuple(e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True))
-    box = BoxplotResult(
-        lower_outliers=sum(c.below for c in counts),
-        lower_whisker=lower,
-        q1=q1,
-        median=med,
-        q3=q3,
-        upper_whisker=upper,
-        upper_outliers=sum(c.above for c in counts),
-        n=n,
-        lower_branch=lower_branch,
-        upper_branch=upper_branch,
-        spent=PrivacySpent(eps),
-        budget=(
-            ("minimum and maximum (unbounded)", PrivacySpent(2 * EXTREMES_SHARE * eps)),
-            ("tree histogram", PrivacySpent(HISTOGRAM_SHARE * eps)),
-            ("outlier counts", PrivacySpent(2 * COUNT_SHARE * eps)),
-        ),
-        method="pooled_dp_boxplot",
+    spent = tuple(
+        e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True)
     )
-    return PooledBoxplot(box, spent, (lo, hi))
+    result = pooled_result(box, [(c.below, c.above) for c in counts], eps)
+    return PooledBoxplot(result, spent, (lo, hi))
