@@ -47,12 +47,13 @@ class Center:
 
 def center_config(
     tmp_path: Path, datasets: Mapping[str, float], *, port: int | None = None,
-    name: str = "center", **extra: Any,
+    name: str = "center", n: int = 157, seed: int = 20261129, **extra: Any,
 ) -> tuple[Path, int]:
-    """A center TOML over ``make_table()``'s CSV with one dataset per name (ε total as given)."""
+    """A center TOML over ``make_table(n, seed)``'s CSV with one dataset per name (ε total as
+    given)."""
     csv = tmp_path / f"{name}.csv"
     if not csv.exists():
-        write_csv(make_table(), csv)
+        write_csv(make_table(n, seed), csv)
     port = port or free_port()
     config = {
         "center_id": name,

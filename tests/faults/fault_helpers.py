@@ -1,0 +1,114 @@
+"""A TCP proxy in front of a real center process that can SIGKILL the center the moment a
+request for a given step has been forwarded to it, or hold the center's answer back for a while.
+It runs its own event loop in a thread and reads only the request line (the path)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Fault:
+    """What the proxy does to requests whose path ends with ``path``: ``kill`` the center right
+    after forwarding the request, or ``delay_s`` its answer."""
+
+    path: str | None = None
+    kill: bool = False
+    delay_s: float = 0.0
+    hits: int = 0
+    seen: list[str] = field(default_factory=list)
+
+
+class Proxy:
+    def __init__(self, upstream_port: int, proc: Callable[[], subprocess.Popen[bytes]]) -> None:
+        self.upstream_port = upstream_port
+        self.proc = proc  # the center process of the moment (it is restarted between cases)
+        self.fault = Fault()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self.port = int(sock.getsockname()[1])
+        self._sock = sock
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
+
+    def close(self) -> None:
+        async def stop() -> None:
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    async def _serve(self) -> None:
+        self._server = await asyncio.start_server(self._handle, sock=self._sock)
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            client_w.close()
+            return
+        delay = [0.0]  # set by the request side, taken by the answer side of this connection
+        to_center = asyncio.create_task(self._requests(client_r, up_w, delay))
+        to_client = asyncio.create_task(self._answers(up_r, client_w, delay))
+        await asyncio.wait([to_center, to_client], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(0.05)
+        for task in (to_center, to_client):
+            task.cancel()
+        for writer in (up_w, client_w):
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        delay: list[float]) -> None:
+        while chunk := await reader.read(65536):
+            first = chunk.split(b"\r\n", 1)[0].decode("latin-1")
+            parts = first.split(" ")
+            fault = self.fault
+            matched = (len(parts) == 3 and parts[2].startswith("HTTP/")
+                       and fault.path is not None and parts[1].endswith(fault.path))
+            if len(parts) == 3 and parts[2].startswith("HTTP/"):
+                fault.seen.append(parts[1])
+            writer.write(chunk)
+            await writer.drain()
+            if matched:
+                fault.hits += 1
+                if fault.kill:
+                    await asyncio.sleep(0.01)  # the center has the request: kill it mid-step
+                    self.proc().send_signal(signal.SIGKILL)
+                    return
+                delay[0] = fault.delay_s
+
+    async def _answers(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       delay: list[float]) -> None:
+        while chunk := await reader.read(65536):
+            if delay[0]:
+                wait, delay[0] = delay[0], 0.0
+                await asyncio.sleep(wait)
+            writer.write(chunk)
+            await writer.drain()
+
+
+@contextlib.contextmanager
+def proxied(upstream_port: int, proc: Callable[[], subprocess.Popen[bytes]]) -> Iterator[Proxy]:
+    proxy = Proxy(upstream_port, proc)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.close()

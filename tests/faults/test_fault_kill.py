@@ -1,0 +1,187 @@
+"""Faults during a study over real processes: three ``python -m center_agent`` behind small TCP
+proxies and a ``python -m coordinator``. A center is SIGKILLed the moment the request of one
+protocol step reaches it (table build, refinement, MWU, each DP boxplot round), or answers after
+the coordinator's read timeout. The study fails naming the center and its kind, with no result;
+the center restarts on its ledger, the same study is run again and succeeds, and every center
+has spent exactly one study's ε: nothing was paid twice, nothing released unpaid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from adv_helpers import center_config, coordinator_process, small_counts, stop, wait_healthy
+from center_helpers import AUTH as CENTER_AUTH
+from center_helpers import TOKEN, K, child_env, free_port, toml_value
+from coordinator_helpers import ANALYST_TOKEN, AUTH
+from fault_helpers import Proxy, proxied
+
+SIZES = {"alpha": (420, 1), "beta": (310, 2), "gamma": (200, 3)}  # alpha builds the table
+STEPS = {  # case -> (path of the step, the center killed there)
+    "table": ("/table", "alpha"),
+    "refine": ("/table/refine", "beta"),
+    "mwu": ("/mwu", "gamma"),
+    "dp_boxplot": ("/dp/boxplot", "beta"),
+    "dp_extremes": ("/dp/extremes", "gamma"),
+    "dp_tree_histogram": ("/dp/tree-histogram", "alpha"),
+    "dp_threshold_counts": ("/dp/threshold-counts", "beta"),
+}
+READ_TIMEOUT_S = 3.0
+STUDY_EPSILON = 2.0  # per center: its own DP box (1.0) and its share of the pooled one (1.0)
+
+
+def spec(dataset: str) -> dict[str, Any]:
+    return {
+        "dataset": dataset, "variable": "x", "groups": ["a", "b"], "k": K,
+        "analyses": [
+            {"kind": "table"},
+            {"kind": "mwu", "tests": ["sum", "table"]},
+            {"kind": "dp_boxplot", "group": "a", "epsilon": 1.0, "bounds": [0.0, 100.0],
+             "per_center": True, "pooled": True, "depth": 4, "branching": 4},
+        ],
+    }
+
+
+@dataclass
+class CenterProc:
+    config: Path
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "center_agent", "--config", str(self.config)],
+            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def current(self) -> subprocess.Popen[bytes]:
+        assert self.proc is not None
+        return self.proc
+
+    def ensure_running(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                stop(self.proc)
+            self.start()
+            wait_healthy(self.current(), self.port)
+
+    def spent(self, dataset: str) -> float:
+        r = httpx.get(f"http://127.0.0.1:{self.port}/v1/budget/{dataset}",
+                      headers=CENTER_AUTH, timeout=30)
+        return float(r.json()["spent_epsilon"])
+
+
+@dataclass
+class Federation:
+    centers: dict[str, CenterProc]
+    proxies: dict[str, Proxy]
+    client: httpx.Client
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    workdir = tmp_path_factory.mktemp("faults")
+    datasets = {name: 10.0 for name in [*STEPS, "slow"]}
+    centers = {}
+    for cid, (n, seed) in SIZES.items():
+        config, port = center_config(workdir, datasets, name=cid, n=n, seed=seed)
+        centers[cid] = CenterProc(config, port)
+    try:
+        for center in centers.values():
+            center.start()  # all at once: imports take seconds
+        for center in centers.values():
+            wait_healthy(center.current(), center.port)
+        with (proxied(centers["alpha"].port, centers["alpha"].current) as pa,
+              proxied(centers["beta"].port, centers["beta"].current) as pb,
+              proxied(centers["gamma"].port, centers["gamma"].current) as pg):
+            proxies = {"alpha": pa, "beta": pb, "gamma": pg}
+            port = free_port()
+            lines = [
+                f"analyst_tokens = {toml_value([ANALYST_TOKEN])}",
+                "min_centers = 2",
+                f"port = {port}",
+                f"read_timeout_s = {READ_TIMEOUT_S}",
+                "connect_timeout_s = 1.0",
+                f"store_url = {toml_value('sqlite:///' + str(workdir / 'coordinator.sqlite'))}",
+                "[retry]", "attempts = 2", "backoff_initial_s = 0.1", "backoff_max_s = 0.2",
+            ]
+            for cid, proxy in proxies.items():
+                lines += [f"[centers.{cid}]", f'url = "http://127.0.0.1:{proxy.port}"',
+                          f"token = {toml_value(TOKEN)}"]
+            config = workdir / "coordinator.toml"
+            config.write_text("\n".join(lines) + "\n")
+            with (coordinator_process(config, port),
+                  httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH,
+                               timeout=30) as client):
+                yield Federation(centers, proxies, client)
+    finally:
+        for center in centers.values():
+            if center.proc is not None:
+                stop(center.proc)
+
+
+def run_study(client: httpx.Client, body: dict[str, Any], timeout_s: float = 90) -> dict[str, Any]:
+    created = client.post("/v1/studies", json=body)
+    assert created.status_code == 202, created.text
+    url = created.json()["status_url"]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        view = client.get(url).json()
+        if view["status"] not in ("pending", "running"):
+            return dict(view)
+        assert time.monotonic() < deadline, view
+        time.sleep(0.1)
+
+
+def assert_failed_naming(view: dict[str, Any], center: str, kinds: set[str]) -> None:
+    assert view["status"] == "failed", view
+    assert view["error"]["center"] == center, view["error"]
+    assert view["error"]["kind"] in kinds, view["error"]
+    assert center in view["error"]["detail"]
+    assert not view.get("result"), "a failed study must report no numbers"
+
+
+def assert_rerun_pays_nothing_more(federation: Federation, dataset: str) -> None:
+    for center in federation.centers.values():
+        center.ensure_running()
+        assert center.spent(dataset) <= STUDY_EPSILON + 1e-9
+    view = run_study(federation.client, spec(dataset))
+    assert view["status"] == "succeeded", view.get("error")
+    assert small_counts(view["result"]) == []
+    for cid, center in federation.centers.items():
+        assert center.spent(dataset) == pytest.approx(STUDY_EPSILON), cid
+
+
+@pytest.mark.parametrize("case", list(STEPS))
+def test_a_center_killed_during_a_step(federation: Federation, case: str) -> None:
+    """Fault: SIGKILL a center just after the request of ``case``'s step reached it."""
+    path, victim = STEPS[case]
+    fault = federation.proxies[victim].fault
+    fault.path, fault.kill, fault.hits = f"/v1/datasets/{case}{path}", True, 0
+    try:
+        view = run_study(federation.client, spec(case))
+    finally:
+        fault.path, fault.kill = None, False
+    assert fault.hits == 1, fault.seen
+    assert_failed_naming(view, victim, {"unreachable", "error", "timeout"})
+    assert_rerun_pays_nothing_more(federation, case)
+
+
+def test_a_center_slower_than_the_read_timeout(federation: Federation) -> None:
+    """Fault: gamma answers its DP boxplot READ_TIMEOUT_S + 2 s late. The study fails naming
+    gamma (timeout); gamma did compute and pay, so the rerun gets the stored answer free."""
+    fault = federation.proxies["gamma"].fault
+    fault.path, fault.delay_s, fault.hits = "/v1/datasets/slow/dp/boxplot", READ_TIMEOUT_S + 2, 0
+    try:
+        view = run_study(federation.client, spec("slow"))
+    finally:
+        fault.path, fault.delay_s = None, 0.0
+    assert fault.hits == 1
+    assert_failed_naming(view, "gamma", {"timeout"})
+    assert_rerun_pays_nothing_more(federation, "slow")
