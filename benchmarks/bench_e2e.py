@@ -1,0 +1,293 @@
+"""End-to-end cost of a federated study through real HTTP, as a ratio to local computation.
+
+For each plan (m centers with n records each) it generates m synthetic hospitals
+(``fedstats_cli.synth``: two arms, a skewed length of stay rounded to 0.1 day) as Parquet files,
+starts m ``python -m center_agent`` processes and one ``python -m coordinator`` on free loopback
+ports, and runs one study — the federated K-anonymous table, the four Mann-Whitney tests and the
+ε-DP boxplots of one arm (each center's and the pooled three-round protocol) — timed from the
+POST to ``succeeded``. Only the first run of a study is timed: a repeat is answered from the
+centers' release caches.
+
+Baselines, measured in the same run on the same files: each center's local computation — reading
+its Parquet columns plus computing every release the study asked of it, in process
+(``coordinator.local.InProcessCenter``, the ``shared/`` core without HTTP, ledger or auditor) —
+and the same study run in process over all centers. Printed: end-to-end / slowest center (the
+target is <= 1.5), end-to-end / in-process study (the HTTP, ledger and process overhead), and the
+bytes exchanged per study (the JSON of every request and answer the coordinator recorded in its
+provenance, so excluding HTTP headers).
+
+    .venv/bin/python benchmarks/bench_e2e.py                    # 10 x 1e6, 20 x 5e5, 50 x 2e5
+    .venv/bin/python benchmarks/bench_e2e.py --plan 10:1e6
+    .venv/bin/python benchmarks/bench_e2e.py --plan 3:1e5 --plan 5:1e5   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from coordinator.local import InProcessCenter, LocalDataset
+from coordinator.study import StudySpec, run_study
+from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
+
+REPO = Path(__file__).resolve().parents[1]
+K = 10
+SPEC: dict[str, Any] = {
+    "dataset": "cohort",
+    "variable": VARIABLE,
+    "groups": list(LEVELS),
+    "k": K,
+    "analyses": [
+        {"kind": "table", "lower": 0.0},
+        {"kind": "mwu", "tests": ["sum", "weighted", "fisher", "table"]},
+        {"kind": "dp_boxplot", "group": LEVELS[1], "epsilon": 1.0, "bounds": [0.0, 60.0],
+         "per_center": True, "pooled": True},
+    ],
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def toml(value: Any) -> str:
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(value)
+
+
+def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]]) -> Path:
+    lines = [f"{k} = {toml(v)}" for k, v in top.items()]
+    for name, table in tables.items():
+        lines += [f"\n[{name}]", *(f"{k} = {toml(v)}" for k, v in table.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def hospitals(m: int, n: int, seed: int) -> list[Hospital]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(m):
+        n_control = int(n * rng.uniform(0.4, 0.6))
+        out.append(Hospital(f"c{i:02d}", n_control, n - n_control,
+                            float(rng.uniform(4.0, 6.5)), float(rng.uniform(0.5, 0.7))))
+    return out
+
+
+def write_parquet(h: Hospital, path: Path, seed: int) -> Path:
+    columns = generate(h, np.random.default_rng(seed))
+    pq.write_table(pa.table({name: pa.array(col) for name, col in columns.items()}), path)
+    return path
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_")}
+    out["PYTHONPATH"] = str(REPO) + os.pathsep + out.get("PYTHONPATH", "")
+    return out
+
+
+@contextlib.contextmanager
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=15)
+
+
+def spawn(procs: list[subprocess.Popen[bytes]], module: str, config: Path,
+          log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", module, "--config", str(config)],
+                                env=env(), stdout=subprocess.DEVNULL, stderr=f)
+    procs.append(proc)
+    return proc
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args} exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{proc.args} not healthy after 300 s")
+        time.sleep(0.2)
+
+
+class Timed:
+    """Any port, with the wall time of each of its calls added to ``spent[center]``."""
+
+    def __init__(self, port: InProcessCenter, spent: dict[str, float]) -> None:
+        self.port, self.spent = port, spent
+
+    @property
+    def center_id(self) -> str:
+        return self.port.center_id
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.port, name)
+
+        async def timed(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await method(*args)
+            finally:
+                self.spent[self.port.center_id] += time.perf_counter() - start
+
+        return timed
+
+
+def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
+        work = Path(tmp)
+        files = {}
+        t0 = time.perf_counter()
+        for i, h in enumerate(hospitals(m, n, seed)):
+            files[h.center_id] = write_parquet(h, work / f"{h.center_id}.parquet", seed + i)
+        generated = time.perf_counter() - t0
+        tokens = {cid: secrets.token_urlsafe(32) for cid in files}
+        analyst = secrets.token_urlsafe(32)
+        ports = {cid: free_port() for cid in files}
+        with processes() as procs:
+            started = []
+            for cid, path in files.items():
+                config = write_toml(
+                    work / f"{cid}.toml",
+                    {"center_id": cid, "k": K, "tokens": [tokens[cid]], "port": ports[cid],
+                     "ledger_url": f"sqlite:///{work / f'{cid}-ledger.sqlite'}"},
+                    {"datasets.cohort": {"source": {"kind": "parquet", "path": str(path)},
+                                         "variables": [VARIABLE],
+                                         "group": {"column": GROUP_COLUMN,
+                                                   "levels": list(LEVELS)},
+                                         "epsilon_total": 10.0}})
+                log = work / f"{cid}.log"
+                started.append((spawn(procs, "center_agent", config, log), ports[cid], log))
+            coord_port = free_port()
+            coord_config = write_toml(
+                work / "coordinator.toml",
+                {"analyst_tokens": [analyst], "min_centers": 2, "port": coord_port,
+                 "read_timeout_s": 600.0,
+                 "store_url": f"sqlite:///{work / 'coordinator.sqlite'}"},
+                {f"centers.{cid}": {"url": f"http://127.0.0.1:{ports[cid]}",
+                                    "token": tokens[cid]} for cid in files})
+            log = work / "coordinator.log"
+            started.append((spawn(procs, "coordinator", coord_config, log), coord_port, log))
+            for proc, port, log in started:
+                wait_healthy(proc, port, log)
+
+            headers = {"Authorization": f"Bearer {analyst}"}
+            with httpx.Client(base_url=f"http://127.0.0.1:{coord_port}", headers=headers,
+                              timeout=600) as client:
+                for cid in files:  # every center answers once before the clock starts
+                    httpx.get(f"http://127.0.0.1:{ports[cid]}/v1/info", timeout=600,
+                              headers={"Authorization": f"Bearer {tokens[cid]}"})
+                start = time.perf_counter()
+                created = client.post("/v1/studies", json=SPEC)
+                created.raise_for_status()
+                url = created.json()["status_url"]
+                while (view := client.get(url).json())["status"] in ("pending", "running"):
+                    time.sleep(0.02)
+                e2e = time.perf_counter() - start
+                if view["status"] != "succeeded":
+                    raise SystemExit(f"study {view['status']}: {view.get('error')}")
+                exchanged = sum(len(json.dumps(p["request"])) + len(json.dumps(p["response"]))
+                                for p in view["provenance"])
+                answers = len(view["provenance"])
+
+        local, in_process = local_study(files, seed, defaultdict(float))
+        slowest = max(local.values())
+        return {"centers": m, "n_per_center": n, "e2e_s": e2e, "slowest_center_s": slowest,
+                "ratio_slowest": e2e / slowest, "in_process_study_s": in_process,
+                "ratio_in_process": e2e / in_process, "bytes": exchanged,
+                "bytes_per_center": exchanged / m, "answers": answers,
+                "generate_s": generated}
+
+
+def local_study(files: dict[str, Path], seed: int,
+                spent: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Per center: read + its calls' compute time; and the in-process study's wall time (reads
+    included, as the centers read their files on each release)."""
+    ports = []
+    rng = np.random.default_rng(seed)
+    for cid, path in files.items():
+        start = time.perf_counter()
+        table = pq.read_table(path, columns=[VARIABLE, GROUP_COLUMN])
+        values = table.column(VARIABLE).to_numpy().astype(np.float64)
+        labels = table.column(GROUP_COLUMN).to_numpy(zero_copy_only=False).astype(str)
+        spent[cid] += time.perf_counter() - start
+        dataset = LocalDataset({VARIABLE: values}, groups=labels, levels=LEVELS)
+        ports.append(Timed(InProcessCenter(cid, {"cohort": dataset}, rng=rng, k=K), spent))
+    reads = sum(spent.values())
+    start = time.perf_counter()
+    asyncio.run(run_study(StudySpec.model_validate(SPEC), ports, min_centers=2))  # type: ignore[arg-type]
+    return {cid: spent[cid] for cid in files}, time.perf_counter() - start + reads
+
+
+def plan(text: str) -> tuple[int, int]:
+    m, n = text.split(":")
+    return int(m), int(float(n))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", type=plan, action="append",
+                        help="CENTERS:RECORDS_PER_CENTER (repeatable; default 10:1e6 20:5e5 "
+                             "50:2e5)")
+    parser.add_argument("--seed", type=int, default=20261129)
+    args = parser.parse_args()
+    plans = args.plan or [(10, 1_000_000), (20, 500_000), (50, 200_000)]
+    print(f"{'centers':>7} {'n/center':>9} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
+          f"{'in-proc':>8} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7}")
+    for m, n in plans:
+        r = run_plan(m, n, args.seed)
+        print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {r['e2e_s']:>7.2f} "
+              f"{r['slowest_center_s']:>8.2f} {r['ratio_slowest']:>6.2f} "
+              f"{r['in_process_study_s']:>8.2f} {r['ratio_in_process']:>6.2f} "
+              f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d}",
+              flush=True)
+    print("ratio: end-to-end / slowest center's local computation (target <= 1.5); "
+          "in-proc ratio: end-to-end / the same study in one process without HTTP; "
+          "bytes: JSON of every request and answer recorded (provenance)")
+
+
+if __name__ == "__main__":
+    main()
