@@ -15,6 +15,7 @@ COPY shared/ shared/
 COPY center_agent/ center_agent/
 COPY coordinator/ coordinator/
 COPY fedstats_cli/ fedstats_cli/
+COPY fedstats_service/ fedstats_service/
 
 # Installed as the README installs it: a venv and an editable install (the services need no dev
 # tools; `--build-arg EXTRAS='[dev]'` gives the README's command exactly).

@@ -7,11 +7,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from center_agent.api import handlers
-from center_agent.api.middleware import BodySizeLimit
 from center_agent.api.router import api_router
 from center_agent.core.config import Settings, load_settings
 from center_agent.services import Services
+from fedstats_service import handlers
+from fedstats_service.middleware import BodySizeLimit
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -40,7 +40,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         openapi_url="/openapi.json" if dev else None,
     )
     app.state.services = services
-    handlers.install(app)
+    handlers.install(app, "center")
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
     app.include_router(api_router)
     return app

@@ -8,12 +8,12 @@ from contextlib import asynccontextmanager
 import httpx
 from fastapi import FastAPI
 
-from coordinator.api import handlers
-from coordinator.api.middleware import BodySizeLimit
 from coordinator.api.router import api_router
 from coordinator.core.config import Settings, load_settings
 from coordinator.ports import CenterPort
 from coordinator.services import Services
+from fedstats_service import handlers
+from fedstats_service.middleware import BodySizeLimit
 
 
 def create_app(
@@ -53,7 +53,7 @@ def create_app(
         openapi_url="/openapi.json" if dev else None,
     )
     app.state.services = services
-    handlers.install(app)
+    handlers.install(app, "coordinator")
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
     app.include_router(api_router)
     return app

@@ -2,69 +2,41 @@
 
 Hierarchy::
 
-    CenterError                 500 internal_error (base: carries ``status_code`` and ``error``)
-    ├── AuthenticationError     401 unauthenticated
-    ├── NotFound                404 not_found
+    ServiceError                500 internal_error (``fedstats_service``: status, code, detail)
+    ├── AuthenticationError     401 unauthenticated      (``fedstats_service``)
+    ├── RequestTooLarge         413 request_too_large    (``fedstats_service``)
+    ├── NotFound                404 not_found            (``fedstats_service``)
     │   ├── UnknownDataset      404 unknown_dataset
     │   ├── UnknownVariable     404 unknown_variable
     │   └── UnknownLevel        404 unknown_level
-    ├── RequestTooLarge         413 request_too_large
-    ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
-    └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
-        ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
-        ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
-        ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls per study)
-        ├── KAnonymityRefusal   403 k_anonymity_refused (a count would fall in 1..K-1)
-        └── DifferencingRefusal 409 differencing_refused
+    └── CenterError         (the center's own errors)
+        ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
+        └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
+            ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
+            ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
+            ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls per study)
+            ├── KAnonymityRefusal   403 k_anonymity_refused (a count would fall in 1..K-1)
+            └── DifferencingRefusal 409 differencing_refused
 
 A :class:`PrivacyRefusal` is the center working as designed: the coordinator tells it apart from a
 failure by its ``error`` code (and by the class in-process). Request validation errors are rendered
-by ``center_agent.api.handlers`` as 422 ``validation_error`` naming the field.
+by ``fedstats_service.handlers`` as 422 ``validation_error`` naming the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
 
+from fedstats_service.errors import AuthenticationError as AuthenticationError
+from fedstats_service.errors import NotFound as NotFound
+from fedstats_service.errors import RequestTooLarge as RequestTooLarge
+from fedstats_service.errors import ServiceError as ServiceError
 from shared.binning import KAnonymityError
 
 
-class CenterError(Exception):
-    """Base of all center errors: an HTTP status, a stable machine code and a human detail."""
-
-    status_code: ClassVar[int] = 500
-    error: ClassVar[str] = "internal_error"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        extra: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.extra = dict(extra or {})
-        self.headers = headers
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body sent to the client: ``error`` and ``detail`` first, then any extras."""
-        return {"error": self.error, "detail": self.detail, **self.extra}
-
-
-class AuthenticationError(CenterError):
-    status_code = 401
-    error = "unauthenticated"
-
-    def __init__(self, detail: str = "a valid bearer token is required") -> None:
-        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
-
-
-class NotFound(CenterError):
-    status_code = 404
-    error = "not_found"
+class CenterError(ServiceError):
+    """Base of the center's own errors (the common ones come from ``fedstats_service``)."""
 
 
 class UnknownDataset(NotFound):
@@ -94,11 +66,6 @@ class InvalidRequest(CenterError):
 
     status_code = 422
     error = "invalid_request"
-
-
-class RequestTooLarge(CenterError):
-    status_code = 413
-    error = "request_too_large"
 
 
 class DataSourceError(CenterError):
@@ -152,7 +119,7 @@ def core_errors() -> Iterator[None]:
         yield
     except KAnonymityError as exc:
         raise KAnonymityRefusal(str(exc)) from None
-    except CenterError:
+    except ServiceError:
         raise
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None

@@ -2,18 +2,19 @@
 
 Hierarchy::
 
-    CoordinatorError            500 internal_error (base: carries ``status_code`` and ``error``)
-    ├── AuthenticationError     401 unauthenticated
-    ├── NotFound                404 not_found
+    ServiceError                500 internal_error (``fedstats_service``: status, code, detail)
+    ├── AuthenticationError     401 unauthenticated      (``fedstats_service``)
+    ├── RequestTooLarge         413 request_too_large    (``fedstats_service``)
+    ├── NotFound                404 not_found            (``fedstats_service``)
     │   └── StudyNotFound       404 study_not_found
-    ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
-    ├── RequestTooLarge         413 request_too_large
-    ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
-    ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
-    │                                a pooled DP histogram that is empty after its noise)
-    ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
-    ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
-    └── Busy                    503 busy (``max_running_studies`` studies are running)
+    └── CoordinatorError    (the coordinator's own errors)
+        ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
+        ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
+        ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
+        │                                a pooled DP histogram that is empty after its noise)
+        ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
+        ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
+        └── Busy                    503 busy (``max_running_studies`` studies are running)
 
 A :class:`CenterFailure` has one ``kind`` of :data:`FailureKind`:
 
@@ -32,47 +33,20 @@ Details relay what the center said (truncated), never the coordinator's tokens.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, get_args
+from typing import Literal, get_args
+
+from fedstats_service.errors import AuthenticationError as AuthenticationError
+from fedstats_service.errors import NotFound as NotFound
+from fedstats_service.errors import RequestTooLarge as RequestTooLarge
+from fedstats_service.errors import ServiceError as ServiceError
 
 FailureKind = Literal["unreachable", "timeout", "refused", "error", "malformed", "implausible"]
 FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 MAX_RELAYED_DETAIL = 500
 
 
-class CoordinatorError(Exception):
-    """Base of all coordinator errors: an HTTP status, a stable machine code and a human detail."""
-
-    status_code: ClassVar[int] = 500
-    error: ClassVar[str] = "internal_error"
-
-    def __init__(
-        self,
-        detail: str,
-        *,
-        extra: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.extra = dict(extra or {})
-        self.headers = headers
-
-    def body(self) -> dict[str, Any]:
-        """The JSON body sent to the client: ``error`` and ``detail`` first, then any extras."""
-        return {"error": self.error, "detail": self.detail, **self.extra}
-
-
-class AuthenticationError(CoordinatorError):
-    status_code = 401
-    error = "unauthenticated"
-
-    def __init__(self, detail: str = "a valid bearer token is required") -> None:
-        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
-
-
-class NotFound(CoordinatorError):
-    status_code = 404
-    error = "not_found"
+class CoordinatorError(ServiceError):
+    """Base of the coordinator's own errors (the common ones come from ``fedstats_service``)."""
 
 
 class StudyNotFound(NotFound):
@@ -85,11 +59,6 @@ class StudyNotFound(NotFound):
 class Conflict(CoordinatorError):
     status_code = 409
     error = "conflict"
-
-
-class RequestTooLarge(CoordinatorError):
-    status_code = 413
-    error = "request_too_large"
 
 
 class InvalidStudy(CoordinatorError):

@@ -1,0 +1,47 @@
+"""The error base of both services: an HTTP status, a stable machine code and a human detail,
+rendered once as ``{"error": ..., "detail": ..., **extra}`` (``fedstats_service.handlers``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ServiceError(Exception):
+    """Base of every error a service answers with."""
+
+    status_code: ClassVar[int] = 500
+    error: ClassVar[str] = "internal_error"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = dict(extra or {})
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body sent to the client: ``error`` and ``detail`` first, then any extras."""
+        return {"error": self.error, "detail": self.detail, **self.extra}
+
+
+class AuthenticationError(ServiceError):
+    status_code = 401
+    error = "unauthenticated"
+
+    def __init__(self, detail: str = "a valid bearer token is required") -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class NotFound(ServiceError):
+    status_code = 404
+    error = "not_found"
+
+
+class RequestTooLarge(ServiceError):
+    status_code = 413
+    error = "request_too_large"

@@ -1,0 +1,70 @@
+"""Exception handlers: every error leaves as ``{"error": ..., "detail": ...}``, never a trace."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fedstats_service.errors import ServiceError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+}
+
+
+async def service_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    if exc.status_code >= 500:
+        log.error("%s %s failed: %s", request.method, request.url.path, exc.detail)
+    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+
+
+async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """422 naming each bad field (``body.epsilon: ...``); the offending input is not echoed."""
+    assert isinstance(exc, RequestValidationError)
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err.get("loc", ())) or "(request)"
+        problems.append(f"{field}: {err.get('msg', 'invalid')}")
+    fields = [".".join(str(p) for p in err.get("loc", ())) for err in exc.errors()]
+    return JSONResponse(
+        {"error": "validation_error", "detail": "; ".join(problems), "fields": fields},
+        status_code=422,
+    )
+
+
+async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own errors (unknown route, wrong method) in our shape."""
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    detail = exc.detail if isinstance(exc.detail, str) else code
+    return JSONResponse(
+        {"error": code, "detail": detail}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+def install(app: FastAPI, service: str) -> None:
+    """Register the handlers; ``service`` names the service in the bare 500's detail."""
+
+    async def unhandled_error_handler(request: Request, exc: Exception) -> JSONResponse:
+        """Anything unexpected: logged here with its trace, answered with a bare 500."""
+        log.error("%s %s raised", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(
+            {"error": "internal_error", "detail": f"the {service} could not answer this request"},
+            status_code=500,
+        )
+
+    app.add_exception_handler(ServiceError, service_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
+    app.add_exception_handler(Exception, unhandled_error_handler)
