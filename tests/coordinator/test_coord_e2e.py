@@ -202,14 +202,16 @@ async def test_quantiles_over_real_centers_cost_nothing(coordinator: Any) -> Non
 
 
 async def test_dp_quantiles_over_real_centers(coordinator: Any) -> None:
-    spec = {**SPEC, "analyses": [{"kind": "dp_quantiles", "epsilon": 0.25, "bounds": [0, 100],
+    # The centers draw noise from the OS, so the accuracy check needs an ε whose error is
+    # far inside the tolerance (at ε = 0.25 the median missed by > 6 about once in 20 runs).
+    spec = {**SPEC, "analyses": [{"kind": "dp_quantiles", "epsilon": 2.0, "bounds": [0, 100],
                                   "levels": [0.25, 0.5, 0.75], "group": "trt"}]}
     view = await run(coordinator, spec)
     assert view["status"] == "succeeded", view
     result = view["result"]["analyses"][0]
-    assert result["spent"] == {cid: 0.25 for cid in SIZES}
+    assert result["spent"] == {cid: 2.0 for cid in SIZES}
     for cid, (_, y) in make_data().items():
         assert result["per_center"][cid][1] == pytest.approx(np.median(y), abs=6.0)
     _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
-    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([2.75] * 3)
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([1.0] * 3)
