@@ -13,7 +13,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
 
 from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
@@ -255,11 +255,21 @@ class DPQuantilesRequest(DPRequest):
 
 
 class DPQuantilesRelease(WireModel):
-    levels: list[float]
-    values: list[float]
+    """One value per level, finite and non-decreasing (every algorithm's output is sorted)."""
+
+    levels: list[FiniteFloat]
+    values: list[FiniteFloat]
     algorithm: str
-    epsilon: float
+    epsilon: FiniteFloat
     neighbouring: Literal["add_remove", "swap"]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DPQuantilesRelease:
+        if len(self.values) != len(self.levels):
+            raise ValueError("one value per level is required")
+        if any(b < a for a, b in pairwise(self.values)):
+            raise ValueError("quantile values must be non-decreasing")
+        return self
 
 
 class DPBoxplotRequest(DPRequest):
@@ -277,19 +287,31 @@ class BudgetPart(WireModel):
 class DPBoxplotRelease(WireModel):
     """The seven-number summary (o_ℓ, ℓ, Q1, median, Q3, u, o_u), n, branches and the budget."""
 
-    lower_outliers: int
-    lower_whisker: float
-    q1: float
-    median: float
-    q3: float
-    upper_whisker: float
-    upper_outliers: int
-    n: int
+    lower_outliers: NonNegativeInt
+    lower_whisker: FiniteFloat
+    q1: FiniteFloat
+    median: FiniteFloat
+    q3: FiniteFloat
+    upper_whisker: FiniteFloat
+    upper_outliers: NonNegativeInt
+    n: NonNegativeInt
     lower_branch: Literal["extreme", "fence"]
     upper_branch: Literal["extreme", "fence"]
-    epsilon: float
+    epsilon: FiniteFloat
     budget: list[BudgetPart]
     method: str
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DPBoxplotRelease:
+        five = (self.lower_whisker, self.q1, self.median, self.q3, self.upper_whisker)
+        if any(b < a for a, b in pairwise(five)):
+            raise ValueError("a box must satisfy lower whisker <= Q1 <= median <= Q3 <= upper")
+        return self
+
+    def within(self, bounds: tuple[float, float]) -> bool:
+        """Whether every point of the box lies inside the public bounds it was clipped to."""
+        a, b = bounds
+        return a <= self.lower_whisker and self.upper_whisker <= b
 
     @classmethod
     def from_result(cls, result: BoxplotResult) -> DPBoxplotRelease:
@@ -315,9 +337,9 @@ class ExtremesRequest(DPRequest):
 
 
 class ExtremesRelease(WireModel):
-    psi_min: float
-    psi_max: float
-    epsilon: float
+    psi_min: FiniteFloat
+    psi_max: FiniteFloat
+    epsilon: FiniteFloat
 
 
 class TreeHistogramRequest(DPRequest):
@@ -338,10 +360,10 @@ class TreeHistogramRequest(DPRequest):
 
 
 class TreeHistogramRelease(WireModel):
-    levels: list[list[float]]
-    branching: int
-    noise_scale: float
-    epsilon: float
+    levels: list[list[FiniteFloat]]
+    branching: int = Field(ge=2)
+    noise_scale: FiniteFloat = Field(ge=0)
+    epsilon: FiniteFloat
 
 
 class ThresholdCountsRequest(DPRequest):
@@ -352,6 +374,6 @@ class ThresholdCountsRequest(DPRequest):
 
 
 class ThresholdCountsRelease(WireModel):
-    below: int
-    above: int
-    epsilon: float
+    below: NonNegativeInt
+    above: NonNegativeInt
+    epsilon: FiniteFloat

@@ -75,6 +75,16 @@ class FederatedBoxplot:
     excluded: tuple[CenterFailure, ...]
 
 
+def _check_box(
+    center: str, box: DPBoxplotRelease, asked: float, bounds: tuple[float, float]
+) -> None:
+    """A center's own box: the ε asked, and every point inside the public bounds (the data were
+    clipped to them; the wire model already checks order, finiteness and counts >= 0)."""
+    _check_epsilon(center, box.epsilon, asked)
+    if not box.within(bounds):
+        raise CenterFailure(center, "implausible", f"a DP box outside the bounds {bounds}")
+
+
 def _check_epsilon(center: str, reported: float, asked: float) -> None:
     if not math.isclose(reported, asked, rel_tol=EPS_RTOL):
         raise CenterFailure(center, "implausible",
@@ -136,7 +146,7 @@ async def federated_dp_boxplot(
         request = DPBoxplotRequest(variable=variable, group=group, epsilon=epsilon, bounds=bounds)
         boxes, failures = await ask_all(
             ports, lambda p: p.dp_boxplot(dataset, request),
-            lambda c, r: _check_epsilon(c, r.epsilon, epsilon), allow_partial=allow_partial,
+            lambda c, r: _check_box(c, r, epsilon, bounds), allow_partial=allow_partial,
         )
         excluded += failures
         require(needed, list(boxes), excluded)
