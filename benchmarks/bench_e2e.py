@@ -64,10 +64,18 @@ SPEC: dict[str, Any] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (all held open until all are chosen)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def toml(value: Any) -> str:
@@ -186,7 +194,8 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
         generated = time.perf_counter() - t0
         tokens = {cid: secrets.token_urlsafe(32) for cid in files}
         analyst = secrets.token_urlsafe(32)
-        ports = {cid: free_port() for cid in files}
+        *center_ports, coord_port = free_ports(len(files) + 1)
+        ports = dict(zip(files, center_ports, strict=True))
         with processes() as procs:
             started = []
             for cid, path in files.items():
@@ -201,7 +210,6 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                                          "epsilon_total": 10.0}})
                 log = work / f"{cid}.log"
                 started.append((spawn(procs, "center_agent", config, log), ports[cid], log))
-            coord_port = free_port()
             coord_config = write_toml(
                 work / "coordinator.toml",
                 {"analyst_tokens": [analyst], "min_centers": 2, "port": coord_port,
@@ -213,13 +221,14 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
             started.append((spawn(procs, "coordinator", coord_config, log), coord_port, log))
             for proc, port, log in started:
                 wait_healthy(proc, port, log)
+            for cid in files:  # each port is the center we started there
+                info = httpx.get(f"http://127.0.0.1:{ports[cid]}/v1/info", timeout=600,
+                                 headers={"Authorization": f"Bearer {tokens[cid]}"})
+                assert info.json()["center_id"] == cid, info.text
 
             headers = {"Authorization": f"Bearer {analyst}"}
             with httpx.Client(base_url=f"http://127.0.0.1:{coord_port}", headers=headers,
                               timeout=600) as client:
-                for cid in files:  # every center answers once before the clock starts
-                    httpx.get(f"http://127.0.0.1:{ports[cid]}/v1/info", timeout=600,
-                              headers={"Authorization": f"Bearer {tokens[cid]}"})
                 start = time.perf_counter()
                 created = client.post("/v1/studies", json=SPEC)
                 created.raise_for_status()
@@ -228,7 +237,8 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                     time.sleep(0.02)
                 e2e = time.perf_counter() - start
                 if view["status"] != "succeeded":
-                    raise SystemExit(f"study {view['status']}: {view.get('error')}")
+                    trace = (work / "coordinator.log").read_text()[-4000:]
+                    raise SystemExit(f"study {view['status']}: {view.get('error')}\n{trace}")
                 exchanged = sum(len(json.dumps(p["request"])) + len(json.dumps(p["response"]))
                                 for p in view["provenance"])
                 answers = len(view["provenance"])
