@@ -95,8 +95,10 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
     try:
         for center in centers.values():
             center.start()  # all at once: imports take seconds
-        for center in centers.values():
+        for cid, center in centers.items():
             wait_healthy(center.current(), center.port)
+            info = httpx.get(f"http://127.0.0.1:{center.port}/v1/info", headers=CENTER_AUTH)
+            assert info.json()["center_id"] == cid  # not another process on a reused port
         with (proxied(centers["alpha"].port, centers["alpha"].current) as pa,
               proxied(centers["beta"].port, centers["beta"].current) as pb,
               proxied(centers["gamma"].port, centers["gamma"].current) as pg):
