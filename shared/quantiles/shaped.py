@@ -30,6 +30,17 @@ smooth, unimodal, possibly skewed density); the table's counts are close to the 
 (federation shares counts out proportionally, which keeps totals but blurs split bins). Where
 G puts no mass on a bin (numerically), the bin falls back to linear interpolation between finite
 limits. At q = F_j the estimate is c_j whatever G is.
+
+Measured (``benchmarks/sim_quantiles.py``, 2000 replications per setting, Gamma r in {4, 10},
+3/5/10 centers): keeping every count exact makes this a nonparametric estimator. Inside the
+table it matches linear interpolation (bins there are narrow) and the pooled sample quantile
+(MSE ratio 0.99-1.10), and it beats interpolation with buffers and interpolation/extrapolation
+in the tails (MSE 12-99% lower at 0.02 and 0.98). It beats the YJ table estimator only at
+q = 0.02 with r = 4 (MSE 17-22% lower, where YJ table's bias dominates). It loses to the
+parametric estimators everywhere else — YJ table by 16-106%, YJ data by 8-253% — and to the
+pooled sample quantile and the quantile loss in the tails (9-131%): the exact count at the limit
+next to a tail quantile carries binomial noise that a fitted model smooths away, and the open
+extreme bins (2-6% of the data) leave the tail shape to G anyway.
 """
 
 from __future__ import annotations
