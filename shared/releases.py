@@ -43,6 +43,13 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
+from shared.quantiles import quantile_loss, yeojohnson, yj_moments
+from shared.quantiles.wire import (
+    QuantileLossRelease,
+    QuantileLossRequest,
+    YJMomentsRelease,
+    YJMomentsRequest,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -168,3 +175,46 @@ def threshold_counts_release(
     c = threshold_counts(x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
                          neighbouring=neighbouring, rng=rng)
     return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
+
+
+def yj_moments_sensitivity(
+    lmbda: float, bounds: tuple[float, float], neighbouring: Neighbouring
+) -> float:
+    """L1 sensitivity of (Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)²) for values in bounds.
+
+    The first two terms increase with x and YJ(0) = 0, so on [a, b] each term's range and
+    largest magnitude come from the ends (and 0 when a <= 0 <= b for the square). One record
+    moves the vector by Σ range (swap) or Σ largest magnitude (add/remove).
+    """
+    a, b = bounds
+    ends = np.array([a, b])
+    f1 = np.sign(ends) * np.log1p(np.abs(ends))
+    f2 = yeojohnson(ends, lmbda)
+    f3 = f2 * f2
+    f3_min = 0.0 if a <= 0.0 <= b else float(f3.min())
+    if neighbouring == "swap":
+        return float(np.ptp(f1) + np.ptp(f2) + (f3.max() - f3_min))
+    return float(np.abs(f1).max() + np.abs(f2).max() + f3.max())
+
+
+def yj_moments_release(
+    x: FloatArray, request: YJMomentsRequest, neighbouring: Neighbouring, rng: np.random.Generator
+) -> YJMomentsRelease:
+    """The YJ-data moment sums at one λ; with ``request.epsilon`` the values are clipped to the
+    public bounds and each sum gets Laplace noise calibrated to :func:`yj_moments_sensitivity`
+    (ε-DP for the sums; n is released exactly, i.e. treated as public)."""
+    if request.epsilon is None:
+        return YJMomentsRelease.from_result(yj_moments(x, request.lmbda))
+    assert request.bounds is not None  # the request model requires bounds with epsilon
+    clipped = np.clip(x, *request.bounds)
+    noise = Laplace(
+        request.epsilon, yj_moments_sensitivity(request.lmbda, request.bounds, neighbouring)
+    )
+    return YJMomentsRelease.from_result(
+        yj_moments(clipped, request.lmbda, mechanism=noise, rng=rng)
+    )
+
+
+def quantile_loss_release(x: FloatArray, request: QuantileLossRequest) -> QuantileLossRelease:
+    """Σ ρ_level(x − u): a benchmark release that leaks data (centers keep it switched off)."""
+    return QuantileLossRelease.from_result(quantile_loss(x, request.u, request.level))

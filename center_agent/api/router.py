@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from center_agent.api.deps import authenticate
-from center_agent.api.routes import budget, dp, health, info, mwu, tables
+from center_agent.api.routes import budget, dp, health, info, mwu, quantiles, tables
 
 public = APIRouter()
 public.include_router(health.router)
@@ -20,6 +20,7 @@ protected.include_router(budget.router)
 protected.include_router(tables.router)
 protected.include_router(mwu.router)
 protected.include_router(dp.router)
+protected.include_router(quantiles.router)
 
 api_router = APIRouter(prefix="/v1")
 api_router.include_router(public)

@@ -12,7 +12,7 @@ release converts to and from the pure result of :mod:`shared.quantiles`:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.quantiles.loss import QuantileLoss
 from shared.quantiles.yj_data import YJMoments
@@ -23,9 +23,26 @@ class QuantileWireModel(BaseModel):
 
 
 class YJMomentsRequest(QuantileWireModel):
-    """Ask a center for its moment sums at one λ of one study (the study's call cap applies)."""
+    """Ask a center for its moment sums of ``variable`` (one declared level ``group``, or all
+    records) at one λ of one ``study``; the center caps the calls per study.
 
-    lmbda: float
+    With ``epsilon`` the center clips the values to the public ``bounds`` and adds Laplace noise
+    calibrated to the three sums' sensitivity there, paid from its budget (n stays exact).
+    """
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    study: str = Field(min_length=1, max_length=128)
+    lmbda: float = Field(ge=-10.0, le=10.0)
+    epsilon: float | None = Field(default=None, ge=1e-6, le=100.0)
+    bounds: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _noise_needs_bounds(self) -> YJMomentsRequest:
+        if self.epsilon is not None:
+            if self.bounds is None or not self.bounds[0] < self.bounds[1]:
+                raise ValueError("noised moments need public bounds (lower < upper)")
+        return self
 
 
 class YJMomentsRelease(QuantileWireModel):
@@ -58,8 +75,11 @@ class YJMomentsRelease(QuantileWireModel):
 
 
 class QuantileLossRequest(QuantileWireModel):
-    """Ask a center for Σ ρ_level(x − u) (benchmark only: it leaks data)."""
+    """Ask a center for Σ ρ_level(x − u) of ``variable`` (benchmark only: it leaks data; centers
+    refuse it unless switched on)."""
 
+    variable: str = Field(min_length=1)
+    group: str | None = None
     u: float
     level: float = Field(gt=0.0, lt=1.0)
 

@@ -27,16 +27,18 @@ def test_loss_round_trip_through_json():
 
 
 def test_frozen_and_strict():
-    req = YJMomentsRequest(lmbda=0.5)
+    req = YJMomentsRequest(variable="x", study="s1", lmbda=0.5)
     with pytest.raises(pydantic.ValidationError):
         req.lmbda = 1.0  # type: ignore[misc]
     with pytest.raises(pydantic.ValidationError, match=r"extra"):
-        YJMomentsRequest(lmbda=0.5, study="x")
+        YJMomentsRequest(variable="x", study="s1", lmbda=0.5, colour="x")
     with pytest.raises(pydantic.ValidationError):
-        YJMomentsRequest(lmbda=float("nan"))
+        YJMomentsRequest(variable="x", study="s1", lmbda=float("nan"))
+    with pytest.raises(pydantic.ValidationError, match=r"public bounds"):
+        YJMomentsRequest(variable="x", study="s1", lmbda=0.5, epsilon=1.0)
     with pytest.raises(pydantic.ValidationError):
         YJMomentsRelease(lmbda=0.5, n=-1, sum_log=0.0, sum_yj=0.0, sum_yj_sq=0.0)
     with pytest.raises(pydantic.ValidationError):
-        QuantileLossRequest(u=1.0, level=1.0)
+        QuantileLossRequest(variable="x", u=1.0, level=1.0)
     with pytest.raises(pydantic.ValidationError):
         QuantileLossRelease(u=1.0, level=0.5, n=3, loss=-1.0)
