@@ -1,0 +1,125 @@
+"""Load on loopback: 50 concurrent analysts against one ``python -m coordinator`` with 10 real
+``python -m center_agent`` processes (about 45 s on 2 cores, start-up included; the
+load itself must end within WALL_LIMIT_S). Each analyst lists the centers,
+submits a study (federated table, MWU, one of 5 DP quantile requests) and polls it to its end.
+Asserted: no error answer, every study succeeded, and each center's ledger spent exactly the 5
+distinct DP requests (identical requests from many analysts are paid once: no budget drift).
+Printed: studies per second and p50/p99 latency of studies and of single HTTP requests."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from adv_helpers import center_config, coordinator_process, stop, wait_healthy
+from center_helpers import AUTH as CENTER_AUTH
+from center_helpers import TOKEN, K, child_env, free_port, toml_value
+from coordinator_helpers import ANALYST_TOKEN, AUTH
+
+pytestmark = pytest.mark.slow
+
+CENTERS = 10
+ANALYSTS = 50
+VARIANTS = 5  # distinct DP requests
+EPSILON = 0.1
+WALL_LIMIT_S = 120.0
+
+
+def spec(variant: int) -> dict[str, Any]:
+    return {
+        "dataset": "cohort", "variable": "x", "groups": ["a", "b"], "k": K,
+        "analyses": [
+            {"kind": "table"},
+            {"kind": "mwu", "tests": ["sum", "weighted", "table"]},
+            {"kind": "dp_quantiles", "group": "a", "epsilon": EPSILON,
+             "bounds": [0.0, 100.0 + variant], "levels": [0.25, 0.5, 0.75]},
+        ],
+    }
+
+
+async def analyst(base: str, i: int, latencies: list[float]) -> tuple[str, float, list[int]]:
+    """One analyst: list centers, submit, poll to the end. Returns (status, study s, codes)."""
+    codes: list[int] = []
+    async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=120) as c:
+
+        async def call(method: str, url: str, **kw: Any) -> httpx.Response:
+            t = time.perf_counter()
+            r = await c.request(method, url, **kw)
+            latencies.append(time.perf_counter() - t)
+            codes.append(r.status_code)
+            return r
+
+        await call("GET", "/v1/centers")
+        start = time.perf_counter()
+        created = await call("POST", "/v1/studies", json=spec(i % VARIANTS))
+        if created.status_code != 202:
+            return f"http {created.status_code}", 0.0, codes
+        url = created.json()["status_url"]
+        while (view := (await call("GET", url)).json())["status"] in ("pending", "running"):
+            await asyncio.sleep(0.05)
+        return str(view["status"]), time.perf_counter() - start, codes
+
+
+def test_50_concurrent_analysts_no_errors_no_budget_drift(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    workdir = tmp_path_factory.mktemp("load")
+    centers = [center_config(workdir, {"cohort": 3.0}, name=f"c{i}", n=200 + 60 * i, seed=i)
+               for i in range(CENTERS)]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for config, _ in centers:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "center_agent", "--config", str(config)],
+                env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        for i, (proc, (_, cport)) in enumerate(zip(procs, centers, strict=True)):
+            wait_healthy(proc, cport)
+            info = httpx.get(f"http://127.0.0.1:{cport}/v1/info", headers=CENTER_AUTH)
+            assert info.json()["center_id"] == f"c{i}"  # not another process on a reused port
+        port = free_port()
+        lines = [f"analyst_tokens = {toml_value([ANALYST_TOKEN])}", "min_centers = 2",
+                 f"port = {port}", f"max_running_studies = {ANALYSTS + 10}",
+                 "read_timeout_s = 60.0",
+                 f"store_url = {toml_value('sqlite:///' + str(workdir / 'coord.sqlite'))}"]
+        for i, (_, cport) in enumerate(centers):
+            lines += [f"[centers.c{i}]", f'url = "http://127.0.0.1:{cport}"',
+                      f"token = {toml_value(TOKEN)}"]
+        config = workdir / "coordinator.toml"
+        config.write_text("\n".join(lines) + "\n")
+        with coordinator_process(config, port):
+            latencies: list[float] = []
+            start = time.perf_counter()
+
+            async def everyone() -> list[tuple[str, float, list[int]]]:
+                return list(await asyncio.gather(*(analyst(f"http://127.0.0.1:{port}", i,
+                                                           latencies)
+                                                   for i in range(ANALYSTS))))
+
+            outcomes = asyncio.run(everyone())
+            wall = time.perf_counter() - start
+            spent = [httpx.get(f"http://127.0.0.1:{cport}/v1/budget/cohort",
+                               headers=CENTER_AUTH, timeout=30).json()
+                     for _, cport in centers]
+    finally:
+        for proc in procs:
+            stop(proc)
+
+    studies = np.array([s for _, s, _ in outcomes])
+    requests = np.array(latencies)
+    print(f"\nload: {ANALYSTS} analysts, {CENTERS} centers: {ANALYSTS / wall:.2f} studies/s "
+          f"({wall:.1f} s); study latency p50 {np.percentile(studies, 50):.2f} s, "
+          f"p99 {np.percentile(studies, 99):.2f} s; {requests.size} HTTP requests, "
+          f"p50 {1000 * np.percentile(requests, 50):.0f} ms, "
+          f"p99 {1000 * np.percentile(requests, 99):.0f} ms")
+    assert [status for status, _, _ in outcomes] == ["succeeded"] * ANALYSTS
+    assert all(200 <= code < 300 for _, _, codes in outcomes for code in codes)
+    for budget in spent:
+        assert budget["spent_epsilon"] == pytest.approx(VARIANTS * EPSILON, abs=1e-9)
+        assert budget["spent_epsilon"] <= budget["total_epsilon"]
+    assert wall < WALL_LIMIT_S
