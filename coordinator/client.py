@@ -60,6 +60,7 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
+from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +171,10 @@ class HttpCenter:
     ) -> ThresholdCountsRelease:
         return await self._call("POST", f"/datasets/{dataset}/dp/threshold-counts",
                                 ThresholdCountsRelease, request)
+
+    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
+        return await self._call("POST", f"/datasets/{dataset}/yj-moments", YJMomentsRelease,
+                                request)
 
     # -- transport ----------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
+from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
 from shared.releases import (
     dp_boxplot_release,
     dp_quantiles_release,
@@ -58,6 +59,7 @@ from shared.releases import (
     table_release,
     threshold_counts_release,
     tree_histogram_release,
+    yj_moments_release,
 )
 
 _T = TypeVar("_T")
@@ -197,6 +199,10 @@ class InProcessCenter:
         return self._guard(
             lambda: threshold_counts_release(x, request, self.neighbouring, self.rng)
         )
+
+    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
+        x = self._dp_values(dataset, request.variable, request.group)
+        return self._guard(lambda: yj_moments_release(x, request, self.neighbouring, self.rng))
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
+from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
 
 
 class CenterPort(Protocol):
@@ -74,3 +75,8 @@ class CenterPort(Protocol):
     async def dp_threshold_counts(
         self, dataset: str, request: ThresholdCountsRequest
     ) -> ThresholdCountsRelease: ...
+
+    # YJ-data moment sums at one λ (counted against the study's call cap; noised ones spend ε).
+    async def yj_moments(
+        self, dataset: str, request: YJMomentsRequest
+    ) -> YJMomentsRelease: ...

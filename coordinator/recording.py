@@ -40,6 +40,7 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
+from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -103,6 +104,10 @@ class RecordedCenter:
         return await self._recorded("dp_threshold_counts", dataset, request,
                                     ThresholdCountsRelease,
                                     lambda: self.port.dp_threshold_counts(dataset, request))
+
+    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
+        return await self._recorded("yj_moments", dataset, request, YJMomentsRelease,
+                                    lambda: self.port.yj_moments(dataset, request))
 
     async def _recorded(
         self,

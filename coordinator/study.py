@@ -41,7 +41,13 @@ from coordinator.protocols import (
     survey_centers,
 )
 from coordinator.protocols.mwu import MWU_TESTS, MWUTest
-from coordinator.protocols.quantiles import ESTIMATOR_NAMES, Estimator, table_quantiles
+from coordinator.protocols.quantiles import (
+    ESTIMATOR_NAMES,
+    TABLE_ESTIMATORS,
+    Estimator,
+    table_quantiles,
+    yj_data_estimates,
+)
 from coordinator.results import (
     AnalysisResult,
     DPBoxplotResult,
@@ -129,13 +135,18 @@ class DPBoxplotAnalysis(_Spec):
 
 class QuantilesAnalysis(_Spec):
     """Quantiles from the study's federated table (no further release: costs the centers
-    nothing); with ``groups``, each group's own."""
+    nothing), and with ``yj_data`` from the centers' YJ moment sums; with ``groups``, each
+    group's own."""
 
     kind: Literal["quantiles"]
     levels: list[float] = Field(min_length=1, max_length=64,
                                 description="strictly increasing, each in (0, 1)")
     estimators: list[Estimator] = Field(
-        default_factory=lambda: list(ESTIMATOR_NAMES), min_length=1, max_length=4
+        default_factory=lambda: list(TABLE_ESTIMATORS),
+        min_length=1, max_length=len(ESTIMATOR_NAMES),
+        description="yj_data asks every center for moment sums at each λ Brent tries "
+                    "(counted against the centers' per-study call caps); the others read "
+                    "the federated table only",
     )
 
     @field_validator("levels")
@@ -243,9 +254,14 @@ class StudySpec(_Spec):
 
 
 async def run_study(
-    spec: StudySpec, centers: Sequence[CenterPort], *, min_centers: int
+    spec: StudySpec,
+    centers: Sequence[CenterPort],
+    *,
+    min_centers: int,
+    study_id: str = "in-process",
 ) -> StudyResult:
-    """Run every analysis of ``spec`` over ``centers`` (already the selected ones)."""
+    """Run every analysis of ``spec`` over ``centers`` (already the selected ones);
+    ``study_id`` is the scope of the centers' per-study call caps (YJ data)."""
     survey = await survey_centers(
         centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups, k=spec.k,
         min_centers=min_centers, allow_partial=spec.allow_partial
@@ -269,6 +285,12 @@ async def run_study(
             names = list(spec.groups) if spec.groups is not None else ["all"]
             estimates = table_quantiles(table.table, analysis.levels,
                                         estimators=analysis.estimators, groups=names)
+            if "yj_data" in analysis.estimators:
+                estimates["yj_data"] = await yj_data_estimates(
+                    survey.usable, dataset=spec.dataset, variable=spec.variable,
+                    groups=list(spec.groups) if spec.groups is not None else [None],
+                    names=names, levels=analysis.levels, study=study_id,
+                )
             results.append(QuantilesResult.of(estimates, analysis.levels, table.table))
         elif isinstance(analysis, DPQuantilesAnalysis):
             quantiles = await center_dp_quantiles(

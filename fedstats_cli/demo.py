@@ -85,7 +85,8 @@ def dp_candidates() -> list[tuple[str, dict[str, Any]]]:
     """The DP analyses the demo asks for when the coordinator's study spec accepts them."""
     bounds = list(synth.BOUNDS)
     return [
-        ("federated quantiles", {"kind": "quantiles", "levels": LEVELS}),
+        ("federated quantiles", {"kind": "quantiles", "levels": LEVELS, "estimators": [
+            "yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]}),
         *((f"each center's DP quantiles of {level}",
            {"kind": "dp_quantiles", "group": level, "levels": LEVELS, "epsilon": DP_EPSILON,
             "bounds": bounds})

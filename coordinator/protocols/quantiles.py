@@ -6,27 +6,39 @@ extrapolation, and our YJ-shaped estimator. A two-group table gives each group's
 its own row. An estimator that cannot run on this table (say interpolation on a table with
 infinite ends) records its reason instead of failing the study.
 
-The YJ-data and quantile-loss estimators need center endpoints (moment sums per λ, loss values)
-that the centers do not serve yet.
+YJ data (:func:`yj_data_estimates`) asks every center for its moment sums at each λ Brent tries
+(``POST .../yj-moments``, counted against each center's per-study call cap) and fits λ, μ, σ by
+federated maximum likelihood (``shared.quantiles.yj_data``). The quantile-loss benchmark is not
+offered here: it leaks data, and centers refuse it unless an operator switches it on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from coordinator.ports import CenterPort
 from shared.binning import BinTable
 from shared.quantiles import (
     QuantileResult,
+    YJMoments,
     extrapolation_quantiles,
     interpolation_quantiles,
     yj_shaped_quantiles,
     yj_table_quantiles,
 )
+from shared.quantiles.wire import YJMomentsRequest
+from shared.quantiles.yj_data import DEFAULT_MAX_EVALUATIONS, EvaluationCapError, yj_data_quantiles
 
-Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped"]
-ESTIMATOR_NAMES: tuple[Estimator, ...] = ("yj_table", "interpolation", "extrapolation", "yj_shaped")
+Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]
+ESTIMATOR_NAMES: tuple[Estimator, ...] = (
+    "yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"
+)
+TABLE_ESTIMATORS: tuple[Estimator, ...] = (
+    "yj_table", "interpolation", "extrapolation", "yj_shaped"
+)
 ESTIMATORS: dict[str, Callable[[Any, Any], QuantileResult]] = {
     "yj_table": yj_table_quantiles,
     "interpolation": interpolation_quantiles,
@@ -54,7 +66,7 @@ def table_quantiles(
     if len(groups) != table.n_groups:
         raise ValueError(f"{len(groups)} group names for a table of {table.n_groups} groups")
     out: dict[str, dict[str, Estimate]] = {}
-    for name in estimators:
+    for name in (e for e in estimators if e in ESTIMATORS):
         estimate = ESTIMATORS[name]
         out[name] = {}
         for g, group in enumerate(groups):
@@ -65,4 +77,45 @@ def table_quantiles(
                 out[name][group] = Estimate(None, str(exc))
             else:
                 out[name][group] = Estimate(tuple(float(v) for v in result.quantiles))
+    return out
+
+
+async def yj_data_estimates(
+    centers: Sequence[CenterPort],
+    *,
+    dataset: str,
+    variable: str,
+    groups: Sequence[str | None],
+    names: Sequence[str],
+    levels: Sequence[float],
+    study: str,
+    max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+) -> dict[str, Estimate]:
+    """``{group name: Estimate}`` of the YJ data estimator, one federated fit per group.
+
+    Brent's search is sequential and runs in a worker thread; each λ it tries is one round of
+    parallel requests to every center on the event loop. A center failure fails the study (a
+    fit on fewer centers would silently be another estimate); a fit that needs more λ values
+    than ``max_evaluations`` records why instead.
+    """
+    loop = asyncio.get_running_loop()
+    out: dict[str, Estimate] = {}
+    for group, name in zip(groups, names, strict=True):
+
+        async def ask(lmbda: float, group: str | None = group) -> list[YJMoments]:
+            request = YJMomentsRequest(variable=variable, group=group, study=study, lmbda=lmbda)
+            released = await asyncio.gather(*(c.yj_moments(dataset, request) for c in centers))
+            return [r.to_result() for r in released]
+
+        def query(lmbda: float, ask: Callable[..., Any] = ask) -> list[YJMoments]:
+            return asyncio.run_coroutine_threadsafe(ask(lmbda), loop).result()
+
+        try:
+            result = await asyncio.to_thread(
+                yj_data_quantiles, query, list(levels), max_evaluations=max_evaluations
+            )
+        except (EvaluationCapError, ValueError) as exc:
+            out[name] = Estimate(None, str(exc))
+        else:
+            out[name] = Estimate(tuple(float(v) for v in result.quantiles))
     return out

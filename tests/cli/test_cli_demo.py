@@ -22,11 +22,11 @@ from shared.binning import BinTable
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 
 # Calls whose answers are K-anonymous, and where their counts are.
-K_ANONYMOUS_CALLS = ("info", "table", "refine", "mwu")
+K_ANONYMOUS_CALLS = ("info", "table", "refine", "mwu", "yj_moments")
 
 
 def released_counts(call: str, response: dict[str, Any]) -> list[float]:
-    """Every count (size, bin count, run total) in one K-anonymous center answer."""
+    """Every count (size, bin count, run total, group size) in one non-DP center answer."""
     if call == "info":
         return [n for ds in response["datasets"]
                 for n in (ds["n_records"], *ds["n_by_group"].values())]
@@ -36,6 +36,8 @@ def released_counts(call: str, response: dict[str, Any]) -> list[float]:
         return [t for runs in response["runs"] for t in runs["totals"]]
     if call == "mwu":
         return [response["n_x"], response["n_y"]]
+    if call == "yj_moments":
+        return [response["n"]]
     raise AssertionError(call)
 
 

@@ -22,6 +22,7 @@ from center_agent.main import create_app as create_center
 from coordinator.main import create_app
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
 from shared.protocol import MWURelease
+from shared.quantiles import inverse_yeojohnson
 
 pytestmark = pytest.mark.anyio
 
@@ -215,3 +216,26 @@ async def test_dp_quantiles_over_real_centers(coordinator: Any) -> None:
     _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
     assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([1.0] * 3)
+
+
+async def test_yj_data_over_real_centers_equals_the_pooled_fit(coordinator: Any) -> None:
+    """The coordinator asks each center for YJ moment sums at every λ Brent tries; the federated
+    fit equals scipy's maximum likelihood on the pooled data (no noise), at no ε."""
+    levels = [0.1, 0.5, 0.9]
+    spec = {**SPEC, "groups": ["ctl", "trt"],
+            "analyses": [{"kind": "quantiles", "levels": levels, "estimators": ["yj_data"]}]}
+    view = await run(coordinator, spec)
+    assert view["status"] == "succeeded", view
+    estimates = view["result"]["analyses"][0]["estimates"]["yj_data"]
+    data = make_data().values()
+    for g, name in enumerate(["ctl", "trt"]):
+        pooled = np.concatenate([d[g] for d in data])
+        lam = stats.yeojohnson_normmax(pooled, brack=(-2.0, 2.0))
+        y = stats.yeojohnson(pooled, lam)
+        ref = inverse_yeojohnson(y.mean() + y.std() * stats.norm.ppf(levels), lam)
+        np.testing.assert_allclose(estimates[name]["quantiles"], ref, rtol=1e-5)
+    asked = [p for p in view["provenance"] if p["call"] == "yj_moments"]
+    assert asked and all(p["response"]["n"] > 0 for p in asked)
+    _, client = coordinator
+    listed = (await client.get("/v1/centers", headers=AUTH)).json()
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([3.0] * 3)
