@@ -38,6 +38,8 @@ class Proxy:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     def start(self) -> None:
         self._thread.start()
@@ -47,6 +49,14 @@ class Proxy:
         async def stop() -> None:
             if self._server is not None:
                 self._server.close()
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            for writer in list(self._writers):
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+            if self._server is not None:
                 await self._server.wait_closed()
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
@@ -58,11 +68,22 @@ class Proxy:
         self._server = await asyncio.start_server(self._handle, sock=self._sock)
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        self._handlers.add(me)
+        self._writers.add(client_w)
+        try:
+            await self._pipe(client_r, client_w)
+        finally:
+            self._handlers.discard(me)
+
+    async def _pipe(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
             up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
             client_w.close()
             return
+        self._writers.add(up_w)
         delay = [0.0]  # set by the request side, taken by the answer side of this connection
         to_center = asyncio.create_task(self._requests(client_r, up_w, delay))
         to_client = asyncio.create_task(self._answers(up_r, client_w, delay))
@@ -70,9 +91,12 @@ class Proxy:
         await asyncio.sleep(0.05)
         for task in (to_center, to_client):
             task.cancel()
+        await asyncio.gather(to_center, to_client, return_exceptions=True)
         for writer in (up_w, client_w):
+            writer.close()
             with contextlib.suppress(Exception):
-                writer.close()
+                await writer.wait_closed()
+            self._writers.discard(writer)
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                         delay: list[float]) -> None:
