@@ -16,10 +16,12 @@ value after cut ``c`` (the last cut, D, when there is a single segment).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
-IntArray = NDArray[np.int64]
+IntArray = NDArray[np.signedinteger[Any]]
 FloatArray = NDArray[np.float64]
 
 STOP = -1
@@ -29,37 +31,50 @@ def pooled_cuts(sorted_groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     """Distinct pooled values ``u`` (sorted) and the per-group cumulative counts at every cut.
 
     Each group must already be sorted. Returns ``u`` of length D and ``counts`` of shape
-    (G, D + 1) with ``counts[:, 0] == 0`` and ``counts[:, D]`` the group sizes.
+    (G, D + 1) with ``counts[:, 0] == 0`` and ``counts[:, D]`` the group sizes. Counts are int32
+    below 2**31 records: the work is memory-bound, and half the bytes is most of the time.
     """
-    if len(sorted_groups) == 1:
+    n_groups = len(sorted_groups)
+    total = sum(g.size for g in sorted_groups)
+    itype = np.int32 if total < 2**31 - 1 else np.int64
+    if n_groups == 1:
         z = sorted_groups[0]
-        labels = np.zeros(z.size, dtype=np.int64)
+        is_y = None
     else:
         xs, ys = sorted_groups
         # Merge two sorted arrays by their ranks in each other: O(N log N) with sorted keys,
         # cheaper than re-sorting the concatenation.
-        px = np.arange(xs.size) + np.searchsorted(ys, xs, side="left")
-        py = np.arange(ys.size) + np.searchsorted(xs, ys, side="right")
-        z = np.empty(xs.size + ys.size, dtype=np.float64)
+        px = np.searchsorted(ys, xs, side="left")
+        px += np.arange(xs.size)
+        py = np.searchsorted(xs, ys, side="right")
+        py += np.arange(ys.size)
+        z = np.empty(total, dtype=np.float64)
         z[px] = xs
         z[py] = ys
-        labels = np.zeros(z.size, dtype=np.int64)
-        labels[py] = 1
-    n_groups = len(sorted_groups)
-    if z.size == 0:
-        return z, np.zeros((n_groups, 1), dtype=np.int64)
-    last_of_tie = np.empty(z.size, dtype=bool)
+        del px
+        is_y = np.zeros(total, dtype=bool)
+        is_y[py] = True
+    if total == 0:
+        return z, np.zeros((n_groups, 1), dtype=itype)
+    last_of_tie = np.empty(total, dtype=bool)
     np.not_equal(z[1:], z[:-1], out=last_of_tie[:-1])
     last_of_tie[-1] = True
-    ends = np.flatnonzero(last_of_tie)
-    u = z[ends]
-    counts = np.zeros((n_groups, u.size + 1), dtype=np.int64)
-    if n_groups == 1:
-        counts[0, 1:] = ends + 1
+    counts = np.empty((n_groups, 1), dtype=itype)
+    if last_of_tie.all():  # no ties (continuous data): every record is its own cut
+        u = z
+        through = np.arange(1, total + 1, dtype=itype)
+        ends = None
     else:
-        cum_y = np.cumsum(labels)[ends]
-        counts[1, 1:] = cum_y
-        counts[0, 1:] = ends + 1 - cum_y
+        ends = np.flatnonzero(last_of_tie)
+        u = z[ends]
+        through = (ends + 1).astype(itype)
+    counts = np.zeros((n_groups, u.size + 1), dtype=itype)
+    if is_y is None:
+        counts[0, 1:] = through
+    else:
+        cum_y = np.cumsum(is_y, dtype=itype)
+        counts[1, 1:] = cum_y if ends is None else cum_y[ends]
+        np.subtract(through, counts[1, 1:], out=counts[0, 1:])
     return u, counts
 
 
@@ -85,9 +100,9 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
         # first_cut[j]: the first cut with at least j records of group g at or below it.
         # Record j of the group (1-based) first appears at the cut where cg passes j: a repeat
         # of each cut by the number of the group's records it adds (linear, no search).
-        first_cut = np.empty(size + 1, dtype=np.int64)
+        first_cut = np.empty(size + 1, dtype=counts.dtype)
         first_cut[0] = 0
-        first_cut[1:] = np.repeat(np.arange(1, n_cuts, dtype=np.int64), np.diff(cg))
+        first_cut[1:] = np.repeat(np.arange(1, n_cuts, dtype=counts.dtype), np.diff(cg))
         have = cg[:-1]
         total = cg[-1] if single_segment else cg[end]
         remaining = total - have
@@ -154,8 +169,8 @@ def walk(nxt: IntArray, starts: IntArray, seg_end: IntArray) -> tuple[IntArray, 
         active, pos, target = active[keep], step[keep], target[keep]
     if active.size:
         # Indexing a memoryview yields plain ints, ~5x cheaper than numpy scalar indexing.
-        table = np.ascontiguousarray(nxt, dtype=np.int64).data
-        ends = np.ascontiguousarray(seg_end, dtype=np.int64).data
+        table = np.ascontiguousarray(nxt).data
+        ends = np.ascontiguousarray(seg_end).data
         ids: list[int] = []
         cuts: list[int] = []
         for chain, p in zip(active.tolist(), pos.tolist(), strict=True):

@@ -18,7 +18,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -173,7 +173,7 @@ def bin_table(
     sorted_groups = [np.sort(g) for g in groups]
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
-    seg_end = np.full(n_distinct + 1, n_distinct, dtype=np.int64)
+    seg_end = np.full(n_distinct + 1, n_distinct, dtype=counts.dtype)
     nxt = _greedy.transitions(counts, seg_end, k)
     start = np.zeros(1, dtype=np.int64)
     end = np.full(1, n_distinct, dtype=np.int64)
@@ -184,8 +184,8 @@ def bin_table(
 
 def _assemble(
     u: FloatArray,
-    counts: NDArray[np.int64],
-    cuts: NDArray[np.int64],
+    counts: NDArray[np.signedinteger[Any]],
+    cuts: NDArray[np.signedinteger[Any]],
     k: int,
     rng: np.random.Generator,
     lower: Extreme,

@@ -24,6 +24,7 @@ combination of them isolates fewer than K records.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -41,7 +42,7 @@ from shared.binning import (
 )
 from shared.protocol import GroupRuns, RefinementRelease
 
-IntArray = NDArray[np.int64]
+IntArray = NDArray[np.signedinteger[Any]]
 FloatArray = NDArray[np.float64]
 
 
@@ -86,7 +87,7 @@ def refine_table(
     bin_ids = np.arange(n_bins)
     bin_start = np.searchsorted(seg, bin_ids, side="left")
     bin_end = np.searchsorted(seg, bin_ids, side="right")
-    seg_end = np.empty(n_distinct + 1, dtype=np.int64)
+    seg_end = np.empty(n_distinct + 1, dtype=counts.dtype)
     seg_end[:-1] = bin_end[seg]
     seg_end[-1] = n_distinct
 
