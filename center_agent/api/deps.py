@@ -23,8 +23,6 @@ Every router except health is mounted with :func:`authenticate` as a dependency
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Annotated
@@ -35,10 +33,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from center_agent.auditor import Auditor
 from center_agent.core.config import Settings
-from center_agent.core.errors import AuthenticationError, KAnonymityRefusal, ReleaseDisabled
+from center_agent.core.errors import KAnonymityRefusal, ReleaseDisabled
 from center_agent.data import Dataset, Datasets
 from center_agent.ledger import Ledger
 from center_agent.services import Services
+from fedstats_service.auth import check_bearer
 
 
 def get_services(request: Request) -> Services:
@@ -113,18 +112,8 @@ def authenticate(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Caller:
     """401 unless the bearer token equals one of the configured tokens (constant time)."""
-    if credentials is None or not credentials.credentials:
-        raise AuthenticationError()
-    # Digests have one length, so not even a token's length shows in the timing; every
-    # configured token is compared, so neither does which one matched.
-    presented = hashlib.sha256(credentials.credentials.encode()).digest()
-    matched = False
-    for allowed in settings.tokens:
-        allowed_digest = hashlib.sha256(allowed.get_secret_value().encode()).digest()
-        matched |= hmac.compare_digest(presented, allowed_digest)
-    if not matched:
-        raise AuthenticationError("the bearer token is not valid for this center")
-    return Caller(token_id=presented.hex()[:16])
+    presented = credentials.credentials if credentials is not None else None
+    return Caller(token_id=check_bearer(presented, settings.tokens, "center"))
 
 
 Authenticated = Annotated[Caller, Depends(authenticate)]

@@ -6,8 +6,6 @@ Every router except health is mounted with :func:`authenticate` as a dependency
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -15,11 +13,11 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from coordinator.core.config import Settings
-from coordinator.core.errors import AuthenticationError
 from coordinator.db import Store
 from coordinator.ports import CenterPort
 from coordinator.runner import StudyRunner
 from coordinator.services import Services
+from fedstats_service.auth import check_bearer
 
 
 def get_services(request: Request) -> Services:
@@ -67,18 +65,8 @@ def authenticate(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Analyst:
     """401 unless the bearer token equals one of the analyst tokens (constant time)."""
-    if credentials is None or not credentials.credentials:
-        raise AuthenticationError()
-    # Digests have one length, so not even a token's length shows in the timing; every
-    # configured token is compared, so neither does which one matched.
-    presented = hashlib.sha256(credentials.credentials.encode()).digest()
-    matched = False
-    for allowed in settings.analyst_tokens:
-        allowed_digest = hashlib.sha256(allowed.get_secret_value().encode()).digest()
-        matched |= hmac.compare_digest(presented, allowed_digest)
-    if not matched:
-        raise AuthenticationError("the bearer token is not valid for this coordinator")
-    return Analyst(token_id=presented.hex()[:16])
+    presented = credentials.credentials if credentials is not None else None
+    return Analyst(token_id=check_bearer(presented, settings.analyst_tokens, "coordinator"))
 
 
 AnalystDep = Annotated[Analyst, Depends(authenticate)]
