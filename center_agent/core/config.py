@@ -27,11 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -42,7 +38,6 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -51,11 +46,14 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from fedstats_service.settings import ConfigError as ConfigError
+from fedstats_service.settings import check_database_url, check_tokens
+from fedstats_service.settings import load_settings as load
+from fedstats_service.settings import sources as settings_sources
 from shared.privacy import Neighbouring
 
 log = logging.getLogger(__name__)
@@ -63,20 +61,10 @@ log = logging.getLogger(__name__)
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
 
-#: Values an operator forgot to replace; refused as tokens outside dev mode.
-PLACEHOLDER_SECRETS = frozenset(
-    {"changeme", "changethis", "change-me", "change_me", "secret", "token", "password", "test",
-     "example", "default", "admin", "todo", "xxx", "dev"}
-)
-MIN_TOKEN_LENGTH = 16
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _QUALIFIED_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
-
-
-class ConfigError(ValueError):
-    """The configuration is unusable; the message names the bad key(s)."""
 
 
 def _identifier(value: str) -> str:
@@ -182,10 +170,6 @@ class DatasetConfig(_Model):
         return self
 
 
-# Which TOML file the next Settings() reads; load_settings() sets it, else FEDSTATS_CENTER_CONFIG.
-_config_file: ContextVar[Path | None] = ContextVar("fedstats_center_config_file", default=None)
-
-
 class Settings(BaseSettings):
     """Everything a center operator decides. Secrets (``tokens``) have no default."""
 
@@ -228,28 +212,14 @@ class Settings(BaseSettings):
     @field_validator("ledger_url")
     @classmethod
     def _ledger_backend(cls, url: str) -> str:
-        backend = make_url(url).get_backend_name()
-        if backend not in ("sqlite", "postgresql"):
-            raise ValueError(f"the ledger runs on sqlite or postgresql, not {backend!r}")
-        return url
+        return check_database_url(url, "ledger")
 
     @field_validator("tokens")
     @classmethod
     def _no_placeholder_tokens(
         cls, tokens: list[SecretStr], info: ValidationInfo
     ) -> list[SecretStr]:
-        dev_mode = bool(info.data.get("dev_mode", False))
-        for i, token in enumerate(tokens):
-            value = token.get_secret_value()
-            weak = value.strip().lower() in PLACEHOLDER_SECRETS or len(value) < MIN_TOKEN_LENGTH
-            if weak and not dev_mode:
-                raise ValueError(
-                    f"token #{i} is a placeholder or shorter than {MIN_TOKEN_LENGTH} characters; "
-                    "use a long random token (dev_mode = true accepts it for local tests only)"
-                )
-            if weak:
-                log.warning("token #%d is weak; accepted only because dev_mode is on", i)
-        return tokens
+        return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)), what="token")
 
     @field_validator("tls_keyfile")
     @classmethod
@@ -272,45 +242,13 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Precedence: explicit arguments, then the environment, then the TOML file."""
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = _config_file.get()
-        if path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        return tuple(sources)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per error, each naming the dotted key: ``datasets.cohort.k: ...``."""
-    lines = []
-    for err in exc.errors(include_url=False, include_input=False):
-        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        lines.append(f"{key}: {err['msg']}")
-    return "; ".join(lines)
-
-
-@contextmanager
-def _reading(path: Path | None) -> Iterator[None]:
-    token = _config_file.set(path)
-    try:
-        yield
-    finally:
-        _config_file.reset(token)
+        return settings_sources(settings_cls, init_settings, env_settings)
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or ``FEDSTATS_CENTER_CONFIG``).
+    """Read and validate the settings (file from the argument or ``{CONFIG_ENV}``).
 
     Raises :class:`ConfigError` naming the environment variable or the bad keys.
     """
-    if config_file is None:
-        config_file = os.environ.get(CONFIG_ENV) or None
-    path = Path(config_file) if config_file is not None else None
-    if path is not None and not path.is_file():
-        raise ConfigError(f"{CONFIG_ENV}: configuration file {str(path)!r} does not exist")
-    try:
-        with _reading(path):
-            return Settings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid center configuration: {format_validation_error(exc)}") from None
-    except ValueError as exc:  # TOML syntax errors and the like
-        raise ConfigError(f"invalid center configuration file {str(path)!r}: {exc}") from None
+    return load(Settings, config_env=CONFIG_ENV, service="center", config_file=config_file,
+                overrides=overrides)

@@ -30,11 +30,7 @@ center tokens) have no default and are never echoed, not even in those messages.
 from __future__ import annotations
 
 import logging
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
@@ -45,7 +41,6 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -54,33 +49,20 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+
+from fedstats_service.settings import ConfigError as ConfigError
+from fedstats_service.settings import check_database_url, check_tokens
+from fedstats_service.settings import load_settings as load
+from fedstats_service.settings import sources as settings_sources
 
 log = logging.getLogger(__name__)
 
 CONFIG_ENV = "FEDSTATS_COORDINATOR_CONFIG"
 ENV_PREFIX = "FEDSTATS_COORDINATOR_"
 
-#: Values an operator forgot to replace; refused as tokens outside dev mode.
-PLACEHOLDER_SECRETS = frozenset(
-    {"changeme", "changethis", "change-me", "change_me", "secret", "token", "password", "test",
-     "example", "default", "admin", "todo", "xxx", "dev"}
-)
-MIN_TOKEN_LENGTH = 16
 
 _CENTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class ConfigError(ValueError):
-    """The configuration is unusable; the message names the bad key(s)."""
-
-
-def _weak(secret: SecretStr) -> bool:
-    value = secret.get_secret_value()
-    return value.strip().lower() in PLACEHOLDER_SECRETS or len(value) < MIN_TOKEN_LENGTH
 
 
 class _Model(BaseModel):
@@ -114,10 +96,6 @@ class RetryPolicy(_Model):
 
     def delay(self, attempt: int) -> float:
         return float(min(self.backoff_max_s, self.backoff_initial_s * 2 ** (attempt - 1)))
-
-
-# Which TOML file the next Settings() reads; load_settings() sets it.
-_config_file: ContextVar[Path | None] = ContextVar("fedstats_coordinator_config", default=None)
 
 
 class Settings(BaseSettings):
@@ -161,11 +139,8 @@ class Settings(BaseSettings):
                     f"center id {center_id!r} must be letters, digits, '.', '_' or '-' "
                     "(at most 64)"
                 )
-            if _weak(center.token) and not dev_mode:
-                raise ValueError(
-                    f"the token of center {center_id!r} is a placeholder or shorter than "
-                    f"{MIN_TOKEN_LENGTH} characters (dev_mode = true accepts it for local tests)"
-                )
+            check_tokens([center.token], dev_mode=dev_mode,
+                         what=f"the token of center {center_id!r}")
         return centers
 
     @field_validator("analyst_tokens")
@@ -173,28 +148,13 @@ class Settings(BaseSettings):
     def _no_placeholder_tokens(
         cls, tokens: list[SecretStr], info: ValidationInfo
     ) -> list[SecretStr]:
-        dev_mode = bool(info.data.get("dev_mode", False))
-        for i, token in enumerate(tokens):
-            if _weak(token) and not dev_mode:
-                raise ValueError(
-                    f"analyst token #{i} is a placeholder or shorter than {MIN_TOKEN_LENGTH} "
-                    "characters; use a long random token (dev_mode = true accepts it for local "
-                    "tests only)"
-                )
-            if _weak(token):
-                log.warning("analyst token #%d is weak; accepted only because dev_mode is on", i)
-        return tokens
+        return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)),
+                            what="analyst token")
 
     @field_validator("store_url")
     @classmethod
     def _store_backend(cls, url: str) -> str:
-        try:
-            backend = make_url(url).get_backend_name()
-        except ArgumentError as exc:
-            raise ValueError(f"not a SQLAlchemy database URL: {exc}") from None
-        if backend not in ("sqlite", "postgresql"):
-            raise ValueError(f"the store runs on sqlite or postgresql, not {backend!r}")
-        return url
+        return check_database_url(url, "store")
 
     @model_validator(mode="after")
     def _enough_centers(self) -> Self:
@@ -215,49 +175,13 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Precedence: explicit arguments, then the environment, then the TOML file."""
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = _config_file.get()
-        if path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        return tuple(sources)
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per error, each naming the dotted key; the offending input is never shown."""
-    lines = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=False):
-        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        lines.append(f"{key}: {err['msg']}")
-    return "; ".join(lines)
-
-
-@contextmanager
-def _reading(path: Path | None) -> Iterator[None]:
-    token = _config_file.set(path)
-    try:
-        yield
-    finally:
-        _config_file.reset(token)
+        return settings_sources(settings_cls, init_settings, env_settings)
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or ``FEDSTATS_COORDINATOR_CONFIG``).
+    """Read and validate the settings (file from the argument or ``{CONFIG_ENV}``).
 
     Raises :class:`ConfigError` naming the environment variable or the bad keys.
     """
-    if config_file is None:
-        config_file = os.environ.get(CONFIG_ENV) or None
-    path = Path(config_file) if config_file is not None else None
-    if path is not None and not path.is_file():
-        raise ConfigError(f"{CONFIG_ENV}: configuration file {str(path)!r} does not exist")
-    try:
-        with _reading(path):
-            return Settings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(
-            f"invalid coordinator configuration: {format_validation_error(exc)}"
-        ) from None
-    except ValueError as exc:  # TOML syntax errors and the like
-        raise ConfigError(
-            f"invalid coordinator configuration file {str(path)!r}: {exc}"
-        ) from None
+    return load(Settings, config_env=CONFIG_ENV, service="coordinator", config_file=config_file,
+                overrides=overrides)

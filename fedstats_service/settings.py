@@ -1,0 +1,120 @@
+"""Loading a service's settings: one TOML file (named by an environment variable) under
+environment overrides, validated once, with errors that name the dotted key."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+log = logging.getLogger(__name__)
+
+#: Values an operator forgot to replace; refused as tokens outside dev mode.
+PLACEHOLDER_SECRETS = frozenset(
+    {"changeme", "changethis", "change-me", "change_me", "secret", "token", "password", "test",
+     "example", "default", "admin", "todo", "xxx", "dev"}
+)
+MIN_TOKEN_LENGTH = 16
+
+_S = TypeVar("_S", bound=BaseSettings)
+
+# Which TOML file the next settings object reads; load_settings() sets it.
+_config_file: ContextVar[Path | None] = ContextVar("fedstats_config_file", default=None)
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message names the bad key(s)."""
+
+
+def check_tokens(tokens: list[SecretStr], *, dev_mode: bool, what: str) -> list[SecretStr]:
+    """Refuse placeholder or short tokens outside dev mode (warn inside it)."""
+    for i, token in enumerate(tokens):
+        value = token.get_secret_value()
+        weak = value.strip().lower() in PLACEHOLDER_SECRETS or len(value) < MIN_TOKEN_LENGTH
+        if weak and not dev_mode:
+            raise ValueError(
+                f"{what} #{i} is a placeholder or shorter than {MIN_TOKEN_LENGTH} characters; "
+                "use a long random token (dev_mode = true accepts it for local tests only)"
+            )
+        if weak:
+            log.warning("%s #%d is weak; accepted only because dev_mode is on", what, i)
+    return tokens
+
+
+def check_database_url(url: str, what: str) -> str:
+    """A SQLAlchemy URL of SQLite or PostgreSQL."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError as exc:
+        raise ValueError(f"not a SQLAlchemy database URL: {exc}") from None
+    if backend not in ("sqlite", "postgresql"):
+        raise ValueError(f"the {what} runs on sqlite or postgresql, not {backend!r}")
+    return url
+
+
+def sources(
+    settings_cls: type[BaseSettings],
+    init_settings: PydanticBaseSettingsSource,
+    env_settings: PydanticBaseSettingsSource,
+) -> tuple[PydanticBaseSettingsSource, ...]:
+    """Precedence: explicit arguments, then the environment, then the TOML file being loaded."""
+    chosen: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+    path = _config_file.get()
+    if path is not None:
+        chosen.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+    return tuple(chosen)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per error, each naming the dotted key; the offending input is never shown."""
+    lines = []
+    for err in exc.errors(include_url=False, include_input=False, include_context=False):
+        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"{key}: {err['msg']}")
+    return "; ".join(lines)
+
+
+@contextmanager
+def _reading(path: Path | None) -> Iterator[None]:
+    token = _config_file.set(path)
+    try:
+        yield
+    finally:
+        _config_file.reset(token)
+
+
+def load_settings(
+    settings_cls: type[_S],
+    *,
+    config_env: str,
+    service: str,
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> _S:
+    """Read and validate ``settings_cls`` (file from the argument or ``config_env``).
+
+    Raises :class:`ConfigError` naming the environment variable or the bad keys.
+    """
+    if config_file is None:
+        config_file = os.environ.get(config_env) or None
+    path = Path(config_file) if config_file is not None else None
+    if path is not None and not path.is_file():
+        raise ConfigError(f"{config_env}: configuration file {str(path)!r} does not exist")
+    try:
+        with _reading(path):
+            return settings_cls(**(overrides or {}))
+    except ValidationError as exc:
+        raise ConfigError(
+            f"invalid {service} configuration: {format_validation_error(exc)}"
+        ) from None
+    except ValueError as exc:  # TOML syntax errors and the like
+        raise ConfigError(f"invalid {service} configuration file {str(path)!r}: {exc}") from None
