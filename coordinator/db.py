@@ -235,7 +235,9 @@ class Store:
                     request=request, response=response, received_at=now(),
                 ))
         except IntegrityError:
-            pass
+            # The unique key (study, center, request) already holds this answer: a resumed
+            # study was answered from it, and the first record is the one to keep.
+            return
 
     def releases_of(self, study_id: str) -> list[ReleaseRecord]:
         """Every answer the study received, in the order received."""

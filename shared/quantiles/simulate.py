@@ -180,7 +180,9 @@ def simulate_quantiles(
             try:
                 errors[i, e] = (_estimate(name, xs, table, lv) - truth) / root_r
             except (ValueError, RuntimeError):
-                pass
+                # The estimator could not run on this replication: its row stays NaN and the
+                # summary counts it under ``failures`` instead of averaging it in.
+                continue
         if progress is not None:
             progress(i)
     return QuantileSimulation(
