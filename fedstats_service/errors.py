@@ -45,3 +45,19 @@ class NotFound(ServiceError):
 class RequestTooLarge(ServiceError):
     status_code = 413
     error = "request_too_large"
+
+
+def error_responses() -> dict[int | str, dict[str, Any]]:
+    """The typed error answers every protected route can give, for the OpenAPI schema."""
+    from shared.protocol import ErrorBody  # the wire shape both services render
+
+    described = {
+        400: "a malformed request (e.g. an invalid Content-Length header)",
+        401: "missing or invalid bearer token (`unauthenticated`)",
+        403: "a privacy refusal: budget, K, a switched-off release, a call cap",
+        404: "an unknown dataset, variable, level or study",
+        409: "a refusal that depends on earlier releases (differencing) or on a study's state",
+        413: "the request body is over the size limit",
+        422: "the request does not validate; `detail` names each bad field",
+    }
+    return {code: {"model": ErrorBody, "description": text} for code, text in described.items()}

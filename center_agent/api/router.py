@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends
 
 from center_agent.api.deps import authenticate
 from center_agent.api.routes import budget, dp, health, info, mwu, quantiles, tables
+from fedstats_service.errors import error_responses
 
 public = APIRouter()
 public.include_router(health.router)
 
-protected = APIRouter(dependencies=[Depends(authenticate)])
+protected = APIRouter(dependencies=[Depends(authenticate)], responses=error_responses())
 protected.include_router(info.router)
 protected.include_router(budget.router)
 protected.include_router(tables.router)

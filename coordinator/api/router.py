@@ -10,11 +10,12 @@ from fastapi import APIRouter, Depends
 
 from coordinator.api.deps import authenticate
 from coordinator.api.routes import centers, health, studies
+from fedstats_service.errors import error_responses
 
 public = APIRouter()
 public.include_router(health.router)
 
-protected = APIRouter(dependencies=[Depends(authenticate)])
+protected = APIRouter(dependencies=[Depends(authenticate)], responses=error_responses())
 protected.include_router(centers.router)
 protected.include_router(studies.router)
 

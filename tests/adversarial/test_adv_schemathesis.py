@@ -163,10 +163,10 @@ def test_coordinator_schema_every_check(coordinator_findings: list[str]) -> None
     assert security_findings(coordinator_findings) == []
 
 
-SCHEMA_GAP = ("the OpenAPI schemas list only 200/202 and a FastAPI-shaped 422: the typed "
-              "refusals (401, 403, 404, 409, 413) are undocumented, the 422 body is "
-              "{error, detail}, model validators refuse some schema-valid bodies (422), and "
-              "unknown query parameters are ignored")
+SCHEMA_GAP = ("the typed error answers (400-422, {error, detail}) are documented, but model "
+              "validators refuse some schema-valid bodies (422: e.g. unordered levels, bounds "
+              "with lower >= upper, which JSON Schema cannot express here) and unknown query "
+              "parameters are ignored")
 
 
 @pytest.mark.xfail(strict=True, reason=SCHEMA_GAP)
