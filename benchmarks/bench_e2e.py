@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from coordinator.local import InProcessCenter, LocalDataset
 from coordinator.study import StudySpec, run_study
+from fedstats_cli.procs import await_health
 from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,18 +148,8 @@ def spawn(procs: list[subprocess.Popen[bytes]], module: str, config: Path,
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + 300
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"{proc.args} exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{proc.args} not healthy after 300 s")
-        time.sleep(0.2)
+    await_health(proc, f"http://127.0.0.1:{port}", timeout_s=300,
+                 output=lambda: log.read_text()[-2000:])
 
 
 class Timed:

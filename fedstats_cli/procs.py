@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -144,6 +144,29 @@ class ProcessGroup:
                 child.proc.wait(timeout=GRACE_S)
         for child in self.children:  # a child's own children, if any outlived it
             _signal_group(child.proc, signal.SIGKILL)
+
+
+def await_health(
+    proc: subprocess.Popen[bytes],
+    url: str,
+    *,
+    timeout_s: float = 60.0,
+    output: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll ``GET {url}/v1/health`` until it answers 200 (a refused connection only means "not
+    up yet"); raise RuntimeError when ``proc`` exits first, with ``output()``, or at the
+    deadline."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=1.0, trust_env=False) as client:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}: {output()}")
+            with contextlib.suppress(httpx.TransportError):
+                if client.get(f"{url}/v1/health").status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{proc.args!r} did not become healthy within {timeout_s} s")
+            time.sleep(0.1)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,8 @@ from center_helpers import (
     write_toml,
 )
 from cli_helpers import clean_env
+
+from fedstats_cli.procs import await_health
 
 # Keys whose numbers are exact K-anonymous counts: each must be 0 or >= K wherever it appears.
 # (DP counts, e.g. a boxplot's outliers or threshold counts, are noisy and paid for: not here.)
@@ -94,19 +95,8 @@ def coordinator_process(config: Path, port: int) -> Iterator[subprocess.Popen[by
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], port: int, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise AssertionError(f"{proc.args} exited with {proc.returncode}: {err}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{proc.args} did not become healthy in {timeout_s} s")
-        time.sleep(0.1)
+    await_health(proc, f"http://127.0.0.1:{port}", timeout_s=timeout_s,
+                 output=lambda: proc.stderr.read().decode() if proc.stderr else "")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

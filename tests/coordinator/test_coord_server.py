@@ -30,6 +30,7 @@ from center_agent.api import router as center_router
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
+from fedstats_cli.procs import await_health
 from shared.mwu import mann_whitney, sum_test
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,19 +95,8 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def healthy(proc: subprocess.Popen[bytes], port: int) -> None:
     """Wait until the process answers /v1/health (it may start in parallel with others)."""
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise AssertionError(f"{proc.args} exited with {proc.returncode}: {err}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{proc.args} did not become healthy within 60 s")
-        time.sleep(0.1)
+    await_health(proc, f"http://127.0.0.1:{port}",
+                 output=lambda: proc.stderr.read().decode() if proc.stderr else "")
 
 
 def test_a_bad_configuration_stops_start_up_naming_the_key(tmp_path: Path) -> None:
