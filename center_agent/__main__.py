@@ -5,25 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-import uvicorn
-
 from center_agent.core.config import ConfigError, Settings, load_settings
 from center_agent.core.errors import CenterError
 from center_agent.main import create_app
+from fedstats_service.serving import serve as serve_app
 
 
 def serve(settings: Settings) -> None:
     """Run the center under uvicorn (TLS when ``tls_certfile``/``tls_keyfile`` are set)."""
     app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        ssl_certfile=str(settings.tls_certfile) if settings.tls_certfile else None,
-        ssl_keyfile=str(settings.tls_keyfile) if settings.tls_keyfile else None,
-        server_header=False,
-        log_level="info",
-    )
+    serve_app(app, host=settings.host, port=settings.port, certfile=settings.tls_certfile,
+              keyfile=settings.tls_keyfile)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,21 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-import uvicorn
-
 from coordinator.core.config import ConfigError, Settings, load_settings
 from coordinator.main import create_app
+from fedstats_service.serving import serve as serve_app
 
 
 def serve(settings: Settings) -> None:
     """Run the coordinator under uvicorn."""
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        server_header=False,
-        log_level="info",
-    )
+    serve_app(create_app(settings), host=settings.host, port=settings.port)
 
 
 def main(argv: list[str] | None = None) -> int:

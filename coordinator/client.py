@@ -12,9 +12,11 @@ us, explicit timeouts and, when configured, the center's CA bundle. Example::
 Retries, with exponential backoff (:class:`coordinator.core.config.RetryPolicy`):
 
 * GETs (health, info, budget) are retried on any transport error, timeout and 502/503/504;
-* POSTs (releases) are retried only when the connection could not be made, so the request was
-  never sent. Centers cache their releases, so a repeat would be harmless, but a coordinator that
-  retries a slow release piles work on a struggling center.
+* POSTs (releases) are retried when the connection could not be made (the request was never
+  sent) or dropped before any answer (e.g. a keep-alive connection the center closed as it was
+  reused). Centers store every release under its request key, so a repeat of a request the center
+  did answer returns that answer and spends nothing again. A POST that timed out is not retried:
+  a coordinator that repeats a slow release piles work on a struggling center.
 
 Every answer is validated into its wire model; anything else raises
 :class:`coordinator.core.errors.CenterFailure` with the center's id and one kind: ``unreachable``,
@@ -38,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
+from fedstats_service.serving import CLIENT_KEEPALIVE_S
 from shared.protocol import (
     BinTableRelease,
     Budget,
@@ -108,6 +111,7 @@ class HttpCenter:
             timeout=timeout,
             verify=verify,
             transport=transport,
+            limits=httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_S),
             follow_redirects=False,
             trust_env=False,
         )
@@ -200,6 +204,10 @@ class HttpCenter:
                 retryable = True
             except httpx.TimeoutException:
                 failure = self._failure("timeout", f"{what}: no answer within the timeout")
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                # Dropped before an answer: a repeat is answered from the center's release store.
+                failure = self._failure("unreachable", f"{what}: connection failed ({_why(exc)})")
+                retryable = True
             except httpx.TransportError as exc:
                 failure = self._failure("unreachable", f"{what}: connection failed ({_why(exc)})")
             else:

@@ -84,7 +84,7 @@ class CenterConfig(_Model):
 
 
 class RetryPolicy(_Model):
-    """Retries of idempotent calls (GETs; a POST only when the connection was never made).
+    """Retries of idempotent calls (GETs; a POST when its connection failed before an answer).
 
     Attempt ``i`` (from 1) waits ``min(backoff_max_s, backoff_initial_s * 2**(i-1))`` before the
     next one.

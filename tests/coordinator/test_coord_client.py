@@ -109,11 +109,22 @@ async def test_transport_failures_of_a_get(answer: Exception, kind: str) -> None
     assert_clean(caught.value)
 
 
-async def test_a_post_is_retried_only_when_never_sent() -> None:
-    never_sent = Recorder(httpx.ConnectError("refused"), json_response(200, TABLE))
-    port = center(never_sent)
+@pytest.mark.parametrize(
+    "dropped",
+    [
+        httpx.ConnectError("refused"),  # never sent
+        httpx.RemoteProtocolError("Server disconnected without sending a response."),
+        httpx.ReadError(""),  # a reused keep-alive connection the center had just closed
+    ],
+)
+async def test_a_post_is_retried_when_its_connection_failed(dropped: Exception) -> None:
+    handler = Recorder(dropped, json_response(200, TABLE))
+    port = center(handler)
     assert (await port.table("cohort", REQ)).k == 10
-    assert len(never_sent.requests) == 2
+    assert len(handler.requests) == 2
+
+
+async def test_a_post_is_not_retried_when_slow_or_answered() -> None:
     slow = Recorder(httpx.ReadTimeout("timed out"))
     port = center(slow)
     with pytest.raises(CenterFailure) as caught:

@@ -63,7 +63,10 @@ async def analyst(base: str, i: int, latencies: list[float]) -> tuple[str, float
         url = created.json()["status_url"]
         while (view := (await call("GET", url)).json())["status"] in ("pending", "running"):
             await asyncio.sleep(0.05)
-        return str(view["status"]), time.perf_counter() - start, codes
+        status = str(view["status"])
+        if status != "succeeded":  # say why, so a rare failure under load can be diagnosed
+            status += f": {view.get('error')!r}"
+        return status, time.perf_counter() - start, codes
 
 
 def test_50_concurrent_analysts_no_errors_no_budget_drift(
