@@ -14,15 +14,22 @@ Missing-value policy (documented in docs/privacy.md):
 * the number of dropped rows is released only as :func:`dropped_report` gives it: exactly when it is
   0 or >= K, else the string ``"<K"``.
 
+Loaded samples are kept in memory, per (variable, group column), while the source's
+``version()`` (a file's identity, size and modification time) is unchanged: a study asks a center
+for several releases of the same variable, and reading and splitting the column dominated each
+of them. A rewritten file is read again on the next request; a SQL source has no cheap version
+and is read on every request. One request reads at a time per key; concurrent ones wait for it.
+
 Everything is vectorized in Arrow/numpy; there is no per-row Python loop.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +48,8 @@ from shared.releases import public_size
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+_V = TypeVar("_V")
+_Key = tuple[str, str | None]  # (variable, group column); ("", None) for the sizes
 
 __all__ = ["Dataset", "Datasets", "Groups", "Sample", "dropped_report", "round_down"]
 
@@ -60,18 +69,36 @@ class Sample:
 
     ``groups`` is ``None`` when no group was asked for, else the label of each value (one of
     ``levels``). ``n_dropped`` is internal: release it only through :func:`dropped_report`.
+    Samples are shared between requests (see the module docstring): never write to their arrays.
     """
 
     values: NDArray[np.float64]
     groups: NDArray[np.str_] | None
     levels: tuple[str, ...]
     n_dropped: int
+    parts: Mapping[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def grouped(
+        cls, values: NDArray[np.float64], codes: NDArray[np.intp], levels: tuple[str, ...],
+        n_dropped: int,
+    ) -> Sample:
+        """A sample from values and the index of each one's level in ``levels``."""
+        names = np.asarray(levels, dtype=np.str_)
+        parts = {level: _frozen(values[codes == i]) for i, level in enumerate(levels)}
+        return cls(_frozen(values), names[codes], levels, n_dropped, parts)
 
     def by_group(self) -> dict[str, NDArray[np.float64]]:
         """Values per declared level (every level present, possibly empty)."""
         if self.groups is None:
             raise ValueError("this sample was loaded without a group")
-        return {level: self.values[self.groups == level] for level in self.levels}
+        return dict(self.parts)
+
+
+def _frozen(a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``a``, read-only: a shared sample must not be changed by one request for the next."""
+    a.flags.writeable = False
+    return a
 
 
 @dataclass(frozen=True)
@@ -91,6 +118,9 @@ class Dataset:
         self.name = name
         self.config = config
         self.source = source if source is not None else open_source(config.source)
+        self._lock = threading.Lock()
+        self._key_locks: dict[_Key, threading.Lock] = {}
+        self._kept_values: dict[_Key, tuple[Hashable, object]] = {}
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -127,12 +157,17 @@ class Dataset:
     def load(self, variable: str, group: str | None = None) -> Sample:
         """``variable``'s finite values (and labels of the declared ``group`` column)."""
         self.check_variable(variable)
+        if group is not None:
+            self.check_group(group)
+        return self._kept((variable, group), lambda: self._read(variable, group))
+
+    def _read(self, variable: str, group: str | None) -> Sample:
         if group is None:
             table = self._guard(lambda: self.source.read([variable]))
             values = self._as_float(table.column(0))
             keep = np.isfinite(values)
-            return Sample(values[keep], None, (), int(keep.size - np.count_nonzero(keep)))
-        self.check_group(group)
+            n_dropped = int(keep.size - np.count_nonzero(keep))
+            return Sample(_frozen(values[keep]), None, (), n_dropped)
         table = self._guard(lambda: self.source.read([variable, group], text=[group]))
         values = self._as_float(table.column(0))
         labels = self._as_text(table.column(1))
@@ -142,8 +177,23 @@ class Dataset:
         finite = np.isfinite(values)
         keep = declared & finite
         n_dropped = int(np.count_nonzero(label_missing | (declared & ~finite)))
-        level_names = np.asarray(self.levels, dtype=np.str_)
-        return Sample(values[keep], level_names[codes[keep]], self.levels, n_dropped)
+        return Sample.grouped(values[keep], codes[keep], self.levels, n_dropped)
+
+    def _kept(self, key: _Key, read: Callable[[], _V]) -> _V:
+        """``read()``, or what it gave for ``key`` while the source's version is unchanged."""
+        version = self._guard(self.source.version)
+        if version is None:
+            return read()
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            kept = self._kept_values.get(key)
+            if kept is not None and kept[0] == version:
+                return cast(_V, kept[1])
+            value = read()
+            # The version was taken before the read: a file changed meanwhile is read again.
+            self._kept_values[key] = (version, value)
+            return value
 
     def groups(self, variable: str, levels: tuple[str, str] | None) -> Groups:
         """``variable`` split as a release asks: all records, or the two named levels (X, Y).
@@ -174,6 +224,9 @@ class Dataset:
 
     def sizes(self) -> tuple[int, dict[str, int]]:
         """Exact row count and per-level row counts (internal: release only rounded)."""
+        return self._kept(("", None), self._read_sizes)
+
+    def _read_sizes(self) -> tuple[int, dict[str, int]]:
         if self.group_column is None:
             table = self._guard(lambda: self.source.read([self.variables[0]]))
             return table.num_rows, {}

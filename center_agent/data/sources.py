@@ -7,7 +7,7 @@ by SQLAlchemy, never formatted into a statement.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,7 +32,18 @@ class DataSource(Protocol):
         """Names of all columns the source has (checked against the config at start-up)."""
         ...
 
+    def version(self) -> Hashable | None:
+        """A value that changes whenever the data may have changed, or ``None`` when the source
+        cannot tell cheaply (then nothing read from it is kept between requests)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def file_version(path: Path) -> Hashable:
+    """Identity, size and modification time: a file replaced or rewritten gets a new version."""
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class CsvFile:
@@ -52,6 +63,9 @@ class CsvFile:
         with pa_csv.open_csv(self.path) as reader:
             return list(reader.schema.names)
 
+    def version(self) -> Hashable:
+        return file_version(self.path)
+
     def close(self) -> None:
         pass
 
@@ -65,6 +79,9 @@ class ParquetFile:
 
     def columns(self) -> list[str]:
         return list(pq.read_schema(self.path).names)
+
+    def version(self) -> Hashable:
+        return file_version(self.path)
 
     def close(self) -> None:
         pass
@@ -105,6 +122,10 @@ class SqlTable:
         with self.engine.connect() as conn:
             stmt: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(self._from)
             return list(conn.execute(stmt.limit(0)).keys())
+
+    def version(self) -> None:
+        # A database gives no cheap change marker that works for every table and query.
+        return None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,63 @@ def test_dropped_count_is_reported_only_if_zero_or_at_least_k() -> None:
 
 def test_round_down() -> None:
     assert [round_down(n, 10) for n in (0, 9, 10, 157)] == [0, 0, 10, 150]
+
+
+def _counting_reads(dataset: Dataset) -> list[list[str]]:
+    seen: list[list[str]] = []
+    read = dataset.source.read
+
+    def spy(columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
+        seen.append(list(columns))
+        return read(columns, text=text)
+
+    dataset.source.read = spy  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_file_is_read_once_until_it_changes(
+    open_dataset: Callable[..., Dataset], tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / f"d.{kind}"
+    write = write_csv if kind == "csv" else write_parquet
+    write(TABLE, path)
+    dataset = open_dataset(_config({"kind": kind, "path": str(path)}))
+    seen = _counting_reads(dataset)
+    first = dataset.load("x", "arm")
+    assert dataset.load("x", "arm") is first
+    assert dataset.sizes() == dataset.sizes()
+    dataset.load("y")
+    assert seen == [["x", "arm"], ["arm"], ["y"]]
+    with pytest.raises(ValueError, match="read-only"):
+        first.by_group()["a"][0] = 0.0  # shared between requests: nobody may change it
+
+    smaller = TABLE.slice(0, TABLE.num_rows - 7)  # a rewritten file: new size, new version
+    write(smaller, path)
+    again = dataset.load("x", "arm")
+    assert seen[-1] == ["x", "arm"] and again is not first
+    assert again.values.size < first.values.size
+
+
+def test_a_database_is_read_on_every_request(
+    open_dataset: Callable[..., Dataset], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    write_sql(TABLE, url, "cohort_rows")
+    dataset = open_dataset(_config({"kind": "sql", "url": url, "table": "cohort_rows"}))
+    seen = _counting_reads(dataset)
+    dataset.load("x")
+    dataset.load("x")
+    assert seen == [["x"], ["x"]]
+
+
+def test_concurrent_requests_read_once(
+    open_dataset: Callable[..., Dataset], tmp_path: Path
+) -> None:
+    path = write_parquet(TABLE, tmp_path / "d.parquet")
+    dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
+    seen = _counting_reads(dataset)
+    with ThreadPoolExecutor(8) as pool:
+        samples = list(pool.map(lambda _: dataset.load("x", "arm"), range(16)))
+    assert seen == [["x", "arm"]]
+    assert all(s is samples[0] for s in samples)
