@@ -17,14 +17,16 @@ threshold K and a list of analyses. Each analysis is a model with a ``kind``; to
 The ε is per DP analysis, not per study (each center spends it once per box or quantile set).
 ``quantiles`` are read from the study's federated table and spend nothing.
 
-:func:`run_study` surveys the centers once (sizes, declared names), then runs each analysis in
-order; its result is a list with one entry per analysis. A study builds one federated table:
-the table, quantiles and MWU table-test analyses share it (the centers' auditors would refuse a
-second table of the same variable with other limits; the recorded releases make the reuse free).
+:func:`run_study` surveys the centers once (sizes, declared names), then runs the analyses
+concurrently; its result is a list with one entry per analysis, in the spec's order. A study
+builds one federated table: the table, quantiles and MWU table-test analyses share it (the
+centers' auditors would refuse a second table of the same variable with other limits).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 from collections.abc import Sequence
 from itertools import pairwise
@@ -41,6 +43,7 @@ from coordinator.protocols import (
     survey_centers,
 )
 from coordinator.protocols.mwu import MWU_TESTS, MWUTest
+from coordinator.protocols.parallel import all_or_first_failure
 from coordinator.protocols.quantiles import (
     ESTIMATOR_NAMES,
     TABLE_ESTIMATORS,
@@ -48,6 +51,7 @@ from coordinator.protocols.quantiles import (
     table_quantiles,
     yj_data_estimates,
 )
+from coordinator.protocols.table import FederatedTable
 from coordinator.results import (
     AnalysisResult,
     DPBoxplotResult,
@@ -261,27 +265,35 @@ async def run_study(
     study_id: str = "in-process",
 ) -> StudyResult:
     """Run every analysis of ``spec`` over ``centers`` (already the selected ones);
-    ``study_id`` is the scope of the centers' per-study call caps (YJ data)."""
+    ``study_id`` is the scope of the centers' per-study call caps (YJ data).
+
+    The analyses run concurrently: the federated table is built center after center, and the
+    other analyses' parallel rounds use the centers meanwhile. The first analysis to fail (in
+    the spec's order, among those that failed) fails the study and cancels the rest.
+    """
     survey = await survey_centers(
         centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups, k=spec.k,
         min_centers=min_centers, allow_partial=spec.allow_partial
     )
     lower, upper = spec.table_closing
-    results: list[AnalysisResult] = []
-    for analysis in spec.analyses:
+    table_task: asyncio.Future[FederatedTable] | None = None
+
+    def study_table() -> asyncio.Future[FederatedTable]:
+        """The study's one federated table, built once for every analysis that needs it."""
+        nonlocal table_task
+        if table_task is None:
+            table_task = asyncio.ensure_future(federated_bin_table(
+                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+                k=spec.k, lower=lower, upper=upper,
+                min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
+            ))
+        return table_task
+
+    async def run(analysis: Analysis) -> AnalysisResult:
         if isinstance(analysis, TableAnalysis):
-            table = await federated_bin_table(
-                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
-                k=spec.k, lower=lower, upper=upper,
-                min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
-            )
-            results.append(TableResult.of(table))
-        elif isinstance(analysis, QuantilesAnalysis):
-            table = await federated_bin_table(
-                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
-                k=spec.k, lower=lower, upper=upper,
-                min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
-            )
+            return TableResult.of(await study_table())
+        if isinstance(analysis, QuantilesAnalysis):
+            table = await study_table()
             names = list(spec.groups) if spec.groups is not None else ["all"]
             estimates = table_quantiles(table.table, analysis.levels,
                                         estimators=analysis.estimators, groups=names)
@@ -291,16 +303,16 @@ async def run_study(
                     groups=list(spec.groups) if spec.groups is not None else [None],
                     names=names, levels=analysis.levels, study=study_id,
                 )
-            results.append(QuantilesResult.of(estimates, analysis.levels, table.table))
-        elif isinstance(analysis, DPQuantilesAnalysis):
+            return QuantilesResult.of(estimates, analysis.levels, table.table)
+        if isinstance(analysis, DPQuantilesAnalysis):
             quantiles = await center_dp_quantiles(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
                 levels=analysis.levels, epsilon=analysis.epsilon, bounds=analysis.bounds,
                 algorithm=analysis.algorithm, min_centers=min_centers,
                 allow_partial=spec.allow_partial, survey=survey,
             )
-            results.append(DPQuantilesResult.of(quantiles, analysis.group))
-        elif isinstance(analysis, DPBoxplotAnalysis):
+            return DPQuantilesResult.of(quantiles, analysis.group)
+        if isinstance(analysis, DPBoxplotAnalysis):
             boxes = await federated_dp_boxplot(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
                 epsilon=analysis.epsilon, bounds=analysis.bounds,
@@ -308,18 +320,26 @@ async def run_study(
                 branching=analysis.branching, min_centers=min_centers,
                 allow_partial=spec.allow_partial, survey=survey,
             )
-            results.append(DPBoxplotResult.of(boxes, analysis.group))
-        else:
-            assert spec.groups is not None  # StudySpec refuses mwu without groups
-            mwu = await federated_mwu(
-                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
-                k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
-                epsilon=analysis.epsilon, lower=lower, upper=upper,
-                min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
-            )
-            results.append(MWUResult.of(mwu, analysis.alternative))
+            return DPBoxplotResult.of(boxes, analysis.group)
+        assert spec.groups is not None  # StudySpec refuses mwu without groups
+        mwu = await federated_mwu(
+            centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+            k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
+            epsilon=analysis.epsilon, lower=lower, upper=upper,
+            min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
+            table=study_table() if "table" in analysis.tests else None,
+        )
+        return MWUResult.of(mwu, analysis.alternative)
+
+    try:
+        results = await all_or_first_failure([run(a) for a in spec.analyses])
+    finally:
+        if table_task is not None:
+            table_task.cancel()  # no-op when it is done
+            with contextlib.suppress(BaseException):
+                await table_task  # retrieved: its failure, if any, was raised by its analyses
     return StudyResult(
-        analyses=results,
+        analyses=list(results),
         centers=[c.center_id for c in centers],
         excluded=[ExcludedCenter.of(f) for f in survey.excluded],
     )

@@ -13,7 +13,7 @@ release without noise, |U| <= n·m.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -117,11 +117,14 @@ async def federated_mwu(
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,
+    table: Awaitable[FederatedTable] | None = None,
 ) -> FederatedMWU:
     """Federated MWU of level ``groups[0]`` (X) against ``groups[1]`` (Y) of ``variable``.
 
     With ``epsilon`` every center noises its local U (ε-DP, paid from its budget) and the local
-    tests use V + σ²; the table test is not affected (a K-anonymous table spends no ε).
+    tests use V + σ²; the table test is not affected (a K-anonymous table spends no ε). The
+    table test uses ``table`` when given (a study's one federated table of ``variable`` over
+    ``groups``, closed by ``lower``/``upper``), else builds it.
     """
     unknown = [t for t in tests if t not in MWU_TESTS]
     if unknown or not tests:
@@ -145,14 +148,16 @@ async def federated_mwu(
         parts = [r.to_result(alternative) for r in releases.values()]
         for name in local:
             results[name] = LOCAL_TESTS[name](parts, alternative=alternative)
-    table: FederatedTable | None = None
+    federated: FederatedTable | None = None
     if "table" in tests:
-        table = await federated_bin_table(
-            centers, dataset=dataset, variable=variable, groups=groups, k=k,
-            lower=lower, upper=upper, min_centers=min_centers, allow_partial=allow_partial,
-            survey=survey,
-        )
-        excluded.extend(f for f in table.excluded if f not in excluded)
-        results["table"] = table_test(table.table, alternative=alternative)
+        if table is None:
+            table = federated_bin_table(
+                centers, dataset=dataset, variable=variable, groups=groups, k=k,
+                lower=lower, upper=upper, min_centers=min_centers, allow_partial=allow_partial,
+                survey=survey,
+            )
+        federated = await table
+        excluded.extend(f for f in federated.excluded if f not in excluded)
+        results["table"] = table_test(federated.table, alternative=alternative)
     ordered: dict[str, FederatedMWUResult] = {name: results[name] for name in tests}
-    return FederatedMWU(ordered, tuple(releases), releases, table, tuple(excluded))
+    return FederatedMWU(ordered, tuple(releases), releases, federated, tuple(excluded))

@@ -1,15 +1,16 @@
-"""One request to every center at once (``asyncio.gather``), each answer checked.
+"""Concurrency of the protocols: one request to every center at once (:func:`ask_all`, each
+answer checked) and several protocols at once (:func:`all_or_first_failure`).
 
-A failing center raises :class:`coordinator.core.errors.CenterFailure` (the first, in the given
-order) or, with ``allow_partial``, is returned among the failures; any other exception (a bug)
-propagates.
+In :func:`ask_all` a failing center raises :class:`coordinator.core.errors.CenterFailure` (the
+first, in the given order) or, with ``allow_partial``, is returned among the failures; any other
+exception (a bug) propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
@@ -39,3 +40,22 @@ async def ask_all(
                 raise
             failures.append(failure)
     return got, failures
+
+
+async def all_or_first_failure(runs: Sequence[Coroutine[Any, Any, R]]) -> list[R]:
+    """The results of ``runs``, run concurrently, in their order.
+
+    As soon as one raises, the others are cancelled (no center keeps working for a study that
+    has failed) and the exception of the first failed run, in the given order, is raised.
+    """
+    tasks = [asyncio.ensure_future(run) for run in runs]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()  # no-op on the finished ones
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+    return [task.result() for task in tasks]

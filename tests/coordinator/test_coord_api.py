@@ -442,10 +442,13 @@ async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_tw
         await second.app.state.services.runner.wait(study_id)
         view = (await second.client.get(f"/v1/studies/{study_id}", headers=AUTH)).json()
         assert view["status"] == "succeeded", view
-        # Only what the first run did not receive was asked for.
-        calls = {cid: dict(c.calls) for cid, c in second_centers.items()}
-        assert calls["alpha"] == {"mwu": 1} and calls["beta"] == {"mwu": 1}
-        assert calls["gamma"] == {"refine": 1, "mwu": 1}
+        # Only what the first run did not receive was asked for, once. (The MWU ran
+        # concurrently with the table: whether its answers arrived before the "kill" varies.)
+        asked = {(cid, call) for cid, c in second_centers.items() for call in c.calls}
+        assert all(n == 1 for c in second_centers.values() for n in c.calls.values())
+        assert not asked & received
+        assert ("gamma", "refine") in asked
+        assert {(cid, "mwu") for cid in second_centers} <= asked | received
         table = view["result"]["analyses"][0]
         assert table["totals"] == pytest.approx([sum(SIZES.values())] * 2)
 

@@ -21,6 +21,8 @@ from scipy import stats
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.local import InProcessCenter, LocalDataset
 from coordinator.protocols import federated_bin_table, federated_mwu, survey_centers
+from coordinator.protocols.parallel import all_or_first_failure
+from coordinator.study import StudySpec, run_study
 from shared.binning import bin_table
 from shared.federation import federated_table, refine_table
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
@@ -279,3 +281,64 @@ def test_the_in_process_center_releases_what_the_core_releases() -> None:
     refined = asyncio.run(center.refine(
         "cohort", RefinementRequest(variable="crp", groups=GROUPS, k=K, limits=limits)))
     assert refined == refine_table(limits, x, y, k=K, rng=np.random.default_rng(3))
+
+
+# -- analyses at once --------------------------------------------------------------------------
+
+
+async def test_all_or_first_failure_keeps_order_and_cancels_the_rest() -> None:
+    cancelled: list[str] = []
+
+    async def value(v: int, delay: float) -> int:
+        await asyncio.sleep(delay)
+        return v
+
+    async def fails(message: str, delay: float) -> int:
+        await asyncio.sleep(delay)
+        raise ValueError(message)
+
+    async def hangs(name: str) -> int:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+        return 0
+
+    assert await all_or_first_failure([value(1, 0.02), value(2, 0.0), value(3, 0.01)]) == [1, 2, 3]
+    with pytest.raises(ValueError, match="first"):
+        # The later-listed failure happens first; the first listed one is still the one raised
+        # when both have failed by then, and the run that would never end is cancelled.
+        await all_or_first_failure([fails("first", 0.0), fails("second", 0.0), hangs("h")])
+    assert cancelled == ["h"]
+
+
+class SlowRefine(CountingCenter):
+    """Refinements wait until the test lets them go."""
+
+    def __init__(self, port: Any, gate: asyncio.Event) -> None:
+        super().__init__(port)
+        self.refine_gate = gate
+
+    async def refine(self, dataset: str, request: Any) -> Any:
+        await self.refine_gate.wait()
+        return await super().refine(dataset, request)
+
+
+async def test_a_study_runs_its_analyses_at_once_and_builds_one_table() -> None:
+    gate = asyncio.Event()
+    centers = [SlowRefine(p, gate) for p in ports(5)]
+    spec = StudySpec.model_validate({
+        "dataset": "cohort", "variable": "crp", "groups": list(GROUPS), "k": K,
+        "analyses": [{"kind": "table"}, {"kind": "mwu"},
+                     {"kind": "quantiles", "levels": [0.5]}],
+    })
+    study = asyncio.ensure_future(run_study(spec, centers, min_centers=2))
+    while not all(c.calls["mwu"] for c in centers):  # the MWU does not wait for the table
+        await asyncio.sleep(0.001)
+    assert not study.done()
+    gate.set()
+    result = await study
+    assert [a.kind for a in result.analyses] == ["table", "mwu", "quantiles"]
+    assert sum(c.calls["table"] for c in centers) == 1  # one table for all three analyses
+    assert all(c.calls["refine"] <= 1 for c in centers)
