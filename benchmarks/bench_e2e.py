@@ -8,13 +8,17 @@ ports, and runs one study — the federated K-anonymous table, the four Mann-Whi
 POST to ``succeeded``. Only the first run of a study is timed: a repeat is answered from the
 centers' release caches.
 
-Baselines, measured in the same run on the same files: each center's local computation — reading
-its Parquet columns plus computing every release the study asked of it, in process
+Baselines, measured in the same run on the same files: each center's local computation — loading
+its data as a center does (``center_agent.data.Dataset``: read, drop missing values, split by
+group) plus computing every release the study asked of it, in process
 (``coordinator.local.InProcessCenter``, the ``shared/`` core without HTTP, ledger or auditor) —
 and the same study run in process over all centers. Printed: end-to-end / slowest center (the
-target is <= 1.5), end-to-end / in-process study (the HTTP, ledger and process overhead), and the
-bytes exchanged per study (the JSON of every request and answer the coordinator recorded in its
-provenance, so excluding HTTP headers).
+target is <= 1.5), end-to-end / in-process study (the HTTP, ledger and process overhead), the
+CPU seconds the center processes and the coordinator used during the study, the floor they
+put on this machine (the busiest center, or all that CPU time spread over the cores: m centers
+on a 2-core machine cannot all run at once), end-to-end / floor, and the bytes exchanged per
+study (the JSON of every request and answer the coordinator recorded in its provenance, so
+excluding HTTP headers). CPU times are read from ``/proc`` (Linux).
 
     .venv/bin/python benchmarks/bench_e2e.py                    # 10 x 1e6, 20 x 5e5, 50 x 2e5
     .venv/bin/python benchmarks/bench_e2e.py --plan 10:1e6
@@ -44,6 +48,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from center_agent.core.config import DatasetConfig
+from center_agent.data import Dataset
 from coordinator.local import InProcessCenter, LocalDataset
 from coordinator.study import StudySpec, run_study
 from fedstats_cli.procs import await_health
@@ -220,6 +226,10 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
             headers = {"Authorization": f"Bearer {analyst}"}
             with httpx.Client(base_url=f"http://127.0.0.1:{coord_port}", headers=headers,
                               timeout=600) as client:
+                pids = {cid: proc.pid for cid, (proc, _, _) in zip(files, started, strict=False)}
+                coord_pid = started[-1][0].pid
+                cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
+                coord_before = cpu_seconds(coord_pid)
                 start = time.perf_counter()
                 created = client.post("/v1/studies", json=SPEC)
                 created.raise_for_status()
@@ -227,6 +237,8 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                 while (view := client.get(url).json())["status"] in ("pending", "running"):
                     time.sleep(0.02)
                 e2e = time.perf_counter() - start
+                center_cpu = {cid: cpu_seconds(pid) - cpu_before[cid] for cid, pid in pids.items()}
+                coord_cpu = cpu_seconds(coord_pid) - coord_before
                 if view["status"] != "succeeded":
                     trace = (work / "coordinator.log").read_text()[-4000:]
                     raise SystemExit(f"study {view['status']}: {view.get('error')}\n{trace}")
@@ -236,31 +248,50 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
 
         local, in_process = local_study(files, seed, defaultdict(float))
         slowest = max(local.values())
+        cores = os.cpu_count() or 1
+        # What this machine can do at best with every process's CPU time as measured: the
+        # busiest center alone, or all the work spread over the cores.
+        floor = max(max(center_cpu.values()), (sum(center_cpu.values()) + coord_cpu) / cores)
         return {"centers": m, "n_per_center": n, "e2e_s": e2e, "slowest_center_s": slowest,
                 "ratio_slowest": e2e / slowest, "in_process_study_s": in_process,
                 "ratio_in_process": e2e / in_process, "bytes": exchanged,
                 "bytes_per_center": exchanged / m, "answers": answers,
-                "generate_s": generated}
+                "generate_s": generated, "center_cpu_max_s": max(center_cpu.values()),
+                "center_cpu_sum_s": sum(center_cpu.values()), "coordinator_cpu_s": coord_cpu,
+                "floor_s": floor, "ratio_floor": e2e / floor, "cores": cores}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def local_study(files: dict[str, Path], seed: int,
                 spent: dict[str, float]) -> tuple[dict[str, float], float]:
-    """Per center: read + its calls' compute time; and the in-process study's wall time (reads
-    included, as the centers read their files on each release)."""
+    """Per center: loading its data as the center does (``center_agent.data.Dataset``: read the
+    Parquet columns, drop missing values, split by group) plus computing every release the study
+    asked of it; and the in-process study's wall time, loads included."""
     ports = []
     rng = np.random.default_rng(seed)
     for cid, path in files.items():
+        config = DatasetConfig.model_validate({
+            "source": {"kind": "parquet", "path": str(path)}, "variables": [VARIABLE],
+            "group": {"column": GROUP_COLUMN, "levels": list(LEVELS)}, "epsilon_total": 10.0})
         start = time.perf_counter()
-        table = pq.read_table(path, columns=[VARIABLE, GROUP_COLUMN])
-        values = table.column(VARIABLE).to_numpy().astype(np.float64)
-        labels = table.column(GROUP_COLUMN).to_numpy(zero_copy_only=False).astype(str)
+        sample = Dataset("cohort", config).load(VARIABLE, GROUP_COLUMN)
         spent[cid] += time.perf_counter() - start
-        dataset = LocalDataset({VARIABLE: values}, groups=labels, levels=LEVELS)
+        dataset = LocalDataset({VARIABLE: sample.values}, groups=sample.groups, levels=LEVELS)
+        for level in (None, *LEVELS):
+            dataset.values(VARIABLE, level)  # the split, already timed in load()
         ports.append(Timed(InProcessCenter(cid, {"cohort": dataset}, rng=rng, k=K), spent))
-    reads = sum(spent.values())
+    loads = sum(spent.values())
     start = time.perf_counter()
     asyncio.run(run_study(StudySpec.model_validate(SPEC), ports, min_centers=2))  # type: ignore[arg-type]
-    return {cid: spent[cid] for cid in files}, time.perf_counter() - start + reads
+    return {cid: spent[cid] for cid in files}, time.perf_counter() - start + loads
 
 
 def plan(text: str) -> tuple[int, int]:
@@ -277,16 +308,22 @@ def main() -> None:
     args = parser.parse_args()
     plans = args.plan or [(10, 1_000_000), (20, 500_000), (50, 200_000)]
     print(f"{'centers':>7} {'n/center':>9} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
-          f"{'in-proc':>8} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7}")
+          f"{'in-proc':>8} {'ratio':>6} {'cpu max':>8} {'cpu sum':>8} {'coord':>6} "
+          f"{'floor':>6} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7}")
     for m, n in plans:
         r = run_plan(m, n, args.seed)
         print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {r['e2e_s']:>7.2f} "
               f"{r['slowest_center_s']:>8.2f} {r['ratio_slowest']:>6.2f} "
               f"{r['in_process_study_s']:>8.2f} {r['ratio_in_process']:>6.2f} "
+              f"{r['center_cpu_max_s']:>8.2f} {r['center_cpu_sum_s']:>8.2f} "
+              f"{r['coordinator_cpu_s']:>6.2f} {r['floor_s']:>6.2f} {r['ratio_floor']:>6.2f} "
               f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d}",
               flush=True)
     print("ratio: end-to-end / slowest center's local computation (target <= 1.5); "
           "in-proc ratio: end-to-end / the same study in one process without HTTP; "
+          "cpu max/sum: CPU seconds the center processes used during the study (busiest, all); "
+          "coord: the coordinator's; floor: max(cpu max, (cpu sum + coord) / "
+          f"{os.cpu_count()} cores), the best this machine can do with that work; "
           "bytes: JSON of every request and answer recorded (provenance)")
 
 

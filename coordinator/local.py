@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -73,6 +73,9 @@ class LocalDataset:
     variables: Mapping[str, ArrayLike]
     groups: ArrayLike | None = None
     levels: tuple[str, ...] = ()
+    _kept: dict[tuple[str, str | None], FloatArray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         sizes = {np.asarray(v).size for v in self.variables.values()}
@@ -86,12 +89,19 @@ class LocalDataset:
         return max((np.asarray(v).size for v in self.variables.values()), default=0)
 
     def values(self, variable: str, level: str | None = None) -> FloatArray:
-        """Finite values of ``variable`` (of one group level when given)."""
-        v = np.asarray(self.variables[variable], dtype=np.float64)
-        keep = np.isfinite(v)
-        if level is not None:
-            keep &= np.asarray(self.groups) == level
-        return v[keep]
+        """Finite values of ``variable`` (of one group level when given).
+
+        Computed once per (variable, level), as a center keeps its loaded data: the arrays
+        given must not change afterwards.
+        """
+        kept = self._kept.get((variable, level))
+        if kept is None:
+            v = np.asarray(self.variables[variable], dtype=np.float64)
+            keep = np.isfinite(v)
+            if level is not None:
+                keep &= np.asarray(self.groups) == level
+            kept = self._kept[(variable, level)] = v[keep]
+        return kept
 
 
 class InProcessCenter:
