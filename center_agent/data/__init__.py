@@ -49,7 +49,14 @@ from shared.releases import public_size
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 _V = TypeVar("_V")
-_Key = tuple[str, str | None]  # (variable, group column); ("", None) for the sizes
+_N = TypeVar("_N", bound=np.generic)
+_Arrow = TypeVar("_Arrow", pa.Array, pa.ChunkedArray)
+_Key = tuple[str, ...]  # ("sample", variable, group column or ""), ("codes",), ("sizes",)
+
+UNDECLARED = -1
+"""Group code of a label that is not a declared level: the row is in no group, left out silently."""
+MISSING = -2
+"""Group code of a missing label: the row is dropped and counted in ``n_dropped``."""
 
 __all__ = ["Dataset", "Datasets", "Groups", "Sample", "dropped_report", "round_down"]
 
@@ -67,13 +74,13 @@ round_down = public_size
 class Sample:
     """One variable of one dataset, missing rows dropped.
 
-    ``groups`` is ``None`` when no group was asked for, else the label of each value (one of
-    ``levels``). ``n_dropped`` is internal: release it only through :func:`dropped_report`.
+    ``codes`` is ``None`` when no group was asked for, else the index in ``levels`` of each
+    value's group. ``n_dropped`` is internal: release it only through :func:`dropped_report`.
     Samples are shared between requests (see the module docstring): never write to their arrays.
     """
 
     values: NDArray[np.float64]
-    groups: NDArray[np.str_] | None
+    codes: NDArray[np.intp] | None
     levels: tuple[str, ...]
     n_dropped: int
     parts: Mapping[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
@@ -84,18 +91,24 @@ class Sample:
         n_dropped: int,
     ) -> Sample:
         """A sample from values and the index of each one's level in ``levels``."""
-        names = np.asarray(levels, dtype=np.str_)
         parts = {level: _frozen(values[codes == i]) for i, level in enumerate(levels)}
-        return cls(_frozen(values), names[codes], levels, n_dropped, parts)
+        return cls(_frozen(values), _frozen(codes), levels, n_dropped, parts)
+
+    @property
+    def groups(self) -> NDArray[np.str_] | None:
+        """The group label of each value (``None`` when no group was asked for)."""
+        if self.codes is None:
+            return None
+        return np.asarray(self.levels, dtype=np.str_)[self.codes]
 
     def by_group(self) -> dict[str, NDArray[np.float64]]:
         """Values per declared level (every level present, possibly empty)."""
-        if self.groups is None:
+        if self.codes is None:
             raise ValueError("this sample was loaded without a group")
         return dict(self.parts)
 
 
-def _frozen(a: NDArray[np.float64]) -> NDArray[np.float64]:
+def _frozen(a: NDArray[_N]) -> NDArray[_N]:
     """``a``, read-only: a shared sample must not be changed by one request for the next."""
     a.flags.writeable = False
     return a
@@ -157,27 +170,46 @@ class Dataset:
     def load(self, variable: str, group: str | None = None) -> Sample:
         """``variable``'s finite values (and labels of the declared ``group`` column)."""
         self.check_variable(variable)
-        if group is not None:
-            self.check_group(group)
-        return self._kept((variable, group), lambda: self._read(variable, group))
-
-    def _read(self, variable: str, group: str | None) -> Sample:
         if group is None:
-            table = self._guard(lambda: self.source.read([variable]))
-            values = self._as_float(table.column(0))
-            keep = np.isfinite(values)
-            n_dropped = int(keep.size - np.count_nonzero(keep))
-            return Sample(_frozen(values[keep]), None, (), n_dropped)
+            return self._kept(("sample", variable, ""), lambda: self._read_ungrouped(variable))
+        self.check_group(group)
+        return self._kept(("sample", variable, group), lambda: self._read_grouped(variable))
+
+    def _read_ungrouped(self, variable: str) -> Sample:
+        values = self._as_float(self._guard(lambda: self.source.read([variable])).column(0))
+        keep = np.isfinite(values)
+        n_dropped = int(keep.size - np.count_nonzero(keep))
+        return Sample(_frozen(values[keep]), None, (), n_dropped)
+
+    def _read_grouped(self, variable: str) -> Sample:
+        group = self.group_column
+        assert group is not None  # load() checked it
+        before = self._guard(self.source.version)
+        if before is not None:
+            # A file: the group column's codes are kept (every variable and the sizes use them),
+            # so only the variable is read. Both come from one version of the file, or neither
+            # is used: a file changed in between is read again, both columns at once.
+            codes = self._codes()
+            values = self._as_float(self._guard(lambda: self.source.read([variable])).column(0))
+            if self._guard(self.source.version) == before and values.size == codes.size:
+                return self._grouped_sample(values, codes)
         table = self._guard(lambda: self.source.read([variable, group], text=[group]))
         values = self._as_float(table.column(0))
-        labels = self._as_text(table.column(1))
-        codes = self._level_codes(labels)  # -1: label missing or not a declared level
-        label_missing = np.asarray(pc.is_null(labels).to_numpy(zero_copy_only=False), dtype=bool)
+        return self._grouped_sample(values, self._level_codes(table.column(1)))
+
+    def _grouped_sample(self, values: NDArray[np.float64], codes: NDArray[np.intp]) -> Sample:
         declared = codes >= 0
         finite = np.isfinite(values)
         keep = declared & finite
-        n_dropped = int(np.count_nonzero(label_missing | (declared & ~finite)))
+        n_dropped = int(np.count_nonzero(codes == MISSING) + np.count_nonzero(declared & ~finite))
         return Sample.grouped(values[keep], codes[keep], self.levels, n_dropped)
+
+    def _codes(self) -> NDArray[np.intp]:
+        """The group code of every row (a level's index, UNDECLARED or MISSING)."""
+        group = self.group_column
+        assert group is not None
+        return self._kept(("codes",), lambda: _frozen(self._level_codes(
+            self._guard(lambda: self.source.read([group], text=[group])).column(0))))
 
     def _kept(self, key: _Key, read: Callable[[], _V]) -> _V:
         """``read()``, or what it gave for ``key`` while the source's version is unchanged."""
@@ -224,22 +256,40 @@ class Dataset:
 
     def sizes(self) -> tuple[int, dict[str, int]]:
         """Exact row count and per-level row counts (internal: release only rounded)."""
-        return self._kept(("", None), self._read_sizes)
-
-    def _read_sizes(self) -> tuple[int, dict[str, int]]:
         if self.group_column is None:
-            table = self._guard(lambda: self.source.read([self.variables[0]]))
-            return table.num_rows, {}
-        column = self.group_column
-        table = self._guard(lambda: self.source.read([column], text=[column]))
-        codes = self._level_codes(self._as_text(table.column(0)))
+            return self._kept(("sizes",), self._count_rows), {}
+        codes = self._codes()
         counts = np.bincount(codes[codes >= 0], minlength=len(self.levels))
-        return table.num_rows, {lvl: int(c) for lvl, c in zip(self.levels, counts, strict=True)}
+        return codes.size, {lvl: int(c) for lvl, c in zip(self.levels, counts, strict=True)}
+
+    def _count_rows(self) -> int:
+        return int(self._guard(lambda: self.source.read([self.variables[0]])).num_rows)
 
     def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.intp]:
-        """Index of each label in the declared levels; -1 when missing or undeclared."""
-        codes = pc.index_in(labels, value_set=pa.array(self.levels, type=pa.string()))
-        return np.asarray(pc.fill_null(codes, -1).to_numpy(zero_copy_only=False), dtype=np.intp)
+        """Each label's index in the declared levels; UNDECLARED or MISSING (null) otherwise."""
+        value_set = pa.array(self.levels, type=pa.string())
+        chunks = []
+        for chunk in labels.chunks:
+            if pa.types.is_dictionary(chunk.type):
+                # Look up the few distinct labels, then index by each row's dictionary entry
+                # (the entry one past the end stands for a missing label).
+                known = self._index_in(self._as_text(chunk.dictionary), value_set)
+                lookup = np.append(known, MISSING)
+                entry = pc.fill_null(chunk.indices, len(chunk.dictionary))
+                chunks.append(lookup[np.asarray(entry.to_numpy(zero_copy_only=False))])
+            else:
+                codes = self._index_in(self._as_text(chunk), value_set)
+                missing = np.asarray(pc.is_null(chunk).to_numpy(zero_copy_only=False), dtype=bool)
+                codes[missing] = MISSING
+                chunks.append(codes)
+        if not chunks:
+            return np.empty(0, dtype=np.intp)
+        return np.concatenate(chunks).astype(np.intp, copy=False)
+
+    @staticmethod
+    def _index_in(labels: pa.Array, value_set: pa.Array) -> NDArray[np.intp]:
+        codes = pc.fill_null(pc.index_in(labels, value_set=value_set), UNDECLARED)
+        return np.array(codes.to_numpy(zero_copy_only=False), dtype=np.intp)
 
     def _as_float(self, column: pa.ChunkedArray) -> NDArray[np.float64]:
         try:
@@ -249,7 +299,7 @@ class Dataset:
             raise DataSourceError(f"dataset {self.name!r}: a variable is not numeric") from None
         return np.asarray(pc.fill_null(floats, np.nan).to_numpy(), dtype=np.float64)
 
-    def _as_text(self, column: pa.ChunkedArray) -> pa.ChunkedArray:
+    def _as_text(self, column: _Arrow) -> _Arrow:
         try:
             return pc.cast(column, pa.string())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

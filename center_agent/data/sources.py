@@ -25,7 +25,8 @@ class DataSource(Protocol):
 
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
         """The named columns (in that order), every row. ``text`` names the label columns (read
-        as strings where the format guesses types); every other column is numeric."""
+        as strings, possibly dictionary-encoded, where the format guesses types); every other
+        column is numeric."""
         ...
 
     def columns(self) -> list[str]:
@@ -75,7 +76,10 @@ class ParquetFile:
         self.path = Path(path)
 
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
-        return pq.read_table(self.path, columns=list(columns))
+        # Labels dictionary-encoded: a few distinct strings and an index per row, cheaper to
+        # read and to map to group codes than a string per row.
+        text_columns = [c for c in text if c in columns]
+        return pq.read_table(self.path, columns=list(columns), read_dictionary=text_columns)
 
     def columns(self) -> list[str]:
         return list(pq.read_schema(self.path).names)
