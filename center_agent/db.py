@@ -40,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 EPSILON_UNIT = Decimal("1e-9")
 
@@ -136,7 +136,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 60.0) -> Engine:
         engine = create_engine(
             parsed,
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-            poolclass=NullPool,
+            poolclass=QueuePool, pool_size=5, max_overflow=20,
         )
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin_immediate)
