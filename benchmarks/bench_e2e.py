@@ -23,6 +23,7 @@ excluding HTTP headers). CPU times are read from ``/proc`` (Linux).
     .venv/bin/python benchmarks/bench_e2e.py                    # 10 x 1e6, 20 x 5e5, 50 x 2e5
     .venv/bin/python benchmarks/bench_e2e.py --plan 10:1e6
     .venv/bin/python benchmarks/bench_e2e.py --plan 3:1e5 --plan 5:1e5   # a quick look
+    .venv/bin/python benchmarks/bench_e2e.py --warm     # each plan also on warmed-up centers
 """
 
 from __future__ import annotations
@@ -68,6 +69,14 @@ SPEC: dict[str, Any] = {
         {"kind": "dp_boxplot", "group": LEVELS[1], "epsilon": 1.0, "bounds": [0.0, 60.0],
          "per_center": True, "pooled": True},
     ],
+}
+
+
+BRIEF = {"provenance": "false"}  # polling: the study's state without its provenance
+WARM_UP_VARIABLE = "age"
+WARM_UP_SPEC: dict[str, Any] = {
+    **SPEC, "variable": WARM_UP_VARIABLE,
+    "analyses": [*SPEC["analyses"][:2], {**SPEC["analyses"][2], "bounds": [0.0, 120.0]}],
 }
 
 
@@ -181,7 +190,7 @@ class Timed:
         return timed
 
 
-def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
+def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
         work = Path(tmp)
         files = {}
@@ -201,7 +210,7 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                     {"center_id": cid, "k": K, "tokens": [tokens[cid]], "port": ports[cid],
                      "ledger_url": f"sqlite:///{work / f'{cid}-ledger.sqlite'}"},
                     {"datasets.cohort": {"source": {"kind": "parquet", "path": str(path)},
-                                         "variables": [VARIABLE],
+                                         "variables": [VARIABLE, WARM_UP_VARIABLE],
                                          "group": {"column": GROUP_COLUMN,
                                                    "levels": list(LEVELS)},
                                          "epsilon_total": 10.0}})
@@ -226,6 +235,15 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
             headers = {"Authorization": f"Bearer {analyst}"}
             with httpx.Client(base_url=f"http://127.0.0.1:{coord_port}", headers=headers,
                               timeout=600) as client:
+                if warm:  # long-running centers: one study on another variable before
+                    warm_up = client.post("/v1/studies", json=WARM_UP_SPEC)
+                    warm_up.raise_for_status()
+                    warm_up_url = warm_up.json()["status_url"]
+                    while (view := client.get(warm_up_url, params=BRIEF).json())["status"] in (
+                            "pending", "running"):
+                        time.sleep(0.02)
+                    if view["status"] != "succeeded":
+                        raise SystemExit(f"warm-up study {view['status']}: {view.get('error')}")
                 pids = {cid: proc.pid for cid, (proc, _, _) in zip(files, started, strict=False)}
                 coord_pid = started[-1][0].pid
                 cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
@@ -234,7 +252,8 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                 created = client.post("/v1/studies", json=SPEC)
                 created.raise_for_status()
                 url = created.json()["status_url"]
-                while (view := client.get(url).json())["status"] in ("pending", "running"):
+                while (view := client.get(url, params=BRIEF).json())["status"] in (
+                        "pending", "running"):
                     time.sleep(0.02)
                 e2e = time.perf_counter() - start
                 center_cpu = {cid: cpu_seconds(pid) - cpu_before[cid] for cid, pid in pids.items()}
@@ -242,17 +261,19 @@ def run_plan(m: int, n: int, seed: int) -> dict[str, Any]:
                 if view["status"] != "succeeded":
                     trace = (work / "coordinator.log").read_text()[-4000:]
                     raise SystemExit(f"study {view['status']}: {view.get('error')}\n{trace}")
+                view = client.get(url).json()  # with the provenance
                 exchanged = sum(len(json.dumps(p["request"])) + len(json.dumps(p["response"]))
                                 for p in view["provenance"])
                 answers = len(view["provenance"])
 
-        local, in_process = local_study(files, seed, defaultdict(float))
+        local, in_process = local_study(files, seed, defaultdict(float), warm=warm)
         slowest = max(local.values())
         cores = os.cpu_count() or 1
         # What this machine can do at best with every process's CPU time as measured: the
         # busiest center alone, or all the work spread over the cores.
         floor = max(max(center_cpu.values()), (sum(center_cpu.values()) + coord_cpu) / cores)
-        return {"centers": m, "n_per_center": n, "e2e_s": e2e, "slowest_center_s": slowest,
+        return {"centers": m, "n_per_center": n, "warm": warm, "e2e_s": e2e,
+                "slowest_center_s": slowest,
                 "ratio_slowest": e2e / slowest, "in_process_study_s": in_process,
                 "ratio_in_process": e2e / in_process, "bytes": exchanged,
                 "bytes_per_center": exchanged / m, "answers": answers,
@@ -270,19 +291,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def local_study(files: dict[str, Path], seed: int,
-                spent: dict[str, float]) -> tuple[dict[str, float], float]:
+def local_study(files: dict[str, Path], seed: int, spent: dict[str, float], *,
+                warm: bool = False) -> tuple[dict[str, float], float]:
     """Per center: loading its data as the center does (``center_agent.data.Dataset``: read the
     Parquet columns, drop missing values, split by group) plus computing every release the study
-    asked of it; and the in-process study's wall time, loads included."""
+    asked of it; and the in-process study's wall time, loads included. ``warm``: the group
+    column was read before (as a center that served another study keeps it), not timed."""
     ports = []
     rng = np.random.default_rng(seed)
     for cid, path in files.items():
         config = DatasetConfig.model_validate({
-            "source": {"kind": "parquet", "path": str(path)}, "variables": [VARIABLE],
+            "source": {"kind": "parquet", "path": str(path)},
+            "variables": [VARIABLE, WARM_UP_VARIABLE],
             "group": {"column": GROUP_COLUMN, "levels": list(LEVELS)}, "epsilon_total": 10.0})
+        source = Dataset("cohort", config)
+        if warm:
+            source.sizes()
         start = time.perf_counter()
-        sample = Dataset("cohort", config).load(VARIABLE, GROUP_COLUMN)
+        sample = source.load(VARIABLE, GROUP_COLUMN)
         spent[cid] += time.perf_counter() - start
         dataset = LocalDataset({VARIABLE: sample.values}, groups=sample.groups, levels=LEVELS)
         for level in (None, *LEVELS):
@@ -305,14 +331,19 @@ def main() -> None:
                         help="CENTERS:RECORDS_PER_CENTER (repeatable; default 10:1e6 20:5e5 "
                              "50:2e5)")
     parser.add_argument("--seed", type=int, default=20261129)
+    parser.add_argument("--warm", action="store_true",
+                        help="also time each plan on warm centers: processes that served one "
+                             "study on another variable first (data path and code warmed up)")
     args = parser.parse_args()
     plans = args.plan or [(10, 1_000_000), (20, 500_000), (50, 200_000)]
-    print(f"{'centers':>7} {'n/center':>9} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
+    print(f"{'centers':>7} {'n/center':>9} {'warm':>4} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
           f"{'in-proc':>8} {'ratio':>6} {'cpu max':>8} {'cpu sum':>8} {'coord':>6} "
           f"{'floor':>6} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7}")
-    for m, n in plans:
-        r = run_plan(m, n, args.seed)
-        print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {r['e2e_s']:>7.2f} "
+    runs = [(m, n, warm) for m, n in plans for warm in ((False, True) if args.warm else (False,))]
+    for m, n, warm in runs:
+        r = run_plan(m, n, args.seed, warm=warm)
+        print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {'yes' if warm else 'no':>4} "
+              f"{r['e2e_s']:>7.2f} "
               f"{r['slowest_center_s']:>8.2f} {r['ratio_slowest']:>6.2f} "
               f"{r['in_process_study_s']:>8.2f} {r['ratio_in_process']:>6.2f} "
               f"{r['center_cpu_max_s']:>8.2f} {r['center_cpu_sum_s']:>8.2f} "

@@ -35,6 +35,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    func,
     insert,
     select,
     update,
@@ -239,6 +240,13 @@ class Store:
             # The unique key (study, center, request) already holds this answer: a resumed
             # study was answered from it, and the first record is the one to keep.
             return
+
+    def count_releases(self, study_id: str) -> int:
+        """How many answers the study received."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(
+                select(func.count()).select_from(releases).where(releases.c.study_id == study_id)
+            ).scalar_one())
 
     def releases_of(self, study_id: str) -> list[ReleaseRecord]:
         """Every answer the study received, in the order received."""

@@ -79,13 +79,16 @@ def run_study(
     deadline = time.monotonic() + timeout_s
     last = ("", -1)
     while True:
-        view: dict[str, Any] = client.get(url).raise_for_status().json()
-        state = (view["status"], len(view["provenance"]))
+        # Polled without the provenance (it grows to megabytes); read in full once at the end.
+        view: dict[str, Any] = client.get(url, params={"provenance": "false"}).raise_for_status(
+        ).json()
+        state = (view["status"], view["releases_received"])
         if state != last:
             progress(f"{state[0]}: {state[1]} releases received")
             last = state
         if view["status"] in FINAL:
-            return view
+            full: dict[str, Any] = client.get(url).raise_for_status().json()
+            return full
         if time.monotonic() > deadline:
             raise TimeoutError(f"study still {view['status']} after {timeout_s:.0f} s")
         time.sleep(0.2)

@@ -76,7 +76,11 @@ class StudyView(BaseModel):
     spec: StudySpec
     result: StudyResult | None
     error: StudyError | None
-    provenance: list[Provenance]
+    provenance: list[Provenance] | None = Field(
+        description="every answer the centers gave, in the order received; none when the "
+                    "request asked ?provenance=false (cheap polling)"
+    )
+    releases_received: int = Field(description="how many answers the centers gave so far")
     created_by: str | None = Field(description="fingerprint of the analyst's token")
     created_at: str
     updated_at: str

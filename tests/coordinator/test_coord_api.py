@@ -216,6 +216,11 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
     refine = next(p for p in view["provenance"] if p["call"] == "refine")
     assert refine["dataset"] == "cohort" and refine["request"]["variable"] == "crp"
     assert "runs" in refine["response"]
+    assert view["releases_received"] == len(view["provenance"])
+    brief = (await c.get(body["status_url"], params={"provenance": "false"},
+                         headers=AUTH)).json()  # for polling: the same, without the answers
+    assert brief["provenance"] is None
+    assert {**brief, "provenance": view["provenance"]} == view
 
     listed = (await c.get("/v1/studies", headers=AUTH)).json()
     assert [s["id"] for s in listed] == [body["id"]] and listed[0]["status"] == "succeeded"

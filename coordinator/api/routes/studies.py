@@ -68,7 +68,13 @@ def _provenance(record: ReleaseRecord) -> Provenance:
 
 
 @router.get("/{study_id}", name="get_study", response_model=StudyView)
-async def get_study(study_id: str, store: StoreDep) -> Response:
+async def get_study(
+    study_id: str,
+    store: StoreDep,
+    provenance: Annotated[bool, Query(
+        description="include every answer the centers gave (megabytes for a large study); "
+                    "poll with false and read them once at the end")] = True,
+) -> Response:
     """A study: status, results (when done), error (when failed) and what each center released.
 
     Infinite table limits are the strings ``"Infinity"``/``"-Infinity"``, as on the wire.
@@ -76,14 +82,17 @@ async def get_study(study_id: str, store: StoreDep) -> Response:
     record = await asyncio.to_thread(store.get_study, study_id)
     if record is None:
         raise StudyNotFound(study_id)
-    released = await asyncio.to_thread(store.releases_of, study_id)
+    released = await asyncio.to_thread(store.releases_of, study_id) if provenance else None
+    count = len(released) if released is not None else await asyncio.to_thread(
+        store.count_releases, study_id)
     view = StudyView(
         id=record.id,
         status=record.status,
         spec=StudySpec.model_validate_json(record.spec),
         result=StudyResult.model_validate_json(record.result) if record.result else None,
         error=StudyError.model_validate_json(record.error) if record.error else None,
-        provenance=[_provenance(r) for r in released],
+        provenance=[_provenance(r) for r in released] if released is not None else None,
+        releases_received=count,
         created_by=record.created_by,
         created_at=record.created_at,
         updated_at=record.updated_at,
