@@ -76,34 +76,36 @@ def small_cells(
     cell cut by that release's limits, or the same run when the release carries ``labels`` for
     the group. Returned are the small atoms' indices: cells of the common refinement when no
     release carries labels, otherwise atoms in an arbitrary but fixed order.
+
+    Every released set is a union of cells of the common refinement (all limits together), so
+    the values are counted per cell once, O(n log E), and the atoms are formed from the cells,
+    O(E) per release: each cell is classified by one point inside it (its right end; cells are
+    right-closed, the last one is open above).
     """
     parts = [_as_limits(lim) for lim in limit_sets]
     labels = list(label_sets) if label_sets is not None else [None] * len(parts)
+    edges = np.unique(np.concatenate(parts)) if parts else np.empty(0)
+    plain = all(lab is None for lab in labels)
+    beyond = np.nextafter(edges[-1], np.inf) if edges.size else 0.0
+    probe = np.append(edges, beyond)  # one point in each cell
     found: dict[str, NDArray[np.int64]] = {}
-    if all(lab is None for lab in labels):
-        # Plain tables only: the atoms are the cells of the common refinement, indexed as such.
-        edges = np.unique(np.concatenate(parts)) if parts else np.empty(0)
-        for group, values in values_by_group.items():
-            counts = refinement_counts(edges, values)
-            bad = np.flatnonzero((counts >= 1) & (counts < k))
-            if bad.size:
-                found[group] = bad.astype(np.int64)
-        return found
     for group, values in values_by_group.items():
-        x = np.asarray(values, dtype=np.float64)
-        key = np.zeros(x.size, dtype=np.int64)
-        for lim, lab in zip(parts, labels, strict=True):
-            if lab is not None and group in lab:
-                # Runs are over the release's bins (c_j, c_{j+1}]; extremes are open.
-                run_of_bin = np.asarray(lab[group], dtype=np.int64)
-                released_set = run_of_bin[np.searchsorted(lim[1:-1], x, side="left")]
-            else:
-                released_set = np.searchsorted(lim, x, side="left")
-            # Re-compact after each release so the combined key never overflows.
-            _, key = np.unique(
-                key * (int(released_set.max(initial=0)) + 1) + released_set, return_inverse=True
-            )
-        counts = np.bincount(key) if x.size else np.zeros(0, dtype=np.int64)
+        counts = refinement_counts(edges, values)
+        if not plain:
+            key = np.zeros(probe.size, dtype=np.int64)
+            for lim, lab in zip(parts, labels, strict=True):
+                if lab is not None and group in lab:
+                    # Runs are over the release's bins (c_j, c_{j+1}]; extremes are open.
+                    run_of_bin = np.asarray(lab[group], dtype=np.int64)
+                    released_set = run_of_bin[np.searchsorted(lim[1:-1], probe, side="left")]
+                else:
+                    released_set = np.searchsorted(lim, probe, side="left")
+                # Re-compact after each release so the combined key never overflows.
+                _, key = np.unique(
+                    key * (int(released_set.max(initial=0)) + 1) + released_set,
+                    return_inverse=True,
+                )
+            counts = np.bincount(key, weights=counts).astype(np.int64)
         bad = np.flatnonzero((counts >= 1) & (counts < k))
         if bad.size:
             found[group] = bad.astype(np.int64)

@@ -4,6 +4,7 @@ fewer than K records in a cell of the common refinement."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import math
 import threading
 from collections.abc import Iterator
@@ -176,6 +177,52 @@ def test_small_cells_matches_a_plain_reference(
 
 
 # -- refinements: bins released in runs ---------------------------------------------------------
+
+
+def _reference_small_atoms(
+    limit_sets: list[list[float]], labels: list[list[int] | None], values: list[float], k: int
+) -> int:
+    """Plain loops: group the values by their released set in every release; count the groups
+    holding 1..k-1 values."""
+    def released(v: float, limits: list[float], runs: list[int] | None) -> int:
+        if runs is None:
+            return sum(1 for c in limits if c < v)  # the cell (c_{i-1}, c_i] holding v
+        interior = limits[1:-1]
+        return runs[sum(1 for c in interior if c < v)]
+
+    atoms = Counter(tuple(released(v, lim, lab) for lim, lab in zip(limit_sets, labels,
+                                                                    strict=True))
+                    for v in values)
+    return sum(1 for n in atoms.values() if 0 < n < k)
+
+
+@st.composite
+def _labelled_releases(draw: st.DrawFn) -> tuple[list[list[float]], list[list[int] | None]]:
+    sets, labels = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        limits = sorted(draw(st.lists(st.integers(-2, 42).map(float), min_size=2, max_size=6,
+                                      unique=True)))
+        sets.append(limits)
+        bins = len(limits) - 1
+        # Runs need not be contiguous (a refinement's split cells are runs of their own).
+        labels.append(draw(st.none() | st.lists(st.integers(0, bins - 1), min_size=bins,
+                                                  max_size=bins)))
+    return sets, labels
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.integers(-4, 44).map(float), min_size=0, max_size=60),
+    releases=_labelled_releases(),
+    k=st.integers(2, 6),
+)
+def test_small_atoms_match_a_plain_reference_with_runs(
+    values: list[float], releases: tuple[list[list[float]], list[list[int] | None]], k: int
+) -> None:
+    limit_sets, labels = releases
+    label_sets = [None if lab is None else {"g": lab} for lab in labels]
+    found = small_cells(limit_sets, {"g": values}, k, label_sets)
+    assert len(found.get("g", [])) == _reference_small_atoms(limit_sets, labels, values, k)
 
 
 def test_runs_are_the_released_unit() -> None:
