@@ -89,10 +89,10 @@ class LocalDataset:
         return max((np.asarray(v).size for v in self.variables.values()), default=0)
 
     def values(self, variable: str, level: str | None = None) -> FloatArray:
-        """Finite values of ``variable`` (of one group level when given).
+        """Finite values of ``variable`` (of one group level when given), sorted.
 
-        Computed once per (variable, level), as a center keeps its loaded data: the arrays
-        given must not change afterwards.
+        Computed once per (variable, level) and kept sorted, as a center keeps its loaded data:
+        the arrays given must not change afterwards.
         """
         kept = self._kept.get((variable, level))
         if kept is None:
@@ -100,7 +100,8 @@ class LocalDataset:
             keep = np.isfinite(v)
             if level is not None:
                 keep &= np.asarray(self.groups) == level
-            kept = self._kept[(variable, level)] = v[keep]
+            kept = self._kept[(variable, level)] = np.sort(v[keep])
+            kept.flags.writeable = False
         return kept
 
 

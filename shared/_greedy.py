@@ -37,6 +37,16 @@ def pooled_cuts(sorted_groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     n_groups = len(sorted_groups)
     total = sum(g.size for g in sorted_groups)
     itype = np.int32 if total < 2**31 - 1 else np.int64
+    distinct = [_distinct(g) for g in sorted_groups]
+    if sum(d.size for d in distinct) * 8 <= total:
+        # Many ties (rounded measurements): cut at the union of the groups' distinct values and
+        # count each group below every cut by bisection, O(n) + O(D log n) instead of merging
+        # every record.
+        u = np.unique(np.concatenate(distinct))
+        counts = np.zeros((n_groups, u.size + 1), dtype=itype)
+        for row, g in zip(counts, sorted_groups, strict=True):
+            row[1:] = np.searchsorted(g, u, side="right")
+        return u, counts
     if n_groups == 1:
         z = sorted_groups[0]
         is_y = None
@@ -76,6 +86,16 @@ def pooled_cuts(sorted_groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
         counts[1, 1:] = cum_y if ends is None else cum_y[ends]
         np.subtract(through, counts[1, 1:], out=counts[0, 1:])
     return u, counts
+
+
+def _distinct(g: FloatArray) -> FloatArray:
+    """The distinct values of a sorted array."""
+    if g.size == 0:
+        return g
+    last_of_tie = np.empty(g.size, dtype=bool)
+    np.not_equal(g[1:], g[:-1], out=last_of_tie[:-1])
+    last_of_tie[-1] = True
+    return g[last_of_tie]
 
 
 def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from shared import _greedy
+from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_int
 
 FloatArray = NDArray[np.float64]
@@ -170,7 +171,7 @@ def bin_table(
         groups.append(as_finite_1d(y, "y", allow_empty=True))
     check_group_sizes([g.size for g in groups], k)
 
-    sorted_groups = [np.sort(g) for g in groups]
+    sorted_groups = [ascending(g) for g in groups]
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
     seg_end = np.full(n_distinct + 1, n_distinct, dtype=counts.dtype)

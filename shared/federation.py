@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from shared import _greedy
+from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_int
 from shared.binning import (
     BinTable,
@@ -80,7 +81,7 @@ def refine_table(
         groups.append(as_finite_1d(y, "y", allow_empty=True))
     check_group_sizes([g.size for g in groups], k)
 
-    u, counts = _greedy.pooled_cuts([np.sort(g) for g in groups])
+    u, counts = _greedy.pooled_cuts([ascending(g) for g in groups])
     n_distinct = u.size
     n_bins = lim.size - 1
     seg = np.searchsorted(lim[1:-1], u, side="left")

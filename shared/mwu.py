@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
 from shared import _greedy
+from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_alternative, check_generator
 from shared.binning import BinTable
 from shared.mechanisms import Mechanism
@@ -141,7 +142,7 @@ def mann_whitney(
             raise ValueError(f"`noise` must be one-dimensional, got dim {noise.dim}")
     xa = as_finite_1d(x, "x")
     ya = as_finite_1d(y, "y")
-    _, cum = _greedy.pooled_cuts([np.sort(xa), np.sort(ya)])
+    _, cum = _greedy.pooled_cuts([ascending(xa), ascending(ya)])
     cx = np.diff(cum[0]).astype(np.float64)
     cy = np.diff(cum[1]).astype(np.float64)
     # Pairs (X at value v, Y above v) count +1, (X at v, Y below v) count −1.

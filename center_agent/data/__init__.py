@@ -90,8 +90,10 @@ class Sample:
         cls, values: NDArray[np.float64], codes: NDArray[np.intp], levels: tuple[str, ...],
         n_dropped: int,
     ) -> Sample:
-        """A sample from values and the index of each one's level in ``levels``."""
-        parts = {level: _frozen(values[codes == i]) for i, level in enumerate(levels)}
+        """A sample from values and the index of each one's level in ``levels``; each level's
+        values sorted (every release is a function of the multiset, and sorted once here, they
+        are not sorted again by each release: ``shared._sorting.ascending``)."""
+        parts = {level: _frozen(np.sort(values[codes == i])) for i, level in enumerate(levels)}
         return cls(_frozen(values), _frozen(codes), levels, n_dropped, parts)
 
     @property
@@ -179,7 +181,7 @@ class Dataset:
         values = self._as_float(self._guard(lambda: self.source.read([variable])).column(0))
         keep = np.isfinite(values)
         n_dropped = int(keep.size - np.count_nonzero(keep))
-        return Sample(_frozen(values[keep]), None, (), n_dropped)
+        return Sample(_frozen(np.sort(values[keep])), None, (), n_dropped)  # see grouped()
 
     def _read_grouped(self, variable: str) -> Sample:
         group = self.group_column

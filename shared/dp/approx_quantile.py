@@ -21,6 +21,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -112,7 +113,7 @@ def approx_quantiles(
     neighbouring = check_neighbouring(neighbouring)
     levels = check_levels(q, "q")
     rng = check_generator(rng)
-    data = np.sort(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x"))
     values = approx_quantiles_sorted(data, levels, epsilon, bounds, neighbouring, rng)
     return QuantilesResult(
         levels=levels,

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -165,7 +166,7 @@ def _validate(
                 "for the whisker buffer λ_n = n^(-1/4), or use neighbouring='swap'"
             )
         n = check_int(n_public, "n_public", MIN_N)
-    return np.sort(data), epsilon, bounds, relation, rng, n
+    return ascending(data), epsilon, bounds, relation, rng, n
 
 
 def _finish(

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -300,7 +301,7 @@ def joint_exp(
     neighbouring = check_neighbouring(neighbouring)
     levels = check_levels(q, "q")
     rng = check_generator(rng)
-    data = np.sort(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x"))
     values = joint_exp_sorted(data, levels, epsilon, bounds, neighbouring, rng)
     return QuantilesResult(
         levels=levels,

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import isotonic_regression
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -96,7 +97,7 @@ def center_extremes(
     a, b = check_bounds(bounds)
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
-    data = np.sort(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x"))
     psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng)
     return Extremes(psi_min, psi_max, PrivacySpent(eps))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -81,7 +82,7 @@ def private_quantile(
     neighbouring = check_neighbouring(neighbouring)
     level = check_single_level(q)
     rng = check_generator(rng)
-    data = np.sort(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x"))
 
     value = private_quantile_sorted(data, level, epsilon, bounds, neighbouring, rng)[0]
     return QuantilesResult(

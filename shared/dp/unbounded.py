@@ -32,6 +32,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
+from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
@@ -132,7 +133,7 @@ def unbounded_quantile(
     beta = check_positive(beta, "beta")
     if beta <= 1.0:
         raise ValueError(f"`beta` must be a finite number > 1, got {beta!r}")
-    data = np.sort(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x"))
     threshold = threshold_for_level(level, data.size, reflect)
     value = unbounded_sorted(data, threshold, epsilon, bounds, rng, beta, reflect)
     return QuantilesResult(

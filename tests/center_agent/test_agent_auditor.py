@@ -4,9 +4,9 @@ fewer than K records in a cell of the common refinement."""
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 import math
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -1,0 +1,21 @@
+"""Sorting the data a function is given, without sorting it twice."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def ascending(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``x`` in ascending order, read-only.
+
+    ``x`` itself (a read-only view) when it is already sorted, found in one O(n) comparison,
+    else a sorted copy. A center keeps each sample sorted once, so the many releases computed
+    from it skip their O(n log n) sorts. ``x`` must hold no NaN (the callers have checked it).
+    """
+    if x.size > 1 and not bool(np.all(x[:-1] <= x[1:])):
+        out = np.sort(x)
+    else:
+        out = x.view()
+    out.flags.writeable = False
+    return out
