@@ -26,7 +26,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from center_agent.api import router as center_router
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
@@ -111,8 +110,6 @@ def test_a_bad_configuration_stops_start_up_naming_the_key(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr and CENTER_TOKENS["alpha"] not in done.stderr
 
 
-@pytest.mark.skipif(not hasattr(center_router, "mwu"),
-                    reason="center_agent serves no MWU route yet (center_agent.api.routes.mwu)")
 def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
     data = make_data()
     ports = {"alpha": free_port(), "beta": free_port()}
