@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -152,12 +153,13 @@ def await_health(
     *,
     timeout_s: float = 60.0,
     output: Callable[[], str] = lambda: "",
+    verify: ssl.SSLContext | bool = True,
 ) -> None:
     """Poll ``GET {url}/v1/health`` until it answers 200 (a refused connection only means "not
     up yet"); raise RuntimeError when ``proc`` exits first, with ``output()``, or at the
-    deadline."""
+    deadline. ``verify``: how an ``https`` URL's certificate is checked (httpx's meaning)."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
+    with httpx.Client(timeout=1.0, trust_env=False, verify=verify) as client:
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}: {output()}")

@@ -8,17 +8,17 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import sqlalchemy as sa
+
+from fedstats_cli.procs import await_health
 
 TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"
 OTHER_TOKEN = "tok-" + "ffeeddccbbaa99887766"
@@ -137,20 +137,8 @@ def running_center(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        url = f"{scheme}://127.0.0.1:{port}/v1/health"
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise AssertionError(f"center exited with {proc.returncode}: {err}")
-            try:
-                if httpx.get(url, verify=verify, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("center did not become healthy within 30 s")
-            time.sleep(0.1)
+        await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=30, verify=verify,
+                     output=lambda: proc.stderr.read().decode() if proc.stderr else "")
         yield proc
     finally:
         proc.terminate()

@@ -257,16 +257,7 @@ def test_a_center_behind_tls_with_its_ca_bundle(tmp_path: Path) -> None:
     trusted = ssl.create_default_context(cafile=str(cert))
     with contextlib.ExitStack() as stack:
         proc = spawn(stack, "center_agent", config)
-        deadline = time.monotonic() + 60
-        while True:  # health over TLS, trusting the certificate
-            assert proc.poll() is None, "the TLS center exited"
-            try:
-                if httpx.get(f"{url}/v1/health", verify=trusted, timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the TLS center did not start"
-            time.sleep(0.1)
+        await_health(proc, url, verify=trusted)  # health over TLS, trusting the certificate
         info = asyncio.run(ask(cert))
         assert info.center_id == "gamma"
         with pytest.raises(CenterFailure) as caught:  # the system CAs do not know it
