@@ -12,6 +12,7 @@ from coordinator.client import HttpCenter, build_centers
 from coordinator.core.config import Settings
 from coordinator.db import Store
 from coordinator.ports import CenterPort
+from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ class Services:
     store: Store
     centers: dict[str, CenterPort]
     runner: StudyRunner
+    registry: Registry
 
     @classmethod
     def build(
@@ -48,7 +50,8 @@ class Services:
         )
         runner = StudyRunner(store, ports, min_centers=settings.min_centers,
                              max_running=settings.max_running_studies)
-        return cls(settings, store, ports, runner)
+        urls = {cid: c.base_url for cid, c in settings.centers.items()}
+        return cls(settings, store, ports, runner, Registry(ports, urls))
 
     async def aclose(self) -> None:
         """Stop the studies (left resumable), close the HTTP clients and the store."""

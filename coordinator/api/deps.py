@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from coordinator.core.config import Settings
 from coordinator.db import Store
-from coordinator.ports import CenterPort
+from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
 from coordinator.services import Services
 from fedstats_service.auth import check_bearer
@@ -40,14 +40,14 @@ def get_runner(services: ServicesDep) -> StudyRunner:
     return services.runner
 
 
-def get_centers(services: ServicesDep) -> dict[str, CenterPort]:
-    return services.centers
+def get_registry(services: ServicesDep) -> Registry:
+    return services.registry
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 RunnerDep = Annotated[StudyRunner, Depends(get_runner)]
-CentersDep = Annotated[dict[str, CenterPort], Depends(get_centers)]
+RegistryDep = Annotated[Registry, Depends(get_registry)]
 
 
 @dataclass(frozen=True)

@@ -402,6 +402,30 @@ async def test_centers_listing_shows_health_and_budgets(tmp_path: Path) -> None:
         await r.close()
 
 
+async def test_concurrent_listings_share_one_round_of_questions(tmp_path: Path) -> None:
+    centers = counting_centers()
+    gate = asyncio.Event()
+    for center in centers.values():
+        center.gate = gate  # every center call waits until the 20 listings are all in
+    r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
+    try:
+        listings = [asyncio.ensure_future(r.client.get("/v1/centers", headers=AUTH))
+                    for _ in range(20)]
+        while not all(c.calls["health"] for c in centers.values()):
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)  # the other listings arrive while the round is in flight
+        gate.set()
+        answers = [(await listing).json() for listing in listings]
+        assert all(answer == answers[0] for answer in answers)
+        assert {c["id"] for c in answers[0]} == set(centers) and all(
+            c["healthy"] for c in answers[0])
+        assert all(c.calls == {"health": 1, "budget": 1} for c in centers.values())
+        await r.client.get("/v1/centers", headers=AUTH)  # a later listing asks again
+        assert all(c.calls["health"] == 2 for c in centers.values())
+    finally:
+        await r.close()
+
+
 # -- restart ---------------------------------------------------------------------------------
 
 

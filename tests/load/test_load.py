@@ -43,25 +43,27 @@ def spec(variant: int) -> dict[str, Any]:
     }
 
 
-async def analyst(base: str, i: int, latencies: list[float]) -> tuple[str, float, list[int]]:
+async def analyst(
+    base: str, i: int, latencies: list[tuple[str, float]]
+) -> tuple[str, float, list[int]]:
     """One analyst: list centers, submit, poll to the end. Returns (status, study s, codes)."""
     codes: list[int] = []
     async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=120) as c:
 
-        async def call(method: str, url: str, **kw: Any) -> httpx.Response:
+        async def call(kind: str, method: str, url: str, **kw: Any) -> httpx.Response:
             t = time.perf_counter()
             r = await c.request(method, url, **kw)
-            latencies.append(time.perf_counter() - t)
+            latencies.append((kind, time.perf_counter() - t))
             codes.append(r.status_code)
             return r
 
-        await call("GET", "/v1/centers")
+        await call("list centers", "GET", "/v1/centers")
         start = time.perf_counter()
-        created = await call("POST", "/v1/studies", json=spec(i % VARIANTS))
+        created = await call("submit", "POST", "/v1/studies", json=spec(i % VARIANTS))
         if created.status_code != 202:
             return f"http {created.status_code}", 0.0, codes
         url = created.json()["status_url"]
-        while (view := (await call("GET", url, params={"provenance": "false"})).json())[
+        while (view := (await call("poll", "GET", url, params={"provenance": "false"})).json())[
                 "status"] in ("pending", "running"):
             await asyncio.sleep(0.05)
         status = str(view["status"])
@@ -97,7 +99,7 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
         config = workdir / "coordinator.toml"
         config.write_text("\n".join(lines) + "\n")
         with coordinator_process(config, port):
-            latencies: list[float] = []
+            latencies: list[tuple[str, float]] = []
             start = time.perf_counter()
 
             async def everyone() -> list[tuple[str, float, list[int]]]:
@@ -115,12 +117,16 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
             stop(proc)
 
     studies = np.array([s for _, s, _ in outcomes])
-    requests = np.array(latencies)
+    requests = np.array([t for _, t in latencies])
     print(f"\nload: {ANALYSTS} analysts, {CENTERS} centers: {ANALYSTS / wall:.2f} studies/s "
           f"({wall:.1f} s); study latency p50 {np.percentile(studies, 50):.2f} s, "
           f"p99 {np.percentile(studies, 99):.2f} s; {requests.size} HTTP requests, "
           f"p50 {1000 * np.percentile(requests, 50):.0f} ms, "
           f"p99 {1000 * np.percentile(requests, 99):.0f} ms")
+    for kind in ("list centers", "submit", "poll"):
+        of_kind = np.array([t for k, t in latencies if k == kind])
+        print(f"  {kind}: {of_kind.size} requests, p50 {1000 * np.percentile(of_kind, 50):.0f} "
+              f"ms, p99 {1000 * np.percentile(of_kind, 99):.0f} ms")
     assert [status for status, _, _ in outcomes] == ["succeeded"] * ANALYSTS
     assert all(200 <= code < 300 for _, _, codes in outcomes for code in codes)
     for budget in spent:

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter
 
-from coordinator.api.deps import CentersDep, SettingsDep
-from coordinator.api.schemas import CenterProblem, CenterStatus
-from coordinator.core.errors import CenterFailure
-from coordinator.ports import CenterPort
+from coordinator.api.deps import RegistryDep
+from coordinator.api.schemas import CenterStatus
 
 router = APIRouter(tags=["centers"])
 
 
-async def _status(port: CenterPort, url: str | None) -> CenterStatus:
-    problem: CenterProblem | None = None
-    remaining: dict[str, float] | None = None
-    healthy = False
-    try:
-        await port.health()
-        healthy = True
-        budget = await port.budget()
-        remaining = {name: b.remaining_epsilon for name, b in budget.datasets.items()}
-    except CenterFailure as failure:
-        problem = CenterProblem(kind=failure.kind, detail=failure.reason)
-    return CenterStatus(id=port.center_id, url=url, healthy=healthy, problem=problem,
-                        remaining_epsilon=remaining)
-
-
 @router.get("/centers")
-async def list_centers(centers: CentersDep, settings: SettingsDep) -> list[CenterStatus]:
-    """Every registered center with its health and remaining budgets (asked in parallel)."""
-    urls = {cid: c.base_url for cid, c in settings.centers.items()}
-    return list(
-        await asyncio.gather(*(_status(port, urls.get(cid)) for cid, port in centers.items()))
-    )
+async def list_centers(registry: RegistryDep) -> list[CenterStatus]:
+    """Every registered center with its health and remaining budgets (asked in parallel;
+    concurrent calls share one round of questions)."""
+    return await registry.statuses()
