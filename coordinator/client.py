@@ -111,7 +111,8 @@ class HttpCenter:
             timeout=timeout,
             verify=verify,
             transport=transport,
-            limits=httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_S),
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20,
+                                keepalive_expiry=CLIENT_KEEPALIVE_S),  # httpx's, but the expiry
             follow_redirects=False,
             trust_env=False,
         )
