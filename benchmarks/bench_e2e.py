@@ -236,12 +236,7 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
             with httpx.Client(base_url=f"http://127.0.0.1:{coord_port}", headers=headers,
                               timeout=600) as client:
                 if warm:  # long-running centers: one study on another variable before
-                    warm_up = client.post("/v1/studies", json=WARM_UP_SPEC)
-                    warm_up.raise_for_status()
-                    warm_up_url = warm_up.json()["status_url"]
-                    while (view := client.get(warm_up_url, params=BRIEF).json())["status"] in (
-                            "pending", "running"):
-                        time.sleep(0.02)
+                    view = client.get(run_to_end(client, WARM_UP_SPEC), params=BRIEF).json()
                     if view["status"] != "succeeded":
                         raise SystemExit(f"warm-up study {view['status']}: {view.get('error')}")
                 pids = {cid: proc.pid for cid, (proc, _, _) in zip(files, started, strict=False)}
@@ -249,19 +244,14 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                 cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
                 coord_before = cpu_seconds(coord_pid)
                 start = time.perf_counter()
-                created = client.post("/v1/studies", json=SPEC)
-                created.raise_for_status()
-                url = created.json()["status_url"]
-                while (view := client.get(url, params=BRIEF).json())["status"] in (
-                        "pending", "running"):
-                    time.sleep(0.02)
+                url = run_to_end(client, SPEC)
                 e2e = time.perf_counter() - start
                 center_cpu = {cid: cpu_seconds(pid) - cpu_before[cid] for cid, pid in pids.items()}
                 coord_cpu = cpu_seconds(coord_pid) - coord_before
+                view = client.get(url).json()  # with the provenance
                 if view["status"] != "succeeded":
                     trace = (work / "coordinator.log").read_text()[-4000:]
                     raise SystemExit(f"study {view['status']}: {view.get('error')}\n{trace}")
-                view = client.get(url).json()  # with the provenance
                 exchanged = sum(len(json.dumps(p["request"])) + len(json.dumps(p["response"]))
                                 for p in view["provenance"])
                 answers = len(view["provenance"])
@@ -280,6 +270,16 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                 "generate_s": generated, "center_cpu_max_s": max(center_cpu.values()),
                 "center_cpu_sum_s": sum(center_cpu.values()), "coordinator_cpu_s": coord_cpu,
                 "floor_s": floor, "ratio_floor": e2e / floor, "cores": cores}
+
+
+def run_to_end(client: httpx.Client, spec: dict[str, Any]) -> str:
+    """Submit a study and poll it (without its provenance) until it ends; its status URL."""
+    created = client.post("/v1/studies", json=spec)
+    created.raise_for_status()
+    url = str(created.json()["status_url"])
+    while client.get(url, params=BRIEF).json()["status"] in ("pending", "running"):
+        time.sleep(0.02)
+    return url
 
 
 def cpu_seconds(pid: int) -> float:
