@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from center_agent.core.config import DatasetConfig, Settings
 from center_agent.core.errors import (
     DataSourceError,
+    KAnonymityRefusal,
     UnknownDataset,
     UnknownLevel,
     UnknownVariable,
@@ -255,6 +256,14 @@ class Dataset:
         if self.group_column is None or level not in self.levels:
             raise UnknownLevel(self.name, level)
         return self.load(variable, self.group_column).by_group()[level]
+
+    def usable(self, variable: str, level: str | None, k: int) -> NDArray[np.float64]:
+        """:meth:`values`, refused (403 ``k_anonymity_refused``) when they are fewer than ``k``: no
+        release is computed from fewer than K records (and a DP release spends nothing)."""
+        values = self.values(variable, level)
+        if values.size < k:
+            raise KAnonymityRefusal(f"the selection holds fewer than K = {k} usable records")
+        return values
 
     def sizes(self) -> tuple[int, dict[str, int]]:
         """Exact row count and per-level row counts (internal: release only rounded)."""

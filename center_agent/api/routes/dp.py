@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 from fastapi import APIRouter
-from numpy.typing import NDArray
 
 from center_agent.api.deps import DatasetDep, LedgerDep, RngDep, SettingsDep
-from center_agent.core.config import Settings
-from center_agent.core.errors import KAnonymityRefusal, core_errors
+from center_agent.core.errors import core_errors
 from center_agent.data import Dataset
 from center_agent.ledger import JSONPayload, Ledger, request_key
 from shared.protocol import (
@@ -43,16 +40,6 @@ from shared.releases import (
 router = APIRouter(prefix="/datasets/{dataset}/dp", tags=["differential privacy"])
 
 
-def _usable(dataset: Dataset, body: DPRequest, settings: Settings) -> NDArray[np.float64]:
-    """The values a DP release may use; fewer than K records are refused before any spend."""
-    values = dataset.values(body.variable, body.group)
-    if values.size < settings.k:
-        raise KAnonymityRefusal(
-            f"the selection holds fewer than K = {settings.k} usable records; no DP release"
-        )
-    return values
-
-
 def _release(
     dataset: Dataset, body: DPRequest, kind: str, ledger: Ledger, compute: Callable[[], WireModel]
 ) -> JSONPayload:
@@ -74,7 +61,7 @@ def dp_quantiles(
 ) -> DPQuantilesRelease:
     """ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or the
     unbounded walk (ε split evenly)."""
-    x = _usable(dataset, body, settings)
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> WireModel:
         return dp_quantiles_release(x, body, settings.neighbouring, rng)
@@ -93,7 +80,7 @@ def dp_box(
 ) -> DPBoxplotRelease:
     """ε-DP boxplot (DPBoxplot, NOTES §2). Under add/remove the whisker buffer uses a public
     size: ``n_public`` or this center's size rounded down to a multiple of K."""
-    x = _usable(dataset, body, settings)
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> WireModel:
         return dp_boxplot_release(x, body, settings.neighbouring, settings.k, rng)
@@ -110,7 +97,7 @@ def extremes(
     rng: RngDep,
 ) -> ExtremesRelease:
     """Pooled boxplot round 1: ε-DP minimum and maximum (unbounded walks, ε/2 each)."""
-    x = _usable(dataset, body, settings)
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> WireModel:
         return extremes_release(x, body, settings.neighbouring, rng)
@@ -127,7 +114,7 @@ def tree(
     rng: RngDep,
 ) -> TreeHistogramRelease:
     """Pooled boxplot round 2: an ε-DP hierarchical histogram on the coordinator's grid."""
-    x = _usable(dataset, body, settings)
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> WireModel:
         return tree_histogram_release(x, body, settings.neighbouring, rng)
@@ -145,7 +132,7 @@ def counts(
     rng: RngDep,
 ) -> ThresholdCountsRelease:
     """Pooled boxplot round 3 (and any outlier count): ε-DP #{x < lower} and #{x > upper}."""
-    x = _usable(dataset, body, settings)
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> WireModel:
         return threshold_counts_release(x, body, settings.neighbouring, rng)

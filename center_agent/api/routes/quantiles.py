@@ -17,7 +17,7 @@ from center_agent.api.deps import (
     RngDep,
     SettingsDep,
 )
-from center_agent.core.errors import KAnonymityRefusal, core_errors
+from center_agent.core.errors import core_errors
 from center_agent.ledger import JSONPayload, request_key
 from shared.quantiles.wire import (
     QuantileLossRelease,
@@ -39,9 +39,7 @@ def yj_moments(
     rng: RngDep,
 ) -> YJMomentsRelease:
     """n, Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)² for one λ of one study."""
-    x = dataset.values(body.variable, body.group)
-    if x.size < settings.k:
-        raise KAnonymityRefusal(f"the selection holds fewer than K = {settings.k} records")
+    x = dataset.usable(body.variable, body.group, settings.k)
     epsilon = body.epsilon or 0.0
 
     def compute() -> JSONPayload:
@@ -62,9 +60,7 @@ def quantile_loss(
     ledger: LedgerDep,
 ) -> QuantileLossRelease:
     """Σ ρ_level(x − u) (the seed's benchmark; off unless ``allow_quantile_loss``)."""
-    x = dataset.values(body.variable, body.group)
-    if x.size < settings.k:
-        raise KAnonymityRefusal(f"the selection holds fewer than K = {settings.k} records")
+    x = dataset.usable(body.variable, body.group, settings.k)
 
     def compute() -> JSONPayload:
         with core_errors():
