@@ -15,7 +15,8 @@ def serve(settings: Settings) -> None:
     """Run the center under uvicorn (TLS when ``tls_certfile``/``tls_keyfile`` are set)."""
     app = create_app(settings)
     serve_app(app, host=settings.host, port=settings.port, certfile=settings.tls_certfile,
-              keyfile=settings.tls_keyfile)
+              keyfile=settings.tls_keyfile, header_timeout_s=settings.header_timeout_s,
+              max_concurrency=settings.max_concurrency)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -27,6 +28,7 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -74,6 +76,8 @@ call_counts = Table(
 )
 
 released_limits = Table(
+    # The auditor's table before the release gate: read once to import old releases
+    # (center_agent.gate.disclosure), never written.
     "fedstats_released_limits",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -82,12 +86,75 @@ released_limits = Table(
     Column("grouping", String(128), nullable=False),
     Column("limits_hash", String(64), nullable=False),
     Column("limits", Text, nullable=False),
-    # JSON {group: [label per bin]} when the release grouped bins into runs (a refinement);
-    # NULL when every bin was released on its own.
     Column("labels", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     UniqueConstraint("dataset", "variable", "grouping", "limits_hash"),
 )
+
+release_sets = Table(
+    # Every exact release as the record sets it counted (center_agent.gate.disclosure.Partition).
+    "fedstats_release_set",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", String(128), nullable=False),
+    Column("variable", String(128), nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("request_key", String(64), nullable=False),
+    Column("n_limits", Integer, nullable=False),
+    Column("partition", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("dataset", "variable", "request_key"),
+)
+
+atom_snapshots = Table(
+    # Per (dataset, variable, epoch): the atoms of every set released so far and their counts on
+    # that epoch's data, kept for the check when the data change (center_agent.gate.epochs).
+    "fedstats_atom_snapshot",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("variable", String(128), primary_key=True),
+    Column("epoch", Integer, primary_key=True),
+    Column("snapshot", LargeBinary, nullable=False),
+)
+
+epochs = Table(
+    # The data version every release of an epoch is computed from.
+    "fedstats_epoch",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("epoch", Integer, primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("sizes", Text, nullable=False),
+    Column("reason", String(32), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+)
+
+secrets_table = Table(
+    # The center's secrets: the key of its release randomness and its signing key.
+    "fedstats_secret",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", LargeBinary, nullable=False),
+)
+
+audit_log = Table(
+    # Who asked what, when, and what came of it (released, cached or refused).
+    "fedstats_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("dataset", String(128), nullable=False, index=True),
+    Column("kind", String(64), nullable=False),
+    Column("caller", String(32), nullable=False),
+    Column("request_key", String(64), nullable=True),
+    Column("epoch", Integer, nullable=True),
+    Column("epsilon_units", BigInteger, nullable=False),
+    Column("outcome", String(32), nullable=False),
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def spend_units(epsilon: float) -> int:

@@ -9,7 +9,9 @@ Usage (a DP endpoint)::
 
 1. if ``key`` was answered before, the stored payload is returned and nothing is spent (averaging
    repeated answers gains nothing);
-2. if ``spent + epsilon > total`` it raises :class:`BudgetExceeded` (HTTP 403, remaining budget);
+2. if ``epsilon`` is above the dataset's per-request cap, or would pass its cap per period, it
+   raises :class:`EpsilonCapExceeded`; if ``spent + epsilon > total``, :class:`BudgetExceeded`
+   (HTTP 403, remaining budget);
 3. it debits, runs ``compute()``, stores the payload and commits.
 
 A crash anywhere before the commit rolls everything back: nothing was released, nothing is spent.
@@ -23,11 +25,18 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, func, select, update
 
-from center_agent.core.errors import BudgetExceeded, CallCapExceeded, UnknownDataset
+from center_agent.core.errors import (
+    BudgetExceeded,
+    CallCapExceeded,
+    EpsilonCapExceeded,
+    UnknownDataset,
+)
 from center_agent.db import (
     Store,
     UnknownLedgerDataset,
@@ -35,15 +44,13 @@ from center_agent.db import (
     call_counts,
     releases,
     spend_units,
+    total_units,
     units_to_epsilon,
+    utcnow,
 )
+from shared.protocol import canonical_json
 
 JSONPayload = Any  # a JSON-serializable value (dict, list, str, int, float, bool, None)
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, no NaN: equal values give equal strings."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def request_key(
@@ -74,11 +81,26 @@ def _check_epsilon(epsilon: float) -> float:
     return eps
 
 
-class Ledger:
-    """Debit-before-release accounting of ε per dataset, with a cache of past answers."""
+@dataclass(frozen=True)
+class Caps:
+    """A dataset's caps on ε besides its total: per request, and per period (None: none)."""
 
-    def __init__(self, store: Store) -> None:
+    per_request: float | None = None
+    per_period: float | None = None
+    period: timedelta = timedelta(days=30)
+
+
+class Ledger:
+    """Debit-before-release accounting of ε per dataset, with a cache of past answers.
+
+    :meth:`release` is the whole rule in one call; the release gate (``center_agent.gate``) runs
+    the same steps (:meth:`cached`, :meth:`debit`, :meth:`store`) inside its own transaction,
+    which also holds the disclosure control and the audit record.
+    """
+
+    def __init__(self, store: Store, caps: Mapping[str, Caps] | None = None) -> None:
         self.store = store
+        self.caps = dict(caps or {})
 
     def release(
         self,
@@ -91,47 +113,105 @@ class Ledger:
 
         ``epsilon == 0`` is allowed for releases that are safe without noise (their answer is
         still stored, so a repeat returns the identical payload). Raises :class:`BudgetExceeded`
-        when the dataset cannot afford ``epsilon``; ``compute`` is then never called.
+        (or :class:`EpsilonCapExceeded`) when the dataset cannot afford ``epsilon``; ``compute``
+        is then never called.
         """
         eps = _check_epsilon(epsilon)
-        units = spend_units(eps)
         try:
             with self.store.locked(dataset) as (conn, total, spent):
-                cached = conn.execute(
-                    select(releases.c.payload, releases.c.dataset).where(
-                        releases.c.request_key == request_key
-                    )
-                ).first()
+                cached = self.cached(conn, dataset, request_key)
                 if cached is not None:
-                    if cached.dataset != dataset:
-                        raise ValueError("request key reused across datasets")
-                    return json.loads(cached.payload)
-                if spent + units > total:
-                    raise BudgetExceeded(dataset, eps, units_to_epsilon(total - spent))
-                conn.execute(
-                    update(budgets)
-                    .where(budgets.c.dataset == dataset)
-                    .values(spent_units=budgets.c.spent_units + units)
-                )
-                stored = canonical_json(compute())
-                conn.execute(
-                    releases.insert().values(
-                        request_key=request_key,
-                        dataset=dataset,
-                        epsilon_units=units,
-                        payload=stored,
-                    )
-                )
+                    return cached
+                units = self.debit(conn, dataset, eps, total, spent)
+                payload = compute()
+                return self.keep(conn, dataset, request_key, units, payload)
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
+
+    @staticmethod
+    def cached(conn: Connection, dataset: str, request_key: str) -> JSONPayload | None:
+        """The stored answer for ``request_key`` (``None``: never answered)."""
+        row = conn.execute(
+            select(releases.c.payload, releases.c.dataset).where(
+                releases.c.request_key == request_key
+            )
+        ).first()
+        if row is None:
+            return None
+        if row.dataset != dataset:
+            raise ValueError("request key reused across datasets")
+        return json.loads(row.payload)
+
+    def debit(self, conn: Connection, dataset: str, epsilon: float, total: int,
+              spent: int) -> int:
+        """Check the caps and the remaining budget, then debit ``epsilon`` (in the caller's
+        locked transaction); returns the units debited. Every decision here is made from the
+        request and the ledger (what was spent), never from the data."""
+        units = spend_units(epsilon)
+        if units == 0:
+            return 0
+        caps = self.caps.get(dataset, Caps())
+        if caps.per_request is not None and units > spend_units(caps.per_request):
+            raise EpsilonCapExceeded(
+                f"dataset {dataset!r}: one request may spend at most epsilon "
+                f"{caps.per_request:g} (setting epsilon_per_request); {epsilon:g} was asked",
+                extra={"epsilon_per_request": caps.per_request},
+            )
+        if caps.per_period is not None:
+            since = utcnow() - caps.period
+            recent = conn.execute(
+                select(func.coalesce(func.sum(releases.c.epsilon_units), 0)).where(
+                    releases.c.dataset == dataset, releases.c.created_at >= since
+                )
+            ).scalar()
+            if int(recent or 0) + units > total_units(caps.per_period):
+                days = caps.period.total_seconds() / 86400
+                raise EpsilonCapExceeded(
+                    f"dataset {dataset!r}: at most epsilon {caps.per_period:g} may be spent per "
+                    f"{days:g} days (setting epsilon_per_period); that would be exceeded",
+                    extra={"epsilon_per_period": caps.per_period},
+                )
+        if spent + units > total:
+            raise BudgetExceeded(dataset, epsilon, units_to_epsilon(total - spent))
+        conn.execute(
+            update(budgets)
+            .where(budgets.c.dataset == dataset)
+            .values(spent_units=budgets.c.spent_units + units)
+        )
+        return units
+
+    @staticmethod
+    def keep(conn: Connection, dataset: str, request_key: str, units: int,
+             payload: JSONPayload) -> JSONPayload:
+        """Store an answer under its key (in the caller's transaction); returns it as stored."""
+        stored = canonical_json(payload)
+        conn.execute(
+            releases.insert().values(
+                request_key=request_key,
+                dataset=dataset,
+                epsilon_units=units,
+                payload=stored,
+                created_at=utcnow(),
+            )
+        )
         return json.loads(stored)
 
     def count_call(self, dataset: str, scope: str, kind: str, cap: int) -> int:
-        """Count one more ``kind`` call in ``scope`` (e.g. a study); refuse past ``cap``.
+        """Count one more ``kind`` call in ``scope``; refuse past ``cap`` (own transaction)."""
+        try:
+            with self.store.locked(dataset) as (conn, _total, _spent):
+                return self.count(conn, dataset, scope, kind, cap)
+        except UnknownLedgerDataset:
+            raise UnknownDataset(dataset) from None
 
-        For releases that are limited by number rather than by ε (``yj_max_calls_per_study``).
-        Returns the number of calls including this one; raises :class:`CallCapExceeded` (and
-        counts nothing) when ``cap`` calls were already made.
+    @staticmethod
+    def count(conn: Connection, dataset: str, scope: str, kind: str, cap: int) -> int:
+        """Count one more ``kind`` call in ``scope`` (a dataset, or a caller of it), in the
+        caller's transaction; refuse past ``cap``.
+
+        For releases that are limited by number besides ε (YJ moments). Returns the number of
+        calls including this one; raises :class:`CallCapExceeded` (and counts nothing) when
+        ``cap`` calls were already made.
         """
         if cap < 1:
             raise ValueError(f"`cap` must be an integer >= 1, got {cap!r}")
@@ -140,23 +220,19 @@ class Ledger:
             & (call_counts.c.scope == scope)
             & (call_counts.c.kind == kind)
         )
-        try:
-            with self.store.locked(dataset) as (conn, _total, _spent):
-                calls = conn.execute(select(call_counts.c.calls).where(key)).scalar()
-                if calls is None:
-                    row = {"dataset": dataset, "scope": scope, "kind": kind, "calls": 1}
-                    conn.execute(call_counts.insert().values(**row))
-                    return 1
-                if calls >= cap:
-                    raise CallCapExceeded(
-                        f"dataset {dataset!r}: the {cap} {kind} calls allowed for {scope!r} "
-                        "are used up",
-                        extra={"cap": cap},
-                    )
-                conn.execute(update(call_counts).where(key).values(calls=calls + 1))
-                return int(calls) + 1
-        except UnknownLedgerDataset:
-            raise UnknownDataset(dataset) from None
+        calls = conn.execute(select(call_counts.c.calls).where(key)).scalar()
+        if calls is not None and calls >= cap:
+            raise CallCapExceeded(
+                f"dataset {dataset!r}: the {cap} {kind} releases allowed "
+                f"{'per caller' if scope != '*' else 'in all'} are used up",
+                extra={"cap": cap},
+            )
+        if calls is None:
+            conn.execute(call_counts.insert().values(dataset=dataset, scope=scope, kind=kind,
+                                                     calls=1))
+            return 1
+        conn.execute(update(call_counts).where(key).values(calls=calls + 1))
+        return int(calls) + 1
 
     def remaining(self, dataset: str) -> float:
         """ε the dataset can still spend."""

@@ -11,7 +11,8 @@ from center_agent.api.router import api_router
 from center_agent.core.config import Settings, load_settings
 from center_agent.services import Services
 from fedstats_service import handlers
-from fedstats_service.middleware import BodySizeLimit
+from fedstats_service.auth import check_bearer
+from fedstats_service.middleware import BearerGate, BodySizeLimit
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -41,6 +42,11 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     )
     app.state.services = services
     handlers.install(app, "center")
-    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
+    # Added last, run first: the token is checked before the body is read.
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
+                       body_timeout_s=settings.body_timeout_s)
+    public = {"/v1/health", *(("/docs", "/openapi.json") if dev else ())}
+    app.add_middleware(BearerGate, public=public,
+                       check=lambda token: check_bearer(token, settings.tokens, "center"))
     app.include_router(api_router)
     return app

@@ -1,13 +1,16 @@
-"""What one running center holds: settings, datasets, ledger and auditor (built once per app)."""
+"""What one running center holds: settings, datasets, ledger and the release gate (built once
+per app)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from center_agent.auditor import Auditor
 from center_agent.core.config import Settings
-from center_agent.data import Datasets
+from center_agent.data import ALL, Datasets
 from center_agent.db import Store
+from center_agent.gate import ReleaseGate
+from center_agent.gate.disclosure import Disclosure
+from center_agent.gate.keys import CenterKeys, read_peer_keys
 from center_agent.ledger import Ledger
 
 
@@ -17,17 +20,28 @@ class Services:
     datasets: Datasets
     store: Store
     ledger: Ledger
-    auditor: Auditor
+    gate: ReleaseGate
 
     @classmethod
     def build(cls, settings: Settings, *, check_sources: bool = True) -> Services:
-        """Open the datasets and the ledger database; check every declared column exists."""
+        """Open the datasets and the ledger database; check every declared column exists; load
+        (or make) the center's keys."""
         datasets = Datasets.from_settings(settings)
         if check_sources:
             datasets.check_columns()
         store = Store(settings.ledger_url)
         store.ensure_budgets({name: d.epsilon_total for name, d in settings.datasets.items()})
-        return cls(settings, datasets, store, Ledger(store), Auditor(store))
+        with store.engine.begin() as conn:
+            Disclosure.import_auditor_limits(conn, {
+                name: list(d.levels) or [ALL] for name, d in datasets.items()
+            })
+        ledger = Ledger(store, ReleaseGate.caps(settings))
+        keys = CenterKeys.load(
+            store, settings.center_id, signing_key_file=settings.signing_key_file,
+            peers=read_peer_keys(settings.peer_keys_dir, settings.peers),
+        )
+        return cls(settings, datasets, store, ledger, ReleaseGate(settings, datasets, store,
+                                                                  ledger, keys))
 
     def close(self) -> None:
         self.datasets.close()

@@ -12,7 +12,8 @@ from fedstats_service.serving import serve as serve_app
 
 def serve(settings: Settings) -> None:
     """Run the coordinator under uvicorn."""
-    serve_app(create_app(settings), host=settings.host, port=settings.port)
+    serve_app(create_app(settings), host=settings.host, port=settings.port,
+              header_timeout_s=settings.header_timeout_s, max_concurrency=settings.max_concurrency)
 
 
 def main(argv: list[str] | None = None) -> int:

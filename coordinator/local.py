@@ -1,69 +1,52 @@
-"""``InProcessCenter``: a ``CenterPort`` over raw arrays, calling the ``shared/`` core directly.
+"""In-process centers: the real center app, over ``httpx.ASGITransport``, on arrays held here.
 
-For simulations and tests: the protocols run unchanged over in-process centers, and their results
-can be compared with the core's in-process functions (``shared.federation.federated_table``).
-It answers what a real center would (sizes rounded down to a multiple of K, releases from the core)
-but has no ledger, no auditor and no budget: never put real data behind it.
+For simulations, tests and the end-to-end benchmark's baseline: the protocols run unchanged over
+:class:`InProcessCenter` ports, which are :class:`coordinator.client.HttpCenter` clients of a real
+``center_agent`` app (its release gate, ledger, keys and disclosure control included) whose data
+are written to a temporary Parquet file and whose ledger is a temporary SQLite file. So an
+in-process center answers exactly what a deployed one would, refusals and error codes included:
+there is no second implementation to drift from the first.
 
 Example::
 
-    rng = np.random.default_rng(7)
-    a = InProcessCenter("a", {"cohort": LocalDataset({"age": ages}, groups=arm,
-                                                     levels=("ctl", "trt"))}, rng=rng)
+    centers = in_process_federation({
+        "a": {"cohort": LocalDataset({"age": ages_a}, groups=arm_a, levels=("ctl", "trt"))},
+        "b": {"cohort": LocalDataset({"age": ages_b}, groups=arm_b, levels=("ctl", "trt"))},
+    }, k=10)
+    table = await federated_bin_table(list(centers.values()), dataset="cohort", variable="age")
+    for center in centers.values():
+        await center.aclose()
+
+Each center trusts the others' signed tables (their public keys are its peers). Budgets are
+large (``epsilon_total``) and a request may spend all of it: simulations are not privacy
+deployments. Never put real data behind an in-process center.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+import secrets
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import httpx
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+import pyarrow as pa
+import pyarrow.parquet as pq
+from numpy.typing import ArrayLike
 
-from coordinator.core.errors import CenterFailure
+from center_agent.core.config import Settings as CenterSettings
+from center_agent.gate.keys import write_key_pair
+from center_agent.main import create_app
+from coordinator.client import HttpCenter
+from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.ports import CenterPort
-from shared.binning import KAnonymityError
 from shared.privacy import Neighbouring
-from shared.protocol import (
-    BinTableRelease,
-    Budget,
-    CenterInfo,
-    DatasetInfo,
-    DPBoxplotRelease,
-    DPBoxplotRequest,
-    DPQuantilesRelease,
-    DPQuantilesRequest,
-    ExtremesRelease,
-    ExtremesRequest,
-    GroupInfo,
-    Health,
-    MWURelease,
-    MWURequest,
-    RefinementRelease,
-    RefinementRequest,
-    TableRequest,
-    ThresholdCountsRelease,
-    ThresholdCountsRequest,
-    TreeHistogramRelease,
-    TreeHistogramRequest,
-)
-from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
-from shared.releases import (
-    dp_boxplot_release,
-    dp_quantiles_release,
-    extremes_release,
-    mwu_release,
-    public_size,
-    refinement_release,
-    table_release,
-    threshold_counts_release,
-    tree_histogram_release,
-    yj_moments_release,
-)
 
-_T = TypeVar("_T")
-FloatArray = NDArray[np.float64]
+GROUP_COLUMN = "group"
 
 
 @dataclass(frozen=True)
@@ -73,9 +56,6 @@ class LocalDataset:
     variables: Mapping[str, ArrayLike]
     groups: ArrayLike | None = None
     levels: tuple[str, ...] = ()
-    _kept: dict[tuple[str, str | None], FloatArray] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     def __post_init__(self) -> None:
         sizes = {np.asarray(v).size for v in self.variables.values()}
@@ -83,182 +63,102 @@ class LocalDataset:
             sizes.add(np.asarray(self.groups).size)
         if len(sizes) > 1:
             raise ValueError("every variable (and the groups) must have one value per row")
+        if (self.groups is None) != (not self.levels):
+            raise ValueError("give `groups` and `levels` together")
 
-    @property
-    def n_rows(self) -> int:
-        return max((np.asarray(v).size for v in self.variables.values()), default=0)
+    def write(self, path: Path) -> Path:
+        columns: dict[str, pa.Array] = {
+            name: pa.array(np.asarray(v, dtype=np.float64)) for name, v in self.variables.items()
+        }
+        if self.groups is not None:
+            columns[GROUP_COLUMN] = pa.array(np.asarray(self.groups).astype(str).tolist(),
+                                             pa.string())
+        pq.write_table(pa.table(columns), path)
+        return path
 
-    def values(self, variable: str, level: str | None = None) -> FloatArray:
-        """Finite values of ``variable`` (of one group level when given), sorted.
-
-        Computed once per (variable, level) and kept sorted, as a center keeps its loaded data:
-        the arrays given must not change afterwards.
-        """
-        kept = self._kept.get((variable, level))
-        if kept is None:
-            v = np.asarray(self.variables[variable], dtype=np.float64)
-            keep = np.isfinite(v)
-            if level is not None:
-                keep &= np.asarray(self.groups) == level
-            kept = self._kept[(variable, level)] = np.sort(v[keep])
-            kept.flags.writeable = False
-        return kept
+    def config(self, path: Path, epsilon_total: float) -> dict[str, Any]:
+        group = ({"column": GROUP_COLUMN, "levels": list(self.levels)}
+                 if self.groups is not None else None)
+        return {"source": {"kind": "parquet", "path": str(path)},
+                "variables": list(self.variables), "group": group,
+                "epsilon_total": epsilon_total, "epsilon_per_request": epsilon_total}
 
 
-class InProcessCenter:
-    """A :class:`coordinator.ports.CenterPort` over arrays held in this process."""
+class InProcessCenter(HttpCenter):
+    """A real center app on ``datasets``, reached through ``httpx.ASGITransport``.
+
+    ``peers`` maps other centers' ids to their public keys (see :func:`in_process_federation`);
+    ``settings`` overrides any center setting. :meth:`aclose` stops it and removes its files.
+    """
 
     def __init__(
         self,
         center_id: str,
         datasets: Mapping[str, LocalDataset],
         *,
-        rng: np.random.Generator,
         k: int = 10,
         neighbouring: Neighbouring = "add_remove",
+        epsilon_total: float = 1e6,
+        peers: Mapping[str, str] | None = None,
+        workdir: Path | None = None,
+        **settings: Any,
     ) -> None:
-        self._id = center_id
-        self.datasets = dict(datasets)
-        self.rng = rng
-        self.k = k
-        self.neighbouring: Neighbouring = neighbouring
-
-    @property
-    def center_id(self) -> str:
-        return self._id
-
-    async def health(self) -> Health:
-        return Health(status="ok")
-
-    async def info(self) -> CenterInfo:
-        described = []
-        for name, ds in self.datasets.items():
-            group = GroupInfo(column="group", levels=list(ds.levels)) if ds.levels else None
-            labels = np.asarray(ds.groups) if ds.groups is not None else None
-            by_group = {
-                level: public_size(int(np.sum(labels == level)), self.k)
-                for level in ds.levels
-                if labels is not None
-            }
-            described.append(
-                DatasetInfo(
-                    name=name,
-                    variables=list(ds.variables),
-                    group=group,
-                    n_records=public_size(ds.n_rows, self.k),
-                    n_by_group=by_group,
-                )
-            )
-        return CenterInfo(
-            center_id=self._id, k=self.k, neighbouring=self.neighbouring,
-            quantile_loss_enabled=False, datasets=described,
+        self._own_dir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"fedstats-{center_id}-")) if workdir is None \
+            else workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        key_file = self.workdir / "signing.key"
+        self.signing_key = (key_file.with_name("signing.key.pub").read_text().strip()
+                            if key_file.exists() else write_key_pair(key_file))
+        token = secrets.token_urlsafe(24)
+        center_settings = CenterSettings(
+            center_id=center_id, tokens=[token], k=k, neighbouring=neighbouring,
+            ledger_url=f"sqlite:///{self.workdir / 'ledger.sqlite'}",
+            signing_key_file=key_file, peers=dict(peers or {}),
+            datasets={name: ds.config(ds.write(self.workdir / f"{name}.parquet"), epsilon_total)
+                      for name, ds in datasets.items()},
+            **settings,
+        )
+        self.app = create_app(center_settings)
+        self.settings = center_settings
+        super().__init__(
+            center_id,
+            CenterConfig.model_validate({"url": f"http://{center_id.replace('_', '-')}.local",
+                                         "token": token}),
+            timeout=httpx.Timeout(600.0),
+            retry=RetryPolicy(attempts=1),
+            transport=httpx.ASGITransport(app=self.app),
         )
 
-    async def budget(self) -> Budget:
-        return Budget(datasets={})
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.app.state.services.close()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
-    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
-        x, y = self._sample(dataset, request.variable, request.groups)
-        groups = [x] if y is None else [x, y]
-        return self._guard(lambda: table_release(groups, request, self.rng))
 
-    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
-        x, y = self._sample(dataset, request.variable, request.groups)
-        groups = [x] if y is None else [x, y]
-        return self._guard(lambda: refinement_release(groups, request, self.rng))
-
-    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
-        x, y = self._sample(dataset, request.variable, request.groups)
-        assert y is not None  # MWURequest always names two levels
-        for level, values in zip(request.groups, (x, y), strict=True):
-            if values.size < self.k:
-                raise CenterFailure(self._id, "refused",
-                                    f"group {level!r} holds fewer than K = {self.k} records",
-                                    center_error="k_anonymity")
-        return self._guard(lambda: mwu_release(x, y, request, self.rng))
-
-    # -- DP releases, as the center agent makes them (no ledger here: nothing is accounted) ----
-
-    async def dp_quantiles(
-        self, dataset: str, request: DPQuantilesRequest
-    ) -> DPQuantilesRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(lambda: dp_quantiles_release(x, request, self.neighbouring, self.rng))
-
-    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(
-            lambda: dp_boxplot_release(x, request, self.neighbouring, self.k, self.rng)
-        )
-
-    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(lambda: extremes_release(x, request, self.neighbouring, self.rng))
-
-    async def dp_tree_histogram(
-        self, dataset: str, request: TreeHistogramRequest
-    ) -> TreeHistogramRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(
-            lambda: tree_histogram_release(x, request, self.neighbouring, self.rng)
-        )
-
-    async def dp_threshold_counts(
-        self, dataset: str, request: ThresholdCountsRequest
-    ) -> ThresholdCountsRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(
-            lambda: threshold_counts_release(x, request, self.neighbouring, self.rng)
-        )
-
-    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
-        x = self._dp_values(dataset, request.variable, request.group)
-        return self._guard(lambda: yj_moments_release(x, request, self.neighbouring, self.rng))
-
-    # -- helpers -----------------------------------------------------------------------------
-
-    def _sample(
-        self, dataset: str, variable: str, groups: tuple[str, str] | None
-    ) -> tuple[FloatArray, FloatArray | None]:
-        ds = self.datasets.get(dataset)
-        if ds is None:
-            raise CenterFailure(self._id, "error", f"no dataset named {dataset!r}",
-                                center_error="unknown_dataset")
-        if variable not in ds.variables:
-            raise CenterFailure(self._id, "error", f"no variable {variable!r}",
-                                center_error="unknown_variable")
-        if groups is None:
-            return ds.values(variable), None
-        for level in groups:
-            if level not in ds.levels:
-                raise CenterFailure(self._id, "error", f"no group level {level!r}",
-                                    center_error="unknown_variable")
-        return ds.values(variable, groups[0]), ds.values(variable, groups[1])
-
-    def _dp_values(self, dataset: str, variable: str, group: str | None) -> FloatArray:
-        """One level's values (all records for None); fewer than K are refused."""
-        x, _ = self._sample(dataset, variable, None)
-        if group is not None:
-            ds = self.datasets[dataset]
-            if group not in ds.levels:
-                raise CenterFailure(self._id, "error", f"no group level {group!r}",
-                                    center_error="unknown_variable")
-            x = ds.values(variable, group)
-        if x.size < self.k:
-            raise CenterFailure(self._id, "refused",
-                                f"the selection holds fewer than K = {self.k} records",
-                                center_error="k_anonymity_refused")
-        return x
-
-    def _guard(self, compute: Callable[[], _T]) -> _T:
-        try:
-            return compute()
-        except KAnonymityError as exc:
-            raise CenterFailure(self._id, "refused", str(exc),
-                                center_error="k_anonymity") from None
-        except ValueError as exc:
-            raise CenterFailure(self._id, "error", str(exc)) from None
+def in_process_federation(
+    datasets: Mapping[str, Mapping[str, LocalDataset]],
+    *,
+    k: int = 10,
+    neighbouring: Neighbouring = "add_remove",
+    **settings: Any,
+) -> dict[str, InProcessCenter]:
+    """One :class:`InProcessCenter` per id, each trusting the others' signed tables."""
+    keys: dict[str, tuple[Path, str]] = {}
+    for center_id in datasets:
+        workdir = Path(tempfile.mkdtemp(prefix=f"fedstats-{center_id}-"))
+        keys[center_id] = (workdir, write_key_pair(workdir / "signing.key"))
+    centers = {}
+    for center_id, own in datasets.items():
+        workdir, _ = keys[center_id]
+        peers = {other: key for other, (_, key) in keys.items() if other != center_id}
+        center = InProcessCenter(center_id, own, k=k, neighbouring=neighbouring, peers=peers,
+                                 workdir=workdir, **settings)
+        center._own_dir = True  # the federation made its folder: the center removes it
+        centers[center_id] = center
+    return centers
 
 
 if TYPE_CHECKING:  # an InProcessCenter is a CenterPort (checked by mypy, not at run time)
-    _port: CenterPort = InProcessCenter("", {}, rng=np.random.default_rng())
+    _port: CenterPort = InProcessCenter("", {})

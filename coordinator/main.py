@@ -13,7 +13,8 @@ from coordinator.core.config import Settings, load_settings
 from coordinator.ports import CenterPort
 from coordinator.services import Services
 from fedstats_service import handlers
-from fedstats_service.middleware import BodySizeLimit
+from fedstats_service.auth import check_bearer
+from fedstats_service.middleware import BearerGate, BodySizeLimit
 
 
 def create_app(
@@ -54,6 +55,12 @@ def create_app(
     )
     app.state.services = services
     handlers.install(app, "coordinator")
-    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes)
+    # Added last, run first: the token is checked before the body is read.
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
+                       body_timeout_s=settings.body_timeout_s)
+    public = {"/v1/health", *(("/docs", "/openapi.json") if dev else ())}
+    app.add_middleware(BearerGate, public=public,
+                       check=lambda token: check_bearer(token, settings.analyst_tokens,
+                                                        "coordinator"))
     app.include_router(api_router)
     return app

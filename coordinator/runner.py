@@ -131,8 +131,7 @@ class StudyRunner:
         selected = spec.centers or list(self.centers)
         ports = [RecordedCenter(self.centers[c], store, study_id) for c in selected]
         try:
-            result = await run_study(spec, ports, min_centers=self.min_centers,
-                                     study_id=study_id)
+            result = await run_study(spec, ports, min_centers=self.min_centers)
         except (CoordinatorError, ValidationError) as exc:
             if isinstance(exc, ValidationError):
                 # The spec allowed a request the wire models refuse: a gap between the two,

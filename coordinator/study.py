@@ -63,7 +63,8 @@ from coordinator.results import (
     TableResult,
 )
 from shared.mwu import Alternative
-from shared.protocol import MIN_EPSILON, DPQuantileAlgorithm
+from shared.protocol import MIN_EPSILON, DPQuantileAlgorithm, check_public_bounds
+from shared.quantiles.yj_data import DP_MAX_EVALUATIONS
 
 Extreme = Literal["infinite", "buffer"] | float
 
@@ -148,10 +149,25 @@ class QuantilesAnalysis(_Spec):
     estimators: list[Estimator] = Field(
         default_factory=lambda: list(TABLE_ESTIMATORS),
         min_length=1, max_length=len(ESTIMATOR_NAMES),
-        description="yj_data asks every center for moment sums at each λ Brent tries "
-                    "(counted against the centers' per-study call caps); the others read "
-                    "the federated table only",
+        description="yj_data asks every center for ε-DP moment sums at each λ Brent tries "
+                    "(needs `epsilon` and `bounds`); the others read the federated table only",
     )
+    epsilon: float | None = Field(
+        default=None, ge=DP_MAX_EVALUATIONS * MIN_EPSILON, le=100, allow_inf_nan=False,
+        description="yj_data: the ε each center spends per group on the fit",
+    )
+    bounds: tuple[float, float] | None = Field(
+        default=None, description="yj_data: public bounds the values are clipped to"
+    )
+
+    @model_validator(mode="after")
+    def _yj_data_needs_privacy(self) -> Self:
+        if "yj_data" in self.estimators:
+            if self.epsilon is None or self.bounds is None:
+                raise ValueError("yj_data needs `epsilon` and `bounds`: centers release only "
+                                 "ε-DP moment sums of values clipped to public bounds")
+            check_public_bounds(self.bounds, "bounds")
+        return self
 
     @field_validator("levels")
     @classmethod
@@ -238,13 +254,12 @@ class StudySpec(_Spec):
 
     @model_validator(mode="after")
     def _one_table(self) -> Self:
-        # A center's auditor refuses a second table of the same variable whose limits could be
-        # differenced against the first, so a study asks for one table and reuses it.
+        # A study builds one federated table and every analysis that needs a table shares it.
         closings = {(a.lower, a.upper) for a in self.analyses if isinstance(a, TableAnalysis)}
         if len(closings) > 1:
             raise ValueError(
                 "every table analysis of a study must close the table the same way "
-                "(`lower`, `upper`): centers refuse a second, differently limited table"
+                "(`lower`, `upper`): a study builds one federated table"
             )
         return self
 
@@ -262,10 +277,8 @@ async def run_study(
     centers: Sequence[CenterPort],
     *,
     min_centers: int,
-    study_id: str = "in-process",
 ) -> StudyResult:
-    """Run every analysis of ``spec`` over ``centers`` (already the selected ones);
-    ``study_id`` is the scope of the centers' per-study call caps (YJ data).
+    """Run every analysis of ``spec`` over ``centers`` (already the selected ones).
 
     The analyses run concurrently: the federated table is built center after center, and the
     other analyses' parallel rounds use the centers meanwhile. The first analysis to fail (in
@@ -298,10 +311,12 @@ async def run_study(
             estimates = table_quantiles(table.table, analysis.levels,
                                         estimators=analysis.estimators, groups=names)
             if "yj_data" in analysis.estimators:
+                assert analysis.epsilon is not None and analysis.bounds is not None
                 estimates["yj_data"] = await yj_data_estimates(
                     survey.usable, dataset=spec.dataset, variable=spec.variable,
                     groups=list(spec.groups) if spec.groups is not None else [None],
-                    names=names, levels=analysis.levels, study=study_id,
+                    names=names, levels=analysis.levels, epsilon=analysis.epsilon,
+                    bounds=analysis.bounds,
                 )
             return QuantilesResult.of(estimates, analysis.levels, table.table)
         if isinstance(analysis, DPQuantilesAnalysis):

@@ -1,20 +1,71 @@
-"""Request size limit: a body longer than ``max_body_bytes`` is answered 413 before any route runs.
+"""Pure ASGI guards run before any route: the bearer token, then the body's size and time.
 
-Pure ASGI: a declared ``Content-Length`` over the limit is refused without reading; otherwise the
-body is read (never more than the limit plus one chunk) and replayed to the application.
+* :class:`BearerGate` answers 401 to a request without a valid token **before its body is read**
+  (an unauthenticated client cannot make a service buffer megabytes, or wait for them).
+* :class:`BodySizeLimit` answers 413 when the body is longer than ``max_body_bytes`` (a declared
+  ``Content-Length`` over the limit is refused without reading; otherwise the body is read, never
+  more than the limit plus one chunk, and replayed to the application), and 408 when the body
+  does not arrive within ``body_timeout_s``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from fedstats_service.errors import AuthenticationError
+
+
+class BearerGate:
+    """401 unless ``check(token)`` accepts the request's bearer token (paths in ``public``
+    excepted). ``check`` raises :class:`AuthenticationError` or returns the caller's id, which
+    is put in ``scope["state"]["caller"]``."""
+
+    def __init__(self, app: ASGIApp, check: Callable[[str | None], str],
+                 public: Collection[str]) -> None:
+        self.app = app
+        self.check = check
+        self.public = frozenset(public)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.public:
+            await self.app(scope, receive, send)
+            return
+        token = None
+        for name, value in scope.get("headers") or []:
+            if name == b"authorization":
+                scheme, _, credentials = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer":
+                    token = credentials.strip() or None
+                break  # the first Authorization header is the one read
+        try:
+            caller = self.check(token)
+        except AuthenticationError as exc:
+            body = json.dumps(exc.body()).encode()
+            await send({
+                "type": "http.response.start",
+                "status": exc.status_code,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                    (b"connection", b"close"),
+                ],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
 
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, body_timeout_s: float = 30.0) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -33,18 +84,24 @@ class BodySizeLimit:
 
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # client went away
-                return
-            body = message.get("body", b"")
-            size += len(body)
-            if size > self.max_body_bytes:
-                await self._refuse_too_large(send)
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # client went away
+                        return
+                    body = message.get("body", b"")
+                    size += len(body)
+                    if size > self.max_body_bytes:
+                        await self._refuse_too_large(send)
+                        return
+                    chunks.append(body)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await self._refuse(send, 408, "request_timeout",
+                               f"the request body did not arrive within {self.body_timeout_s:g} s")
+            return
 
         replayed = False
 

@@ -46,6 +46,23 @@ def pooled_cuts(sorted_groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
         for row, g in zip(counts, sorted_groups, strict=True):
             row[1:] = np.searchsorted(g, u, side="right")
         return u, counts
+    if n_groups > 2:
+        # Several groups (a center's canonical table over every declared level): one stable
+        # sort of the concatenation; the group of each record follows it.
+        z_all = np.concatenate(sorted_groups)
+        order = np.argsort(z_all, kind="stable")
+        z = z_all[order]
+        label = np.repeat(np.arange(n_groups), [g.size for g in sorted_groups])[order]
+        if total == 0:
+            return z, np.zeros((n_groups, 1), dtype=itype)
+        last = np.empty(total, dtype=bool)
+        np.not_equal(z[1:], z[:-1], out=last[:-1])
+        last[-1] = True
+        ends_g = np.flatnonzero(last)
+        counts = np.zeros((n_groups, ends_g.size + 1), dtype=itype)
+        for group in range(n_groups):
+            counts[group, 1:] = np.cumsum(label == group, dtype=itype)[ends_g]
+        return z[ends_g], counts
     if n_groups == 1:
         z = sorted_groups[0]
         is_y = None
@@ -121,10 +138,10 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     Per group (NOTES §2b): fewer than K records left in the segment -> no candidate, and the walk
     stops unless none are left; otherwise the candidate is the K-th smallest remaining value
     (ties included), or the group's largest remaining value when the K-th would leave 1..K-1
-    records above it. With two groups, take the smaller candidate if each candidate is valid for
-    the other group too, else the larger one. Unlike the authors' code we re-check that the
-    larger candidate is valid for both groups, and fall back to closing the segment in one bin
-    (always valid here), so no step can release a count in 1..K-1.
+    records above it. With several groups, take the smallest candidate if every candidate is valid
+    for every other group too, else the largest one (with two groups: the seed's rule). Unlike the
+    authors' code we re-check that the largest candidate is valid for all groups, and fall back to
+    closing the segment in one bin (always valid here), so no step can release a count in 1..K-1.
     """
     n_groups, n_cuts = counts.shape
     single_segment = bool(seg_end[0] == n_cuts - 1)
@@ -155,25 +172,29 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     if n_groups == 1:
         nxt = cands[0]
     else:
-        c1, c2 = cands
-        # A group with nothing left has no candidate: the other group's one stands for both.
-        c1 = np.where(c1 == STOP, c2, c1)
-        c2 = np.where(c2 == STOP, c1, c2)
+        cand = np.stack(cands)
+        # A group with nothing left has no candidate: the others' stand for it.
+        idle = cand == STOP
+        cand = np.where(idle, np.where(idle, -1, cand).max(axis=0), cand)
 
-        def valid_for(g: int, cut: IntArray) -> NDArray[np.bool_]:
-            at = counts[g, cut]
-            inside = at - haves[g]
-            above = totals[g] - at
-            return ((inside == 0) | (inside >= k)) & ((above == 0) | (above >= k))
+        def valid_for_all(cut: IntArray) -> NDArray[np.bool_]:
+            ok = np.ones(cut.shape, dtype=bool)
+            for g in range(n_groups):
+                at = counts[g, cut]
+                inside = at - haves[g]
+                above = totals[g] - at
+                ok &= ((inside == 0) | (inside >= k)) & ((above == 0) | (above >= k))
+            return ok
 
-        # Each candidate is valid for its own group by construction; check the other group.
-        ok1 = valid_for(1, np.maximum(c1, 0))
-        ok2 = valid_for(0, np.maximum(c2, 0))
-        lo = np.minimum(c1, c2)
-        hi = np.maximum(c1, c2)
-        hi_ok = np.where(c1 >= c2, ok1, ok2)
-        # When the candidates are cross-valid, the smaller one is valid for both groups.
-        nxt = np.where(ok1 & ok2, lo, np.where(hi_ok, hi, end))
+        # Each candidate is valid for its own group by construction; when every candidate is
+        # valid for every group (cross-valid), the smallest is taken, else the largest if it is
+        # valid for all. With two groups this is the seed's rule (NOTES §2b).
+        safe = np.maximum(cand, 0)
+        ok = np.stack([valid_for_all(safe[g]) for g in range(n_groups)])
+        lo = cand.min(axis=0)
+        hi = cand.max(axis=0)
+        hi_ok = valid_for_all(np.maximum(hi, 0))
+        nxt = np.where(ok.all(axis=0), lo, np.where(hi_ok, hi, end))
     nxt[stop] = STOP
     return nxt
 

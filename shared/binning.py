@@ -18,6 +18,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -154,24 +155,48 @@ def bin_table(
     rng : numpy.random.Generator
         Source of the limits' randomization.
     lower, upper : {"infinite", "buffer"} or float
-        How to close the table at each end (see :data:`Extreme`).
+        How to close the table at each end (see :data:`Extreme`). A natural limit that leaves
+        values outside counts them in the extreme bin (see :func:`close_table`).
 
     Raises
     ------
     KAnonymityError
         If a group holds between 1 and k-1 values.
     """
+    groups = [as_finite_1d(x, "x", allow_empty=y is not None)]
+    if y is not None:
+        groups.append(as_finite_1d(y, "y", allow_empty=True))
+    return bin_groups(groups, k=k, rng=rng, lower=lower, upper=upper)
+
+
+def bin_groups(
+    groups: Sequence[ArrayLike],
+    *,
+    k: int = 10,
+    rng: np.random.Generator,
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
+) -> BinTable:
+    """K-anonymous bin table of any number of groups (one row of counts each).
+
+    The greedy rule of :func:`bin_table` with the two-group rule generalized: take the smallest
+    group candidate when every candidate is valid for every group, else the largest when it is
+    valid for all, else close the table (NOTES §2b). With one or two groups this is
+    :func:`bin_table`. A center bins every declared level at once, so that every table it
+    releases of a variable, whichever levels it shows, has the same limits (no two of its
+    tables can be subtracted).
+    """
     k = check_int(k, "k", 2)
     if not isinstance(rng, np.random.Generator):
         raise ValueError("`rng` must be a numpy.random.Generator")
     lower = check_extreme(lower, "lower")
     upper = check_extreme(upper, "upper")
-    groups = [as_finite_1d(x, "x", allow_empty=y is not None)]
-    if y is not None:
-        groups.append(as_finite_1d(y, "y", allow_empty=True))
-    check_group_sizes([g.size for g in groups], k)
+    arrays = [as_finite_1d(g, f"groups[{i}]", allow_empty=True) for i, g in enumerate(groups)]
+    if not arrays:
+        raise ValueError("`groups` must hold at least one group")
+    check_group_sizes([g.size for g in arrays], k)
 
-    sorted_groups = [ascending(g) for g in groups]
+    sorted_groups = [ascending(g) for g in arrays]
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
     seg_end = np.full(n_distinct + 1, n_distinct, dtype=counts.dtype)
@@ -180,7 +205,91 @@ def bin_table(
     end = np.full(1, n_distinct, dtype=np.int64)
     chain, visited, final = _greedy.walk(nxt, start, seg_end)
     _, cuts = _greedy.close_chains(counts, chain, visited, final, start, end, k)
-    return _assemble(u, counts, cuts, k, rng, lower, upper)
+    table = _assemble(u, counts, cuts, k, rng, "buffer", "buffer")
+    return close_table(table, lower, upper)
+
+
+def merge_bins(table: BinTable, keep: NDArray[np.bool_]) -> BinTable:
+    """``table`` with only the interior limits where ``keep`` is true (the bins in between merged;
+    counts add up). Post-processing: it releases nothing the table does not."""
+    keep = np.asarray(keep, dtype=bool)
+    if keep.size != table.n_bins - 1:
+        raise ValueError(f"`keep` must hold one flag per interior limit ({table.n_bins - 1})")
+    limits = np.concatenate([table.limits[:1], table.limits[1:-1][keep], table.limits[-1:]])
+    owner = np.concatenate([[0], np.cumsum(keep)])  # the merged bin of each original bin
+    counts = np.zeros((table.n_groups, limits.size - 1))
+    for g in range(table.n_groups):
+        counts[g] = np.bincount(owner, weights=table.counts[g], minlength=limits.size - 1)
+    return BinTable(limits=limits, counts=counts, k=table.k)
+
+
+def coarsen_table(table: BinTable, k: int) -> BinTable:
+    """``table`` with adjacent bins merged, left to right, until every count is 0 or >= ``k``
+    (a tail below ``k`` joins the bin before it). For a study whose K is above the table's.
+
+    Every group total must be 0 or >= ``k``. Post-processing of the table: it releases nothing
+    the table does not.
+    """
+    k = check_int(k, "k", 2)
+    totals = table.totals
+    if np.any((totals > 0) & (totals < k)):
+        raise KAnonymityError(f"a group total is between 1 and k-1 = {k - 1}")
+    keep = np.zeros(max(table.n_bins - 1, 0), dtype=bool)
+    running = np.zeros(table.n_groups)
+    for j in range(table.n_bins):
+        running += table.counts[:, j]
+        left = totals - running  # what lies above limit j + 1, per group
+        closes = np.all((running == 0) | (running >= k)) and np.all((left == 0) | (left >= k))
+        if j < table.n_bins - 1 and closes:
+            keep[j] = True
+            totals = left
+            running = np.zeros(table.n_groups)
+    return merge_bins(table, keep)
+
+
+def close_table(table: BinTable, lower: Extreme, upper: Extreme) -> BinTable:
+    """Close a table whose extreme limits are privacy buffers as ``lower``/``upper`` ask.
+
+    ``"buffer"`` keeps the buffer, ``"infinite"`` opens the end, and a natural limit (a public
+    number) becomes the extreme limit: the bins entirely beyond it are merged into the extreme
+    bin, i.e. values beyond a natural limit are counted in the extreme bin (clipped to it),
+    never refused. An opposite buffer that a natural limit passes opens (the table stays
+    ordered). Post-processing: only released numbers and the public limits are used.
+    """
+    lower = check_extreme(lower, "lower")
+    upper = check_extreme(upper, "upper")
+    if isinstance(lower, float) and isinstance(upper, float) and not lower < upper:
+        raise ValueError("natural limits must satisfy `lower` < `upper`")
+    inner = table.limits[1:-1]
+    keep = np.ones(inner.size, dtype=bool)
+    if isinstance(lower, float):
+        keep &= inner > lower
+    if isinstance(upper, float):
+        keep &= inner < upper
+    merged = merge_bins(table, keep)
+    lim = merged.limits.copy()
+    lo, hi = lim[0], lim[-1]
+    lo = -np.inf if lower == "infinite" else lower if isinstance(lower, float) else lo
+    hi = np.inf if upper == "infinite" else upper if isinstance(upper, float) else hi
+    inner_kept = lim[1:-1]
+    first_inner = inner_kept[0] if inner_kept.size else hi
+    last_inner = inner_kept[-1] if inner_kept.size else lo
+    if lower == "buffer" and not lo < first_inner:
+        lo = -np.inf
+    if upper == "buffer" and not hi > last_inner:
+        hi = np.inf
+    if not lo < hi:  # one bin between two buffers that met
+        lo, hi = -np.inf, np.inf
+    lim[0], lim[-1] = lo, hi
+    return BinTable(limits=lim, counts=merged.counts, k=table.k)
+
+
+def buffer_gap(extreme_gap: float, lowest: float, highest: float, count: float) -> float:
+    """The gap a privacy buffer moves an extreme limit out by: the mean gap of the extreme bin,
+    or, when its values are all equal (gap 0: the limit would be a data value), the mean gap of
+    all the values (``count`` of them, from ``lowest`` to ``highest``); 0 only when every value
+    is equal, and then the end is opened instead."""
+    return extreme_gap if extreme_gap > 0 else mean_gap(lowest, highest, count)
 
 
 def _assemble(
@@ -199,16 +308,19 @@ def _assemble(
     interior = cuts[:-1]
     inner = randomized_limits(u[interior - 1], u[interior], rng)
     pooled = at.sum(axis=0)
-    first_gap = mean_gap(u[0], u[bounds[1] - 1], float(pooled[1] - pooled[0]))
-    last_gap = mean_gap(u[bounds[-2]], u[-1], float(pooled[-1] - pooled[-2]))
+    n = float(pooled[-1])
+    first_gap = buffer_gap(mean_gap(u[0], u[bounds[1] - 1], float(pooled[1] - pooled[0])),
+                           float(u[0]), float(u[-1]), n)
+    last_gap = buffer_gap(mean_gap(u[bounds[-2]], u[-1], float(pooled[-1] - pooled[-2])),
+                          float(u[0]), float(u[-1]), n)
     lo = extreme_limit(lower, "lower", float(u[0]), first_gap)
     hi = extreme_limit(upper, "upper", float(u[-1]), last_gap)
+    # A buffer of 0 (every value equal) would put a data value in the table: open that end.
+    if lower == "buffer" and first_gap <= 0:
+        lo = -np.inf
+    if upper == "buffer" and last_gap <= 0:
+        hi = np.inf
     if lo >= hi:
-        # One bin whose values are all equal: a zero buffer would give c_0 = c_1. Open the
-        # buffered sides instead (nothing about the data is released beyond the count).
-        lo = -np.inf if lower == "buffer" else lo
-        hi = np.inf if upper == "buffer" else hi
-        if lo >= hi:
-            raise ValueError("natural limits `lower` and `upper` must differ")
+        raise ValueError("natural limits `lower` and `upper` must differ")
     limits = np.concatenate([[lo], inner, [hi]])
     return BinTable(limits=limits, counts=bin_counts, k=k)

@@ -24,7 +24,7 @@ combination of them isolates fewer than K records.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,6 +37,7 @@ from shared.binning import (
     Extreme,
     KAnonymityError,
     bin_table,
+    buffer_gap,
     check_group_sizes,
     mean_gap,
     randomized_limits,
@@ -58,6 +59,12 @@ def _check_limits(limits: ArrayLike) -> FloatArray:
     return lim
 
 
+ExtremeKind = Literal["buffer", "natural", "infinite"]
+"""How a table's extreme limit was made: a privacy buffer (data-derived: a center with values
+beyond it moves it out), a natural limit (public: values beyond it are counted in the extreme
+bin) or infinite."""
+
+
 def refine_table(
     limits: ArrayLike,
     x: ArrayLike,
@@ -65,12 +72,19 @@ def refine_table(
     *,
     k: int,
     rng: np.random.Generator,
+    lower: ExtremeKind = "buffer",
+    upper: ExtremeKind = "buffer",
+    split: bool = True,
 ) -> RefinementRelease:
     """The new center's half of adding it to a table with the given ``limits``.
 
     Releases only K-anonymous numbers: randomized sub-limits, per-group run totals that are 0
-    or >= ``k``, and the table's finite extreme limits moved out by the buffer rule (mean gap of
-    the center's values in the extreme cell) when the center holds values beyond them.
+    or >= ``k``, and the table's buffer limits moved out when the center holds values beyond
+    them. A moved limit is the center's extreme value less (or plus) the mean gap between its
+    ``k`` most extreme values (NOTES §2b): a gap over fewer records could give a raw value back.
+    Values beyond a natural limit (``lower``/``upper`` ``"natural"``) are counted in the
+    extreme bin, as the table that set the limit counts its own. With ``split=False`` no bin is
+    split (a coarser release, for a center whose earlier releases it would conflict with).
     """
     k = check_int(k, "k", 2)
     if not isinstance(rng, np.random.Generator):
@@ -80,8 +94,14 @@ def refine_table(
     if y is not None:
         groups.append(as_finite_1d(y, "y", allow_empty=True))
     check_group_sizes([g.size for g in groups], k)
+    sorted_groups = [ascending(g) for g in groups]
+    clip_lo = lim[0] if lower == "natural" else -np.inf
+    clip_hi = lim[-1] if upper == "natural" else np.inf
+    if np.isfinite(clip_lo) or np.isfinite(clip_hi):
+        # Clipping keeps sorted values sorted.
+        sorted_groups = [np.clip(g, clip_lo, clip_hi) for g in sorted_groups]
 
-    u, counts = _greedy.pooled_cuts([ascending(g) for g in groups])
+    u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
     n_bins = lim.size - 1
     seg = np.searchsorted(lim[1:-1], u, side="left")
@@ -93,6 +113,8 @@ def refine_table(
     seg_end[-1] = n_distinct
 
     sub_bin, sub_cut = _split_cuts(counts, seg_end, bin_start, bin_end, k)
+    if not split:
+        sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
     cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
     cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
     loose = cell_counts[:, ~fixed].sum(axis=1)
@@ -104,25 +126,25 @@ def refine_table(
     split_limits = randomized_limits(u[sub_cut - 1], u[sub_cut], rng)
     runs = [_runs(row, fixed, k) for row in cell_counts]
 
-    lower = upper = None
+    new_lower = new_upper = None
     if n_distinct:
-        pooled = cell_counts.sum(axis=0)
-        first = int(np.flatnonzero(pooled)[0])
-        last = int(np.flatnonzero(pooled)[-1])
-        starts = np.concatenate([[0], cell_end[:-1]])
-        if np.isfinite(lim[0]) and u[0] < lim[0]:
-            top = u[cell_end[first] - 1]
-            lower = float(u[0] - mean_gap(u[0], top, float(pooled[first])))
-        if np.isfinite(lim[-1]) and u[-1] > lim[-1]:
-            bottom = u[starts[last]]
-            upper = float(u[-1] + mean_gap(bottom, u[-1], float(pooled[last])))
+        pooled = np.concatenate(sorted_groups)
+        lo, hi, n = float(u[0]), float(u[-1]), float(pooled.size)
+        if lower == "buffer" and np.isfinite(lim[0]) and u[0] < lim[0]:
+            head = np.partition(pooled, k - 1)[:k]
+            gap = buffer_gap(mean_gap(float(head.min()), float(head.max()), k), lo, hi, n)
+            new_lower = float(u[0] - gap) if gap > 0 else -np.inf
+        if upper == "buffer" and np.isfinite(lim[-1]) and u[-1] > lim[-1]:
+            tail = np.partition(pooled, pooled.size - k)[pooled.size - k:]
+            gap = buffer_gap(mean_gap(float(tail.min()), float(tail.max()), k), lo, hi, n)
+            new_upper = float(u[-1] + gap) if gap > 0 else np.inf
     return RefinementRelease(
         k=k,
         split_bins=sub_bin.tolist(),
         split_limits=split_limits.tolist(),
         runs=runs,
-        lower=lower,
-        upper=upper,
+        lower=new_lower,
+        upper=new_upper,
     )
 
 
@@ -187,6 +209,35 @@ def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
     run_of_cell[fixed_cells] = len(ends) + np.arange(fixed_cells.size)
     totals = np.bincount(run_of_cell, weights=cell_counts, minlength=len(ends) + fixed_cells.size)
     return GroupRuns(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
+
+
+def merge_runs(release: RefinementRelease, group: int, runs: ArrayLike) -> RefinementRelease:
+    """``release`` with each of ``runs`` (of group ``group``) merged into its next run (the
+    last into the one before it): a coarser release whose run totals are sums of the old ones
+    (still 0 or >= K). Only for releases without splits (every cell loose)."""
+    if release.split_bins:
+        raise ValueError("runs of a release with splits cannot be merged")
+    old = release.runs[group]
+    run_of = np.asarray(old.run_of_cell, dtype=np.int64)
+    totals = np.asarray(old.totals, dtype=np.float64)
+    n_runs = totals.size
+    target = np.arange(n_runs)
+    for r in sorted({int(r) for r in np.asarray(runs, dtype=np.int64).ravel()}):
+        if n_runs < 2:
+            break
+        target[target == r] = r + 1 if r + 1 < n_runs else r - 1
+    # Follow chains (r -> r + 1 -> r + 2) to their end.
+    for _ in range(n_runs):
+        nxt = target[target]
+        if np.array_equal(nxt, target):
+            break
+        target = nxt
+    _, new_id = np.unique(target, return_inverse=True)
+    merged_totals = np.bincount(new_id, weights=totals)
+    runs_out = list(release.runs)
+    runs_out[group] = GroupRuns(run_of_cell=new_id[run_of].tolist(),
+                                totals=merged_totals.tolist())
+    return release.model_copy(update={"runs": runs_out})
 
 
 def refined_limits(limits: ArrayLike, release: RefinementRelease) -> FloatArray:

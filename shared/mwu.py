@@ -129,9 +129,10 @@ def mann_whitney(
     U = n·m − 2·U_x. O(N log N): two sorts and a merge, no per-observation Python work.
 
     With ``noise`` (a one-dimensional mechanism, drawn from ``rng``) the release is U + w and the
-    local Z and p-value use V + Var w. For a DP release calibrate the mechanism to U's
-    sensitivity under ``swap`` (n, m public): one record moves U by at most 2·max(n, m). V, n and m
-    are released as they are.
+    local Z and p-value use V + Var w, where V is the no-ties null variance n·m·(N + 1)/3 (a
+    function of the sizes only, so the release carries nothing of the data but U + w). For a DP
+    release calibrate the mechanism to U's sensitivity under ``swap`` (n, m public): one record
+    moves U by at most 2·max(n, m).
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
     if noise is not None:
@@ -149,11 +150,16 @@ def mann_whitney(
     y_below = cum[1, :-1].astype(np.float64)
     y_above = ya.size - y_below - cy
     u = float(np.dot(cx, y_above - y_below))
-    var = tie_variance(xa.size, ya.size, cx + cy)
     noise_var = 0.0
     if noise is not None and rng is not None:
         u += float(noise.sample(rng, 1)[0])
         noise_var = float(noise.variance)
+        # The tie-corrected V moves when one record moves (with ties), so released beside a noisy
+        # U it would carry the data past the noise: a noisy release states the no-ties V, a
+        # function of n and m alone. With ties U's true null variance is smaller: conservative.
+        var = tie_variance(xa.size, ya.size, np.zeros(0))
+    else:
+        var = tie_variance(xa.size, ya.size, cx + cy)
     return released_result(u, var, int(xa.size), int(ya.size), noise_var, alternative)
 
 

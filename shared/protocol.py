@@ -7,6 +7,7 @@ so that the JSON stays standard.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from itertools import pairwise
@@ -38,14 +39,13 @@ class BinTableRelease(WireModel):
     limits: list[float] = Field(min_length=2)
     counts: list[list[float]] = Field(min_length=1, max_length=2)
     k: int = Field(ge=2)
+    signed: SignedLimits | None = Field(
+        default=None, description="the center's signed statement of these limits (to refine)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> BinTableRelease:
-        lim = np.asarray(self.limits)
-        if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
-            raise ValueError("limits must be strictly increasing numbers")
-        if not np.isfinite(lim[1:-1]).all():
-            raise ValueError("interior limits must be finite")
+        _check_limits(self.limits)
         for g, row in enumerate(self.counts):
             if len(row) != len(self.limits) - 1:
                 raise ValueError(
@@ -98,6 +98,11 @@ class DatasetInfo(WireModel):
     n_by_group: dict[str, NonNegativeInt] = Field(
         description="row count per declared level, each rounded down to a multiple of k"
     )
+    epoch: int = Field(default=1, ge=1, description="the data version releases come from")
+    paused: bool = Field(
+        default=False,
+        description="the data changed and releases wait for the operator's new epoch",
+    )
 
 
 class CenterInfo(WireModel):
@@ -108,6 +113,9 @@ class CenterInfo(WireModel):
     neighbouring: Literal["add_remove", "swap"]
     quantile_loss_enabled: bool
     datasets: list[DatasetInfo]
+    signing_key: str | None = Field(
+        default=None, description="base64 Ed25519 public key the center signs its tables with"
+    )
 
 
 class DatasetBudget(WireModel):
@@ -123,6 +131,65 @@ class Budget(WireModel):
 
 
 ExtremeChoice = Literal["infinite", "buffer"] | float
+ExtremeKind = Literal["buffer", "natural", "infinite"]
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, no NaN: equal values give equal strings (request keys,
+    signatures)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _check_limits(limits: list[float]) -> None:
+    lim = np.asarray(limits)
+    if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
+        raise ValueError("limits must be strictly increasing numbers")
+    if not np.isfinite(lim[1:-1]).all():
+        raise ValueError("interior limits must be finite")
+
+
+class LimitsStatement(WireModel):
+    """What a center states, and signs, about a table it released: these are the limits of a
+    K-anonymous table of (dataset, variable, groups, k) after its own release.
+
+    A table's builder states its table's limits; a center that refines a table states the
+    refined limits and names the statement it refined (``parent``, its SHA-256). ``lower`` and
+    ``upper`` say how each extreme limit was made, so the next center treats values beyond it
+    as the table did (a buffer moves out, a natural limit counts them in the extreme bin).
+    """
+
+    center_id: str = Field(min_length=1, max_length=64)
+    dataset: str = Field(min_length=1, max_length=128)
+    variable: str = Field(min_length=1, max_length=128)
+    groups: tuple[str, str] | None = None
+    k: int = Field(ge=2)
+    limits: list[float] = Field(min_length=2)
+    lower: ExtremeKind
+    upper: ExtremeKind
+    parent: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _limits(self) -> LimitsStatement:
+        _check_limits(self.limits)
+        return self
+
+    def signing_bytes(self) -> bytes:
+        """The exact bytes a center signs and a peer verifies."""
+        return canonical_json(self.to_payload()).encode()
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.signing_bytes()).hexdigest()
+
+
+class SignedLimits(WireModel):
+    """A :class:`LimitsStatement` with its center's Ed25519 signature (base64, 64 bytes).
+
+    A center refines only limits one of its configured peers (or itself) signed: limits made up
+    by a caller could be placed around single records and turn a refinement into an oracle.
+    """
+
+    statement: LimitsStatement
+    signature: str = Field(min_length=80, max_length=100)
 
 
 class TableRequest(WireModel):
@@ -140,12 +207,20 @@ class TableRequest(WireModel):
 
 
 class RefinementRequest(WireModel):
-    """Ask a new center to refine a table: its limits only, never its counts."""
+    """Ask a new center to refine a table: the signed statement of its limits, never its counts.
+
+    ``table`` must be signed by one of the center's peers (or by itself) for this dataset,
+    ``variable``, ``groups`` and ``k``.
+    """
 
     variable: str = Field(min_length=1)
     groups: tuple[str, str] | None = None
     k: int = Field(ge=2)
-    limits: list[float] = Field(min_length=2)
+    table: SignedLimits
+
+    @property
+    def limits(self) -> list[float]:
+        return self.table.statement.limits
 
 
 class GroupRuns(WireModel):
@@ -173,6 +248,9 @@ class RefinementRelease(WireModel):
     runs: list[GroupRuns] = Field(min_length=1, max_length=2)
     lower: float | None = None
     upper: float | None = None
+    signed: SignedLimits | None = Field(
+        default=None, description="the center's signed statement of the refined limits"
+    )
 
     @model_validator(mode="after")
     def _paired(self) -> RefinementRelease:
@@ -221,6 +299,21 @@ class MWURelease(WireModel):
 
 # -- differentially private releases --------------------------------------------------------------
 
+MAX_BOUND = 1e15
+"""The largest magnitude a public bound may have: beyond it, widths, sensitivities and noise
+scales of the DP releases overflow or lose every digit of the data."""
+
+
+def check_public_bounds(bounds: tuple[float, float], name: str) -> tuple[float, float]:
+    """Finite public bounds a < b within ±MAX_BOUND (so every width and scale stays finite)."""
+    a, b = bounds
+    if not (math.isfinite(a) and math.isfinite(b) and a < b):
+        raise ValueError(f"{name} must be finite with lower < upper")
+    if max(abs(a), abs(b)) > MAX_BOUND:
+        raise ValueError(f"{name} must lie within ±{MAX_BOUND:g}")
+    return a, b
+
+
 DPQuantileAlgorithm = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
 Bounds = tuple[float, float]
 
@@ -236,9 +329,7 @@ class DPRequest(WireModel):
 
     @model_validator(mode="after")
     def _bounds(self) -> DPRequest:
-        a, b = self.bounds
-        if not (math.isfinite(a) and math.isfinite(b) and a < b):
-            raise ValueError("bounds must be finite with lower < upper")
+        check_public_bounds(self.bounds, "bounds")
         return self
 
 
@@ -351,9 +442,7 @@ class TreeHistogramRequest(DPRequest):
 
     @model_validator(mode="after")
     def _grid(self) -> TreeHistogramRequest:
-        lo, hi = self.grid
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError("grid must be finite with lower < upper")
+        check_public_bounds(self.grid, "grid")
         if self.branching**self.depth > 2**16:
             raise ValueError("branching**depth must be at most 65536 leaves")
         return self

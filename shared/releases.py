@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.binning import bin_table
+from shared.binning import BinTable, Extreme, bin_groups, close_table, coarsen_table
 from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.federation import refine_table
@@ -26,7 +26,6 @@ from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
 from shared.privacy import Neighbouring
 from shared.protocol import (
-    BinTableRelease,
     DPBoxplotRelease,
     DPBoxplotRequest,
     DPQuantilesRelease,
@@ -37,7 +36,6 @@ from shared.protocol import (
     MWURequest,
     RefinementRelease,
     RefinementRequest,
-    TableRequest,
     ThresholdCountsRelease,
     ThresholdCountsRequest,
     TreeHistogramRelease,
@@ -59,19 +57,47 @@ def public_size(n: int, k: int) -> int:
     return (n // k) * k
 
 
-def table_release(
-    groups: Sequence[FloatArray], request: TableRequest, rng: np.random.Generator
-) -> BinTableRelease:
-    """The center's own K-anonymous table of one group or two (X, Y)."""
-    table = bin_table(*groups, k=request.k, rng=rng, lower=request.lower, upper=request.upper)
-    return BinTableRelease.from_table(table)
+def canonical_table(
+    levels: Sequence[FloatArray], k: int, rng: np.random.Generator
+) -> BinTable:
+    """A center's one table of a variable: every declared level binned at once (each count 0 or
+    >= K), privacy buffers at both ends. Every table the center releases of the variable is a
+    view of it (:func:`table_view`), so no two of its tables have different limits."""
+    return bin_groups(levels, k=k, rng=rng, lower="buffer", upper="buffer")
+
+
+def table_view(
+    canonical: BinTable,
+    rows: Sequence[int] | None,
+    *,
+    k: int,
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
+) -> BinTable:
+    """The table a request asks for, from the canonical one by post-processing only: the rows
+    of the levels asked (``rows``; ``None`` pools every level into one row), bins merged until
+    each shown count is 0 or >= ``k`` (a study's K may exceed the center's), and the extremes
+    closed as asked (a natural limit counts the values beyond it in the extreme bin)."""
+    counts = (
+        canonical.counts.sum(axis=0, keepdims=True)
+        if rows is None
+        else canonical.counts[list(rows)]
+    )
+    view = BinTable(limits=canonical.limits, counts=counts, k=canonical.k)
+    view = coarsen_table(view, k) if k > canonical.k else view
+    view = close_table(view, lower, upper)
+    return BinTable(limits=view.limits, counts=view.counts, k=k)
 
 
 def refinement_release(
-    groups: Sequence[FloatArray], request: RefinementRequest, rng: np.random.Generator
+    groups: Sequence[FloatArray], request: RefinementRequest, rng: np.random.Generator,
+    *, split: bool = True,
 ) -> RefinementRelease:
-    """The center's half of joining a table with the given limits (Algorithms 4-6)."""
-    return refine_table(request.limits, *groups, k=request.k, rng=rng)
+    """The center's half of joining the table its request carries (Algorithms 4-6), treating
+    values beyond the table's extremes as the statement says they were made."""
+    statement = request.table.statement
+    return refine_table(statement.limits, *groups, k=request.k, rng=rng,
+                        lower=statement.lower, upper=statement.upper, split=split)
 
 
 def mwu_sensitivity(n_x: int, n_y: int) -> float:
@@ -82,10 +108,11 @@ def mwu_sensitivity(n_x: int, n_y: int) -> float:
 def mwu_release(
     x: FloatArray, y: FloatArray, request: MWURequest, rng: np.random.Generator
 ) -> MWURelease:
-    """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε).
+    """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε) and V the no-ties
+    null variance (a function of n and m).
 
-    ε-DP for U with the group sizes treated as public (swap); V and the sizes are released as
-    they are.
+    ε-DP for U with the group sizes treated as public (swap): n and m are the levels' sizes,
+    K-anonymous counts the center's tables also total; nothing else data-dependent is released.
     """
     noise = None
     if request.epsilon is not None:
@@ -188,28 +215,31 @@ def yj_moments_sensitivity(
     """
     a, b = bounds
     ends = np.array([a, b])
-    f1 = np.sign(ends) * np.log1p(np.abs(ends))
-    f2 = yeojohnson(ends, lmbda)
-    f3 = f2 * f2
-    f3_min = 0.0 if a <= 0.0 <= b else float(f3.min())
-    if neighbouring == "swap":
-        return float(np.ptp(f1) + np.ptp(f2) + (f3.max() - f3_min))
-    return float(np.abs(f1).max() + np.abs(f2).max() + f3.max())
+    # Wide bounds at an extreme λ overflow to inf: the caller refuses an infinite sensitivity.
+    with np.errstate(over="ignore", invalid="ignore"):
+        f1 = np.sign(ends) * np.log1p(np.abs(ends))
+        f2 = yeojohnson(ends, lmbda)
+        f3 = f2 * f2
+        f3_min = 0.0 if a <= 0.0 <= b else float(f3.min())
+        if neighbouring == "swap":
+            total = float(np.ptp(f1) + np.ptp(f2) + (f3.max() - f3_min))
+        else:
+            total = float(np.abs(f1).max() + np.abs(f2).max() + f3.max())
+    return total if np.isfinite(total) else float("inf")
 
 
 def yj_moments_release(
     x: FloatArray, request: YJMomentsRequest, neighbouring: Neighbouring, rng: np.random.Generator
 ) -> YJMomentsRelease:
-    """The YJ-data moment sums at one λ; with ``request.epsilon`` the values are clipped to the
-    public bounds and each sum gets Laplace noise calibrated to :func:`yj_moments_sensitivity`
-    (ε-DP for the sums; n is released exactly, i.e. treated as public)."""
-    if request.epsilon is None:
-        return YJMomentsRelease.from_result(yj_moments(x, request.lmbda))
-    assert request.bounds is not None  # the request model requires bounds with epsilon
+    """The YJ-data moment sums at one λ, ε-DP: the values are clipped to the public bounds and
+    each sum gets Laplace noise calibrated to :func:`yj_moments_sensitivity` (the L1 norm of
+    the three sums' change, so ε covers all three). ``n`` is the selection's size, a
+    K-anonymous count. Raises ``ValueError`` when the bounds and λ give no finite sensitivity."""
+    sensitivity = yj_moments_sensitivity(request.lmbda, request.bounds, neighbouring)
+    if not np.isfinite(sensitivity):
+        raise ValueError("`bounds` and `lmbda` give an infinite sensitivity: narrow the bounds")
     clipped = np.clip(x, *request.bounds)
-    noise = Laplace(
-        request.epsilon, yj_moments_sensitivity(request.lmbda, request.bounds, neighbouring)
-    )
+    noise = Laplace(request.epsilon, sensitivity)
     return YJMomentsRelease.from_result(
         yj_moments(clipped, request.lmbda, mechanism=noise, rng=rng)
     )

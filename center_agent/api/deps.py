@@ -1,40 +1,23 @@
 """Dependencies, as ``Annotated`` aliases so a handler's signature lists what it needs.
 
-A release endpoint is a thin route (request/response models from ``shared/protocol.py``)::
-
-    @router.post("/datasets/{dataset}/dp-quantiles")
-    def dp_quantiles(
-        dataset: DatasetDep, body: DPQuantileRequest, ledger: LedgerDep, settings: SettingsDep
-    ) -> DPQuantileRelease:
-        sample = dataset.load(body.variable, body.group)   # 404 for undeclared names
-        key = request_key(dataset.name, body.variable, "dp_quantiles",
-                          body.model_dump(mode="json"), body.epsilon)
-        payload = ledger.release(dataset.name, key, body.epsilon,
-                                 lambda: run_core(sample, ...).model_dump(mode="json"))
-        return DPQuantileRelease.model_validate(payload)
-
-A K-anonymous table goes through ``ledger.release`` with ε = 0 (so a repeated request gets the
-same randomized limits back) and calls ``auditor.admit_table(...)`` inside its compute: the
-admission joins the release's transaction, and a refusal rolls the whole release back.
-
+Release routes are made from the gate's kinds (``api/routes/releases.py``); each only hands its
+request to :class:`center_agent.gate.ReleaseGate`, which is the one place data leave through.
 Every router except health is mounted with :func:`authenticate` as a dependency
-(``center_agent.api.router``), so handlers need not ask for :data:`Authenticated` themselves.
+(``center_agent.api.router``), and the bearer check already ran in the middleware before the
+body was read (``fedstats_service.middleware.BearerGate``).
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Annotated
 
-import numpy as np
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from center_agent.auditor import Auditor
 from center_agent.core.config import Settings
-from center_agent.core.errors import KAnonymityRefusal, ReleaseDisabled
 from center_agent.data import Dataset, Datasets
+from center_agent.gate import ReleaseGate
 from center_agent.ledger import Ledger
 from center_agent.services import Services
 from fedstats_service.auth import check_bearer
@@ -60,14 +43,14 @@ def get_ledger(services: ServicesDep) -> Ledger:
     return services.ledger
 
 
-def get_auditor(services: ServicesDep) -> Auditor:
-    return services.auditor
+def get_gate(services: ServicesDep) -> ReleaseGate:
+    return services.gate
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
 LedgerDep = Annotated[Ledger, Depends(get_ledger)]
-AuditorDep = Annotated[Auditor, Depends(get_auditor)]
+GateDep = Annotated[ReleaseGate, Depends(get_gate)]
 
 
 def get_dataset(dataset: str, datasets: DatasetsDep) -> Dataset:
@@ -76,25 +59,6 @@ def get_dataset(dataset: str, datasets: DatasetsDep) -> Dataset:
 
 
 DatasetDep = Annotated[Dataset, Depends(get_dataset)]
-
-
-def get_rng() -> np.random.Generator:
-    """A generator seeded from the OS for each request: release noise and randomized limits must
-    not be predictable from earlier answers (NOTES §4, Mironov 2012)."""
-    return np.random.default_rng(secrets.randbits(128))
-
-
-RngDep = Annotated[np.random.Generator, Depends(get_rng)]
-
-
-def effective_k(requested: int, settings: Settings) -> int:
-    """The K a release uses: the study's, which may not be below this center's K."""
-    if requested < settings.k:
-        raise KAnonymityRefusal(
-            f"this center releases tables with K >= {settings.k}; the request asked for "
-            f"K = {requested}"
-        )
-    return requested
 
 
 @dataclass(frozen=True)
@@ -117,15 +81,3 @@ def authenticate(
 
 
 Authenticated = Annotated[Caller, Depends(authenticate)]
-
-
-def require_quantile_loss(settings: SettingsDep) -> None:
-    """403 ``release_disabled`` unless ``allow_quantile_loss`` is on (the release leaks data)."""
-    if not settings.allow_quantile_loss:
-        raise ReleaseDisabled(
-            "quantile-loss values leak data and are disabled at this center "
-            "(setting allow_quantile_loss)"
-        )
-
-
-QuantileLossAllowed = Depends(require_quantile_loss)

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
+    DirectoryPath,
     ConfigDict,
     Field,
     FilePath,
@@ -148,6 +149,23 @@ class DatasetConfig(_Model):
     variables: list[Identifier] = Field(min_length=1)
     group: GroupConfig | None = None
     epsilon_total: float = Field(gt=0, description="total ε this dataset may ever spend")
+    epsilon_per_request: float | None = Field(
+        default=None, gt=0,
+        description="the most ε one request may spend (default: a quarter of epsilon_total)",
+    )
+    epsilon_per_period: float | None = Field(
+        default=None, gt=0,
+        description="the most ε all requests together may spend per `period_days` (default: "
+                    "no cap besides epsilon_total)",
+    )
+    period_days: float = Field(default=30.0, gt=0, le=3660)
+
+    @property
+    def request_cap(self) -> float:
+        """The effective per-request ε cap."""
+        if self.epsilon_per_request is not None:
+            return min(self.epsilon_per_request, self.epsilon_total)
+        return self.epsilon_total / 4
 
     @field_validator("variables")
     @classmethod
@@ -156,10 +174,10 @@ class DatasetConfig(_Model):
             raise ValueError("variables must be distinct")
         return variables
 
-    @field_validator("epsilon_total")
+    @field_validator("epsilon_total", "epsilon_per_request", "epsilon_per_period", "period_days")
     @classmethod
-    def _finite(cls, value: float) -> float:
-        if not math.isfinite(value):
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
             raise ValueError("must be finite")
         return value
 
@@ -191,9 +209,41 @@ class Settings(BaseSettings):
         default=False, description="quantile-loss values leak data; benchmark use only"
     )
     ledger_url: SqlUrl = "sqlite:///./center_ledger.sqlite"
-    # Brent on λ needs 14 evaluations typically, 30 at most on Gamma studies (shared.quantiles).
-    yj_max_calls_per_study: int = Field(default=40, ge=1)
+    # Brent on λ needs 14 evaluations typically, 30 at most on Gamma studies (shared.quantiles);
+    # every call is ε-DP and paid, the caps bound the number of them besides.
+    yj_max_calls: int = Field(default=400, ge=1,
+                              description="YJ moment releases per dataset, all callers")
+    yj_max_calls_per_token: int = Field(default=200, ge=1,
+                                        description="YJ moment releases per dataset and token")
+    allow_exact_mwu: bool = Field(
+        default=True,
+        description="answer Mann-Whitney requests without ε (exact U); false: only noisy ones",
+    )
+    max_releases_per_variable: int = Field(
+        default=64, ge=1, le=10_000,
+        description="distinct exact releases (tables, refinements) remembered per variable",
+    )
+    max_limits_per_variable: int = Field(
+        default=200_000, ge=100, le=10_000_000,
+        description="limits those releases may hold together (bounds the auditor's cost)",
+    )
+    signing_key_file: FilePath | None = Field(
+        default=None, description="Ed25519 key (fedstats center keygen); default: in the ledger"
+    )
+    peers: dict[str, str] = Field(
+        default_factory=dict,
+        description="center id -> base64 public key of the centers whose tables this one refines",
+    )
+    peer_keys_dir: DirectoryPath | None = Field(
+        default=None, description="a directory of <center_id>.pub files (peers' public keys)"
+    )
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    max_concurrency: int = Field(default=128, ge=1,
+                                 description="connections and requests served at once")
+    header_timeout_s: float = Field(default=10.0, gt=0, le=600,
+                                    description="time a client has to send a request's head")
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600,
+                                  description="time a client has to send a request's body")
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=0, le=65535)
     tls_certfile: FilePath | None = None
@@ -220,6 +270,18 @@ class Settings(BaseSettings):
         cls, tokens: list[SecretStr], info: ValidationInfo
     ) -> list[SecretStr]:
         return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)), what="token")
+
+    @field_validator("peers")
+    @classmethod
+    def _peer_keys(cls, peers: dict[str, str]) -> dict[str, str]:
+        from center_agent.gate.keys import decode_public_key
+
+        for center_id, key in peers.items():
+            try:
+                decode_public_key(key)
+            except ValueError as exc:
+                raise ValueError(f"peer {center_id!r}: {exc}") from None
+        return peers
 
     @field_validator("tls_keyfile")
     @classmethod

@@ -11,16 +11,23 @@ Hierarchy::
     │   └── UnknownLevel        404 unknown_level
     └── CenterError         (the center's own errors)
         ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
+        ├── InvalidRequest          422 invalid_request (values the statistics cannot use)
         └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
             ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
+            ├── EpsilonCapExceeded  403 epsilon_cap_exceeded (per request or per period)
             ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
-            ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls per study)
-            ├── KAnonymityRefusal   403 k_anonymity_refused (a count would fall in 1..K-1)
-            └── DifferencingRefusal 409 differencing_refused
+            ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls)
+            ├── KAnonymityRefusal   403 k_anonymity_refused (a K or a level too small)
+            ├── UntrustedTable      403 untrusted_table (limits no trusted center signed)
+            ├── DisclosureStateFull 403 release_limit_reached (caps on stored releases)
+            ├── DataChanged         409 data_changed (the data changed; the check failed)
+            └── HistoryNotSafe      409 data_changed (earlier releases unsafe on forced data)
 
 A :class:`PrivacyRefusal` is the center working as designed: the coordinator tells it apart from a
-failure by its ``error`` code (and by the class in-process). Request validation errors are rendered
-by ``fedstats_service.handlers`` as 422 ``validation_error`` naming the field.
+failure by its ``error`` code (and by the class in-process). **Every refusal and every error text
+is built from the request's fields and public settings only** (never from the data: a refusal that
+depended on the data would be an oracle). Request validation errors are rendered by
+``fedstats_service.handlers`` as 422 ``validation_error`` naming the field.
 """
 
 from __future__ import annotations
@@ -28,11 +35,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import logging
+
 from fedstats_service.errors import AuthenticationError as AuthenticationError
 from fedstats_service.errors import NotFound as NotFound
 from fedstats_service.errors import RequestTooLarge as RequestTooLarge
 from fedstats_service.errors import ServiceError as ServiceError
-from shared.binning import KAnonymityError
+
+log = logging.getLogger(__name__)
 
 
 class CenterError(ServiceError):
@@ -61,8 +71,8 @@ class UnknownLevel(NotFound):
 
 
 class InvalidRequest(CenterError):
-    """Well-formed JSON whose values the statistics cannot use (e.g. a natural limit that
-    excludes data); the detail says what to change."""
+    """Well-formed JSON whose values the statistics cannot use (decided from the request
+    alone); the detail says what to change."""
 
     status_code = 422
     error = "invalid_request"
@@ -102,24 +112,73 @@ class CallCapExceeded(PrivacyRefusal):
 
 
 class KAnonymityRefusal(PrivacyRefusal):
-    """The answer would hold a count in 1..K-1 (a group too small, or a K below the center's)."""
+    """A K below the center's, or a level whose public size is below K."""
 
     error = "k_anonymity_refused"
 
 
-class DifferencingRefusal(PrivacyRefusal):
+class EpsilonCapExceeded(PrivacyRefusal):
+    """A request above the dataset's per-request ε, or past its ε per period."""
+
+    error = "epsilon_cap_exceeded"
+
+
+class UntrustedTable(PrivacyRefusal):
+    """A refinement of limits that no trusted center signed for this question."""
+
+    error = "untrusted_table"
+
+
+class DisclosureStateFull(PrivacyRefusal):
+    """The caps on what the center remembers of a variable's releases are reached."""
+
+    error = "release_limit_reached"
+
+
+class DataChanged(PrivacyRefusal):
+    """The data changed since the epoch began and the version check failed (operator: roll)."""
+
     status_code = 409
-    error = "differencing_refused"
+    error = "data_changed"
+
+    def __init__(self, dataset: str, epoch: int) -> None:
+        super().__init__(
+            f"dataset {dataset!r} changed since its epoch {epoch} began, and answers from the "
+            "new data could be subtracted from earlier ones; releases are paused until the "
+            "center's operator starts a new epoch (fedstats center epoch --roll)",
+            extra={"epoch": epoch},
+        )
+
+
+class HistoryNotSafe(PrivacyRefusal):
+    """Earlier releases are not K-anonymous on the current data (only after a forced epoch)."""
+
+    status_code = 409
+    error = "data_changed"
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__(
+            f"dataset {dataset!r}: a new epoch was forced over data on which earlier releases "
+            "are not K-anonymous; no further exact release of this variable is possible until "
+            "the operator reviews it (fedstats center epoch)"
+        )
 
 
 @contextmanager
 def core_errors() -> Iterator[None]:
-    """Run shared-core code: its refusals and input errors become typed center errors."""
+    """Run shared-core code on data behind the gate. The gate validated the request from its
+    fields; a core error here is a fault, never something to tell the caller about (its text
+    could hold data): it is logged and answered with a bare 500."""
     try:
         yield
-    except KAnonymityError as exc:
-        raise KAnonymityRefusal(str(exc)) from None
     except ServiceError:
         raise
-    except ValueError as exc:
-        raise InvalidRequest(str(exc)) from None
+    except Exception:
+        log.exception("a release failed in the core")
+        raise ReleaseFailed("the release could not be computed") from None
+
+
+class ReleaseFailed(CenterError):
+    """A fault while computing a release (logged with its trace; the detail holds no data)."""
+
+    error = "internal_error"

@@ -1,35 +1,41 @@
-"""Datasets as the configuration declares them, loaded into numpy arrays.
+"""Datasets as the configuration declares them, and the one population every release counts.
 
-``Datasets`` maps each configured name to a :class:`Dataset`; ``Dataset.load(variable, group)``
-returns a :class:`Sample`: finite float64 values and, when a group column is asked for, their group
-labels restricted to the declared levels. Names that the configuration does not declare raise
-:class:`UnknownDataset` / :class:`UnknownVariable` before any file or database is touched.
+``Datasets`` maps each configured name to a :class:`Dataset`; ``Dataset.population()`` returns the
+dataset's :class:`Population`: the records that every release of the dataset, of any variable and
+any grouping, is computed from. Names the configuration does not declare raise
+:class:`UnknownDataset` / :class:`UnknownVariable` / :class:`UnknownLevel` before any file or
+database is touched.
 
-Missing-value policy (documented in docs/privacy.md):
+**One population per dataset** (``docs/privacy.md``, "One population"). A row belongs to it when
 
-* a row whose value is missing (empty, NULL, NA) or non-finite (NaN, ±inf) is dropped; so is a row
-  whose group label is missing, when a group is asked for;
-* a row whose group label is present but not a declared level is not part of any declared group and
-  is left out silently (it is neither used nor counted);
-* the number of dropped rows is released only as :func:`dropped_report` gives it: exactly when it is
-  0 or >= K, else the string ``"<K"``.
+* its group label is a declared level (datasets with a group column), and
+* every declared variable of the row is present and finite (complete cases), and
+* its level holds at least K such rows.
 
-Loaded samples are kept in memory, per (variable, group column), while the source's
-``version()`` (a file's identity, size and modification time) is unchanged: a study asks a center
-for several releases of the same variable, and reading and splitting the column dominated each
-of them. A rewritten file is read again on the next request; a SQL source has no cheap version
-and is read on every request. One request reads at a time per key; concurrent ones wait for it.
+So every release counts the same rows: a table of one variable and a table of another have the
+same totals, an ungrouped table totals exactly its levels' tables, and no difference of two
+releases' totals can fall in 1..K-1 (which missing values, undeclared labels or a level of 3
+records would otherwise give away). A level with fewer than K rows is left out entirely; its size
+shows as 0 in ``/v1/info`` (sizes there are rounded down to a multiple of K), so refusing it is
+decided from public information.
+
+Each level's values of each variable are kept sorted and read-only. The population is read once
+per version of the source (a file's identity, size and modification time) and kept; a SQL source
+is read on every request. Its :attr:`Population.fingerprint` is a digest of its content (the
+sorted values per level), so re-ordering rows or touching a file does not change it, and any
+change of a counted value does: the release gate ties releases to it (``center_agent.gate``).
 
 Everything is vectorized in Arrow/numpy; there is no per-row Python loop.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar, cast
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -49,94 +55,101 @@ from shared.releases import public_size
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-_V = TypeVar("_V")
 _N = TypeVar("_N", bound=np.generic)
 _Arrow = TypeVar("_Arrow", pa.Array, pa.ChunkedArray)
-_Key = tuple[str, ...]  # ("sample", variable, group column or ""), ("codes",), ("sizes",)
 
+ALL = ""
+"""The one level of a dataset without a group column (never a declared level: those are
+non-empty)."""
 UNDECLARED = -1
-"""Group code of a label that is not a declared level: the row is in no group, left out silently."""
+"""Group code of a label that is not a declared level: the row is in no group, left out."""
 MISSING = -2
-"""Group code of a missing label: the row is dropped and counted in ``n_dropped``."""
+"""Group code of a missing label: the row is left out."""
 
-__all__ = ["Dataset", "Datasets", "Groups", "Sample", "dropped_report", "round_down"]
-
-
-def dropped_report(n_dropped: int, k: int) -> int | Literal["<K"]:
-    """How many rows were dropped, as it may be released: exact if 0 or >= k, else ``"<K"``."""
-    return n_dropped if n_dropped == 0 or n_dropped >= k else "<K"
-
+__all__ = ["ALL", "Dataset", "Datasets", "Population", "round_down"]
 
 round_down = public_size
 """``n`` rounded down to a multiple of ``k`` (so a released size never reveals n mod k)."""
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One variable of one dataset, missing rows dropped.
-
-    ``codes`` is ``None`` when no group was asked for, else the index in ``levels`` of each
-    value's group. ``n_dropped`` is internal: release it only through :func:`dropped_report`.
-    Samples are shared between requests (see the module docstring): never write to their arrays.
-    """
-
-    values: NDArray[np.float64]
-    codes: NDArray[np.intp] | None
-    levels: tuple[str, ...]
-    n_dropped: int
-    parts: Mapping[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def grouped(
-        cls, values: NDArray[np.float64], codes: NDArray[np.intp], levels: tuple[str, ...],
-        n_dropped: int,
-    ) -> Sample:
-        """A sample from values and the index of each one's level in ``levels``; each level's
-        values sorted (every release is a function of the multiset, and sorted once here, they
-        are not sorted again by each release: ``shared._sorting.ascending``)."""
-        parts = {level: _frozen(np.sort(values[codes == i])) for i, level in enumerate(levels)}
-        return cls(_frozen(values), _frozen(codes), levels, n_dropped, parts)
-
-    @property
-    def groups(self) -> NDArray[np.str_] | None:
-        """The group label of each value (``None`` when no group was asked for)."""
-        if self.codes is None:
-            return None
-        return np.asarray(self.levels, dtype=np.str_)[self.codes]
-
-    def by_group(self) -> dict[str, NDArray[np.float64]]:
-        """Values per declared level (every level present, possibly empty)."""
-        if self.codes is None:
-            raise ValueError("this sample was loaded without a group")
-        return dict(self.parts)
-
-
 def _frozen(a: NDArray[_N]) -> NDArray[_N]:
-    """``a``, read-only: a shared sample must not be changed by one request for the next."""
+    """``a``, read-only: a shared population must not be changed by one request for the next."""
     a.flags.writeable = False
     return a
 
 
 @dataclass(frozen=True)
-class Groups:
-    """The arrays a release counts: ``arrays`` in the core's order (X, Y) or the one group,
-    ``by_name`` keyed as the auditor records them, and the group column (None: ungrouped)."""
+class Population:
+    """The records every release of one dataset counts (see the module docstring).
 
-    grouping: str | None
-    arrays: tuple[NDArray[np.float64], ...]
-    by_name: dict[str, NDArray[np.float64]]
+    ``levels`` are the included levels in declared order (``(ALL,)`` for a dataset without a
+    group column); ``excluded`` the declared levels left out for holding fewer than K rows.
+    ``values[variable][level]`` is sorted and read-only. Sizes are exact: release them only
+    rounded (:func:`round_down`) or as K-anonymous counts.
+    """
+
+    levels: tuple[str, ...]
+    excluded: tuple[str, ...]
+    values: Mapping[str, Mapping[str, NDArray[np.float64]]]
+    fingerprint: str
+    _pooled: dict[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Rows per included level (every variable has one value per row)."""
+        first = next(iter(self.values.values()))
+        return {level: int(first[level].size) for level in self.levels}
+
+    @property
+    def n(self) -> int:
+        return sum(self.sizes.values())
+
+    def level(self, variable: str, level: str) -> NDArray[np.float64]:
+        """One included level's sorted values of ``variable``."""
+        return self.values[variable][level]
+
+    def pooled(self, variable: str) -> NDArray[np.float64]:
+        """Every included level's values of ``variable``, sorted (computed once)."""
+        with self._lock:
+            kept = self._pooled.get(variable)
+            if kept is None:
+                parts = self.values[variable]
+                kept = parts[self.levels[0]] if len(self.levels) == 1 else np.sort(
+                    np.concatenate([parts[level] for level in self.levels])
+                )
+                self._pooled[variable] = _frozen(kept)
+            return kept
+
+    def selection(self, variable: str, level: str | None) -> NDArray[np.float64]:
+        """One level's values, or every level's (``None``)."""
+        return self.pooled(variable) if level is None else self.level(variable, level)
+
+
+def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDArray[np.float64]]]
+                 ) -> str:
+    """A digest of the population's content: sorted values per level and variable."""
+    digest = hashlib.blake2b(digest_size=32)
+    for variable in sorted(values):
+        for level in levels:
+            digest.update(f"{variable}\0{level}\0".encode())
+            arr = np.ascontiguousarray(values[variable][level])
+            digest.update(arr.size.to_bytes(8, "little"))
+            digest.update(arr.data)
+    return digest.hexdigest()
 
 
 class Dataset:
-    """One configured dataset: its declared names, its source, and the loading policy."""
+    """One configured dataset: its declared names, its source, and its population."""
 
-    def __init__(self, name: str, config: DatasetConfig, source: DataSource | None = None) -> None:
+    def __init__(self, name: str, config: DatasetConfig, k: int,
+                 source: DataSource | None = None) -> None:
         self.name = name
         self.config = config
+        self.k = k
         self.source = source if source is not None else open_source(config.source)
         self._lock = threading.Lock()
-        self._key_locks: dict[_Key, threading.Lock] = {}
-        self._kept_values: dict[_Key, tuple[Hashable, object]] = {}
+        self._kept: tuple[Hashable, Population] | None = None
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -148,6 +161,7 @@ class Dataset:
 
     @property
     def levels(self) -> tuple[str, ...]:
+        """The declared levels (``()`` without a group column)."""
         return tuple(self.config.group.levels) if self.config.group is not None else ()
 
     def check_variable(self, variable: str) -> str:
@@ -155,10 +169,20 @@ class Dataset:
             raise UnknownVariable(self.name, variable)
         return variable
 
-    def check_group(self, group: str) -> str:
-        if group != self.group_column:
-            raise UnknownVariable(self.name, group)
-        return group
+    def check_level(self, level: str) -> str:
+        if level not in self.levels:
+            raise UnknownLevel(self.name, level)
+        return level
+
+    def check_levels(self, levels: tuple[str, str] | None) -> tuple[str, str] | None:
+        """Two distinct declared levels (X, Y), or ``None`` (every record)."""
+        if levels is None:
+            return None
+        for level in levels:
+            self.check_level(level)
+        if levels[0] == levels[1]:
+            raise UnknownLevel(self.name, f"{levels[1]} (the same level twice)")
+        return levels
 
     def check_columns(self) -> None:
         """Every declared column exists in the source (run at start-up)."""
@@ -170,111 +194,76 @@ class Dataset:
                 f"dataset {self.name!r}: declared columns {missing} are not in its source"
             )
 
-    def load(self, variable: str, group: str | None = None) -> Sample:
-        """``variable``'s finite values (and labels of the declared ``group`` column)."""
-        self.check_variable(variable)
-        if group is None:
-            return self._kept(("sample", variable, ""), lambda: self._read_ungrouped(variable))
-        self.check_group(group)
-        return self._kept(("sample", variable, group), lambda: self._read_grouped(variable))
-
-    def _read_ungrouped(self, variable: str) -> Sample:
-        values = self._as_float(self._guard(lambda: self.source.read([variable])).column(0))
-        keep = np.isfinite(values)
-        n_dropped = int(keep.size - np.count_nonzero(keep))
-        return Sample(_frozen(np.sort(values[keep])), None, (), n_dropped)  # see grouped()
-
-    def _read_grouped(self, variable: str) -> Sample:
-        group = self.group_column
-        assert group is not None  # load() checked it
-        before = self._guard(self.source.version)
-        if before is not None:
-            # A file: the group column's codes are kept (every variable and the sizes use them),
-            # so only the variable is read. Both come from one version of the file, or neither
-            # is used: a file changed in between is read again, both columns at once.
-            codes = self._codes()
-            values = self._as_float(self._guard(lambda: self.source.read([variable])).column(0))
-            if self._guard(self.source.version) == before and values.size == codes.size:
-                return self._grouped_sample(values, codes)
-        table = self._guard(lambda: self.source.read([variable, group], text=[group]))
-        values = self._as_float(table.column(0))
-        return self._grouped_sample(values, self._level_codes(table.column(1)))
-
-    def _grouped_sample(self, values: NDArray[np.float64], codes: NDArray[np.intp]) -> Sample:
-        declared = codes >= 0
-        finite = np.isfinite(values)
-        keep = declared & finite
-        n_dropped = int(np.count_nonzero(codes == MISSING) + np.count_nonzero(declared & ~finite))
-        return Sample.grouped(values[keep], codes[keep], self.levels, n_dropped)
-
-    def _codes(self) -> NDArray[np.intp]:
-        """The group code of every row (a level's index, UNDECLARED or MISSING)."""
-        group = self.group_column
-        assert group is not None
-        return self._kept(("codes",), lambda: _frozen(self._level_codes(
-            self._guard(lambda: self.source.read([group], text=[group])).column(0))))
-
-    def _kept(self, key: _Key, read: Callable[[], _V]) -> _V:
-        """``read()``, or what it gave for ``key`` while the source's version is unchanged."""
+    def population(self) -> Population:
+        """The dataset's population, read once per version of its source."""
         version = self._guard(self.source.version)
         if version is None:
-            return read()
+            return self._read()
         with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            kept = self._kept_values.get(key)
-            if kept is not None and kept[0] == version:
-                return cast(_V, kept[1])
-            value = read()
+            if self._kept is not None and self._kept[0] == version:
+                return self._kept[1]
+            population = self._read()
             # The version was taken before the read: a file changed meanwhile is read again.
-            self._kept_values[key] = (version, value)
-            return value
+            self._kept = (version, population)
+            return population
 
-    def groups(self, variable: str, levels: tuple[str, str] | None) -> Groups:
-        """``variable`` split as a release asks: all records, or the two named levels (X, Y).
+    def require(self, population: Population, level: str | None, k: int) -> None:
+        """Refuse (403 ``k_anonymity_refused``) a level left out of the population, or a
+        selection whose public size (rounded down to the center's K) is below ``k``: decided from
+        the sizes ``/v1/info`` shows, never from the exact ones."""
+        if level is not None and level not in population.levels:
+            raise KAnonymityRefusal(
+                f"level {level!r} of dataset {self.name!r} holds fewer than K = {self.k} "
+                "complete records (its size in /v1/info is 0)"
+            )
+        size = population.n if level is None else population.sizes[level]
+        if round_down(size, self.k) < k:
+            what = "the dataset" if level is None else f"level {level!r}"
+            raise KAnonymityRefusal(
+                f"{what} of {self.name!r} shows fewer than K = {k} records in /v1/info"
+            )
 
-        Unknown levels are refused (404 ``unknown_level``) before any data is read.
-        """
-        if levels is None:
-            sample = self.load(variable)
-            return Groups(None, (sample.values,), {"all": sample.values})
-        if self.group_column is None:
-            raise UnknownLevel(self.name, levels[0])
-        for level in levels:
-            if level not in self.levels:
-                raise UnknownLevel(self.name, level)
-        if levels[0] == levels[1]:
-            raise UnknownLevel(self.name, f"{levels[1]} (the same level twice)")
-        by_level = self.load(variable, self.group_column).by_group()
-        arrays = (by_level[levels[0]], by_level[levels[1]])
-        return Groups(self.group_column, arrays, dict(zip(levels, arrays, strict=True)))
+    # -- reading ----------------------------------------------------------------------------
 
-    def values(self, variable: str, level: str | None) -> NDArray[np.float64]:
-        """``variable``'s usable values: all records, or those of one declared level."""
-        if level is None:
-            return self.load(variable).values
-        if self.group_column is None or level not in self.levels:
-            raise UnknownLevel(self.name, level)
-        return self.load(variable, self.group_column).by_group()[level]
-
-    def usable(self, variable: str, level: str | None, k: int) -> NDArray[np.float64]:
-        """:meth:`values`, refused (403 ``k_anonymity_refused``) when they are fewer than ``k``: no
-        release is computed from fewer than K records (and a DP release spends nothing)."""
-        values = self.values(variable, level)
-        if values.size < k:
-            raise KAnonymityRefusal(f"the selection holds fewer than K = {k} usable records")
-        return values
-
-    def sizes(self) -> tuple[int, dict[str, int]]:
-        """Exact row count and per-level row counts (internal: release only rounded)."""
-        if self.group_column is None:
-            return self._kept(("sizes",), self._count_rows), {}
-        codes = self._codes()
-        counts = np.bincount(codes[codes >= 0], minlength=len(self.levels))
-        return codes.size, {lvl: int(c) for lvl, c in zip(self.levels, counts, strict=True)}
-
-    def _count_rows(self) -> int:
-        return int(self._guard(lambda: self.source.read([self.variables[0]])).num_rows)
+    def _read(self) -> Population:
+        group = self.group_column
+        text = [group] if group is not None else []
+        columns = [*self.variables, *text]
+        table = self._guard(lambda: self.source.read(columns, text=text))
+        n_rows = table.num_rows
+        keep = np.ones(n_rows, dtype=bool)
+        values = {}
+        for i, variable in enumerate(self.variables):
+            v = self._as_float(table.column(i))
+            keep &= np.isfinite(v)
+            values[variable] = v
+        if group is None:
+            codes = np.zeros(n_rows, dtype=np.intp)
+            declared: tuple[str, ...] = (ALL,)
+        else:
+            codes = self._level_codes(table.column(len(self.variables)))
+            declared = self.levels
+        keep &= codes >= 0
+        counts = np.bincount(codes[keep], minlength=len(declared))
+        included = tuple(lv for lv, c in zip(declared, counts, strict=True) if c >= self.k)
+        excluded = tuple(lv for lv, c in zip(declared, counts, strict=True) if c < self.k)
+        index = {lv: i for i, lv in enumerate(declared)}
+        kept_codes = codes[keep]
+        by_variable: dict[str, dict[str, NDArray[np.float64]]] = {}
+        for variable, v in values.items():
+            kept_values = v[keep]
+            by_variable[variable] = {
+                level: _frozen(np.sort(kept_values[kept_codes == index[level]]))
+                for level in included
+            }
+        if not included:
+            by_variable = {variable: {} for variable in values}
+        return Population(
+            levels=included,
+            excluded=tuple(lv for lv in excluded if lv != ALL),
+            values=by_variable,
+            fingerprint=_fingerprint(included, by_variable),
+        )
 
     def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.intp]:
         """Each label's index in the declared levels; UNDECLARED or MISSING (null) otherwise."""
@@ -338,7 +327,8 @@ class Datasets(Mapping[str, Dataset]):
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Datasets:
-        return cls({name: Dataset(name, cfg) for name, cfg in settings.datasets.items()})
+        return cls({name: Dataset(name, cfg, settings.k)
+                    for name, cfg in settings.datasets.items()})
 
     def __getitem__(self, name: str) -> Dataset:
         try:

@@ -6,9 +6,9 @@ extrapolation, and our YJ-shaped estimator. A two-group table gives each group's
 its own row. An estimator that cannot run on this table (say interpolation on a table with
 infinite ends) records its reason instead of failing the study.
 
-YJ data (:func:`yj_data_estimates`) asks every center for its moment sums at each λ Brent tries
-(``POST .../yj-moments``, counted against each center's per-study call cap) and fits λ, μ, σ by
-federated maximum likelihood (``shared.quantiles.yj_data``). The quantile-loss benchmark is not
+YJ data (:func:`yj_data_estimates`) asks every center for its ε-DP moment sums at each λ Brent
+tries (``POST .../yj-moments``: values clipped to public bounds, noise paid from each center's
+budget) and fits λ, μ, σ by federated maximum likelihood (``shared.quantiles.yj_data``). The quantile-loss benchmark is not
 offered here: it leaks data, and centers refuse it unless an operator switches it on.
 """
 
@@ -30,7 +30,12 @@ from shared.quantiles import (
     yj_table_quantiles,
 )
 from shared.quantiles.wire import YJMomentsRequest
-from shared.quantiles.yj_data import DEFAULT_MAX_EVALUATIONS, EvaluationCapError, yj_data_quantiles
+from shared.quantiles.yj_data import (
+    DP_MAX_EVALUATIONS,
+    DP_TOL,
+    EvaluationCapError,
+    yj_data_quantiles,
+)
 
 Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]
 ESTIMATOR_NAMES: tuple[Estimator, ...] = (
@@ -88,22 +93,27 @@ async def yj_data_estimates(
     groups: Sequence[str | None],
     names: Sequence[str],
     levels: Sequence[float],
-    study: str,
-    max_evaluations: int = DEFAULT_MAX_EVALUATIONS,
+    epsilon: float,
+    bounds: tuple[float, float],
+    max_evaluations: int = DP_MAX_EVALUATIONS,
 ) -> dict[str, Estimate]:
     """``{group name: Estimate}`` of the YJ data estimator, one federated fit per group.
 
-    Brent's search is sequential and runs in a worker thread; each λ it tries is one round of
-    parallel requests to every center on the event loop. A center failure fails the study (a
-    fit on fewer centers would silently be another estimate); a fit that needs more λ values
-    than ``max_evaluations`` records why instead.
+    Each center spends at most ``epsilon`` per group: every λ Brent tries is one ε-DP release of
+    the moment sums (values clipped to the public ``bounds``) at ``epsilon / max_evaluations``,
+    and Brent stops at ``max_evaluations`` (recorded as the estimator's reason, not a failure).
+    Brent's search is sequential and runs in a worker thread; each λ is one round of parallel
+    requests to every center on the event loop. A center failure fails the study (a fit on
+    fewer centers would silently be another estimate).
     """
     loop = asyncio.get_running_loop()
+    per_call = epsilon / max_evaluations
     out: dict[str, Estimate] = {}
     for group, name in zip(groups, names, strict=True):
 
         async def ask(lmbda: float, group: str | None = group) -> list[YJMoments]:
-            request = YJMomentsRequest(variable=variable, group=group, study=study, lmbda=lmbda)
+            request = YJMomentsRequest(variable=variable, group=group, lmbda=lmbda,
+                                       epsilon=per_call, bounds=bounds)
             released = await asyncio.gather(*(c.yj_moments(dataset, request) for c in centers))
             return [r.to_result() for r in released]
 
@@ -112,7 +122,8 @@ async def yj_data_estimates(
 
         try:
             result = await asyncio.to_thread(
-                yj_data_quantiles, query, list(levels), max_evaluations=max_evaluations
+                yj_data_quantiles, query, list(levels), max_evaluations=max_evaluations,
+                tol=DP_TOL,
             )
         except (EvaluationCapError, ValueError) as exc:
             out[name] = Estimate(None, str(exc))

@@ -2,8 +2,11 @@
 
 1. Sizes first (:func:`coordinator.protocols.survey.survey_centers`).
 2. The largest center builds its own table (``POST .../table``).
-3. The others, largest first, refine it one by one (``POST .../table/refine`` with the current
-   limits only); the coordinator folds each release in with ``shared.federation.apply_refinement``.
+3. The others, largest first, refine it one by one (``POST .../table/refine`` with the signed
+   statement of the current limits, never counts: a center refines only limits a center it
+   trusts signed); the coordinator folds each release in with
+   ``shared.federation.apply_refinement`` and passes the refining center's signed statement of
+   the refined limits to the next one.
 
 This is ``shared.federation.federated_table`` over the network: the same order (ties broken by
 the registry's order), the same core functions on each side.
@@ -31,6 +34,7 @@ from shared.protocol import (
     ExtremeChoice,
     RefinementRelease,
     RefinementRequest,
+    SignedLimits,
     TableRequest,
 )
 
@@ -102,6 +106,17 @@ def check_refinement(
     return tuple(totals)
 
 
+def check_signed(center: str, signed: SignedLimits | None, table: BinTable) -> SignedLimits:
+    """The center's signed statement of ``table``'s limits (the next center refines only
+    signed limits); ``implausible`` when it is missing or states other limits."""
+    if signed is None:
+        raise _implausible(center, "the release carries no signed statement of its limits")
+    stated = np.asarray(signed.statement.limits, dtype=np.float64)
+    if stated.shape != table.limits.shape or not np.array_equal(stated, table.limits):
+        raise _implausible(center, "the signed statement states other limits than the release")
+    return signed
+
+
 def fold(center: str, table: BinTable, release: RefinementRelease,
          center_totals: tuple[float, ...]) -> BinTable:
     """``apply_refinement``, with a release that does not fit named as ``implausible``."""
@@ -139,33 +154,36 @@ async def federated_bin_table(
     order = sorted(survey.usable, key=lambda port: -survey.sizes[port.center_id])
     excluded = list(survey.excluded)
     table: BinTable | None = None
+    signed: SignedLimits | None = None
     done: list[str] = []
     center_totals: dict[str, tuple[float, ...]] = {}
     for port in order:
         cid = port.center_id
         try:
-            if table is None:
+            if table is None or signed is None:
                 built = await port.table(
                     dataset,
                     TableRequest(variable=variable, groups=groups, k=k, lower=lower, upper=upper),
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
                                              bounds=survey.bounds[cid])
-                table = built.to_table()
+                merged = built.to_table()
+                next_signed = check_signed(cid, built.signed, merged)
             else:
                 refinement = await port.refine(
-                    dataset,
-                    RefinementRequest(variable=variable, groups=groups, k=k,
-                                      limits=table.limits.tolist()),
+                    dataset, RefinementRequest(variable=variable, groups=groups, k=k,
+                                               table=signed),
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
                                           bounds=survey.bounds[cid])
-                table = fold(cid, table, refinement, totals)
+                merged = fold(cid, table, refinement, totals)
+                next_signed = check_signed(cid, refinement.signed, merged)
         except CenterFailure as failure:
             if not allow_partial:
                 raise
             excluded.append(failure)
             continue
+        table, signed = merged, next_signed
         done.append(cid)
         center_totals[cid] = totals
     require(max(1, min_centers), done, excluded)

@@ -1,10 +1,12 @@
 """Wire models for the YJ data and quantile-loss exchanges between coordinator and centers.
 
-Same conventions as :mod:`shared.protocol` (pydantic v2, frozen, unknown fields refused); each
+The one wire layer of :mod:`shared.protocol` (``WireModel``: the same serialization, so request
+keys are hashed alike everywhere); each
 release converts to and from the pure result of :mod:`shared.quantiles`:
 
-* coordinator → center: :class:`YJMomentsRequest` (one λ); center → coordinator:
-  :class:`YJMomentsRelease` (n and the three sums, :class:`~shared.quantiles.YJMoments`).
+* coordinator → center: :class:`YJMomentsRequest` (one λ, ε, public bounds); center →
+  coordinator: :class:`YJMomentsRelease` (n and the three noised sums,
+  :class:`~shared.quantiles.YJMoments`).
 * coordinator → center: :class:`QuantileLossRequest` (u, level); center → coordinator:
   :class:`QuantileLossRelease` (:class:`~shared.quantiles.QuantileLoss`). The loss leaks data:
   centers keep it off by default.
@@ -12,47 +14,42 @@ release converts to and from the pure result of :mod:`shared.quantiles`:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, FiniteFloat, model_validator
 
+from shared.protocol import MIN_EPSILON, WireModel, check_public_bounds
 from shared.quantiles.loss import QuantileLoss
 from shared.quantiles.yj_data import YJMoments
 
+class YJMomentsRequest(WireModel):
+    """Ask a center for its ε-DP moment sums of ``variable`` (one declared level ``group``, or
+    all records) at one λ.
 
-class QuantileWireModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class YJMomentsRequest(QuantileWireModel):
-    """Ask a center for its moment sums of ``variable`` (one declared level ``group``, or all
-    records) at one λ of one ``study``; the center caps the calls per study.
-
-    With ``epsilon`` the center clips the values to the public ``bounds`` and adds Laplace noise
-    calibrated to the three sums' sensitivity there, paid from its budget (n stays exact).
+    The center clips the values to the public ``bounds`` and adds Laplace noise calibrated to
+    the three sums' sensitivity there, paid from its budget; ``n`` is the selection's size (a
+    K-anonymous count, the same the center's tables total). Un-noised sums are never released:
+    from the sums at a few λ the values of a small sample can be solved for.
     """
 
     variable: str = Field(min_length=1)
     group: str | None = None
-    study: str = Field(min_length=1, max_length=128)
-    lmbda: float = Field(ge=-10.0, le=10.0)
-    epsilon: float | None = Field(default=None, ge=1e-6, le=100.0)
-    bounds: tuple[float, float] | None = None
+    lmbda: float = Field(ge=-10.0, le=10.0, allow_inf_nan=False)
+    epsilon: float = Field(ge=MIN_EPSILON, le=100.0, allow_inf_nan=False)
+    bounds: tuple[float, float]
 
     @model_validator(mode="after")
-    def _noise_needs_bounds(self) -> YJMomentsRequest:
-        if self.epsilon is not None:
-            if self.bounds is None or not self.bounds[0] < self.bounds[1]:
-                raise ValueError("noised moments need public bounds (lower < upper)")
+    def _bounds(self) -> YJMomentsRequest:
+        check_public_bounds(self.bounds, "bounds")
         return self
 
 
-class YJMomentsRelease(QuantileWireModel):
-    """n, Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)² of one center (sums possibly noised)."""
+class YJMomentsRelease(WireModel):
+    """n, Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)² of one center (the sums noised)."""
 
-    lmbda: float
+    lmbda: FiniteFloat
     n: int = Field(ge=0)
-    sum_log: float
-    sum_yj: float
-    sum_yj_sq: float
+    sum_log: FiniteFloat
+    sum_yj: FiniteFloat
+    sum_yj_sq: FiniteFloat
 
     @classmethod
     def from_result(cls, moments: YJMoments) -> YJMomentsRelease:
@@ -74,23 +71,23 @@ class YJMomentsRelease(QuantileWireModel):
         )
 
 
-class QuantileLossRequest(QuantileWireModel):
+class QuantileLossRequest(WireModel):
     """Ask a center for Σ ρ_level(x − u) of ``variable`` (benchmark only: it leaks data; centers
     refuse it unless switched on)."""
 
     variable: str = Field(min_length=1)
     group: str | None = None
-    u: float
+    u: float = Field(ge=-1e15, le=1e15, allow_inf_nan=False)
     level: float = Field(gt=0.0, lt=1.0)
 
 
-class QuantileLossRelease(QuantileWireModel):
+class QuantileLossRelease(WireModel):
     """One center's quantile loss at (u, level)."""
 
-    u: float
+    u: FiniteFloat
     level: float = Field(gt=0.0, lt=1.0)
     n: int = Field(ge=0)
-    loss: float = Field(ge=0.0)
+    loss: FiniteFloat = Field(ge=0.0)
 
     @classmethod
     def from_result(cls, loss: QuantileLoss) -> QuantileLossRelease:

@@ -41,6 +41,11 @@ from shared.quantiles.yeojohnson import YJNormal, _check_lmbda, yeojohnson
 
 DEFAULT_BRACKET = (-2.0, 2.0)
 DEFAULT_MAX_EVALUATIONS = 40
+DP_MAX_EVALUATIONS = 24
+"""λ evaluations a fit on ε-DP sums may use: each costs ε / DP_MAX_EVALUATIONS per center, and
+with the looser :data:`DP_TOL` Brent needs fewer (benchmarks/sim_quantiles.py --dp)."""
+DP_TOL = 1e-3
+"""Brent's relative tolerance on noisy sums (about 3e-3 in λ): tighter only chases the noise."""
 BRENT_TOL = 1.48e-8
 """``scipy.optimize.brent``'s default relative tolerance."""
 _SHIFT = 3.0

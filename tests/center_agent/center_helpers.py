@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,11 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import sqlalchemy as sa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from center_agent.gate.keys import CenterKeys
 from fedstats_cli.procs import await_health
+from shared.protocol import LimitsStatement
 
 TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"
 OTHER_TOKEN = "tok-" + "ffeeddccbbaa99887766"
@@ -26,6 +30,28 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 K = 10
 PG_USERS = ("postgres", "root")
 REPO = Path(__file__).resolve().parents[2]
+
+
+# A peer center whose tables the test center trusts (settings `peers`): its key is made once
+# per test session, never stored.
+PEER_ID = "hospital-peer"
+_PEER_KEY = Ed25519PrivateKey.generate()
+PEER = CenterKeys(PEER_ID, secrets.token_bytes(32), _PEER_KEY, {})
+PEER_PUBLIC_KEY = PEER.public_key
+
+
+def peer_table(limits: Sequence[float], *, variable: str = "x",
+               groups: Sequence[str] | None = ("a", "b"), k: int = K, dataset: str = "cohort",
+               lower: str = "buffer", upper: str = "buffer",
+               signer: CenterKeys = PEER) -> dict[str, Any]:
+    """A table statement signed by the peer (or ``signer``), as a refine request carries it."""
+    statement = LimitsStatement(
+        center_id=signer.center_id, dataset=dataset, variable=variable,
+        groups=tuple(groups) if groups is not None else None, k=k,
+        limits=[float(v) for v in limits], lower=lower, upper=upper,  # type: ignore[arg-type]
+    )
+    signed: dict[str, Any] = signer.sign(statement).to_payload()
+    return signed
 
 
 def make_table(n: int = 157, seed: int = 20261129) -> pa.Table:

@@ -14,6 +14,8 @@ import pytest
 import sqlalchemy as sa
 from center_helpers import (
     OTHER_TOKEN,
+    PEER_ID,
+    PEER_PUBLIC_KEY,
     PG_USERS,
     TOKEN,
     K,
@@ -48,6 +50,7 @@ def base_config(tmp_path: Path, csv_path: Path) -> dict[str, Any]:
         "k": K,
         "tokens": [TOKEN, OTHER_TOKEN],
         "ledger_url": f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+        "peers": {PEER_ID: PEER_PUBLIC_KEY},
         "datasets": {"cohort": dataset_config({"kind": "csv", "path": str(csv_path)})},
     }
 

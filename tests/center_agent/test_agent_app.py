@@ -11,10 +11,9 @@ from center_helpers import AUTH, OTHER_TOKEN, TOKEN, K, write_toml
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from center_agent.api.deps import DatasetDep, LedgerDep, QuantileLossAllowed, authenticate
+from center_agent.api.deps import authenticate
 from center_agent.core.config import load_settings
-from center_agent.core.errors import DifferencingRefusal
-from center_agent.ledger import request_key
+from center_agent.core.errors import DataChanged
 from center_agent.main import create_app
 
 pytestmark = pytest.mark.anyio
@@ -70,7 +69,8 @@ async def test_no_route_but_health_is_public(app: FastAPI, client: httpx.AsyncCl
                 assert operation["security"] == [{"HTTPBearer": []}], path
                 assert r.status_code == 401, (method, path)
     for hidden in ("/openapi.json", "/docs", "/redoc"):
-        assert (await client.get(hidden)).status_code == 404
+        assert (await client.get(hidden)).status_code == 401  # nothing shows without a token
+        assert (await client.get(hidden, headers=AUTH)).status_code == 404
 
 
 async def test_info_rounds_sizes_down_to_multiples_of_k(client: httpx.AsyncClient) -> None:
@@ -85,8 +85,12 @@ async def test_info_rounds_sizes_down_to_multiples_of_k(client: httpx.AsyncClien
     assert ds["name"] == "cohort"
     assert ds["variables"] == ["x", "y"]
     assert ds["group"] == {"column": "arm", "levels": ["a", "b"]}
-    assert ds["n_records"] == 150  # 157 rows
+    # 157 rows; 140 complete rows of a declared level (y missing or infinite in 14, a label
+    # undeclared or missing in 3): the one population every release counts.
+    assert ds["n_records"] == 140
     assert set(ds["n_by_group"]) == {"a", "b"}
+    assert ds["epoch"] == 1 and ds["paused"] is False
+    assert len(body["signing_key"]) == 44  # base64 of 32 bytes
     for count in [ds["n_records"], *ds["n_by_group"].values()]:
         assert count % K == 0
 
@@ -133,7 +137,7 @@ async def test_body_over_the_limit_is_413(client: httpx.AsyncClient, app: FastAP
     assert r.status_code == 413
 
 
-# -- how a release endpoint plugs in: a throw-away route using the real dependencies ----------
+# -- errors and refusals, through throw-away routes using the real dependencies ---------------
 
 
 class _EchoBody(BaseModel):
@@ -146,61 +150,55 @@ def _add_test_routes(app: FastAPI) -> None:
 
     router = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)])
 
-    @router.post("/datasets/{dataset}/_test_release")
-    def release(dataset: DatasetDep, body: _EchoBody, ledger: LedgerDep) -> Any:
-        sample = dataset.load(body.variable)
-        key = request_key(dataset.name, body.variable, "test_mean", {}, body.epsilon)
-        return ledger.release(
-            dataset.name, key, body.epsilon, lambda: {"n": int(sample.values.size > 0)}
-        )
-
-    @router.get("/_test_quantile_loss", dependencies=[QuantileLossAllowed])
-    def quantile_loss() -> dict[str, str]:
-        return {"loss": "leaky"}
-
     @router.get("/_test_crash")
     def crash() -> None:
         raise RuntimeError("secret path /srv/data/patients.csv in a trace")
 
     @router.get("/_test_refusal")
     def refusal() -> None:
-        raise DifferencingRefusal("would isolate a record", extra={"reason": "test"})
+        raise DataChanged("cohort", 3)
 
     app.include_router(router)
 
 
-async def test_release_route_validation_budget_and_cache(
-    client: httpx.AsyncClient, app: FastAPI
-) -> None:
-    _add_test_routes(app)
-    url = "/v1/datasets/cohort/_test_release"
-    r = await client.post(url, headers=AUTH, json={"variable": "x"})
+DP = {"variable": "x", "epsilon": 0.5, "bounds": [0, 100], "levels": [0.5]}
+
+
+async def test_release_route_validation_budget_and_cache(client: httpx.AsyncClient) -> None:
+    url = "/v1/datasets/cohort/dp/quantiles"
+    r = await client.post(url, headers=AUTH, json={"variable": "x", "bounds": [0, 1],
+                                                    "levels": [0.5]})
     assert r.status_code == 422
     assert r.json()["error"] == "validation_error"
     assert "body.epsilon" in r.json()["detail"] and "body.epsilon" in r.json()["fields"]
     for bad in (0, -1, "NaN", "inf"):
-        r = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": bad})
+        r = await client.post(url, headers=AUTH, json={**DP, "epsilon": bad})
         assert r.status_code == 422, bad
-    r = await client.post(url, json={"variable": "x", "epsilon": 1})
+    r = await client.post(url, json=DP)
     assert r.status_code == 401
-    r = await client.post(url, headers=AUTH, json={"variable": "secret", "epsilon": 1})
+    r = await client.post(url, headers=AUTH, json={**DP, "variable": "secret"})
     assert r.status_code == 404 and r.json()["error"] == "unknown_variable"
-    r = await client.post(
-        "/v1/datasets/other/_test_release", headers=AUTH, json={"variable": "x", "epsilon": 1}
-    )
+    r = await client.post("/v1/datasets/other/dp/quantiles", headers=AUTH, json=DP)
     assert r.status_code == 404 and r.json()["error"] == "unknown_dataset"
 
-    first = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": 2})
-    again = await client.post(url, headers=AUTH, json={"variable": "x", "epsilon": 2})
+    first = await client.post(url, headers=AUTH, json={**DP, "epsilon": 0.75})
+    again = await client.post(url, headers=AUTH, json={**DP, "epsilon": 0.75})
     assert first.status_code == again.status_code == 200
     assert first.json() == again.json()
     budget = (await client.get("/v1/budget/cohort", headers=AUTH)).json()
-    assert budget["spent_epsilon"] == 2.0  # the repeat spent nothing
+    assert budget["spent_epsilon"] == 0.75  # the repeat spent nothing
 
-    r = await client.post(url, headers=AUTH, json={"variable": "y", "epsilon": 1.5})
+    # One request may spend at most a quarter of the total (epsilon_per_request's default).
+    r = await client.post(url, headers=AUTH, json={**DP, "epsilon": 0.8})
+    assert r.status_code == 403
+    assert r.json()["error"] == "epsilon_cap_exceeded"
+    for bounds in ([0, 60], [0, 70], [0, 80]):
+        r = await client.post(url, headers=AUTH, json={**DP, "epsilon": 0.75, "bounds": bounds})
+        assert r.status_code == 200
+    r = await client.post(url, headers=AUTH, json={**DP, "epsilon": 0.1, "bounds": [0, 90]})
     assert r.status_code == 403
     assert r.json()["error"] == "budget_exceeded"
-    assert r.json()["remaining_epsilon"] == pytest.approx(1.0)
+    assert r.json()["remaining_epsilon"] == pytest.approx(0.0)
 
 
 async def test_no_stack_trace_reaches_a_response(client: httpx.AsyncClient, app: FastAPI) -> None:
@@ -218,11 +216,9 @@ async def test_refusals_are_typed(client: httpx.AsyncClient, app: FastAPI) -> No
     _add_test_routes(app)
     r = await client.get("/v1/_test_refusal", headers=AUTH)
     assert r.status_code == 409
-    assert r.json() == {
-        "error": "differencing_refused",
-        "detail": "would isolate a record",
-        "reason": "test",
-    }
+    body = r.json()
+    assert body["error"] == "data_changed" and body["epoch"] == 3
+    assert "fedstats center epoch --roll" in body["detail"]
 
 
 async def test_unreadable_source_is_500_without_details(
@@ -241,10 +237,10 @@ async def test_leaky_release_is_refused_unless_switched_on(
 ) -> None:
     config = write_toml(tmp_path / "q.toml", {**base_config, "allow_quantile_loss": allowed})
     app = create_app(load_settings(config))
-    _add_test_routes(app)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
-        r = await client.get("/v1/_test_quantile_loss", headers=AUTH)
+        r = await client.post("/v1/datasets/cohort/quantile-loss", headers=AUTH,
+                              json={"variable": "x", "u": 50.0, "level": 0.5})
         info = (await client.get("/v1/info", headers=AUTH)).json()
     app.state.services.close()
     assert info["quantile_loss_enabled"] is allowed
@@ -257,7 +253,7 @@ async def test_leaky_release_is_refused_unless_switched_on(
 
 
 async def test_info_never_shows_a_small_count(tmp_path: Path, base_config: dict[str, Any]) -> None:
-    """A level with 3 records, a dataset of 13: both show as multiples of K."""
+    """A level with 3 records is left out of the population; the dataset shows its other 10."""
     csv = tmp_path / "small.csv"
     csv.write_text("x,arm\n" + "".join(f"{i},{'b' if i < 3 else 'a'}\n" for i in range(13)))
     datasets = {

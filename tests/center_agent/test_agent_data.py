@@ -1,4 +1,5 @@
-"""Data sources: CSV, Parquet, SQLite and PostgreSQL give the same arrays under one policy."""
+"""Data sources and the one population: CSV, Parquet, SQLite and PostgreSQL give the same
+population under one rule (complete cases of declared levels holding at least K rows)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import sqlalchemy as sa
 from center_helpers import K, make_table, write_csv, write_parquet, write_sql
 
 from center_agent.core.config import DatasetConfig
-from center_agent.core.errors import DataSourceError, UnknownVariable
-from center_agent.data import Dataset, Sample, dropped_report, round_down
+from center_agent.core.errors import DataSourceError, KAnonymityRefusal, UnknownVariable
+from center_agent.data import ALL, Dataset, Population, round_down
 
 TABLE = make_table()
 
@@ -26,8 +27,8 @@ def open_dataset() -> Iterator[Callable[..., Dataset]]:
     """Datasets made in a test, their sources closed afterwards whatever happens."""
     made: list[Dataset] = []
 
-    def make(config: DatasetConfig, name: str = "cohort") -> Dataset:
-        made.append(Dataset(name, config))
+    def make(config: DatasetConfig, name: str = "cohort", k: int = K) -> Dataset:
+        made.append(Dataset(name, config, k))
         return made[-1]
 
     yield make
@@ -46,27 +47,23 @@ def _config(source: dict[str, Any], levels: Sequence[str] = ("a", "b")) -> Datas
     )
 
 
-def _expected(variable: str, grouped: bool) -> tuple[list[tuple[str, float]], int]:
-    """The policy applied row by row, as a plain reference (the code under test is vectorized)."""
-    rows = TABLE.to_pylist()
-    kept, dropped = [], 0
-    for row in rows:
-        v, g = row[variable], row["arm"]
-        finite = v is not None and np.isfinite(v)
-        if not grouped:
-            kept += [("", v)] if finite else []
-            dropped += not finite
-        elif g is None:
-            dropped += 1
-        elif g in ("a", "b"):
-            kept += [(g, v)] if finite else []
-            dropped += not finite
-    return sorted(kept), dropped
+def _expected(table: pa.Table = TABLE, levels: Sequence[str] = ("a", "b"),
+              k: int = K) -> dict[str, dict[str, list[float]]]:
+    """The population rule applied row by row, as a plain reference (the code is vectorized)."""
+    kept: dict[str, list[tuple[float, float]]] = {level: [] for level in levels}
+    for row in table.to_pylist():
+        x, y, g = row["x"], row["y"], row["arm"]
+        complete = all(v is not None and np.isfinite(v) for v in (x, y))
+        if g in kept and complete:
+            kept[g].append((x, y))
+    included = {g: rows for g, rows in kept.items() if len(rows) >= k}
+    return {variable: {g: sorted(r[i] for r in rows) for g, rows in included.items()}
+            for i, variable in enumerate(("x", "y"))}
 
 
-def _pairs(sample: Sample) -> list[tuple[str, float]]:
-    labels = sample.groups if sample.groups is not None else [""] * sample.values.size
-    return sorted(zip((str(g) for g in labels), sample.values.tolist(), strict=True))
+def _as_lists(population: Population) -> dict[str, dict[str, list[float]]]:
+    return {v: {g: arr.tolist() for g, arr in parts.items()}
+            for v, parts in population.values.items()}
 
 
 @pytest.fixture(params=["csv", "parquet", "sqlite-table", "sqlite-query", "pg-table", "pg-query"])
@@ -86,58 +83,72 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     return {"kind": "sql", "url": url, "query": "SELECT x, y, arm FROM cohort_rows WHERE 1 = 1"}
 
 
-@pytest.mark.parametrize("variable", ["x", "y"])
-@pytest.mark.parametrize("grouped", [False, True])
-def test_every_source_gives_the_same_arrays(
-    open_dataset: Callable[..., Dataset], source: dict[str, Any], variable: str, grouped: bool
-) -> None:
-    dataset = open_dataset(_config(source), "cohort")
-    sample = dataset.load(variable, "arm" if grouped else None)
-    expected, dropped = _expected(variable, grouped)
-    assert sample.values.dtype == np.float64
-    assert np.isfinite(sample.values).all()
-    assert _pairs(sample) == expected
-    assert sample.n_dropped == dropped
-    if grouped:
-        assert sample.groups is not None and set(sample.groups.tolist()) <= {"a", "b"}
-        assert sample.levels == ("a", "b")
-        parts = sample.by_group()
-        assert sorted(parts) == ["a", "b"]
-        assert sum(p.size for p in parts.values()) == sample.values.size
-    else:
-        assert sample.groups is None
-
-
-def test_sizes_count_rows_and_declared_levels(
+def test_every_source_gives_the_same_population(
     open_dataset: Callable[..., Dataset], source: dict[str, Any]
 ) -> None:
-    dataset = open_dataset(_config(source), "cohort")
-    n, by_group = dataset.sizes()
-    arm = TABLE.column("arm").to_pylist()
-    assert n == TABLE.num_rows
-    assert by_group == {"a": arm.count("a"), "b": arm.count("b")}
+    population = open_dataset(_config(source)).population()
+    assert population.levels == ("a", "b")
+    assert _as_lists(population) == _expected()
+    for parts in population.values.values():
+        for values in parts.values():
+            assert values.dtype == np.float64 and np.isfinite(values).all()
+    # One population: every variable has the same sizes, and the pooled values are the levels'.
+    assert population.sizes == {g: len(v) for g, v in _expected()["x"].items()}
+    assert population.pooled("y").tolist() == sorted(v for vs in _expected()["y"].values() for v in vs)
 
 
-def test_only_the_needed_columns_are_read(
+def test_a_level_with_fewer_than_k_rows_is_left_out(
+    open_dataset: Callable[..., Dataset], tmp_path: Path
+) -> None:
+    """Three complete rows of level b: b is not in the population, so no release of any kind
+    (ungrouped totals included) counts them; its /v1/info size is 0 and it is refused."""
+    path = tmp_path / "small.csv"
+    path.write_text("x,y,arm\n" + "".join(
+        f"{i},{i},{'b' if i < 3 else 'a'}\n" for i in range(25)))
+    dataset = open_dataset(_config({"kind": "csv", "path": str(path)}))
+    population = dataset.population()
+    assert population.levels == ("a",) and population.excluded == ("b",)
+    assert population.n == 22 and population.pooled("x").size == 22
+    with pytest.raises(KAnonymityRefusal, match="level 'b'"):
+        dataset.require(population, "b", K)
+    dataset.require(population, "a", K)
+    with pytest.raises(KAnonymityRefusal, match="fewer than K = 30"):
+        dataset.require(population, None, 30)  # its public size, 20, is below 30
+
+
+def test_without_a_group_column_one_level_holds_every_complete_row(
+    open_dataset: Callable[..., Dataset], tmp_path: Path
+) -> None:
+    path = write_csv(TABLE, tmp_path / "d.csv")
+    config = DatasetConfig.model_validate({"source": {"kind": "csv", "path": str(path)},
+                                           "variables": ["x"], "epsilon_total": 1.0})
+    population = open_dataset(config).population()
+    assert population.levels == (ALL,)
+    assert population.n == sum(v is not None for v in TABLE.column("x").to_pylist())
+
+
+def test_the_fingerprint_follows_the_content_not_the_file(
+    open_dataset: Callable[..., Dataset], tmp_path: Path
+) -> None:
+    path = tmp_path / "d.parquet"
+    write_parquet(TABLE, path)
+    dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
+    first = dataset.population().fingerprint
+    write_parquet(TABLE.take(np.random.default_rng(1).permutation(TABLE.num_rows)), path)
+    assert dataset.population().fingerprint == first  # rows in another order: the same data
+    x = TABLE.column("x").to_numpy().copy()
+    x[10] += 0.001
+    write_parquet(TABLE.set_column(0, "x", pa.array(x)), path)
+    assert dataset.population().fingerprint != first  # one value moved
+
+
+def test_only_declared_columns_are_read_in_one_read(
     open_dataset: Callable[..., Dataset], source: dict[str, Any]
 ) -> None:
-    dataset = open_dataset(_config(source), "cohort")
-    seen: list[list[str]] = []
-    read = dataset.source.read
-
-    def spy(columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
-        seen.append(list(columns))
-        table = read(columns, text=text)
-        assert table.column_names == list(columns)
-        return table
-
-    dataset.source.read = spy  # type: ignore[method-assign]
-    dataset.load("y")
-    dataset.load("x", "arm")
-    if dataset.source.version() is None:  # a database: both columns in one query
-        assert seen == [["y"], ["x", "arm"]]
-    else:  # a file: the group column's codes are kept apart from the variables
-        assert seen == [["y"], ["arm"], ["x"]]
+    dataset = open_dataset(_config(source))
+    seen = _counting_reads(dataset)
+    dataset.population()
+    assert seen[0] == ["x", "y", "arm"]
 
 
 def test_undeclared_names_never_reach_the_source(
@@ -145,12 +156,9 @@ def test_undeclared_names_never_reach_the_source(
 ) -> None:
     path = write_csv(TABLE, tmp_path / "d.csv")
     dataset = open_dataset(_config({"kind": "csv", "path": str(path)}), "cohort")
-    dataset.source.read = None  # type: ignore[assignment,method-assign]  # any read would fail
     for variable in ("notes", "arm", "x; DROP TABLE cohort_rows", 'x" --'):
         with pytest.raises(UnknownVariable):
-            dataset.load(variable)
-    with pytest.raises(UnknownVariable):
-        dataset.load("x", "y")  # only the declared group column groups
+            dataset.check_variable(variable)
 
 
 def test_sql_identifiers_are_quoted_not_formatted(
@@ -159,9 +167,10 @@ def test_sql_identifiers_are_quoted_not_formatted(
     """A (declared) column named like an SQL keyword is read as a column, not as SQL."""
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
     engine = sa.create_engine(url)
+    rows = ", ".join(f"({i + 0.5}, {1 + i % 2})" for i in range(40))
     with engine.begin() as conn:
         conn.exec_driver_sql('CREATE TABLE "select" ("order" REAL, "group" INTEGER)')
-        conn.exec_driver_sql('INSERT INTO "select" VALUES (1.5, 1), (2.5, 2), (NULL, 1)')
+        conn.exec_driver_sql(f'INSERT INTO "select" VALUES {rows}, (NULL, 1)')
     engine.dispose()
     config = DatasetConfig.model_validate(
         {
@@ -173,20 +182,20 @@ def test_sql_identifiers_are_quoted_not_formatted(
     )
     dataset = open_dataset(config, "d")
     dataset.check_columns()
-    sample = dataset.load("order", "group")
-    assert sample.values.tolist() == [1.5, 2.5]
-    assert sample.groups is not None and sample.groups.tolist() == ["1", "2"]
-    assert sample.n_dropped == 1
+    population = dataset.population()
+    assert population.sizes == {"1": 20, "2": 20}
+    assert population.level("order", "2").tolist() == [i + 0.5 for i in range(1, 40, 2)]
 
 
 def test_sql_integer_and_decimal_columns_become_floats(
     open_dataset: Callable[..., Dataset], pg_url: str
 ) -> None:
     engine = sa.create_engine(pg_url)
+    values = ", ".join(f"({i}, {i}.25, 'a')" for i in range(12))
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE typed (i INTEGER, d NUMERIC(6, 2), g TEXT)")
         conn.exec_driver_sql(
-            "INSERT INTO typed VALUES (1, 1.25, 'a'), (2, NULL, 'b'), (NULL, 'NaN', 'a')"
+            f"INSERT INTO typed VALUES {values}, (2, NULL, 'b'), (NULL, 'NaN', 'a')"
         )
     engine.dispose()
     config = DatasetConfig.model_validate(
@@ -196,10 +205,9 @@ def test_sql_integer_and_decimal_columns_become_floats(
             "epsilon_total": 1.0,
         }
     )
-    dataset = open_dataset(config, "d")
-    assert dataset.load("i").values.tolist() == [1.0, 2.0]
-    d = dataset.load("d")
-    assert d.values.tolist() == [1.25] and d.n_dropped == 2
+    population = open_dataset(config, "d").population()
+    assert population.level("i", ALL).tolist() == [float(i) for i in range(12)]
+    assert population.level("d", ALL).tolist() == [i + 0.25 for i in range(12)]
 
 
 def test_declared_column_missing_from_the_source_fails_at_start(
@@ -218,15 +226,8 @@ def test_a_text_variable_is_a_data_source_error(
     path.write_text("x,y,arm\n1,oops,a\n2,3,b\n")
     dataset = open_dataset(_config({"kind": "csv", "path": str(path)}), "cohort")
     with pytest.raises(DataSourceError) as info:
-        dataset.load("y")
+        dataset.population()
     assert str(path) not in info.value.detail
-
-
-def test_dropped_count_is_reported_only_if_zero_or_at_least_k() -> None:
-    assert dropped_report(0, K) == 0
-    assert [dropped_report(n, K) for n in range(1, K)] == ["<K"] * (K - 1)
-    assert dropped_report(K, K) == K
-    assert dropped_report(123, K) == 123
 
 
 def test_round_down() -> None:
@@ -239,7 +240,9 @@ def _counting_reads(dataset: Dataset) -> list[list[str]]:
 
     def spy(columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
         seen.append(list(columns))
-        return read(columns, text=text)
+        table = read(columns, text=text)
+        assert table.column_names == list(columns)
+        return table
 
     dataset.source.read = spy  # type: ignore[method-assign]
     return seen
@@ -254,19 +257,17 @@ def test_a_file_is_read_once_until_it_changes(
     write(TABLE, path)
     dataset = open_dataset(_config({"kind": kind, "path": str(path)}))
     seen = _counting_reads(dataset)
-    first = dataset.load("x", "arm")
-    assert dataset.load("x", "arm") is first
-    assert dataset.sizes() == dataset.sizes()  # from the kept group codes
-    dataset.load("y")
-    assert seen == [["arm"], ["x"], ["y"]]
+    first = dataset.population()
+    assert dataset.population() is first
+    assert len(seen) == 1
     with pytest.raises(ValueError, match="read-only"):
-        first.by_group()["a"][0] = 0.0  # shared between requests: nobody may change it
+        first.level("x", "a")[0] = 0.0  # shared between requests: nobody may change it
 
     smaller = TABLE.slice(0, TABLE.num_rows - 7)  # a rewritten file: new size, new version
     write(smaller, path)
-    again = dataset.load("x", "arm")
-    assert seen[-2:] == [["arm"], ["x"]] and again is not first
-    assert again.values.size < first.values.size
+    again = dataset.population()
+    assert len(seen) == 2 and again is not first
+    assert again.n < first.n
 
 
 def test_a_database_is_read_on_every_request(
@@ -276,9 +277,9 @@ def test_a_database_is_read_on_every_request(
     write_sql(TABLE, url, "cohort_rows")
     dataset = open_dataset(_config({"kind": "sql", "url": url, "table": "cohort_rows"}))
     seen = _counting_reads(dataset)
-    dataset.load("x")
-    dataset.load("x")
-    assert seen == [["x"], ["x"]]
+    dataset.population()
+    dataset.population()
+    assert len(seen) == 2
 
 
 def test_concurrent_requests_read_once(
@@ -288,36 +289,16 @@ def test_concurrent_requests_read_once(
     dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
     seen = _counting_reads(dataset)
     with ThreadPoolExecutor(8) as pool:
-        samples = list(pool.map(lambda _: dataset.load("x", "arm"), range(16)))
-    assert seen == [["arm"], ["x"]]
-    assert all(s is samples[0] for s in samples)
+        populations = list(pool.map(lambda _: dataset.population(), range(16)))
+    assert len(seen) == 1
+    assert all(p is populations[0] for p in populations)
 
 
-def test_parquet_row_groups_give_the_same_arrays(
+def test_parquet_row_groups_give_the_same_population(
     open_dataset: Callable[..., Dataset], tmp_path: Path
 ) -> None:
     """Many row groups: the labels come as several dictionary-encoded chunks."""
     path = tmp_path / "d.parquet"
     pq.write_table(TABLE, path, row_group_size=20)
     dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
-    sample = dataset.load("y", "arm")
-    assert _pairs(sample) == _expected("y", True)[0]
-    assert sample.n_dropped == _expected("y", True)[1]
-    arm = TABLE.column("arm").to_pylist()
-    assert dataset.sizes() == (TABLE.num_rows, {"a": arm.count("a"), "b": arm.count("b")})
-
-
-def test_a_file_changed_between_two_reads_is_read_again_as_one(
-    open_dataset: Callable[..., Dataset], tmp_path: Path
-) -> None:
-    """The kept group codes and a variable read later must come from one version of the file:
-    if the version moved meanwhile, both columns are read again in one read."""
-    path = write_parquet(TABLE, tmp_path / "d.parquet")
-    dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
-    dataset.sizes()  # the codes are kept
-    versions = iter(range(100))
-    dataset.source.version = lambda: next(versions)  # type: ignore[method-assign]
-    seen = _counting_reads(dataset)
-    sample = dataset.load("x", "arm")
-    assert seen[-1] == ["x", "arm"]
-    assert _pairs(sample) == _expected("x", True)[0]
+    assert _as_lists(dataset.population()) == _expected()

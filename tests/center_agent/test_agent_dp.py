@@ -51,22 +51,22 @@ async def test_dp_quantiles_spend_once(client: httpx.AsyncClient, algorithm: str
 
 
 async def test_dp_boxplot(client: httpx.AsyncClient, app: FastAPI) -> None:
-    body = {"variable": "x", "group": "a", "epsilon": 1.0, "bounds": [-50, 150]}
+    body = {"variable": "x", "group": "a", "epsilon": 0.75, "bounds": [-50, 150]}
     r = await client.post(f"{DP}/boxplot", json=body, headers=AUTH)
     assert r.status_code == 200, r.text
     box = DPBoxplotRelease.model_validate_json(r.content)
     assert box.lower_whisker <= box.q1 <= box.median <= box.q3 <= box.upper_whisker
-    assert sum(p.epsilon for p in box.budget) == pytest.approx(1.0)
-    x = app.state.services.datasets["cohort"].values("x", "a")
+    assert sum(p.epsilon for p in box.budget) == pytest.approx(0.75)
+    x = app.state.services.datasets["cohort"].population().level("x", "a")
     assert box.n == (x.size // 10) * 10  # public size under add/remove: rounded down to K
-    # A plausible box for N(50, 10) data at ε = 1 on ~80 records.
+    # A plausible box for N(50, 10) data at ε = 0.75 on ~70 records.
     assert 20 < box.median < 80
 
 
 async def test_budget_is_never_overspent(client: httpx.AsyncClient) -> None:
-    # The test dataset holds ε = 3 in all.
-    for i in range(3):
-        body = {"variable": "x", "levels": [0.5], "epsilon": 1.0, "bounds": [0, 100 + i]}
+    # The test dataset holds ε = 3 in all, at most 0.75 per request.
+    for i in range(4):
+        body = {"variable": "x", "levels": [0.5], "epsilon": 0.75, "bounds": [0, 100 + i]}
         assert (await client.post(f"{DP}/quantiles", json=body, headers=AUTH)).status_code == 200
     body = {"variable": "x", "levels": [0.5], "epsilon": 0.01, "bounds": [0, 1000]}
     r = await client.post(f"{DP}/quantiles", json=body, headers=AUTH)
@@ -88,6 +88,12 @@ async def test_dp_bad_input(client: httpx.AsyncClient) -> None:
         "variable": "x", "epsilon": 1, "bounds": [0, 100], "grid": [0, 100],
         "depth": 16, "branching": 16})
     assert r.status_code == 422 and "65536" in r.text
+    # Bounds whose width overflows (or that lose every digit of the data) are a 422, never a
+    # 500 from an overflow in a mechanism.
+    for bounds in ([-1.7e308, 1.7e308], [0, 1e30], [-1e16, 0]):
+        r = await client.post(f"{DP}/quantiles", json={**base, "bounds": bounds}, headers=AUTH)
+        assert r.status_code == 422, (bounds, r.text)
+        assert "bounds" in r.json()["detail"]
 
 
 async def test_pooled_rounds(client: httpx.AsyncClient, app: FastAPI) -> None:
@@ -108,7 +114,7 @@ async def test_pooled_rounds(client: httpx.AsyncClient, app: FastAPI) -> None:
         PrivacySpent(tree.epsilon))]))
     (q1, med, q3), total = pooled_quartiles(leaves, grid_edges(*grid, 256))
     assert q1 <= med <= q3
-    x = app.state.services.datasets["cohort"].values("x", None)
+    x = app.state.services.datasets["cohort"].population().pooled("x")
     assert abs(total - x.size) < 60  # the consistent root: n + noise of scale 5/0.5
     r3 = await client.post(f"{DP}/threshold-counts", headers=AUTH, json={
         "variable": "x", "epsilon": 0.125, "bounds": bounds, "lower": q1, "upper": q3})

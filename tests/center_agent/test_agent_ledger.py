@@ -11,24 +11,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 from center_helpers import child_env
 
-from center_agent.auditor import Auditor
 from center_agent.core.errors import (
     BudgetExceeded,
     CallCapExceeded,
-    DifferencingRefusal,
+    EpsilonCapExceeded,
     UnknownDataset,
 )
 from center_agent.db import Store, releases, spend_units, total_units
-from center_agent.ledger import Ledger, request_key
+from center_agent.ledger import Caps, Ledger, request_key
 
 WORKER = Path(__file__).with_name("_ledger_worker.py")
 
@@ -306,26 +305,34 @@ def test_random_sigkills_keep_spent_equal_to_stored_releases(
         assert Ledger(store).spent("big") == 0.25 * n_stored
 
 
-def test_an_auditor_admission_inside_a_release_joins_its_transaction(store: Store) -> None:
-    """How a table endpoint combines them: ε = 0 release (a repeat gets the same randomized
-    limits) whose compute admits the table; a refusal rolls back the whole release."""
-    ledger, auditor = Ledger(store), Auditor(store)
-    data = {"all": np.arange(1.0, 31.0)}
-
-    def table(limits: list[float]) -> Callable[[], dict[str, list[float]]]:
-        def compute() -> dict[str, list[float]]:
-            auditor.admit_table("d", "age", None, limits, data, 10)
-            return {"limits": limits}
-
-        return compute
-
-    assert ledger.release("d", "t1", 0.0, table([0, 10, 20, 30])) == {"limits": [0, 10, 20, 30]}
-    with pytest.raises(DifferencingRefusal):
-        ledger.release("d", "t2", 0.0, table([0, 11, 20, 30]))
-    assert len(auditor.released("d", "age")) == 1
+def test_a_call_count_inside_a_release_joins_its_transaction(store: Store) -> None:
+    """A refused call count inside a release's computation rolls the whole release back."""
+    ledger = Ledger(store)
+    ledger.release("d", "dp", 1.0, lambda: ledger.count_call("d", "token", "yj", 1))
+    assert ledger.spent("d") == 1.0
+    with pytest.raises(CallCapExceeded):
+        ledger.release("d", "dp2", 1.0, lambda: ledger.count_call("d", "token", "yj", 1))
+    assert ledger.spent("d") == 1.0
     with store.engine.connect() as conn:
         keys = conn.execute(sa.select(releases.c.request_key)).scalars().all()
-    assert keys == ["t1"]  # the refused release was not stored
-    # a DP release can also nest a call cap without deadlocking on its own lock
-    ledger.release("d", "dp", 1.0, lambda: ledger.count_call("d", "study", "yj", 5))
-    assert ledger.spent("d") == 1.0
+    assert keys == ["dp"]  # the refused release was not stored
+
+
+def test_per_request_and_per_period_caps(store: Store) -> None:
+    """Caps are decided from the request and the ledger (what was spent, when) only."""
+    ledger = Ledger(store, {"d": Caps(per_request=1.0, per_period=2.0,
+                                      period=timedelta(days=7))})
+    with pytest.raises(EpsilonCapExceeded, match="epsilon_per_request"):
+        ledger.release("d", "big", 1.5, lambda: None)
+    ledger.release("d", "a", 1.0, lambda: None)
+    ledger.release("d", "b", 1.0, lambda: None)
+    with pytest.raises(EpsilonCapExceeded, match="epsilon_per_period") as info:
+        ledger.release("d", "c", 0.5, lambda: None)
+    assert info.value.status_code == 403
+    assert ledger.spent("d") == 2.0
+    # Spends older than the period no longer count against it.
+    with store.engine.begin() as conn:
+        conn.execute(sa.update(releases).values(
+            created_at=datetime.now(UTC) - timedelta(days=8)))
+    ledger.release("d", "c", 0.5, lambda: None)
+    assert ledger.spent("d") == 2.5

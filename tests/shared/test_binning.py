@@ -117,10 +117,29 @@ def test_extreme_limits():
     assert buffered.limits[-1] == pytest.approx(9 + 4 / 9)
     natural = bin_table(x, k=10, rng=rng(), lower=0.0, upper="infinite")
     assert natural.limits[0] == 0.0 and natural.limits[-1] == np.inf
-    with pytest.raises(ValueError, match=r"natural `lower` limit 1\.5 excludes data"):
-        bin_table(x, k=10, rng=rng(), lower=1.5)
+    # A natural limit is public: values beyond it are counted in the extreme bin, never refused
+    # (a refusal would tell where the minimum is).
+    clipped = bin_table(x, k=10, rng=rng(), lower=1.5)
+    assert clipped.limits[0] == 1.5 and clipped.counts.sum() == 20
+    everything = bin_table(x, k=10, rng=rng(), lower=50.0)
+    assert everything.limits[0] == 50.0 and everything.limits[-1] == np.inf
+    assert everything.counts.tolist() == [[20.0]]
+    with pytest.raises(ValueError, match="natural limits"):
+        bin_table(x, k=10, rng=rng(), lower=5.0, upper=4.0)
     with pytest.raises(ValueError, match="`upper` must be 'infinite', 'buffer' or a finite"):
         bin_table(x, k=10, rng=rng(), upper="none")
+
+
+def test_a_buffer_is_never_a_data_value():
+    """Extreme bins whose values are all equal: the buffer falls back to the mean gap of all the
+    values (a zero gap would put a data value in the table); one distinct value: open ends."""
+    x = np.r_[np.full(10, 3.0), np.linspace(4, 5, 10), np.full(10, 7.0)]
+    table = bin_table(x, k=10, rng=rng())
+    gap = (7.0 - 3.0) / 29
+    assert table.limits[0] == pytest.approx(3.0 - gap)
+    assert table.limits[-1] == pytest.approx(7.0 + gap)
+    single = bin_table(np.full(12, 2.0), k=10, rng=rng())
+    assert single.limits.tolist() == [-np.inf, np.inf]
 
 
 def test_small_groups_are_refused():

@@ -2,20 +2,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from center_agent.api.deps import DatasetsDep, SettingsDep
-from center_agent.data import round_down
+from center_agent.api.deps import DatasetsDep, GateDep, SettingsDep
 from shared.protocol import CenterInfo, DatasetInfo, GroupInfo
 
 router = APIRouter(tags=["service"])
 
 
 @router.get("/info")
-def info(settings: SettingsDep, datasets: DatasetsDep) -> CenterInfo:
-    """What this center exposes; every size is rounded down to a multiple of K."""
-    k = settings.k
+def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterInfo:
+    """What this center exposes; every size is its epoch's, rounded down to a multiple of K."""
     described = []
     for dataset in datasets.values():
-        n, by_group = dataset.sizes()
+        state = gate.describe(dataset.name)
         group = (
             GroupInfo(column=dataset.group_column, levels=list(dataset.levels))
             if dataset.group_column is not None
@@ -26,14 +24,17 @@ def info(settings: SettingsDep, datasets: DatasetsDep) -> CenterInfo:
                 name=dataset.name,
                 variables=list(dataset.variables),
                 group=group,
-                n_records=round_down(n, k),
-                n_by_group={level: round_down(c, k) for level, c in by_group.items()},
+                n_records=state.n,
+                n_by_group=state.sizes,
+                epoch=state.epoch,
+                paused=state.paused,
             )
         )
     return CenterInfo(
         center_id=settings.center_id,
-        k=k,
+        k=settings.k,
         neighbouring=settings.neighbouring,
         quantile_loss_enabled=settings.allow_quantile_loss,
         datasets=described,
+        signing_key=gate.keys.public_key,
     )

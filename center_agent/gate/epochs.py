@@ -1,0 +1,141 @@
+"""Data versions: every release of an epoch is computed from one version of the data.
+
+An **epoch** of a dataset pins the population's fingerprint (``center_agent.data``): the first
+release (or ``/v1/info``) of a dataset starts epoch 1 on the data as they are. While the data keep
+that fingerprint, every release is computed from them. When they change, a release is answered
+only after the **version check** passes, and then in a new epoch:
+
+* every level's size, and the dataset's size, is unchanged or changed by at least K, against the
+  sizes of every earlier epoch (the n and m of a Mann-Whitney release, a table's totals and a YJ
+  release's n are such sizes);
+* every atom of every variable's exact releases (``gate.disclosure``; the snapshot kept per
+  epoch) has the same count on the new data as on that epoch's, or a count that differs by at
+  least K; and the atoms of everything released so far hold 0 or >= K records of the new data.
+
+Then no count of records that were added or removed, in any set an earlier release determined,
+lies in 1..K-1 (with records only added, which is how clinical data grow; with removals the
+differences are net changes, not counts of records). A check that fails pauses every release of
+the dataset with 409 ``data_changed`` until the operator starts a new epoch
+(``fedstats center epoch --roll``, after reading what the check found; ``--force`` accepts the
+risk it names). Whether a check passed is visible to a caller (releases resume or not): one bit
+per change of the data, not per request, and never a count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select
+
+from center_agent.core.errors import DataChanged
+from center_agent.data import Population
+from center_agent.db import epochs, utcnow
+from center_agent.gate.disclosure import Disclosure
+
+
+@dataclass(frozen=True)
+class Epoch:
+    dataset: str
+    number: int
+    fingerprint: str
+    sizes: dict[str, int]
+    reason: str
+
+    @property
+    def n(self) -> int:
+        return sum(self.sizes.values())
+
+
+def _small_change(delta: int, k: int) -> bool:
+    return 0 < abs(delta) < k
+
+
+class Epochs:
+    """The epochs of every dataset, kept in the ledger's database."""
+
+    def __init__(self, k: int, disclosure: Disclosure) -> None:
+        self.k = k
+        self.disclosure = disclosure
+
+    def all(self, conn: Connection, dataset: str) -> list[Epoch]:
+        rows = conn.execute(
+            select(epochs).where(epochs.c.dataset == dataset).order_by(epochs.c.epoch)
+        ).all()
+        return [Epoch(row.dataset, int(row.epoch), row.fingerprint, json.loads(row.sizes),
+                      row.reason) for row in rows]
+
+    def current(self, conn: Connection, dataset: str) -> Epoch | None:
+        every = self.all(conn, dataset)
+        return every[-1] if every else None
+
+    def admit(self, conn: Connection, dataset: str, population: Population) -> Epoch:
+        """The epoch a release from ``population`` belongs to (started or rolled here when the
+        check passes); :class:`DataChanged` when the data changed and the check fails."""
+        current = self.current(conn, dataset)
+        if current is None:
+            return self._start(conn, dataset, population, 1, "first release")
+        if current.fingerprint == population.fingerprint:
+            return current
+        if self.check(conn, dataset, population):
+            raise DataChanged(dataset, current.number)
+        return self._start(conn, dataset, population, current.number + 1, "data changed")
+
+    def check(self, conn: Connection, dataset: str, population: Population) -> list[str]:
+        """What would let an earlier release be subtracted from a new one down to 1..K-1
+        records, in words for the operator (empty: the new data may be released)."""
+        problems = []
+        k = self.k
+        new_sizes = population.sizes
+        for epoch in self.all(conn, dataset):
+            for level in sorted(set(epoch.sizes) | set(new_sizes)):
+                delta = new_sizes.get(level, 0) - epoch.sizes.get(level, 0)
+                if _small_change(delta, k):
+                    problems.append(f"epoch {epoch.number}: the size of level {level!r} changed "
+                                    f"by {delta:+d}")
+            delta = population.n - epoch.n
+            if _small_change(delta, k):
+                problems.append(f"epoch {epoch.number}: the dataset's size changed by {delta:+d}")
+        snapshots = self.disclosure.snapshots(conn, dataset)
+        latest: dict[str, int] = {}
+        for variable, number in snapshots:
+            latest[variable] = max(latest.get(variable, 0), number)
+        for (variable, number), snapshot in sorted(snapshots.items()):
+            if variable not in population.values:
+                continue
+            after = snapshot.recount(population, variable)
+            changed = int(((after != snapshot.totals)
+                           & (abs(after - snapshot.totals) < k)).sum())
+            if changed:
+                problems.append(f"epoch {number}: {changed} released set(s) of {variable!r} "
+                                f"changed by 1..K-1 records")
+            if latest[variable] == number:
+                small = int(((after > 0) & (after < k)).sum())
+                if small:
+                    problems.append(f"{small} released set(s) of {variable!r} would hold "
+                                    f"1..K-1 records of the new data")
+        return problems
+
+    def roll(self, conn: Connection, dataset: str, population: Population, *,
+             force: bool = False) -> tuple[Epoch, list[str]]:
+        """The operator's new epoch on the data as they are now: refused (nothing changes) while
+        the check finds problems, unless ``force``. Returns the epoch and the problems found."""
+        current = self.current(conn, dataset)
+        problems = self.check(conn, dataset, population) if current is not None else []
+        if current is not None and current.fingerprint == population.fingerprint:
+            return current, problems
+        if problems and not force:
+            return current, problems  # type: ignore[return-value]
+        number = 1 if current is None else current.number + 1
+        reason = "operator, forced" if problems else "operator"
+        return self._start(conn, dataset, population, number, reason), problems
+
+    @staticmethod
+    def _start(conn: Connection, dataset: str, population: Population, number: int,
+               reason: str) -> Epoch:
+        sizes = population.sizes
+        conn.execute(epochs.insert().values(
+            dataset=dataset, epoch=number, fingerprint=population.fingerprint,
+            sizes=json.dumps(sizes, sort_keys=True), reason=reason, started_at=utcnow(),
+        ))
+        return Epoch(dataset, number, population.fingerprint, sizes, reason)

@@ -1,0 +1,161 @@
+"""The center's secrets: the key of its release randomness, and its Ed25519 signing key.
+
+* **Keyed randomness.** The randomized limits of a table or a refinement come from a generator
+  seeded by HMAC-SHA256(secret, the question's meaning and the data's fingerprint): asking the
+  same question again, in any wording, gives the same limits, and no one without the secret can
+  predict them. The secret is made at the first start and kept in the ledger's database (back it
+  up with the ledger; whoever reads it can predict limits, not data).
+* **Signed limits.** Every table and refinement a center releases carries its
+  :class:`~shared.protocol.LimitsStatement`, signed. A center refines only statements signed by
+  itself or by a configured peer (``peers`` / ``peer_keys_dir``), so the limits it refines come
+  from a genuine release, never from a caller who places them around one record. The signing key
+  is kept in the ledger's database too, or read from ``signing_key_file``
+  (``fedstats center keygen`` writes one, with its ``.pub`` beside it for the peers).
+
+Public keys travel as base64 of the 32 raw bytes (``/v1/info`` shows the center's own).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from center_agent.db import Store, secrets_table
+from shared.protocol import LimitsStatement, SignedLimits, canonical_json
+
+RANDOMNESS_SECRET = "release_randomness"
+SIGNING_KEY = "ed25519_signing_key"
+
+
+def encode_public_key(key: Ed25519PublicKey) -> str:
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def decode_public_key(text: str) -> Ed25519PublicKey:
+    """A peer's public key from base64 (raises ``ValueError`` naming what is wrong)."""
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a public key must be base64 of 32 bytes") from None
+    if len(raw) != 32:
+        raise ValueError("a public key must be base64 of 32 bytes")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def private_key_bytes(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                             serialization.NoEncryption())
+
+
+def write_key_pair(path: Path) -> str:
+    """A new signing key at ``path`` (mode 0600, base64 of the 32 raw bytes) and its public key
+    at ``path.pub``; returns the public key."""
+    key = Ed25519PrivateKey.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(base64.b64encode(private_key_bytes(key)).decode() + "\n")
+    public = encode_public_key(key.public_key())
+    path.with_name(path.name + ".pub").write_text(public + "\n")
+    return public
+
+
+def read_private_key(path: Path) -> Ed25519PrivateKey:
+    try:
+        raw = base64.b64decode(path.read_text().strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{path} does not hold a base64 signing key") from None
+    if len(raw) != 32:
+        raise ValueError(f"{path} does not hold a 32-byte Ed25519 key")
+    return Ed25519PrivateKey.from_private_bytes(raw)
+
+
+def read_peer_keys(directory: Path | None, inline: Mapping[str, str]) -> dict[str, Ed25519PublicKey]:
+    """Peers' public keys: ``<center_id>.pub`` files in ``directory``, then the inline ones."""
+    found: dict[str, Ed25519PublicKey] = {}
+    if directory is not None:
+        for file in sorted(directory.glob("*.pub")):
+            found[file.name[:-4]] = decode_public_key(file.read_text())
+    for center_id, text in inline.items():
+        found[center_id] = decode_public_key(text)
+    return found
+
+
+class CenterKeys:
+    """The randomness secret, the signing key and the peers' public keys of one center."""
+
+    def __init__(self, center_id: str, secret: bytes, signing: Ed25519PrivateKey,
+                 peers: Mapping[str, Ed25519PublicKey]) -> None:
+        self.center_id = center_id
+        self._secret = secret
+        self._signing = signing
+        self.public_key = encode_public_key(signing.public_key())
+        # A center trusts its own statements under its own id, whatever the peers say.
+        self._trusted = {**peers, center_id: signing.public_key()}
+
+    @classmethod
+    def load(cls, store: Store, center_id: str, *, signing_key_file: Path | None,
+             peers: Mapping[str, Ed25519PublicKey]) -> CenterKeys:
+        secret = _stored(store, RANDOMNESS_SECRET, lambda: secrets.token_bytes(32))
+        if signing_key_file is not None:
+            signing = read_private_key(signing_key_file)
+        else:
+            raw = _stored(store, SIGNING_KEY,
+                          lambda: private_key_bytes(Ed25519PrivateKey.generate()))
+            signing = Ed25519PrivateKey.from_private_bytes(raw)
+        return cls(center_id, secret, signing, peers)
+
+    def rng(self, *meaning: Any) -> np.random.Generator:
+        """A generator determined by the secret and ``meaning`` (JSON-able parts)."""
+        digest = hmac.new(self._secret, canonical_json(list(meaning)).encode(),
+                          hashlib.sha256).digest()
+        return np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
+
+    def sign(self, statement: LimitsStatement) -> SignedLimits:
+        signature = self._signing.sign(statement.signing_bytes())
+        return SignedLimits(statement=statement, signature=base64.b64encode(signature).decode())
+
+    def trusts(self, signed: SignedLimits) -> bool:
+        """Whether ``signed`` carries a valid signature of the center it names, among the
+        trusted ones (this center and its peers)."""
+        key = self._trusted.get(signed.statement.center_id)
+        if key is None:
+            return False
+        try:
+            signature = base64.b64decode(signed.signature, validate=True)
+            key.verify(signature, signed.statement.signing_bytes())
+        except (binascii.Error, ValueError, InvalidSignature):
+            return False
+        return True
+
+
+def _stored(store: Store, name: str, make: Any) -> bytes:
+    """The secret ``name`` from the ledger's database, made (once, by one process) if absent."""
+    query = select(secrets_table.c.value).where(secrets_table.c.name == name)
+    for _ in range(2):
+        try:
+            with store.engine.begin() as conn:
+                row = conn.execute(query).first()
+                if row is not None:
+                    return bytes(row.value)
+                value: bytes = make()
+                conn.execute(secrets_table.insert().values(name=name, value=value))
+                return value
+        except IntegrityError:  # another process made it first: read theirs
+            continue
+    raise RuntimeError(f"the center's secret {name!r} could not be read or made")

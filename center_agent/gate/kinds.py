@@ -1,0 +1,590 @@
+"""The release kinds a center answers, each declared once to the gate.
+
+A kind says, for its request model:
+
+* ``check`` — what is refused from the request and the public settings alone (names, levels, K,
+  signatures, switches), before any data is read;
+* ``question`` — the request's *meaning*: what the answer depends on (levels in declared order, a
+  table's closing left out of a table's meaning...), so that every wording of one question gets
+  the one stored answer;
+* ``require`` — what is refused from the population's public sizes (a level whose size in
+  ``/v1/info`` is below K);
+* ``compute`` — the answer, on the population, inside the gate's transaction (exact kinds admit
+  it to the disclosure memory there, coarsening it as needed);
+* ``present`` — the answer to this request from the stored one (post-processing only: a table's
+  view, runs or U for the groups in the order asked).
+
+Adding a release kind is one class here and one entry in :data:`KINDS`; the route, the ledger,
+the epoch, the disclosure memory and the audit record come with it (``center_agent.gate``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from center_agent.core.errors import (
+    HistoryNotSafe,
+    InvalidRequest,
+    KAnonymityRefusal,
+    ReleaseDisabled,
+    UntrustedTable,
+)
+from center_agent.data import Dataset, Population
+from center_agent.gate.disclosure import Candidate, Partition
+from shared.binning import BinTable, check_extreme, merge_bins
+from shared.federation import merge_runs, refined_limits
+from shared.protocol import (
+    BinTableRelease,
+    DPBoxplotRelease,
+    DPBoxplotRequest,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
+    ExtremeKind,
+    ExtremesRelease,
+    ExtremesRequest,
+    LimitsStatement,
+    MWURelease,
+    MWURequest,
+    RefinementRelease,
+    RefinementRequest,
+    TableRequest,
+    ThresholdCountsRelease,
+    ThresholdCountsRequest,
+    TreeHistogramRelease,
+    TreeHistogramRequest,
+    WireModel,
+)
+from shared.quantiles.wire import (
+    QuantileLossRelease,
+    QuantileLossRequest,
+    YJMomentsRelease,
+    YJMomentsRequest,
+)
+from shared.releases import (
+    canonical_table,
+    dp_boxplot_release,
+    dp_quantiles_release,
+    extremes_release,
+    mwu_release,
+    quantile_loss_release,
+    refinement_release,
+    table_view,
+    threshold_counts_release,
+    tree_histogram_release,
+    yj_moments_release,
+    yj_moments_sensitivity,
+)
+
+if TYPE_CHECKING:
+    from center_agent.gate import ReleaseGate
+
+Req = TypeVar("Req", bound=WireModel)
+Rel = TypeVar("Rel", bound=WireModel)
+FloatArray = NDArray[np.float64]
+JSON = Any
+
+
+@dataclass(frozen=True)
+class Question:
+    """What an answer depends on: the variable, the meaning, the ε it costs."""
+
+    variable: str
+    meaning: dict[str, Any]
+    epsilon: float = 0.0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What ``compute`` may use: the gate, the dataset and its population in this epoch."""
+
+    gate: ReleaseGate
+    conn: Any
+    dataset: Dataset
+    population: Population
+    epoch: int
+    request_key: str
+    fingerprint: str = field(repr=False, default="")
+
+    def keyed_rng(self, *meaning: Any) -> np.random.Generator:
+        """Randomness of a non-DP release: the center's keyed function of the question's
+        meaning and the data version (the same question always gets the same limits)."""
+        return self.gate.keys.rng(self.dataset.name, self.epoch, self.population.fingerprint,
+                                  *meaning)
+
+    def admit(self, variable: str, candidate: Candidate) -> Candidate:
+        return self.gate.disclosure.admit(
+            self.conn, dataset=self.dataset.name, variable=variable, epoch=self.epoch,
+            population=self.population, candidate=candidate, request_key=self.request_key,
+        )
+
+
+def fresh_rng() -> np.random.Generator:
+    """DP noise: a generator seeded from the OS for every release (Mironov 2012: noise must not
+    be predictable from earlier answers)."""
+    return np.random.default_rng(secrets.randbits(128))
+
+
+def canonical_levels(dataset: Dataset, levels: tuple[str, str]) -> tuple[tuple[str, str], bool]:
+    """The two levels in declared order, and whether the request named them the other way."""
+    order = dataset.levels
+    a, b = levels
+    swapped = order.index(a) > order.index(b)
+    return ((b, a) if swapped else (a, b)), swapped
+
+
+class ReleaseKind(Generic[Req, Rel]):
+    """One kind of release (see the module docstring)."""
+
+    name: ClassVar[str]
+    path: ClassVar[str]
+    request_model: ClassVar[type[WireModel]]
+    release_model: ClassVar[type[WireModel]]
+    tag: ClassVar[str]
+    summary: ClassVar[str]
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
+        dataset.check_variable(self.variable(request))
+
+    def variable(self, request: Req) -> str:
+        return str(request.variable)  # type: ignore[attr-defined]
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> Question:
+        payload = request.to_payload()
+        epsilon = float(payload.get("epsilon") or 0.0)
+        return Question(self.variable(request), payload, epsilon)
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: Req) -> None:
+        dataset.require(population, getattr(request, "group", None), gate.settings.k)
+
+    def compute(self, ctx: Context, request: Req) -> JSON:
+        raise NotImplementedError
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON, request: Req) -> Rel:
+        return self.release_model.model_validate(stored)  # type: ignore[return-value]
+
+    def count_calls(self, gate: ReleaseGate, conn: Any, dataset: Dataset, caller: str) -> None:
+        """Count the call against caps by number (none by default)."""
+
+
+# -- exact releases: K-anonymous tables and their refinement ------------------------------------
+
+
+@dataclass(frozen=True)
+class TableCandidate:
+    """The canonical table while it is admitted: coarsened by merging bins."""
+
+    table: BinTable
+    levels: tuple[str, ...]
+    dataset: str
+
+    @property
+    def partition(self) -> Partition:
+        return Partition.bins(self.table.limits[1:-1], self.levels)
+
+    def coarsen(self, bad: Mapping[str, NDArray[np.int64]]) -> TableCandidate:
+        n_inner = self.table.n_bins - 1
+        if n_inner == 0:
+            raise HistoryNotSafe(self.dataset)
+        cells = np.unique(np.concatenate(list(bad.values())))
+        keep = np.ones(n_inner, dtype=bool)
+        keep[np.minimum(cells, n_inner - 1)] = False  # the limit right of the cell, or left
+        return TableCandidate(merge_bins(self.table, keep), self.levels, self.dataset)
+
+
+def _extreme_kind(choice: object) -> ExtremeKind:
+    return "natural" if isinstance(choice, float) else choice  # type: ignore[return-value]
+
+
+class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
+    """This center's K-anonymous table of one variable: one group, two declared levels, or all.
+
+    Every table of a variable in an epoch is a view of one canonical table (every declared level
+    binned at once, limits drawn from the center's keyed randomness), so asking again in any
+    wording (other extremes, another K, the levels swapped) gives the same limits: nothing to
+    average, nothing to subtract. A natural ``lower``/``upper`` is a public input: values beyond
+    it are counted in the extreme bin, never refused.
+    """
+
+    name = "table"
+    path = "/datasets/{dataset}/table"
+    request_model = TableRequest
+    release_model = BinTableRelease
+    tag = "tables"
+    summary = "this center's K-anonymous table of one variable"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: TableRequest) -> None:
+        super().check(gate, dataset, request)
+        dataset.check_levels(request.groups)
+        gate.check_k(request.k)
+        try:
+            lower, upper = check_extreme(request.lower, "lower"), check_extreme(request.upper,
+                                                                               "upper")
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        if isinstance(lower, float) and isinstance(upper, float) and not lower < upper:
+            raise InvalidRequest("natural limits must satisfy `lower` < `upper`")
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: TableRequest) -> Question:
+        return Question(request.variable, {"table": request.variable})
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: TableRequest) -> None:
+        for level in request.groups or (None,):
+            dataset.require(population, level, request.k)
+
+    def compute(self, ctx: Context, request: TableRequest) -> JSON:
+        levels = ctx.population.levels
+        arrays = [ctx.population.level(request.variable, level) for level in levels]
+        k = ctx.gate.settings.k
+        table = canonical_table(arrays, k, ctx.keyed_rng("table", request.variable))
+        admitted = ctx.admit(request.variable, TableCandidate(table, levels, ctx.dataset.name))
+        assert isinstance(admitted, TableCandidate)
+        t = admitted.table
+        # Infinite limits as the strings "Infinity"/"-Infinity" (JSON has no infinity; float()
+        # reads them back).
+        limits = [v if np.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
+                  for v in t.limits.tolist()]
+        return {"levels": list(levels), "limits": limits, "counts": t.counts.tolist(), "k": k}
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
+                request: TableRequest) -> BinTableRelease:
+        levels = list(stored["levels"])
+        limits = np.asarray([float(v) for v in stored["limits"]], dtype=np.float64)
+        table = BinTable(limits=limits, counts=np.asarray(stored["counts"], dtype=np.float64),
+                         k=int(stored["k"]))
+        rows = None if request.groups is None else [levels.index(lv) for lv in request.groups]
+        view = table_view(table, rows, k=request.k, lower=request.lower, upper=request.upper)
+        statement = LimitsStatement(
+            center_id=gate.settings.center_id, dataset=dataset.name, variable=request.variable,
+            groups=request.groups, k=request.k, limits=view.limits.tolist(),
+            lower=_extreme_kind(request.lower) if np.isfinite(view.limits[0]) else "infinite",
+            upper=_extreme_kind(request.upper) if np.isfinite(view.limits[-1]) else "infinite",
+        )
+        return BinTableRelease(limits=view.limits.tolist(), counts=view.counts.tolist(),
+                               k=request.k, signed=gate.keys.sign(statement))
+
+
+@dataclass(frozen=True)
+class RefineCandidate:
+    """A refinement while it is admitted: splits dropped first, then runs merged."""
+
+    release: RefinementRelease
+    limits: FloatArray
+    levels: tuple[str, ...]
+    pooled: bool
+    dataset: str
+    without_splits: Callable[[], RefinementRelease]
+
+    @property
+    def partition(self) -> Partition:
+        inner = refined_limits(self.limits, self.release)[1:-1]
+        if self.pooled:
+            runs = np.asarray(self.release.runs[0].run_of_cell, dtype=np.int64)
+            return Partition(inner, {level: runs for level in self.levels}, pooled=True)
+        return Partition(inner, {
+            level: np.asarray(r.run_of_cell, dtype=np.int64)
+            for level, r in zip(self.levels, self.release.runs, strict=True)
+        })
+
+    def coarsen(self, bad: Mapping[str, NDArray[np.int64]]) -> RefineCandidate:
+        if self.release.split_bins:
+            return RefineCandidate(self.without_splits(), self.limits, self.levels, self.pooled,
+                                   self.dataset, self.without_splits)
+        release = self.release
+        for level, cells in bad.items():
+            group = 0 if self.pooled else self.levels.index(level)
+            run_of = np.asarray(release.runs[group].run_of_cell, dtype=np.int64)
+            if len(release.runs[group].totals) < 2:
+                raise HistoryNotSafe(self.dataset)
+            release = merge_runs(release, group, run_of[cells])
+        return RefineCandidate(release, self.limits, self.levels, self.pooled, self.dataset,
+                               self.without_splits)
+
+
+class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
+    """This center's refinement of a table whose limits a trusted center signed (Algorithms
+    4-6): randomized split limits, K-anonymous run totals, moved buffer limits, and the signed
+    statement of the refined limits for the next center. Limits no trusted center signed are
+    refused: placed around one record, they would make the runs an emptiness oracle."""
+
+    name = "refine"
+    path = "/datasets/{dataset}/table/refine"
+    request_model = RefinementRequest
+    release_model = RefinementRelease
+    tag = "tables"
+    summary = "this center's refinement of a signed table"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: RefinementRequest) -> None:
+        super().check(gate, dataset, request)
+        dataset.check_levels(request.groups)
+        gate.check_k(request.k)
+        statement = request.table.statement
+        if not gate.keys.trusts(request.table):
+            raise UntrustedTable(
+                f"the table to refine is not signed by a center this one trusts (its statement "
+                f"names {statement.center_id!r}; settings peers, peer_keys_dir)"
+            )
+        same_groups = (statement.groups is None) == (request.groups is None) and (
+            request.groups is None or set(statement.groups or ()) == set(request.groups)
+        )
+        if (statement.dataset != dataset.name or statement.variable != request.variable
+                or statement.k != request.k or not same_groups):
+            raise UntrustedTable(
+                "the signed table is of another question: its dataset, variable, groups and k "
+                "must be those of the request"
+            )
+
+    def question(self, gate: ReleaseGate, dataset: Dataset,
+                 request: RefinementRequest) -> Question:
+        groups = None if request.groups is None else canonical_levels(dataset, request.groups)[0]
+        return Question(request.variable, {"refine": request.variable, "groups": groups,
+                                           "k": request.k,
+                                           "table": request.table.statement.digest()})
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: RefinementRequest) -> None:
+        for level in request.groups or (None,):
+            dataset.require(population, level, request.k)
+
+    def compute(self, ctx: Context, request: RefinementRequest) -> JSON:
+        population = ctx.population
+        if request.groups is None:
+            arrays = [population.pooled(request.variable)]
+            levels, pooled = population.levels, True
+            canonical_request = request
+        else:
+            groups, _ = canonical_levels(ctx.dataset, request.groups)
+            arrays = [population.level(request.variable, level) for level in groups]
+            levels, pooled = groups, False
+            canonical_request = request.model_copy(update={"groups": groups})
+        meaning = ("refine", request.variable, list(levels) if not pooled else None, request.k,
+                   request.table.statement.digest())
+
+        def make(split: bool) -> RefinementRelease:
+            return refinement_release(arrays, canonical_request, ctx.keyed_rng(*meaning),
+                                      split=split)
+
+        limits = np.asarray(request.table.statement.limits, dtype=np.float64)
+        candidate = RefineCandidate(make(True), limits, levels, pooled, ctx.dataset.name,
+                                    lambda: make(False))
+        admitted = ctx.admit(request.variable, candidate)
+        assert isinstance(admitted, RefineCandidate)
+        release = admitted.release
+        parent = request.table.statement
+        statement = LimitsStatement(
+            center_id=ctx.gate.settings.center_id, dataset=ctx.dataset.name,
+            variable=request.variable, groups=canonical_request.groups, k=request.k,
+            limits=refined_limits(limits, release).tolist(), lower=parent.lower,
+            upper=parent.upper, parent=parent.digest(),
+        )
+        return release.model_copy(update={"signed": ctx.gate.keys.sign(statement)}).to_payload()
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
+                request: RefinementRequest) -> RefinementRelease:
+        release = RefinementRelease.model_validate(stored)
+        if request.groups is not None and canonical_levels(dataset, request.groups)[1]:
+            release = release.model_copy(update={"runs": list(reversed(release.runs))})
+        return release
+
+
+# -- Mann-Whitney -------------------------------------------------------------------------------
+
+
+class MWUKind(ReleaseKind[MWURequest, MWURelease]):
+    """U = Σ sign(Y − X) between two declared levels, its null variance and the levels' sizes;
+    with ``epsilon``, U + Laplace(2·max(n, m)/ε) and the no-ties V (a function of n, m).
+
+    The two levels' order is part of the wording, not of the meaning: (b, a) is answered from
+    the stored answer of (a, b), with U negated and the sizes swapped."""
+
+    name = "mwu"
+    path = "/datasets/{dataset}/mwu"
+    request_model = MWURequest
+    release_model = MWURelease
+    tag = "mann-whitney"
+    summary = "the local Mann-Whitney statistic (optionally ε-DP)"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: MWURequest) -> None:
+        super().check(gate, dataset, request)
+        dataset.check_levels(request.groups)
+        if request.epsilon is None and not gate.settings.allow_exact_mwu:
+            raise ReleaseDisabled(
+                "this center answers Mann-Whitney requests only with noise (give `epsilon`; "
+                "setting allow_exact_mwu)"
+            )
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: MWURequest) -> Question:
+        groups, _ = canonical_levels(dataset, request.groups)
+        return Question(request.variable, {"mwu": request.variable, "groups": groups,
+                                           "epsilon": request.epsilon},
+                        request.epsilon or 0.0)
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: MWURequest) -> None:
+        for level in request.groups:
+            dataset.require(population, level, gate.settings.k)
+
+    def compute(self, ctx: Context, request: MWURequest) -> JSON:
+        groups, _ = canonical_levels(ctx.dataset, request.groups)
+        x, y = (ctx.population.level(request.variable, level) for level in groups)
+        canonical = request.model_copy(update={"groups": groups})
+        return mwu_release(x, y, canonical, fresh_rng()).to_payload()
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
+                request: MWURequest) -> MWURelease:
+        release = MWURelease.model_validate(stored)
+        if canonical_levels(dataset, request.groups)[1]:
+            release = release.model_copy(update={
+                "statistic": -release.statistic, "n_x": release.n_y, "n_y": release.n_x,
+            })
+        return release
+
+
+# -- differentially private releases -------------------------------------------------------------
+
+
+class DPKind(ReleaseKind[Req, Rel]):
+    """An ε-DP release of one level (or every record): paid before it is computed; the data
+    are clipped to the request's public bounds by the mechanism."""
+
+    tag = "differential privacy"
+    compute_release: ClassVar[Callable[..., WireModel]]
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
+        super().check(gate, dataset, request)
+        group = getattr(request, "group", None)
+        if group is not None:
+            dataset.check_level(group)
+
+    def compute(self, ctx: Context, request: Req) -> JSON:
+        x = ctx.population.selection(self.variable(request), getattr(request, "group", None))
+        settings = ctx.gate.settings
+        release = type(self).compute_release(x, request, settings.neighbouring, fresh_rng())
+        return release.to_payload()
+
+
+class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
+    name = "dp_quantiles"
+    path = "/datasets/{dataset}/dp/quantiles"
+    request_model = DPQuantilesRequest
+    release_model = DPQuantilesRelease
+    summary = ("ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or "
+               "the unbounded walk (ε split evenly)")
+    compute_release = staticmethod(dp_quantiles_release)
+
+
+class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
+    name = "dp_boxplot"
+    path = "/datasets/{dataset}/dp/boxplot"
+    request_model = DPBoxplotRequest
+    release_model = DPBoxplotRelease
+    summary = ("ε-DP boxplot (DPBoxplot); under add/remove the whisker buffer uses a public "
+               "size: n_public, or this center's size rounded down to a multiple of K")
+
+    def compute(self, ctx: Context, request: DPBoxplotRequest) -> JSON:
+        x = ctx.population.selection(request.variable, request.group)
+        settings = ctx.gate.settings
+        return dp_boxplot_release(x, request, settings.neighbouring, settings.k,
+                                  fresh_rng()).to_payload()
+
+
+class ExtremesKind(DPKind[ExtremesRequest, ExtremesRelease]):
+    name = "dp_extremes"
+    path = "/datasets/{dataset}/dp/extremes"
+    request_model = ExtremesRequest
+    release_model = ExtremesRelease
+    summary = "pooled boxplot round 1: ε-DP minimum and maximum (unbounded walks, ε/2 each)"
+    compute_release = staticmethod(extremes_release)
+
+
+class TreeHistogramKind(DPKind[TreeHistogramRequest, TreeHistogramRelease]):
+    name = "dp_tree_histogram"
+    path = "/datasets/{dataset}/dp/tree-histogram"
+    request_model = TreeHistogramRequest
+    release_model = TreeHistogramRelease
+    summary = "pooled boxplot round 2: an ε-DP hierarchical histogram on the caller's grid"
+    compute_release = staticmethod(tree_histogram_release)
+
+
+class ThresholdCountsKind(DPKind[ThresholdCountsRequest, ThresholdCountsRelease]):
+    name = "dp_threshold_counts"
+    path = "/datasets/{dataset}/dp/threshold-counts"
+    request_model = ThresholdCountsRequest
+    release_model = ThresholdCountsRelease
+    summary = "pooled boxplot round 3: ε-DP #{x < lower} and #{x > upper}"
+    compute_release = staticmethod(threshold_counts_release)
+
+
+class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
+    """ε-DP moment sums for the YJ-data quantiles: values clipped to the public bounds, Laplace
+    noise calibrated to the sums' L1 sensitivity there; counted per dataset and per token."""
+
+    name = "yj_moments"
+    path = "/datasets/{dataset}/yj-moments"
+    request_model = YJMomentsRequest
+    release_model = YJMomentsRelease
+    tag = "federated quantiles"
+    summary = "ε-DP Yeo-Johnson moment sums at one λ"
+    compute_release = staticmethod(yj_moments_release)
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: YJMomentsRequest) -> None:
+        super().check(gate, dataset, request)
+        sensitivity = yj_moments_sensitivity(request.lmbda, request.bounds,
+                                             gate.settings.neighbouring)
+        if not np.isfinite(sensitivity) or sensitivity <= 0:
+            raise InvalidRequest(
+                "`bounds` and `lmbda` give no finite sensitivity of the YJ sums: narrow the bounds"
+            )
+
+    def count_calls(self, gate: ReleaseGate, conn: Any, dataset: Dataset, caller: str) -> None:
+        settings = gate.settings
+        gate.ledger.count(conn, dataset.name, "*", self.name, settings.yj_max_calls)
+        gate.ledger.count(conn, dataset.name, caller, self.name, settings.yj_max_calls_per_token)
+
+
+class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
+    """Σ ρ_level(x − u), the seed's benchmark. It leaks the data (piecewise linear in u with a
+    kink at every value), so it is refused unless the operator switches it on."""
+
+    name = "quantile_loss"
+    path = "/datasets/{dataset}/quantile-loss"
+    request_model = QuantileLossRequest
+    release_model = QuantileLossRelease
+    tag = "federated quantiles"
+    summary = "quantile-loss values (refused unless allow_quantile_loss)"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: QuantileLossRequest) -> None:
+        if not gate.settings.allow_quantile_loss:
+            raise ReleaseDisabled(
+                "quantile-loss values leak data and are disabled at this center "
+                "(setting allow_quantile_loss)"
+            )
+        super().check(gate, dataset, request)
+        if request.group is not None:
+            dataset.check_level(request.group)
+
+    def compute(self, ctx: Context, request: QuantileLossRequest) -> JSON:
+        x = ctx.population.selection(request.variable, request.group)
+        return quantile_loss_release(x, request).to_payload()
+
+
+KINDS: tuple[ReleaseKind[Any, Any], ...] = (
+    TableKind(),
+    RefineKind(),
+    MWUKind(),
+    DPQuantilesKind(),
+    DPBoxplotKind(),
+    ExtremesKind(),
+    TreeHistogramKind(),
+    ThresholdCountsKind(),
+    YJMomentsKind(),
+    QuantileLossKind(),
+)
+"""Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

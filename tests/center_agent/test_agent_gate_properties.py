@@ -1,0 +1,403 @@
+"""Property test of the release gate, as an attacker holding a token would drive it.
+
+Random data (ties, missing values, undeclared and missing labels, a level smaller than K), a
+random K, and a random sequence of requests over the whole API — tables of any grouping, K and
+closing, refinements of tables a trusted peer signed at random limits, exact and noisy
+Mann-Whitney, DP releases, YJ moments, ``/v1/info`` — with the data file changed between requests
+(records appended, removed, edited). Every answer is kept with the data it was computed from.
+
+Checked with an independent reference (plain per-record loops, none of the gate's code):
+
+* every exact count released is 0 or >= K, and is the true count of the population;
+* the *atoms* of every table and refinement released so far (records sharing the released set of
+  every one of them) hold 0 or >= K records of every data version answers came from, and change
+  by 0 or >= K between two such versions: no combination of the released counts isolates 1..K-1
+  records (levels' sizes are sums of every release's sets, so beside them they add nothing; they
+  are checked to change by 0 or >= K too);
+* one population: an ungrouped table totals its levels' tables, and every variable's tables
+  total the same;
+* the same question gets the same answer while the data do not change;
+* no answer or error text holds a raw value the caller did not send.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import numpy as np
+from center_helpers import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table, write_toml
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from center_agent.core.config import load_settings
+from center_agent.main import create_app
+
+LEVELS = ("a", "b", "c")
+OFFSET = 0.37  # raw values all carry these digits, so a raw value in a text is recognizable
+
+
+# -- data -------------------------------------------------------------------------------------
+
+Row = tuple[str | None, float | None, float | None]  # (label, x, y)
+
+
+@st.composite
+def datasets(draw: Any) -> tuple[int, float, list[Row]]:
+    k = draw(st.integers(2, 6))
+    grid = draw(st.sampled_from([1.0, 0.5, 0.01]))
+    sizes = {"a": draw(st.integers(k, 8 * k)), "b": draw(st.integers(k, 8 * k)),
+             "c": draw(st.integers(0, 2 * k)), "z": draw(st.integers(0, 3)),
+             None: draw(st.integers(0, 3))}
+    rows: list[Row] = []
+    for label, n in sizes.items():
+        for _ in range(n):
+            rows.append((label, _value(draw, grid), None if draw(st.integers(0, 9)) == 0
+                         else _value(draw, grid)))
+    return k, grid, rows
+
+
+def _value(draw: Any, grid: float) -> float:
+    return round(draw(st.integers(-30, 30)) * grid + OFFSET, 6)
+
+
+def write_rows(path: Path, rows: list[Row]) -> None:
+    lines = ["x,y,arm"]
+    for label, x, y in rows:
+        lines.append(",".join(["" if v is None else repr(v) for v in (x, y)]
+                              + ["" if label is None else label]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def population(rows: list[Row], k: int) -> dict[str, dict[str, list[float]]]:
+    """The population rule by hand: complete rows of declared levels holding >= K of them."""
+    kept: dict[str, list[tuple[float, float]]] = {level: [] for level in LEVELS}
+    for label, x, y in rows:
+        if label in kept and x is not None and y is not None:
+            kept[label].append((x, y))
+    return {level: {"x": [r[0] for r in rs], "y": [r[1] for r in rs]}
+            for level, rs in kept.items() if len(rs) >= k}
+
+
+# -- the attacker's record of what was released ------------------------------------------------
+
+
+class Released:
+    """Sets of records one answer counted: per level, the set of each cell (or pooled)."""
+
+    def __init__(self, variable: str, limits: list[float], labels: dict[str, list[int]],
+                 pooled: bool, totals: dict[str, list[float]]) -> None:
+        self.variable = variable
+        self.interior = [float(v) for v in limits[1:-1]]
+        self.labels = labels
+        self.pooled = pooled
+        self.totals = totals  # released count of each set, per level key ("*": pooled)
+
+    def set_of(self, level: str, value: float) -> tuple[Any, ...] | None:
+        if level not in self.labels:
+            return None
+        cell = sum(1 for c in self.interior if value > c)  # right-closed cells
+        label = self.labels[level][cell]
+        return ("*", label) if self.pooled else (level, label)
+
+
+def atoms(released: list[Released], pop: dict[str, dict[str, list[float]]],
+          variable: str) -> Counter[tuple[Any, ...]]:
+    counter: Counter[tuple[Any, ...]] = Counter()
+    mine = [r for r in released if r.variable == variable]
+    for level, columns in pop.items():
+        for value in columns[variable]:
+            counter[tuple(r.set_of(level, value) for r in mine)] += 1
+    return counter
+
+
+def small(n: int, k: int) -> bool:
+    return 0 < abs(n) < k
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@st.composite
+def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
+    groups = st.sampled_from([None, ("a", "b"), ("b", "a"), ("a", "c")])
+    extreme = st.one_of(st.sampled_from(["buffer", "infinite"]),
+                        st.integers(-40, 40).map(lambda v: v + 0.25))
+    table = st.tuples(st.just("table"), st.sampled_from(["x", "y"]), groups,
+                      st.sampled_from([k, k, k + 1, 2 * k]), extreme, extreme)
+    refine = st.tuples(st.just("refine"), st.sampled_from(["x", "y"]), groups,
+                       st.sampled_from([k, k, 2 * k]),
+                       st.lists(st.integers(-35, 35), min_size=1, max_size=30, unique=True))
+    op = st.one_of(
+        table, table, refine, refine, refine,
+        st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), groups),
+        st.tuples(st.just("mwu"), st.sampled_from(["x", "y"]),
+                  st.sampled_from([("a", "b"), ("b", "a"), ("a", "c")]),
+                  st.sampled_from([None, 0.2])),
+        st.tuples(st.just("dp"), st.sampled_from([None, "a", "c"])),
+        st.tuples(st.just("yj"), st.sampled_from([None, "a"]), st.sampled_from([0.5, 1.0])),
+        st.tuples(st.just("info")),
+        st.tuples(st.just("change"),
+                  st.sampled_from(["append", "remove", "edit", "block", "block", "block"]),
+                  st.integers(1, 4 * k + 2)),
+        st.tuples(st.just("repeat")),
+    )
+    return draw(st.lists(op, min_size=6, max_size=24))
+
+
+class Attacker:
+    def __init__(self, client: httpx.AsyncClient, k: int) -> None:
+        self.client = client
+        self.k = k
+        # Every exact answer in order, with the data version it came from (None: sizes only).
+        self.history: list[tuple[int, Released | None]] = []
+        self.answers: dict[tuple[int, str], str] = {}
+        self.last: tuple[str, dict[str, Any]] | None = None
+        self.own: dict[str, dict[str, Any]] = {}
+        self.texts: list[tuple[int, str, str | None, set[float]]] = []
+
+    async def post(self, version: int, path: str, body: dict[str, Any]) -> httpx.Response:
+        r = await self.client.post(path, json=body, headers=AUTH)
+        assert r.status_code != 500, r.text
+        variable = None if r.status_code != 200 else body.get("variable")
+        self.texts.append((version, r.text, variable, _numbers_in(body)))
+        if r.status_code == 200:
+            key = (version, path + json.dumps(body, sort_keys=True))
+            previous = self.answers.setdefault(key, r.text)
+            assert previous == r.text, "the same question got another answer"
+        self.last = (path, body)
+        return r
+
+
+def _numbers_in(value: Any) -> set[float]:
+    found: set[float] = set()
+    if isinstance(value, dict):
+        for v in value.values():
+            found |= _numbers_in(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            found |= _numbers_in(v)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        found.add(float(value))
+    return found
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), case=datasets())
+def test_no_sequence_of_requests_isolates_fewer_than_k_records(
+    tmp_path_factory: Any, data: Any, case: Any
+) -> None:
+    k, grid, rows = case
+    note(f"k={k}, grid={grid}, rows={rows}")
+    ops = data.draw(operations(k))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    tmp: Path = tmp_path_factory.mktemp("gate")
+    csv = tmp / "d.csv"
+    write_rows(csv, rows)
+    config = {
+        "center_id": "prop", "k": k, "tokens": [TOKEN],
+        "ledger_url": f"sqlite:///{tmp / 'ledger.sqlite'}",
+        "peers": {PEER_ID: PEER_PUBLIC_KEY},
+        "datasets": {"d": {"source": {"kind": "csv", "path": str(csv)},
+                           "variables": ["x", "y"],
+                           "group": {"column": "arm", "levels": list(LEVELS)},
+                           "epsilon_total": 1000.0}},
+    }
+    app = create_app(load_settings(write_toml(tmp / "c.toml", config)))
+    versions = [list(rows)]
+
+    async def run() -> Attacker:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+            attacker = Attacker(client, k)
+            for op in ops:
+                await step(attacker, op, versions, csv, k, grid, rng)
+            return attacker
+
+    try:
+        attacker = anyio.run(run)
+    finally:
+        app.state.services.close()
+    check(attacker, versions, k)
+
+
+async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]], csv: Path,
+               k: int, grid: float, rng: np.random.Generator) -> None:
+    v = len(versions) - 1
+    pop = population(versions[-1], k)
+    kind = op[0]
+    if kind == "change":
+        rows = list(versions[-1])
+        _, how, n = op
+        if how == "append":
+            for _ in range(n):
+                label = str(rng.choice(["a", "b", "c"]))
+                rows.append((label, round(int(rng.integers(-30, 31)) * grid + OFFSET, 6),
+                             round(int(rng.integers(-30, 31)) * grid + OFFSET, 6)))
+        elif how == "block":  # many records at one point: a change the check can let through
+            label = str(rng.choice(["a", "b"]))
+            x, y = (round(int(rng.integers(-30, 31)) * grid + OFFSET, 6) for _ in range(2))
+            rows += [(label, x, y)] * (k + n)
+        elif how == "remove":
+            rows = rows[: max(0, len(rows) - n)]
+        else:
+            i = int(rng.integers(len(rows)))
+            label, _x, y = rows[i]
+            rows[i] = (label, round(int(rng.integers(-30, 31)) * grid + OFFSET, 6), y)
+        versions.append(rows)
+        write_rows(csv, rows)
+        return
+    if kind == "repeat":
+        if attacker.last is not None:
+            await attacker.post(v, *attacker.last)
+        return
+    if kind == "info":
+        r = await attacker.client.get("/v1/info", headers=AUTH)
+        assert r.status_code == 200, r.text
+        for size in [r.json()["datasets"][0]["n_records"],
+                     *r.json()["datasets"][0]["n_by_group"].values()]:
+            assert size % k == 0
+        return
+    if kind == "table":
+        _, variable, groups, kk, lower, upper = op
+        if isinstance(lower, float) and isinstance(upper, float) and lower >= upper:
+            return
+        body = {"variable": variable, "groups": groups, "k": kk, "lower": lower, "upper": upper}
+        r = await attacker.post(v, "/v1/datasets/d/table", body)
+        if r.status_code == 200:
+            table = r.json()
+            levels = list(groups) if groups else None
+            record(attacker, v, pop, variable, table["limits"], levels,
+                   [list(range(len(table["limits"]) - 1))] * len(table["counts"]),
+                   table["counts"])
+            attacker.own[variable] = table["signed"]
+        return
+    if kind in ("refine", "refine_own"):
+        variable, groups = op[1], op[2]
+        if kind == "refine":
+            kk, cuts = op[3], op[4]
+            limits = [-math.inf, *sorted(c * grid + grid / 3 for c in cuts), math.inf]
+            signed = peer_table(limits, variable=variable, groups=groups, k=kk, dataset="d")
+        else:
+            signed = attacker.own.get(variable)
+            if signed is None or tuple(signed["statement"]["groups"] or ()) != tuple(
+                    groups or ()):
+                return
+            kk = signed["statement"]["k"]
+        body = {"variable": variable, "groups": groups, "k": kk, "table": signed}
+        r = await attacker.post(v, "/v1/datasets/d/table/refine", body)
+        if r.status_code == 200:
+            release = r.json()
+            limits = release["signed"]["statement"]["limits"]
+            levels = list(groups) if groups else None
+            record(attacker, v, pop, variable, limits, levels,
+                   [g["run_of_cell"] for g in release["runs"]],
+                   [g["totals"] for g in release["runs"]])
+            attacker.own[variable] = release["signed"]
+        return
+    if kind == "mwu":
+        _, variable, groups, eps = op
+        body: dict[str, Any] = {"variable": variable, "groups": list(groups)}
+        if eps is not None:
+            body["epsilon"] = eps
+        r = await attacker.post(v, "/v1/datasets/d/mwu", body)
+        if r.status_code == 200:
+            m = r.json()
+            for level, n in zip(groups, (m["n_x"], m["n_y"]), strict=True):
+                assert n == len(pop[level]["x"]) and n >= k
+            attacker.history.append((v, None))
+        else:
+            assert r.json()["error"] in ("k_anonymity_refused", "data_changed"), r.text
+        return
+    if kind == "dp":
+        body = {"variable": "x", "group": op[1], "epsilon": 0.1, "bounds": [-40, 40],
+                "levels": [0.25, 0.5]}
+        await attacker.post(v, "/v1/datasets/d/dp/quantiles", body)
+        return
+    if kind == "yj":
+        body = {"variable": "x", "group": op[1], "lmbda": op[2], "epsilon": 0.1,
+                "bounds": [-40, 40]}
+        r = await attacker.post(v, "/v1/datasets/d/yj-moments", body)
+        if r.status_code == 200:
+            n = r.json()["n"]
+            expected = (len(pop[op[1]]["x"]) if op[1] else sum(len(c["x"]) for c in pop.values()))
+            assert n == expected and n >= k
+            attacker.history.append((v, None))
+        return
+    raise AssertionError(op)
+
+
+def record(attacker: Attacker, version: int, pop: dict[str, dict[str, list[float]]],
+           variable: str, limits: list[Any], levels: list[str] | None,
+           labels: list[list[int]], counts: list[list[float]]) -> None:
+    """Keep a table or refinement as the sets it counted, after checking its counts are true."""
+    lim = [float(v) for v in limits]
+    k = attacker.k
+    if levels is None:
+        labelled = {level: labels[0] for level in pop}
+        released = Released(variable, lim, labelled, True, {"*": counts[0]})
+    else:
+        labelled = dict(zip(levels, labels, strict=True))
+        released = Released(variable, lim, labelled, False,
+                            dict(zip(levels, counts, strict=True)))
+    for key, totals in released.totals.items():
+        assert all(c == 0 or c >= k for c in totals), totals
+        true = [0.0] * len(totals)
+        for level, columns in pop.items():
+            if key not in ("*", level):
+                continue
+            for value in columns[variable]:
+                cell = sum(1 for c in lim[1:-1] if value > c)
+                true[labelled[level][cell]] += 1
+        assert true == [float(c) for c in totals], (key, true, totals)
+    attacker.history.append((version, released))
+    # One population: the released sets of a release cover its levels whole.
+    for key, totals in released.totals.items():
+        whole = sum(len(c[variable]) for lv, c in pop.items() if key in ("*", lv))
+        assert sum(totals) == whole
+
+
+def check(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
+    answered = sorted({v for v, _ in attacker.history})
+    last = {v: max(i for i, (w, _) in enumerate(attacker.history) if w == v) for v in answered}
+
+    def released_until(v: int) -> list[Released]:
+        return [r for _, r in attacker.history[: last[v] + 1] if r is not None]
+
+    for v in answered:
+        pop = population(versions[v], k)
+        upto = released_until(v)
+        for variable in ("x", "y"):
+            for signature, n in atoms(upto, pop, variable).items():
+                assert not small(n, k), (v, variable, signature, n)
+    for i, v in enumerate(answered):
+        for w in answered[i + 1:]:
+            upto = released_until(v)
+            before, after = population(versions[v], k), population(versions[w], k)
+            for variable in ("x", "y"):
+                old, new = atoms(upto, before, variable), atoms(upto, after, variable)
+                for signature in set(old) | set(new):
+                    assert not small(new[signature] - old[signature], k), (v, w, signature)
+            for level in LEVELS:
+                n_v = len(before.get(level, {"x": []})["x"])
+                n_w = len(after.get(level, {"x": []})["x"])
+                assert not small(n_w - n_v, k), (v, w, level)
+    for v, text, variable, sent in attacker.texts:
+        # An answer about one variable against that variable's values (on a grid, a limit below
+        # every x may well equal some y); an error text against every value.
+        # Only records of the population: the others' values enter no release (on a grid, a
+        # buffer may well equal the value of a record with a missing y).
+        pop = population(versions[v], k)
+        names = ("x", "y") if variable is None else (variable,)
+        raw = {value for columns in pop.values() for name in names for value in columns[name]}
+        for token in re.findall(r"-?\d+\.\d+", text):
+            value = float(token)
+            if value in raw and value not in sent:
+                # Only limits, whiskers and DP values carry decimals; none may be a raw value.
+                raise AssertionError(f"raw value {token} in an answer: {text[:300]}")
