@@ -1,6 +1,7 @@
 """The ``fedstats`` command line (argparse; every subcommand's ``--help`` says what it does).
 
     fedstats center serve --config center.toml
+    fedstats center keygen|public-key|epoch|audit ...   (a center's operator)
     fedstats coordinator serve --config coordinator.toml
     fedstats study run study.toml --coordinator http://127.0.0.1:8800 [--out DIR]
     fedstats demo [--workdir DIR]
@@ -31,12 +32,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    center_actions = None
     for role, env in (("center", "FEDSTATS_CENTER_CONFIG"),
                       ("coordinator", "FEDSTATS_COORDINATOR_CONFIG")):
         p = sub.add_parser(role, help=f"run the {role} service")
         actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
         serve = actions.add_parser("serve", help=f"serve the {role} (uvicorn) until stopped")
         serve.add_argument("--config", help=f"TOML settings file (default: ${env})")
+        if role == "center":
+            center_actions = actions
+    assert center_actions is not None
+    keygen = center_actions.add_parser(
+        "keygen", help="write a signing key (signing_key_file) and its public key (FILE.pub)")
+    keygen.add_argument("--out", type=Path, required=True, metavar="FILE")
+    keygen.add_argument("--public-dir", type=Path,
+                        help="also copy the public key to DIR/<id>.pub (a peers directory)")
+    keygen.add_argument("--id", help="the center's id (names the copied public key)")
+    keygen.add_argument("--force", action="store_true", help="replace an existing key")
+    for name, text in (("public-key", "print this center's public key (to give to its peers)"),
+                       ("epoch", "show each dataset's epoch and the version check; --roll "
+                                 "starts a new epoch"),
+                       ("audit", "print the newest audit records")):
+        op = center_actions.add_parser(name, help=text)
+        op.add_argument("--config", help="TOML settings file (default: $FEDSTATS_CENTER_CONFIG)")
+        if name in ("epoch", "audit"):
+            op.add_argument("--dataset", help="one dataset (default: all)")
+        if name == "epoch":
+            op.add_argument("--roll", action="store_true",
+                            help="start a new epoch on the data as they are now")
+            op.add_argument("--force", action="store_true",
+                            help="with --roll: even when the check finds problems")
+        if name == "audit":
+            op.add_argument("--limit", type=int, default=100)
 
     study = sub.add_parser("study", help="run analyst study files against a coordinator")
     actions = study.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -109,10 +136,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def dispatch(args: argparse.Namespace) -> int:
     # Imports are local: `fedstats health` in a container health check stays light.
-    if args.command == "center":
+    if args.command == "center" and args.action == "serve":
         from center_agent.__main__ import main as center_main
 
         return center_main(["--config", args.config] if args.config else [])
+    if args.command == "center":
+        return center_operator(args)
     if args.command == "coordinator":
         from coordinator.__main__ import main as coordinator_main
 
@@ -161,6 +190,31 @@ def dispatch(args: argparse.Namespace) -> int:
     if args.command == "health":
         return health(args.url, args.timeout)
     raise AssertionError(args.command)
+
+
+def center_operator(args: argparse.Namespace) -> int:
+    from center_agent import operator
+    from center_agent.core.config import ConfigError, load_settings
+    from center_agent.core.errors import CenterError
+
+    if args.action == "keygen":
+        return operator.keygen(args.out, public_dir=args.public_dir, center_id=args.id,
+                               force=args.force)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"fedstats center: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "public-key":
+            return operator.public_key(settings)
+        if args.action == "epoch":
+            return operator.epoch(settings, dataset=args.dataset, roll=args.roll,
+                                  force=args.force)
+        return operator.audit(settings, dataset=args.dataset, limit=args.limit)
+    except CenterError as exc:
+        print(f"fedstats center: {exc.detail}", file=sys.stderr)
+        return 2
 
 
 def health(url: str, timeout: float) -> int:

@@ -117,15 +117,15 @@ class Epochs:
         return problems
 
     def roll(self, conn: Connection, dataset: str, population: Population, *,
-             force: bool = False) -> tuple[Epoch, list[str]]:
-        """The operator's new epoch on the data as they are now: refused (nothing changes) while
-        the check finds problems, unless ``force``. Returns the epoch and the problems found."""
+             force: bool = False) -> tuple[Epoch | None, list[str]]:
+        """The operator's new epoch on the data as they are now, and what the check found:
+        ``None`` (nothing changes) while the check finds problems, unless ``force``."""
         current = self.current(conn, dataset)
-        problems = self.check(conn, dataset, population) if current is not None else []
         if current is not None and current.fingerprint == population.fingerprint:
-            return current, problems
+            return current, []
+        problems = self.check(conn, dataset, population) if current is not None else []
         if problems and not force:
-            return current, problems  # type: ignore[return-value]
+            return None, problems
         number = 1 if current is None else current.number + 1
         reason = "operator, forced" if problems else "operator"
         return self._start(conn, dataset, population, number, reason), problems

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,13 @@ from center_helpers import (
     free_port,
     make_table,
     running_center,
+    service_log,
     write_csv,
     write_toml,
 )
 from cli_helpers import clean_env
 
+from center_agent.gate.keys import write_key_pair
 from fedstats_cli.procs import await_health
 
 # Keys whose numbers are exact K-anonymous counts: each must be 0 or >= K wherever it appears.
@@ -56,12 +58,21 @@ def center_config(
     if not csv.exists():
         write_csv(make_table(n, seed), csv)
     port = port or free_port()
+    # Every center made in one folder trusts the others: its public key goes to peers/.
+    key = tmp_path / f"{name}.key"
+    if not key.exists():
+        write_key_pair(key)
+    peers = tmp_path / "peers"
+    peers.mkdir(exist_ok=True)
+    (peers / f"{name}.pub").write_text(key.with_name(key.name + ".pub").read_text())
     config = {
         "center_id": name,
         "k": K,
         "tokens": [TOKEN],
         "port": port,
         "ledger_url": f"sqlite:///{tmp_path / f'{name}-ledger.sqlite'}",
+        "signing_key_file": str(key),
+        "peer_keys_dir": str(peers),
         **extra,
         "datasets": {
             ds: dataset_config({"kind": "csv", "path": str(csv)}, epsilon_total=eps)
@@ -84,19 +95,30 @@ def center_process(
 
 @contextlib.contextmanager
 def coordinator_process(config: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m coordinator`` on a loopback port; waits for /v1/health, always stopped."""
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--config", str(config)],
-                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_healthy(proc, port)
-        yield proc
-    finally:
-        stop(proc)
+    """``python -m coordinator`` on a loopback port; waits for /v1/health, always stopped. Its
+    stderr goes to ``<config>.log``."""
+    with service_log(config.with_suffix(".log")) as (log, output):
+        proc = subprocess.Popen([sys.executable, "-m", "coordinator", "--config", str(config)],
+                                env=clean_env(), stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            wait_healthy(proc, port, output=output)
+            yield proc
+        finally:
+            stop(proc)
 
 
-def wait_healthy(proc: subprocess.Popen[bytes], port: int, timeout_s: float = 60.0) -> None:
+def spawn_center(config: Path) -> subprocess.Popen[bytes]:
+    """``python -m center_agent`` with its stderr appended to ``<config>.log`` (never a pipe
+    nobody reads: a child logging tracebacks would fill it and block)."""
+    with open(config.with_suffix(".log"), "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "center_agent", "--config", str(config)],
+                                env=clean_env(), stdout=subprocess.DEVNULL, stderr=log)
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], port: int, timeout_s: float = 60.0,
+                 output: Callable[[], str] | None = None) -> None:
     await_health(proc, f"http://127.0.0.1:{port}", timeout_s=timeout_s,
-                 output=lambda: proc.stderr.read().decode() if proc.stderr else "")
+                 output=output or (lambda: proc.stderr.read().decode() if proc.stderr else ""))
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

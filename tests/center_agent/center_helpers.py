@@ -9,9 +9,9 @@ import secrets
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -152,28 +152,37 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
+def service_log(path: Path) -> Iterator[tuple[IO[bytes], Callable[[], str]]]:
+    """A file for a child service's stderr, and a reader of its tail.
+
+    Never ``stderr=subprocess.PIPE`` for a long-lived child nobody reads: a child that logs
+    (say tracebacks) fills the pipe and blocks, and the test waits for it for ever.
+    """
+    with open(path, "ab") as handle:
+        yield handle, lambda: path.read_text(errors="replace")[-20_000:]
+
+
+@contextlib.contextmanager
 def running_center(
     config_file: Path, port: int, *, scheme: str = "http", verify: Any = True
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m center_agent`` on a loopback port; waits for /v1/health, always stopped."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "center_agent", "--config", str(config_file)],
-        env=child_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=30, verify=verify,
-                     output=lambda: proc.stderr.read().decode() if proc.stderr else "")
-        yield proc
-    finally:
-        proc.terminate()
+    """``python -m center_agent`` on a loopback port; waits for /v1/health, always stopped.
+    Its stderr goes to ``<config>.log``."""
+    with service_log(config_file.with_suffix(".log")) as (log, output):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "center_agent", "--config", str(config_file)],
+            env=child_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        if proc.stderr:
-            proc.stderr.close()
-
-
+            await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=30, verify=verify,
+                         output=output)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)

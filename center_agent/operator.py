@@ -1,0 +1,109 @@
+"""What a center's operator runs beside the service (``fedstats center ...``).
+
+* ``keygen``: a signing key for ``signing_key_file`` and its public key for the peers;
+* ``public-key``: the center's public key, to give to the other centers' operators;
+* ``epoch``: each dataset's epoch and what the version check finds in the data as they are now;
+  ``--roll`` starts a new epoch when the check passes (``--force``: even when it does not, after
+  reading what it found);
+* ``audit``: the newest records of the audit log (who asked what, when, and what came of it).
+
+Each prints plain text and returns an exit code (0 ok, 1 a check that found problems or a roll
+refused, 2 bad usage).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from center_agent.core.config import Settings
+from center_agent.gate.keys import read_private_key, write_key_pair
+from center_agent.services import Services
+
+Say = Callable[[str], None]
+
+
+def keygen(out: Path, *, public_dir: Path | None, center_id: str | None, force: bool,
+           say: Say = print) -> int:
+    """Write a key pair at ``out`` (kept when it exists, unless ``force``); copy the public key
+    to ``public_dir/<center_id>.pub`` when asked."""
+    pub = out.with_name(out.name + ".pub")
+    if out.exists() and not force:
+        from center_agent.gate.keys import encode_public_key
+
+        public = encode_public_key(read_private_key(out).public_key())
+        pub.write_text(public + "\n")
+        say(f"kept the existing key {out}")
+    else:
+        public = write_key_pair(out)
+        say(f"wrote {out} (keep it secret) and {pub}")
+    if public_dir is not None:
+        if center_id is None:
+            say("--public-dir needs --id (the file is named after the center)")
+            return 2
+        public_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pub, public_dir / f"{center_id}.pub")
+        say(f"copied the public key to {public_dir / f'{center_id}.pub'}")
+    say(public)
+    return 0
+
+
+def public_key(settings: Settings, say: Say = print) -> int:
+    services = Services.build(settings, check_sources=False)
+    try:
+        say(services.gate.keys.public_key)
+    finally:
+        services.close()
+    return 0
+
+
+def epoch(settings: Settings, *, dataset: str | None, roll: bool, force: bool,
+          say: Say = print) -> int:
+    """Report (and with ``roll`` start) the epochs of one dataset or of all."""
+    services = Services.build(settings)
+    gate = services.gate
+    status = 0
+    try:
+        names = [dataset] if dataset is not None else list(services.datasets)
+        for name in names:
+            ds = services.datasets[name]
+            population = ds.population()
+            with services.store.locked(name) as (conn, _total, _spent):
+                current = gate.epochs.current(conn, name)
+                changed = current is not None and current.fingerprint != population.fingerprint
+                problems = gate.epochs.check(conn, name, population) if changed else []
+                label = "none yet" if current is None else (
+                    f"{current.number} (since the {current.reason})")
+                say(f"{name}: epoch {label}; the data "
+                    f"{'changed since it began' if changed else 'are those it pinned'}")
+                for problem in problems:
+                    say(f"  - {problem}")
+                if changed and not problems:
+                    say("  the check passes: the next release starts a new epoch by itself")
+                if roll and changed:
+                    new, found = gate.epochs.roll(conn, name, population, force=force)
+                    if new is None:
+                        say("  not rolled: earlier releases could be subtracted from new ones "
+                            "(--force starts the epoch anyway, accepting that risk)")
+                        status = 1
+                    else:
+                        say(f"  started epoch {new.number}"
+                            + (" (forced past the problems above)" if found else ""))
+                elif changed and problems:
+                    status = 1
+    finally:
+        services.close()
+    return status
+
+
+def audit(settings: Settings, *, dataset: str | None, limit: int, say: Say = print) -> int:
+    services = Services.build(settings, check_sources=False)
+    try:
+        for row in reversed(services.gate.audit(dataset, limit)):
+            eps = row["epsilon_units"] / 1e9
+            say(f"{row['at']:%Y-%m-%d %H:%M:%S} {row['dataset']} {row['kind']} "
+                f"caller={row['caller']} epoch={row['epoch']} epsilon={eps:g} {row['outcome']}")
+    finally:
+        services.close()
+    return 0
