@@ -52,7 +52,7 @@ def _check_limits(limits: ArrayLike) -> FloatArray:
     lim = np.asarray(limits, dtype=np.float64)
     if lim.ndim != 1 or lim.size < 2:
         raise ValueError("`limits` must be a 1-D sequence of at least two values")
-    if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
+    if np.isnan(lim).any() or not np.all(lim[1:] > lim[:-1]):
         raise ValueError("`limits` must be strictly increasing")
     if not np.isfinite(lim[1:-1]).all():
         raise ValueError("interior `limits` must be finite")
@@ -212,9 +212,10 @@ def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
 
 
 def merge_runs(release: RefinementRelease, group: int, runs: ArrayLike) -> RefinementRelease:
-    """``release`` with each of ``runs`` (of group ``group``) merged into its next run (the
-    last into the one before it): a coarser release whose run totals are sums of the old ones
-    (still 0 or >= K). Only for releases without splits (every cell loose)."""
+    """``release`` with ``runs`` (of group ``group``) merged: adjacent ones with each other, a
+    lone one into its next run (the last into the one before it). A coarser release whose run
+    totals are sums of the old ones (still 0 or >= K). Only for releases without splits (every
+    cell loose, runs numbered left to right)."""
     if release.split_bins:
         raise ValueError("runs of a release with splits cannot be merged")
     old = release.runs[group]
@@ -222,10 +223,17 @@ def merge_runs(release: RefinementRelease, group: int, runs: ArrayLike) -> Refin
     totals = np.asarray(old.totals, dtype=np.float64)
     n_runs = totals.size
     target = np.arange(n_runs)
-    for r in sorted({int(r) for r in np.asarray(runs, dtype=np.int64).ravel()}):
+    bad = np.unique(np.asarray(runs, dtype=np.int64).ravel())
+    # Adjacent runs to merge are merged with each other first (the fewest runs lost); a lone
+    # one with its next run (the last with the one before).
+    for block in np.split(bad, np.flatnonzero(np.diff(bad) > 1) + 1) if bad.size else []:
         if n_runs < 2:
             break
-        target[target == r] = r + 1 if r + 1 < n_runs else r - 1
+        if block.size > 1:
+            target[block] = block[0]
+        else:
+            r = int(block[0])
+            target[target == r] = r + 1 if r + 1 < n_runs else r - 1
     # Follow chains (r -> r + 1 -> r + 2) to their end.
     for _ in range(n_runs):
         nxt = target[target]
@@ -261,7 +269,7 @@ def refined_limits(limits: ArrayLike, release: RefinementRelease) -> FloatArray:
         if not (
             np.all(sub_lim > lim[sub_bin])
             and np.all(sub_lim < lim[sub_bin + 1])
-            and np.all(np.diff(sub_lim) > 0)
+            and np.all(sub_lim[1:] > sub_lim[:-1])
         ):
             raise ValueError("split limits must increase and lie strictly inside their bins")
     inner = np.sort(np.concatenate([lim[1:-1], sub_lim]))

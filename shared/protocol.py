@@ -142,7 +142,7 @@ def canonical_json(value: Any) -> str:
 
 def _check_limits(limits: list[float]) -> None:
     lim = np.asarray(limits)
-    if np.isnan(lim).any() or not np.all(np.diff(lim) > 0):
+    if np.isnan(lim).any() or not np.all(lim[1:] > lim[:-1]):
         raise ValueError("limits must be strictly increasing numbers")
     if not np.isfinite(lim[1:-1]).all():
         raise ValueError("interior limits must be finite")

@@ -34,8 +34,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
-    DirectoryPath,
     ConfigDict,
+    DirectoryPath,
     Field,
     FilePath,
     SecretStr,

@@ -32,10 +32,9 @@ depended on the data would be an oracle). Request validation errors are rendered
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import logging
 
 from fedstats_service.errors import AuthenticationError as AuthenticationError
 from fedstats_service.errors import NotFound as NotFound

@@ -85,7 +85,8 @@ def read_private_key(path: Path) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(raw)
 
 
-def read_peer_keys(directory: Path | None, inline: Mapping[str, str]) -> dict[str, Ed25519PublicKey]:
+def read_peer_keys(directory: Path | None,
+                   inline: Mapping[str, str]) -> dict[str, Ed25519PublicKey]:
     """Peers' public keys: ``<center_id>.pub`` files in ``directory``, then the inline ones."""
     found: dict[str, Ed25519PublicKey] = {}
     if directory is not None:

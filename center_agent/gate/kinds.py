@@ -31,7 +31,6 @@ from numpy.typing import NDArray
 from center_agent.core.errors import (
     HistoryNotSafe,
     InvalidRequest,
-    KAnonymityRefusal,
     ReleaseDisabled,
     UntrustedTable,
 )
@@ -194,8 +193,22 @@ class TableCandidate:
             raise HistoryNotSafe(self.dataset)
         cells = np.unique(np.concatenate(list(bad.values())))
         keep = np.ones(n_inner, dtype=bool)
-        keep[np.minimum(cells, n_inner - 1)] = False  # the limit right of the cell, or left
+        keep[limits_to_drop(cells, n_inner)] = False
         return TableCandidate(merge_bins(self.table, keep), self.levels, self.dataset)
+
+
+def limits_to_drop(cells: NDArray[np.int64], n_inner: int) -> NDArray[np.int64]:
+    """Which interior limits to remove so that each run of adjacent bad cells merges: the
+    limits inside a run of several (merged together first: the fewest limits lost), the limit
+    right of a lone bad cell (left of the last cell)."""
+    runs = np.split(cells, np.flatnonzero(np.diff(cells) > 1) + 1)
+    drop: list[int] = []
+    for run in runs:
+        if run.size > 1:
+            drop.extend(range(int(run[0]), int(run[-1])))
+        else:
+            drop.append(min(int(run[0]), n_inner - 1))
+    return np.asarray(drop, dtype=np.int64)
 
 
 def _extreme_kind(choice: object) -> ExtremeKind:
@@ -298,8 +311,11 @@ class RefineCandidate:
             return RefineCandidate(self.without_splits(), self.limits, self.levels, self.pooled,
                                    self.dataset, self.without_splits)
         release = self.release
-        for level, cells in bad.items():
+        by_group: dict[int, NDArray[np.int64]] = {}
+        for level, cells in bad.items():  # pooled: one group, its bad cells of every level
             group = 0 if self.pooled else self.levels.index(level)
+            by_group[group] = np.union1d(by_group.get(group, cells), cells)
+        for group, cells in by_group.items():
             run_of = np.asarray(release.runs[group].run_of_cell, dtype=np.int64)
             if len(release.runs[group].totals) < 2:
                 raise HistoryNotSafe(self.dataset)

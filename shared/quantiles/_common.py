@@ -82,7 +82,7 @@ def cumulative(table: Any) -> Cumulative:
         raise ValueError(
             f"`table` has {limits.size} limits for {row.size} bins; expected {row.size + 1}"
         )
-    if np.isnan(limits).any() or not np.all(np.diff(limits) > 0):
+    if np.isnan(limits).any() or not np.all(limits[1:] > limits[:-1]):
         raise ValueError("`table` limits must be strictly increasing")
     if not np.isfinite(limits[1:-1]).all():
         raise ValueError("`table` interior limits must be finite")

@@ -20,6 +20,7 @@ from shared.protocol import MIN_EPSILON, WireModel, check_public_bounds
 from shared.quantiles.loss import QuantileLoss
 from shared.quantiles.yj_data import YJMoments
 
+
 class YJMomentsRequest(WireModel):
     """Ask a center for its ε-DP moment sums of ``variable`` (one declared level ``group``, or
     all records) at one λ.

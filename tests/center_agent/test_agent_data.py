@@ -94,7 +94,8 @@ def test_every_source_gives_the_same_population(
             assert values.dtype == np.float64 and np.isfinite(values).all()
     # One population: every variable has the same sizes, and the pooled values are the levels'.
     assert population.sizes == {g: len(v) for g, v in _expected()["x"].items()}
-    assert population.pooled("y").tolist() == sorted(v for vs in _expected()["y"].values() for v in vs)
+    pooled = sorted(v for vs in _expected()["y"].values() for v in vs)
+    assert population.pooled("y").tolist() == pooled
 
 
 def test_a_level_with_fewer_than_k_rows_is_left_out(
