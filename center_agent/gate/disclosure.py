@@ -18,10 +18,12 @@ always ends: a release that shows only each level's total adds no atom that earl
 the one population (every release counts the same records) do not already have. So whether a
 release is made never depends on the data; only how fine it is does.
 
-Levels' sizes (the n and m of a Mann-Whitney release, the n of YJ moments) are not recorded here:
-every release covers each level it counts whole, so a level's size is the sum of that release's
-sets, and beside pooled releases the sizes let nothing be derived but themselves (each >= K by
-the population rule). Their change over time is checked with the epoch (``gate.epochs``).
+Every level's size (the n and m of a Mann-Whitney release, the n of YJ moments, a grouped
+table's totals) counts as released, always: the memory starts from a release of the levels'
+totals. It must: a pooled set whose records are 20 of level a and 3 of level b, beside the size
+of a (20, all in that set), gives the 3 away. So a pooled release is coarsened until each
+level's part of each of its sets holds 0 or >= K records. The sizes' change over time is checked
+with the epoch (``gate.epochs``).
 
 The memory is kept in the ledger's database, in the release's transaction (under the dataset's
 lock), per (dataset, variable), across epochs (``center_agent.gate.epochs``), with a snapshot of
@@ -249,8 +251,11 @@ class Disclosure:
         forced a new epoch over data that failed the check).
         """
         self._check_caps(conn, dataset, variable, candidate.partition)
-        history = self.history(conn, dataset, variable)
         levels = population.levels
+        # Every level's size counts as released (module docstring): Mann-Whitney, YJ and
+        # grouped tables give them exactly, and beside a pooled release a size can isolate
+        # the level's part of a pooled set.
+        history = [Partition.totals(levels), *self.history(conn, dataset, variable)]
         edges = edges_of([*history, candidate.partition])
         where = probes(edges)
         counts = cell_counts(population, variable, levels, edges)

@@ -9,11 +9,10 @@ Mann-Whitney, DP releases, YJ moments, ``/v1/info`` — with the data file chang
 Checked with an independent reference (plain per-record loops, none of the gate's code):
 
 * every exact count released is 0 or >= K, and is the true count of the population;
-* the *atoms* of every table and refinement released so far (records sharing the released set of
-  every one of them) hold 0 or >= K records of every data version answers came from, and change
-  by 0 or >= K between two such versions: no combination of the released counts isolates 1..K-1
-  records (levels' sizes are sums of every release's sets, so beside them they add nothing; they
-  are checked to change by 0 or >= K too);
+* the *atoms* of every table and refinement released so far and of the levels' sizes (records
+  sharing the released set of every one of them) hold 0 or >= K records of every data version
+  answers came from, and change by 0 or >= K between two such versions: no combination of the
+  released counts isolates 1..K-1 records;
 * one population: an ungrouped table totals its levels' tables, and every variable's tables
   total the same;
 * the same question gets the same answer while the data do not change;
@@ -109,11 +108,13 @@ class Released:
 
 def atoms(released: list[Released], pop: dict[str, dict[str, list[float]]],
           variable: str) -> Counter[tuple[Any, ...]]:
+    """Records sharing the released set of every release of ``variable``, and their level
+    (levels' sizes are released exactly: by MWU, YJ moments, grouped tables)."""
     counter: Counter[tuple[Any, ...]] = Counter()
     mine = [r for r in released if r.variable == variable]
     for level, columns in pop.items():
         for value in columns[variable]:
-            counter[tuple(r.set_of(level, value) for r in mine)] += 1
+            counter[(level, *(r.set_of(level, value) for r in mine))] += 1
     return counter
 
 
