@@ -25,8 +25,8 @@ ENV PATH=/opt/fedstats/.venv/bin:$PATH
 
 # Not root. The volume mount points belong to the service user, so named volumes do too.
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin fedstats \
-    && mkdir -p /srv/data /var/lib/fedstats /etc/fedstats \
-    && chown fedstats /srv/data /var/lib/fedstats
+    && mkdir -p /srv/data /var/lib/fedstats /etc/fedstats/peers \
+    && chown fedstats /srv/data /var/lib/fedstats /etc/fedstats/peers
 USER fedstats
 
 EXPOSE 8700 8800

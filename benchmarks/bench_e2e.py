@@ -8,17 +8,22 @@ ports, and runs one study — the federated K-anonymous table, the four Mann-Whi
 POST to ``succeeded``. Only the first run of a study is timed: a repeat is answered from the
 centers' release caches.
 
-Baselines, measured in the same run on the same files: each center's local computation — loading
-its data as a center does (``center_agent.data.Dataset``: read, drop missing values, split by
-group) plus computing every release the study asked of it, in process
-(``coordinator.local.InProcessCenter``, the ``shared/`` core without HTTP, ledger or auditor) —
-and the same study run in process over all centers. Printed: end-to-end / slowest center (the
-target is <= 1.5), end-to-end / in-process study (the HTTP, ledger and process overhead), the
-CPU seconds the center processes and the coordinator used during the study, the floor they
-put on this machine (the busiest center, or all that CPU time spread over the cores: m centers
-on a 2-core machine cannot all run at once), end-to-end / floor, and the bytes exchanged per
-study (the JSON of every request and answer the coordinator recorded in its provenance, so
-excluding HTTP headers). CPU times are read from ``/proc`` (Linux).
+Each center has a signing key and every other center's public key (its peers), as a deployment
+does: a center refines only tables its peers signed.
+
+Baselines, measured in the same run on the same files: each center's local computation — reading
+its population as a center does (``center_agent.data.Dataset.population()``: read the Parquet
+columns, keep the complete cases of declared levels, split and sort by group) plus the ``shared/``
+core calls that compute every release the study asked of it (the requests it received, read from
+the study's provenance), in process, without HTTP, ledger, disclosure control or auditor — and the
+same study run in process over all centers (``coordinator.local.in_process_federation``: the real
+center apps over ``httpx.ASGITransport``, ledgers included, without sockets or processes). Printed:
+end-to-end / slowest center (the target is <= 1.5), end-to-end / in-process study (the HTTP and
+process overhead), the CPU seconds the center processes and the coordinator used during the
+study, the floor they put on this machine (the busiest center, or all that CPU time spread over
+the cores: m centers on a 2-core machine cannot all run at once), end-to-end / floor, and the
+bytes exchanged per study (the JSON of every request and answer the coordinator recorded in its
+provenance, so excluding HTTP headers). CPU times are read from ``/proc`` (Linux).
 
     .venv/bin/python benchmarks/bench_e2e.py                    # 10 x 1e6, 20 x 5e5, 50 x 2e5
     .venv/bin/python benchmarks/bench_e2e.py --plan 10:1e6
@@ -34,13 +39,14 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +56,42 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from center_agent.core.config import DatasetConfig
-from center_agent.data import Dataset
-from coordinator.local import InProcessCenter, LocalDataset
+from center_agent.data import Dataset, Population
+from center_agent.gate.keys import write_key_pair
+from coordinator.local import LocalDataset, in_process_federation
 from coordinator.study import StudySpec, run_study
 from fedstats_cli.procs import await_health
 from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
+from shared.privacy import Neighbouring
+from shared.protocol import (
+    DPBoxplotRequest,
+    DPQuantilesRequest,
+    ExtremesRequest,
+    MWURequest,
+    RefinementRequest,
+    TableRequest,
+    ThresholdCountsRequest,
+    TreeHistogramRequest,
+    WireModel,
+)
+from shared.quantiles.wire import YJMomentsRequest
+from shared.releases import (
+    canonical_table,
+    dp_boxplot_release,
+    dp_quantiles_release,
+    extremes_release,
+    mwu_release,
+    refinement_release,
+    table_view,
+    threshold_counts_release,
+    tree_histogram_release,
+    yj_moments_release,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 K = 10
+EPSILON_TOTAL = 10.0  # per center; a quarter of it per request (the default cap) pays ε = 1
+NEIGHBOURING: Neighbouring = "add_remove"  # the centers' default
 SPEC: dict[str, Any] = {
     "dataset": "cohort",
     "variable": VARIABLE,
@@ -114,6 +148,27 @@ def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]
     return path
 
 
+def dataset_config(path: Path) -> dict[str, Any]:
+    """The ``cohort`` dataset of a center over ``path``, as every center here declares it."""
+    return {"source": {"kind": "parquet", "path": str(path)},
+            "variables": [VARIABLE, WARM_UP_VARIABLE],
+            "group": {"column": GROUP_COLUMN, "levels": list(LEVELS)},
+            "epsilon_total": EPSILON_TOTAL}
+
+
+def signing_keys(work: Path, centers: list[str]) -> tuple[dict[str, Path], Path]:
+    """A signing key per center and the peers' directory of their public keys (``<id>.pub``),
+    as ``fedstats center keygen --public-dir`` makes them."""
+    peers = work / "peers"
+    peers.mkdir()
+    keys = {}
+    for cid in centers:
+        keys[cid] = work / "keys" / f"{cid}.key"
+        write_key_pair(keys[cid])
+        shutil.copyfile(keys[cid].with_name(f"{cid}.key.pub"), peers / f"{cid}.pub")
+    return keys, peers
+
+
 def hospitals(m: int, n: int, seed: int) -> list[Hospital]:
     rng = np.random.default_rng(seed)
     out = []
@@ -167,29 +222,6 @@ def wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
                  output=lambda: log.read_text()[-2000:])
 
 
-class Timed:
-    """Any port, with the wall time of each of its calls added to ``spent[center]``."""
-
-    def __init__(self, port: InProcessCenter, spent: dict[str, float]) -> None:
-        self.port, self.spent = port, spent
-
-    @property
-    def center_id(self) -> str:
-        return self.port.center_id
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.port, name)
-
-        async def timed(*args: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return await method(*args)
-            finally:
-                self.spent[self.port.center_id] += time.perf_counter() - start
-
-        return timed
-
-
 def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
         work = Path(tmp)
@@ -202,18 +234,16 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
         analyst = secrets.token_urlsafe(32)
         *center_ports, coord_port = free_ports(len(files) + 1)
         ports = dict(zip(files, center_ports, strict=True))
+        keys, peers = signing_keys(work, list(files))
         with processes() as procs:
             started = []
             for cid, path in files.items():
                 config = write_toml(
                     work / f"{cid}.toml",
                     {"center_id": cid, "k": K, "tokens": [tokens[cid]], "port": ports[cid],
-                     "ledger_url": f"sqlite:///{work / f'{cid}-ledger.sqlite'}"},
-                    {"datasets.cohort": {"source": {"kind": "parquet", "path": str(path)},
-                                         "variables": [VARIABLE, WARM_UP_VARIABLE],
-                                         "group": {"column": GROUP_COLUMN,
-                                                   "levels": list(LEVELS)},
-                                         "epsilon_total": 10.0}})
+                     "ledger_url": f"sqlite:///{work / f'{cid}-ledger.sqlite'}",
+                     "signing_key_file": str(keys[cid]), "peer_keys_dir": str(peers)},
+                    {"datasets.cohort": dataset_config(path)})
                 log = work / f"{cid}.log"
                 started.append((spawn(procs, "center_agent", config, log), ports[cid], log))
             coord_config = write_toml(
@@ -252,11 +282,13 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                 if view["status"] != "succeeded":
                     trace = (work / "coordinator.log").read_text()[-4000:]
                     raise SystemExit(f"study {view['status']}: {view.get('error')}\n{trace}")
+                provenance = view["provenance"]
                 exchanged = sum(len(json.dumps(p["request"])) + len(json.dumps(p["response"]))
-                                for p in view["provenance"])
-                answers = len(view["provenance"])
+                                for p in provenance)
+                answers = len(provenance)
 
-        local, in_process = local_study(files, seed, defaultdict(float), warm=warm)
+        local = local_centers(files, provenance, seed, warm=warm)
+        in_process = in_process_study(files, warm=warm)
         slowest = max(local.values())
         cores = os.cpu_count() or 1
         # What this machine can do at best with every process's CPU time as measured: the
@@ -291,33 +323,100 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def local_study(files: dict[str, Path], seed: int, spent: dict[str, float], *,
-                warm: bool = False) -> tuple[dict[str, float], float]:
-    """Per center: loading its data as the center does (``center_agent.data.Dataset``: read the
-    Parquet columns, drop missing values, split by group) plus computing every release the study
-    asked of it; and the in-process study's wall time, loads included. ``warm``: the group
-    column was read before (as a center that served another study keeps it), not timed."""
-    ports = []
+def local_centers(files: dict[str, Path], provenance: list[dict[str, Any]], seed: int, *,
+                  warm: bool = False) -> dict[str, float]:
+    """Per center, the seconds of its local computation: reading its population as the center
+    does (``Dataset.population()``) plus the ``shared/`` core calls that compute every release
+    the study asked of it (its requests in the study's provenance), on that population.
+    ``warm``: the population was read before (a center that served another study keeps it), so
+    only the check that the file is unchanged is timed."""
+    asked: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for record in provenance:
+        if record["call"] != "info":  # sizes: read from the population, nothing computed
+            asked[record["center"]].append((record["call"], record["request"]))
     rng = np.random.default_rng(seed)
+    spent = {}
     for cid, path in files.items():
-        config = DatasetConfig.model_validate({
-            "source": {"kind": "parquet", "path": str(path)},
-            "variables": [VARIABLE, WARM_UP_VARIABLE],
-            "group": {"column": GROUP_COLUMN, "levels": list(LEVELS)}, "epsilon_total": 10.0})
-        source = Dataset("cohort", config)
+        dataset = Dataset("cohort", DatasetConfig.model_validate(dataset_config(path)), K)
         if warm:
-            source.sizes()
+            dataset.population()
         start = time.perf_counter()
-        sample = source.load(VARIABLE, GROUP_COLUMN)
-        spent[cid] += time.perf_counter() - start
-        dataset = LocalDataset({VARIABLE: sample.values}, groups=sample.groups, levels=LEVELS)
-        for level in (None, *LEVELS):
-            dataset.values(VARIABLE, level)  # the split, already timed in load()
-        ports.append(Timed(InProcessCenter(cid, {"cohort": dataset}, rng=rng, k=K), spent))
-    loads = sum(spent.values())
-    start = time.perf_counter()
-    asyncio.run(run_study(StudySpec.model_validate(SPEC), ports, min_centers=2))  # type: ignore[arg-type]
-    return {cid: spent[cid] for cid in files}, time.perf_counter() - start + loads
+        population = dataset.population()
+        for call, request in asked[cid]:
+            core_release(call, request, population, rng)
+        spent[cid] = time.perf_counter() - start
+    return spent
+
+
+def core_release(call: str, request: dict[str, Any], population: Population,
+                 rng: np.random.Generator) -> object:
+    """The ``shared/`` core's answer to one request a center received, on its population, as
+    ``center_agent.gate.kinds`` computes it (the table: the canonical table of every level,
+    then the view asked; a refinement: of the levels asked, or of every record)."""
+    def levels(groups: tuple[str, str] | None) -> list[Any]:
+        return [population.pooled(VARIABLE)] if groups is None else [
+            population.level(VARIABLE, level) for level in groups]
+
+    def dp(model: type[WireModel], compute: Callable[..., WireModel]) -> WireModel:
+        asked = model.model_validate(request)
+        x = population.selection(VARIABLE, getattr(asked, "group", None))
+        return compute(x, asked, NEIGHBOURING, rng)
+
+    if call == "table":
+        table = TableRequest.model_validate(request)
+        canonical = canonical_table(
+            [population.level(VARIABLE, level) for level in population.levels], K, rng)
+        rows = None if table.groups is None else [population.levels.index(level)
+                                                  for level in table.groups]
+        return table_view(canonical, rows, k=table.k, lower=table.lower, upper=table.upper)
+    if call == "refine":
+        refine = RefinementRequest.model_validate(request)
+        return refinement_release(levels(refine.groups), refine, rng)
+    if call == "mwu":
+        mwu = MWURequest.model_validate(request)
+        x, y = levels(mwu.groups)
+        return mwu_release(x, y, mwu, rng)
+    if call == "dp_boxplot":
+        box = DPBoxplotRequest.model_validate(request)
+        return dp_boxplot_release(population.selection(VARIABLE, box.group), box, NEIGHBOURING,
+                                  K, rng)
+    computations: dict[str, tuple[type[WireModel], Callable[..., WireModel]]] = {
+        "dp_quantiles": (DPQuantilesRequest, dp_quantiles_release),
+        "dp_extremes": (ExtremesRequest, extremes_release),
+        "dp_tree_histogram": (TreeHistogramRequest, tree_histogram_release),
+        "dp_threshold_counts": (ThresholdCountsRequest, threshold_counts_release),
+        "yj_moments": (YJMomentsRequest, yj_moments_release),
+    }
+    if call not in computations:
+        raise SystemExit(f"bench_e2e: no local baseline for a {call!r} request")
+    return dp(*computations[call])
+
+
+def in_process_study(files: dict[str, Path], *, warm: bool = False) -> float:
+    """Wall seconds of the same study over in-process centers (the real center apps over
+    ``httpx.ASGITransport``, keys, ledgers and disclosure control included) on the same data,
+    their populations read during the study. ``warm``: after the warm-up study, untimed."""
+    datasets = {}
+    for cid, path in files.items():
+        table = pq.read_table(path, columns=[VARIABLE, WARM_UP_VARIABLE, GROUP_COLUMN])
+        datasets[cid] = {"cohort": LocalDataset(
+            {name: table.column(name).to_numpy() for name in (VARIABLE, WARM_UP_VARIABLE)},
+            groups=table.column(GROUP_COLUMN).to_numpy(zero_copy_only=False), levels=LEVELS)}
+
+    async def run() -> float:
+        centers = in_process_federation(datasets, k=K, neighbouring=NEIGHBOURING)
+        try:
+            ports = list(centers.values())
+            if warm:
+                await run_study(StudySpec.model_validate(WARM_UP_SPEC), ports, min_centers=2)
+            start = time.perf_counter()
+            await run_study(StudySpec.model_validate(SPEC), ports, min_centers=2)
+            return time.perf_counter() - start
+        finally:
+            for center in centers.values():
+                await center.aclose()
+
+    return asyncio.run(run())
 
 
 def plan(text: str) -> tuple[int, int]:
@@ -351,7 +450,8 @@ def main() -> None:
               f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d}",
               flush=True)
     print("ratio: end-to-end / slowest center's local computation (target <= 1.5); "
-          "in-proc ratio: end-to-end / the same study in one process without HTTP; "
+          "in-proc ratio: end-to-end / the same study over in-process center apps (no sockets, "
+          "no processes); "
           "cpu max/sum: CPU seconds the center processes used during the study (busiest, all); "
           "coord: the coordinator's; floor: max(cpu max, (cpu sum + coord) / "
           f"{os.cpu_count()} cores), the best this machine can do with that work; "

@@ -14,6 +14,14 @@ centers (the seed's sizes), levels 0.02, 0.25, 0.5, 0.75, 0.98, errors (q̂ − 
 * ``quantiles_mse.png``: MSE against the number of centers, one panel per (r, level).
 
 Progress goes to stderr. Each (r, centers) setting has its own seed stream (``--seed``).
+
+``--dp EPS [EPS ...]`` measures instead what ε-DP moment sums cost the YJ data estimator, as the
+centers release them (``shared.releases.yj_moments_release``: values clipped to ``--dp-bounds``,
+Laplace noise on the three sums, ε/24 per λ of at most 24 Brent evaluations, each center
+spending EPS per fit): MSE of the exact and of the noisy fit on the same replications, and how
+often the noisy fit failed. Prints a table; writes nothing.
+
+    .venv/bin/python benchmarks/sim_quantiles.py --dp 1 10 100 --replications 200
 """
 
 from __future__ import annotations
@@ -27,12 +35,22 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.quantiles import YJMoments
 from shared.quantiles.simulate import (
     ESTIMATORS,
     LEVELS,
     QuantileSimulation,
+    draw_replication,
     simulate_quantiles,
 )
+from shared.quantiles.wire import YJMomentsRequest
+from shared.quantiles.yj_data import (
+    DP_MAX_EVALUATIONS,
+    DP_TOL,
+    in_process_query,
+    yj_data_quantiles,
+)
+from shared.releases import yj_moments_release
 from shared.simulate import CENTER_SIZES
 
 LABELS = {
@@ -150,6 +168,71 @@ def print_mse(sims: list[QuantileSimulation]) -> None:
                   note)
 
 
+def run_dp_setting(
+    args: tuple[float, int, int, tuple[float, ...], tuple[float, float], np.random.SeedSequence]
+) -> tuple[float, int, dict[str, np.ndarray], dict[str, int]]:
+    """Standardized errors of the exact YJ data fit and of the ε-DP fits (one per ε)."""
+    shape, n_centers, replications, epsilons, bounds, seed = args
+    rng = np.random.default_rng(seed)
+    noise_rng = np.random.default_rng(seed.spawn(1)[0])
+    sizes = CENTER_SIZES[n_centers]
+    errors = {name: np.full((replications, len(LEVELS)), np.nan)
+              for name in ("exact", *(f"eps={e:g}" for e in epsilons))}
+    failures = dict.fromkeys(errors, 0)
+    root_r = float(np.sqrt(shape))
+    for i in range(replications):
+        xs, truth = draw_replication(sizes, shape, LEVELS, rng)
+        try:
+            errors["exact"][i] = (yj_data_quantiles(in_process_query(xs), LEVELS).quantiles
+                                  - truth) / root_r
+        except (ValueError, RuntimeError):
+            failures["exact"] += 1
+        for epsilon in epsilons:
+            per_call = epsilon / DP_MAX_EVALUATIONS
+
+            def query(lmbda: float, per_call: float = per_call) -> list[YJMoments]:
+                request = YJMomentsRequest(variable="x", lmbda=lmbda, epsilon=per_call,
+                                           bounds=bounds)
+                return [yj_moments_release(np.sort(x), request, "add_remove", noise_rng)
+                        .to_result() for x in xs]
+
+            name = f"eps={epsilon:g}"
+            try:
+                fit = yj_data_quantiles(query, LEVELS, max_evaluations=DP_MAX_EVALUATIONS,
+                                        tol=DP_TOL)
+            except (ValueError, RuntimeError):
+                failures[name] += 1
+                continue
+            if not np.all(np.isfinite(fit.quantiles)):  # a degenerate fit: no estimate
+                failures[name] += 1
+                continue
+            errors[name][i] = (fit.quantiles - truth) / root_r
+    return shape, n_centers, errors, failures
+
+
+def main_dp(args: argparse.Namespace) -> int:
+    settings = [(shape, c) for shape in args.shapes for c in args.centers]
+    seeds = np.random.SeedSequence(args.seed).spawn(len(settings))
+    jobs = [(shape, c, args.replications, tuple(args.dp), tuple(args.dp_bounds), seed)
+            for (shape, c), seed in zip(settings, seeds, strict=True)]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(run_dp_setting, jobs))
+    else:
+        results = [run_dp_setting(job) for job in jobs]
+    a, b = args.dp_bounds
+    print(f"YJ data with ε-DP moment sums (bounds [{a:g}, {b:g}], ε per center per fit, "
+          f"{args.replications} replications): MSE × 1000 of (q̂ − Q)/√r")
+    for shape, n_centers, errors, failures in results:
+        print(f"\nr = {shape:g}, {n_centers} centers" + " " * 14 +
+              "  ".join(f"{lv:>8g}" for lv in LEVELS) + "   failed")
+        for name, errs in errors.items():
+            mse = np.nanmean(errs**2, axis=0)
+            print(f"  {name:26s}" + "  ".join(f"{1000 * v:8.1f}" for v in mse) +
+                  f"   {failures[name]:6d}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replications", type=int, default=2000)
@@ -160,9 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (settings run "
                         "in parallel)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    parser.add_argument("--dp", type=float, nargs="+", metavar="EPS",
+                        help="measure the YJ data fit on ε-DP sums at these ε (see above)")
+    parser.add_argument("--dp-bounds", type=float, nargs=2, default=[0.0, 40.0],
+                        metavar=("LOW", "HIGH"), help="public clipping bounds of the DP sums")
     args = parser.parse_args(argv)
     if args.replications < 2:
         parser.error("--replications must be at least 2")
+    if args.dp:
+        return main_dp(args)
 
     settings = [(shape, c) for shape in args.shapes for c in args.centers]
     seeds = np.random.SeedSequence(args.seed).spawn(len(settings))

@@ -14,6 +14,7 @@ refused, 2 bad usage).
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +28,11 @@ Say = Callable[[str], None]
 def keygen(out: Path, *, public_dir: Path | None, center_id: str | None, force: bool,
            say: Say = print) -> int:
     """Write a key pair at ``out`` (kept when it exists, unless ``force``); copy the public key
-    to ``public_dir/<center_id>.pub`` when asked."""
+    to ``public_dir/<center_id>.pub`` when asked (``center_id`` is then required: checked before
+    anything is written)."""
+    if public_dir is not None and center_id is None:
+        print("--public-dir needs --id (the file is named after the center)", file=sys.stderr)
+        return 2
     pub = out.with_name(out.name + ".pub")
     if out.exists() and not force:
         from center_agent.gate.keys import encode_public_key
@@ -39,9 +44,6 @@ def keygen(out: Path, *, public_dir: Path | None, center_id: str | None, force: 
         public = write_key_pair(out)
         say(f"wrote {out} (keep it secret) and {pub}")
     if public_dir is not None:
-        if center_id is None:
-            say("--public-dir needs --id (the file is named after the center)")
-            return 2
         public_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pub, public_dir / f"{center_id}.pub")
         say(f"copied the public key to {public_dir / f'{center_id}.pub'}")
@@ -73,10 +75,12 @@ def epoch(settings: Settings, *, dataset: str | None, roll: bool, force: bool,
                 current = gate.epochs.current(conn, name)
                 changed = current is not None and current.fingerprint != population.fingerprint
                 problems = gate.epochs.check(conn, name, population) if changed else []
-                label = "none yet" if current is None else (
-                    f"{current.number} (since the {current.reason})")
-                say(f"{name}: epoch {label}; the data "
-                    f"{'changed since it began' if changed else 'are those it pinned'}")
+                if current is None:
+                    say(f"{name}: no epoch yet (the first release or /v1/info starts one on "
+                        "the data as they are then)")
+                else:
+                    say(f"{name}: epoch {current.number} (since the {current.reason}); the data "
+                        f"{'changed since it began' if changed else 'are those it pinned'}")
                 for problem in problems:
                     say(f"  - {problem}")
                 if changed and not problems:

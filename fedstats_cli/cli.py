@@ -198,6 +198,10 @@ def center_operator(args: argparse.Namespace) -> int:
     from center_agent.core.errors import CenterError
 
     if args.action == "keygen":
+        if args.public_dir is not None and args.id is None:  # a usage error writes nothing
+            print("fedstats center keygen: --public-dir needs --id (the file is named after the "
+                  "center)", file=sys.stderr)
+            return 2
         return operator.keygen(args.out, public_dir=args.public_dir, center_id=args.id,
                                force=args.force)
     try:

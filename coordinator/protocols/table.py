@@ -13,8 +13,9 @@ the registry's order), the same core functions on each side.
 
 Every release is checked before it is used, and a center whose numbers cannot be right is named
 (``implausible``): the K it was made for, the number of groups, each count or run total 0 or >= K,
-each group's total no larger than the center's declared size allows, the refinement fitting the
-table, and the federated totals equal to the sum of the centers' totals.
+each group's total no larger than the center's declared size allows and no smaller than that
+size (``/v1/info`` and every table count the same population, its size rounded down to K), the
+refinement fitting the table, and the federated totals equal to the sum of the centers' totals.
 """
 
 from __future__ import annotations
@@ -59,19 +60,41 @@ def _implausible(center: str, detail: str) -> CenterFailure:
     return CenterFailure(center, "implausible", detail)
 
 
-def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ...]) -> None:
+def declared_sizes(survey: Survey, center: str) -> tuple[int, ...]:
+    """Each group's size as ``center`` declared it in ``/v1/info`` (rounded down to its K).
+
+    ``survey.bounds`` are these sizes plus the same slack (the center's K - 1) for each group,
+    and ``survey.sizes`` their sum (``survey._check``), so the slack is what the bounds add up
+    to beyond the sizes.
+    """
+    bounds = survey.bounds[center]
+    slack = (sum(bounds) - survey.sizes[center]) // len(bounds)
+    return tuple(bound - slack for bound in bounds)
+
+
+def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ...],
+                  floors: tuple[int, ...] | None = None) -> None:
+    """Each group's total within what the center declared: at most ``bounds`` and, with
+    ``floors`` (its declared sizes), at least those: ``/v1/info`` and every table count the same
+    population, and a declared size is that population's rounded down."""
     for g, (total, bound) in enumerate(zip(totals, bounds, strict=True)):
         if total > bound:
             raise _implausible(
                 center, f"group {g} totals {total:g} records, more than its declared size allows "
                 f"({bound})"
             )
+        if floors is not None and total < floors[g]:
+            raise _implausible(
+                center, f"group {g} totals {total:g} records, fewer than its declared size "
+                f"({floors[g]})"
+            )
         if 0 < total < k:
             raise _implausible(center, f"group {g} totals {total:g}, between 1 and k-1={k - 1}")
 
 
 def check_table_release(
-    center: str, release: BinTableRelease, *, k: int, n_groups: int, bounds: tuple[int, ...]
+    center: str, release: BinTableRelease, *, k: int, n_groups: int, bounds: tuple[int, ...],
+    floors: tuple[int, ...] | None = None,
 ) -> tuple[float, ...]:
     """The per-group totals of a plausible one-center table; raises ``implausible`` otherwise."""
     if release.k != k:
@@ -82,12 +105,13 @@ def check_table_release(
     if np.any((counts > 0) & (counts < k)):
         raise _implausible(center, f"table holds a count between 1 and k-1={k - 1}")
     totals = counts.sum(axis=1)
-    _check_totals(center, totals, k, bounds)
+    _check_totals(center, totals, k, bounds, floors)
     return tuple(float(t) for t in totals)
 
 
 def check_refinement(
-    center: str, release: RefinementRelease, *, k: int, n_groups: int, bounds: tuple[int, ...]
+    center: str, release: RefinementRelease, *, k: int, n_groups: int, bounds: tuple[int, ...],
+    floors: tuple[int, ...] | None = None,
 ) -> tuple[float, ...]:
     """The per-group totals of a plausible refinement; raises ``implausible`` otherwise."""
     if release.k != k:
@@ -102,7 +126,7 @@ def check_refinement(
                 center, f"group {g}: a run total is negative or between 1 and k-1={k - 1}"
             )
         totals.append(float(t.sum()))
-    _check_totals(center, np.asarray(totals), k, bounds)
+    _check_totals(center, np.asarray(totals), k, bounds, floors)
     return tuple(totals)
 
 
@@ -166,7 +190,8 @@ async def federated_bin_table(
                     TableRequest(variable=variable, groups=groups, k=k, lower=lower, upper=upper),
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
-                                             bounds=survey.bounds[cid])
+                                             bounds=survey.bounds[cid],
+                                             floors=declared_sizes(survey, cid))
                 merged = built.to_table()
                 next_signed = check_signed(cid, built.signed, merged)
             else:
@@ -175,7 +200,8 @@ async def federated_bin_table(
                                                table=signed),
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
-                                          bounds=survey.bounds[cid])
+                                          bounds=survey.bounds[cid],
+                                          floors=declared_sizes(survey, cid))
                 merged = fold(cid, table, refinement, totals)
                 next_signed = check_signed(cid, refinement.signed, merged)
         except CenterFailure as failure:

@@ -138,6 +138,16 @@ def _estimate(
     raise ValueError(f"unknown estimator {name!r}; known: {ESTIMATORS}")
 
 
+def draw_replication(
+    sizes: Sequence[int], shape: float, levels: Sequence[float], rng: np.random.Generator
+) -> tuple[list[FloatArray], FloatArray]:
+    """One replication of the seed's design: Gamma(r, θ_l) data of each center, θ_l =
+    exp(N(0, s²)), and the true quantiles of their mixture at ``levels``."""
+    scales = np.exp(rng.normal(0.0, scale_sd(shape), len(sizes)))
+    xs = [rng.gamma(shape, th, n) for th, n in zip(scales, sizes, strict=True)]
+    return xs, mixture_gamma_quantile(shape, scales, list(sizes), tuple(levels))
+
+
 def simulate_quantiles(
     sizes: Sequence[int],
     *,
@@ -168,13 +178,10 @@ def simulate_quantiles(
         raise ValueError(f"`estimators` must be a non-empty subset of {ESTIMATORS}, got "
                          f"{tuple(estimators)!r}")
     chosen = tuple(name for name in ESTIMATORS if name in set(estimators))
-    s = scale_sd(r)
     root_r = math.sqrt(r)
     errors = np.full((reps, len(chosen), len(lv)), np.nan)
     for i in range(reps):
-        scales = np.exp(rng.normal(0.0, s, len(size_list)))
-        xs = [rng.gamma(r, th, n) for th, n in zip(scales, size_list, strict=True)]
-        truth = mixture_gamma_quantile(r, scales, size_list, lv)
+        xs, truth = draw_replication(size_list, r, lv, rng)
         table = federated_table([(x, None) for x in xs], k=k, rng=rng)
         for e, name in enumerate(chosen):
             try:

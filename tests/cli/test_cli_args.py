@@ -4,7 +4,9 @@ check, synthetic data, and the report's rendering of DP results it does not know
 from __future__ import annotations
 
 import csv
+import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import REPO
@@ -51,6 +53,84 @@ def test_serve_with_a_missing_config_exits_2_naming_it(
 ) -> None:
     missing = tmp_path / "missing.toml"
     assert main([role, "serve", "--config", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def keygen(out: Path, *extra: str) -> int:
+    return main(["center", "keygen", "--out", str(out), *extra])
+
+
+def test_center_keygen_writes_a_key_pair_keeps_it_and_shares_the_public_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fedstats center keygen`` as compose's keys services run it: a private key only its
+    owner reads, its public key beside it and in the peers' directory, named after the center;
+    run again (every ``docker compose up`` does) it keeps the key; ``--force`` replaces it."""
+    out, peers = tmp_path / "ledger" / "signing.key", tmp_path / "peers"
+    share = ("--public-dir", str(peers), "--id", "hospital_a")
+    assert keygen(out, *share) == 0
+    private, public = out.read_text(), out.with_name("signing.key.pub").read_text()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert (peers / "hospital_a.pub").read_text() == public
+    printed = capsys.readouterr().out
+    assert public.strip() in printed and private.strip() not in printed
+    assert keygen(out, *share) == 0
+    assert out.read_text() == private and (peers / "hospital_a.pub").read_text() == public
+    assert "kept the existing key" in capsys.readouterr().out
+    assert keygen(out, *share, "--force") == 0
+    assert out.read_text() != private
+    assert (peers / "hospital_a.pub").read_text() == out.with_name("signing.key.pub").read_text()
+
+
+def test_center_keygen_public_dir_needs_the_center_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A usage error: exit 2 naming the missing option, and no key written anywhere."""
+    out, peers = tmp_path / "signing.key", tmp_path / "peers"
+    assert keygen(out, "--public-dir", str(peers)) == 2
+    assert "--id" in capsys.readouterr().err
+    assert not out.exists() and not peers.exists()
+
+
+def center_toml(tmp_path: Path, key: Path) -> Path:
+    """A one-dataset center configuration with its signing key file."""
+    data = tmp_path / "cohort.csv"
+    synth.write_hospital("hospital_a", data)
+    config = tmp_path / "center.toml"
+    config.write_text(
+        'center_id = "hospital_a"\ntokens = ["' + "t" * 32 + '"]\n'
+        f'ledger_url = "sqlite:///{tmp_path / "ledger.sqlite"}"\n'
+        f'signing_key_file = "{key}"\n\n'
+        f'[datasets.cohort]\nsource = {{ kind = "csv", path = "{data}" }}\n'
+        f'variables = ["{synth.VARIABLE}"]\n'
+        f'group = {{ column = "{synth.GROUP_COLUMN}", levels = {list(synth.LEVELS)!r} }}\n'
+        "epsilon_total = 1.0\n".replace("'", '"'))
+    return config
+
+
+def test_center_operator_commands_read_the_center_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``public-key`` prints the key of ``signing_key_file`` (what keygen shared), ``epoch``
+    reports each dataset, ``audit`` prints the (empty) log; all exit 0."""
+    key = tmp_path / "signing.key"
+    assert keygen(key) == 0
+    capsys.readouterr()
+    config = center_toml(tmp_path, key)
+    assert main(["center", "public-key", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.strip() == key.with_name("signing.key.pub").read_text().strip()
+    assert main(["center", "epoch", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.startswith("cohort: no epoch yet")
+    assert main(["center", "audit", "--config", str(config)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("action", ["public-key", "epoch", "audit"])
+def test_center_operator_commands_with_a_missing_config_exit_2_naming_it(
+    action: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.toml"
+    assert main(["center", action, "--config", str(missing)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -141,7 +221,7 @@ def test_simulate_passes_options_to_the_benchmark_script(capfd: pytest.CaptureFi
     assert "--replications" in capfd.readouterr().out
 
 
-VIEW = {
+VIEW: dict[str, Any] = {
     "id": "s1", "status": "succeeded", "created_at": "2026-11-29T00:00:00Z",
     "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
              "k": 10, "analyses": []},
@@ -163,7 +243,7 @@ VIEW = {
 
 
 def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() -> None:
-    found = [label for analysis in VIEW["result"]["analyses"]  # type: ignore[index]
+    found = [label for analysis in VIEW["result"]["analyses"]
              for label, _ in boxes(analysis)]
     assert found == ["per_center a", "pooled"]
     html = render_html(VIEW, ["a note & more"])

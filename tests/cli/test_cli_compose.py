@@ -1,9 +1,12 @@
 """``docker-compose.yml`` and the ``Dockerfile`` without a Docker engine: the compose file is
 parsed and checked against the settings classes (every ``FEDSTATS_*`` variable is a settings
 field, ports and health checks agree with the configured ports, every center has its own data
-and ledger volumes, secrets only from ``.env``), and the image's entry commands are run directly
-with the compose environment: data, three centers, the coordinator, then
-``fedstats study run examples/study.toml`` against it."""
+and ledger volumes, its signing key made by its own one-shot keys service in its ledger volume
+and its public key shared with the other centers through the ``peer_keys`` volume, secrets only
+from ``.env``), and the image's entry commands are run directly with the compose environment:
+data, signing keys, three centers, the coordinator, then ``fedstats study run
+examples/study.toml`` against it (its federated table is refined across the centers, so each
+trusts the others' signed tables)."""
 
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ COMPOSE = REPO / "docker-compose.yml"
 EXAMPLE_ENV = REPO / "deploy" / "example.env"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::?[?-][^}]*)?\}")
 CENTERS = ("hospital-a", "hospital-b", "hospital-c")
+PEER_KEYS = "peer_keys"
+SERVICE_USER = "fedstats"
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +66,11 @@ def volume_of(service: dict[str, Any], container_file: str) -> str:
     return mounts(service)[parent]
 
 
+def option(command: list[str], name: str) -> str:
+    """The value of ``--name`` in a service's command."""
+    return command[command.index(name) + 1]
+
+
 def sqlite_path(url: str) -> str:
     assert url.startswith("sqlite:////"), url
     return url.removeprefix("sqlite:///")
@@ -78,16 +88,21 @@ def check_settings_names(env: dict[str, str], prefix: str, config_env: str,
 
 def test_services_and_their_roles(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == {"coordinator", *CENTERS, *(f"{c}-data" for c in CENTERS)}
+    one_shot = {f"{c}-{role}" for c in CENTERS for role in ("data", "keys")}
+    assert set(services) == {"coordinator", *CENTERS, *one_shot}
     for name, service in services.items():
         assert service["image"] == "fedstats:latest" and service["build"] == "."
-        assert service["restart"] == ("no" if name.endswith("-data") else "unless-stopped")
+        assert service["restart"] == ("no" if name in one_shot else "unless-stopped")
     assert services["coordinator"]["command"] == ["coordinator", "serve"]
     for center in CENTERS:
         assert services[center]["command"] == ["center", "serve"]
         assert services[f"{center}-data"]["command"][0] == "synth-data"
+        assert services[f"{center}-keys"]["command"][:2] == ["center", "keygen"]
+        assert "--force" not in services[f"{center}-keys"]["command"]  # kept across `up`s
+        # Its own data, and every center's key: it trusts the tables its peers signed.
+        done = {"condition": "service_completed_successfully"}
         assert services[center]["depends_on"] == {
-            f"{center}-data": {"condition": "service_completed_successfully"}}
+            f"{center}-data": done, **{f"{c}-keys": done for c in CENTERS}}
     assert services["coordinator"]["depends_on"] == {
         c: {"condition": "service_healthy"} for c in CENTERS}
 
@@ -114,11 +129,24 @@ def test_centers_agree_with_the_center_settings(compose: dict[str, Any]) -> None
         writer = services[f"{center}-data"]
         assert writer["command"][-1] == source and volume_of(writer, source) == data
         data_volumes.add(data)
-        ledger_volumes.add(volume_of(service, sqlite_path(config["ledger_url"])))
-        assert "_ledger" in volume_of(service, sqlite_path(config["ledger_url"]))
+        ledger = volume_of(service, sqlite_path(config["ledger_url"]))
+        ledger_volumes.add(ledger)
+        assert "_ledger" in ledger
+        # Its signing key, in its ledger volume, made there by its own keys service; its public
+        # key copied, named after its id, to the peers' directory every center reads.
+        keys = services[f"{center}-keys"]
+        key_file = config["signing_key_file"]
+        assert option(keys["command"], "--out") == key_file
+        assert volume_of(service, key_file) == volume_of(keys, key_file) == ledger
+        assert option(keys["command"], "--id") == env["FEDSTATS_CENTER_CENTER_ID"]
+        peers_dir = config["peer_keys_dir"]
+        assert f"{PEER_KEYS}:{peers_dir}:ro" in service["volumes"]
+        assert mounts(keys)[option(keys["command"], "--public-dir")] == PEER_KEYS
+        assert set(mounts(keys).values()) == {ledger, PEER_KEYS}  # no data, no other ledger
     assert len(data_volumes) == len(ledger_volumes) == len(ids) == 3
     assert data_volumes.isdisjoint(ledger_volumes)
-    assert data_volumes | ledger_volumes <= set(compose["volumes"])
+    assert PEER_KEYS not in data_volumes | ledger_volumes
+    assert data_volumes | ledger_volumes | {PEER_KEYS} <= set(compose["volumes"])
 
 
 def test_the_coordinator_agrees_with_its_settings(compose: dict[str, Any]) -> None:
@@ -170,6 +198,32 @@ def test_the_dockerfile_installs_like_the_readme_and_runs_fedstats() -> None:
     assert pyproject["project"]["scripts"]["fedstats"] == "fedstats_cli:main"
 
 
+def dockerfile_dirs() -> tuple[set[str], set[str]]:
+    """The directories the image makes (``mkdir -p``) and those it gives the service user."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    made = {d for m in re.finditer(r"mkdir -p ([^&\n]+)", text) for d in m.group(1).split()}
+    owned = {d for m in re.finditer(rf"chown {SERVICE_USER} ([^&\n]+)", text)
+             for d in m.group(1).split()}
+    return made, owned
+
+
+def test_every_volume_a_service_writes_belongs_to_the_service_user(
+    compose: dict[str, Any]
+) -> None:
+    """The image runs as the service user; a named volume starts with the owner of the image's
+    directory at its mount point (root where the image has none), so every volume a service
+    writes must be mounted on a directory the Dockerfile makes and gives that user."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert f"USER {SERVICE_USER}" in dockerfile
+    made, owned = dockerfile_dirs()
+    volumes = set(compose["volumes"])
+    for name, service in compose["services"].items():
+        for spec in service.get("volumes", []):
+            source, target, *mode = spec.split(":")
+            if source in volumes and mode != ["ro"]:
+                assert target in made and target in owned, f"{name}: {spec}"
+
+
 def _expand(value: str, secrets_env: dict[str, str]) -> str:
     return VARIABLE.sub(lambda m: secrets_env[m.group(1)], value)
 
@@ -199,10 +253,30 @@ def test_the_entry_commands_run_as_compose_runs_them(
         env[config_env] = host_path(service, env[config_env])
         return env
 
+    def on_host(service: dict[str, Any], *options: str) -> list[str]:
+        """The service's command, the values of ``options`` (container paths) on this host."""
+        argv = list(service["command"])
+        for name in options:
+            argv[argv.index(name) + 1] = host_path(service, option(argv, name))
+        return argv
+
     for center in CENTERS:
         writer = services[f"{center}-data"]
         argv = [*writer["command"][:-1], host_path(writer, writer["command"][-1])]
         subprocess.run([*fedstats(), *argv], env=clean_env(), check=True, timeout=60)
+    # The keys services, as compose runs them (before any center), and again: every `up`
+    # runs them, and an existing key is kept.
+    signing_keys: dict[str, str] = {}
+    for _ in range(2):
+        for center in CENTERS:
+            keys = services[f"{center}-keys"]
+            subprocess.run([*fedstats(), *on_host(keys, "--out", "--public-dir")],
+                           env=clean_env(), check=True, timeout=60, capture_output=True)
+            key = Path(host_path(keys, option(keys["command"], "--out"))).read_text()
+            assert signing_keys.setdefault(center, key) == key, "the key changed on a rerun"
+    peers = volumes[PEER_KEYS]
+    assert sorted(p.name for p in peers.iterdir()) == sorted(
+        f"{services[c]['environment']['FEDSTATS_CENTER_CENTER_ID']}.pub" for c in CENTERS)
 
     ports: dict[str, int] = {}
     with contextlib.ExitStack() as stack:
@@ -219,6 +293,8 @@ def test_the_entry_commands_run_as_compose_runs_them(
                 "FEDSTATS_CENTER_DATASETS__COHORT__SOURCE__PATH": host_path(service, source),
                 "FEDSTATS_CENTER_LEDGER_URL":
                     "sqlite:///" + host_path(service, sqlite_path(config["ledger_url"])),
+                "FEDSTATS_CENTER_SIGNING_KEY_FILE": host_path(service, config["signing_key_file"]),
+                "FEDSTATS_CENTER_PEER_KEYS_DIR": host_path(service, config["peer_keys_dir"]),
             }
             group.start(center, [*fedstats(), *service["command"]],
                         url=f"http://127.0.0.1:{ports[center]}", log=tmp_path / f"{center}.log",
@@ -257,5 +333,10 @@ def test_the_entry_commands_run_as_compose_runs_them(
     assert view["status"] == "succeeded"
     assert view["result"]["centers"] == ["hospital_a", "hospital_b", "hospital_c"]
     assert "<svg" in (out / "report.html").read_text()
+    # The federated table was refined by the two smaller centers: each refined a statement
+    # another center signed, so they trust each other through the peer_keys volume.
+    calls = [(p["center"], p["call"]) for p in view["provenance"]]
+    assert sum(call == "refine" for _, call in calls) == 2, calls
     logs = "".join(p.read_text() for p in tmp_path.glob("*.log")) + done.stdout + done.stderr
     assert not any(token in logs for token in secrets_env.values())
+    assert not any(key.strip() in logs for key in signing_keys.values())

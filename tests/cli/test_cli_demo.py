@@ -1,12 +1,15 @@
 """``fedstats demo`` run as a user runs it (a subprocess): its report agrees with the core, no
-center ever released a count in 1..K−1, and every process it started is gone afterwards — also
-when it is interrupted (SIGINT as from Ctrl-C, SIGTERM) while its services start."""
+center ever released a count in 1..K−1, the centers refine each other's signed tables (their
+signing keys stay in the demo's config folder, never printed), and every process it started is
+gone afterwards — also when it is interrupted (SIGINT as from Ctrl-C, SIGTERM) while its services
+start."""
 
 from __future__ import annotations
 
 import html
 import json
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -98,6 +101,12 @@ def test_every_analysis_asked_is_in_the_report_and_the_rest_is_named(demo: Any) 
         assert note in done.stdout and html.escape(note) in report
     data = {cid: synth.read_groups(workdir / "data" / f"{cid}.csv")
             for cid in view["result"]["centers"]}
+    # The federated quantiles are read from the federated table: no YJ data (their ε-DP
+    # moment sums would need a budget the demo does not spend), no YJ-moment release.
+    (quantiles,) = [a for a in spec["analyses"] if a["kind"] == "quantiles"]
+    assert "yj_data" not in quantiles["estimators"]
+    releases = json.loads((workdir / "releases.json").read_text())
+    assert "yj_moments" not in {r["call"] for r in releases}
     for analysis in view["result"]["analyses"]:
         if analysis["kind"] == "quantiles":
             # Estimated from the federated table only, close to the pooled data's quantiles.
@@ -127,7 +136,10 @@ def test_no_center_released_a_count_below_k(demo: Any) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     releases = json.loads((workdir / "releases.json").read_text())
     calls = {r["call"] for r in releases}
+    # Two centers refined the table: each refined a statement a peer signed (they trust each
+    # other's keys).
     assert {"info", "table", "refine", "mwu"} <= calls
+    assert sum(r["call"] == "refine" for r in releases) == len(synth.HOSPITALS) - 1
     for r in releases:
         if r["call"] in K_ANONYMOUS_CALLS:
             counts = released_counts(r["call"], r["response"])
@@ -149,6 +161,15 @@ def test_every_process_is_gone_and_no_secret_was_printed(demo: Any) -> None:
     assert len(analyst_token) >= 32
     assert analyst_token not in done.stdout + done.stderr
     assert analyst_token not in (workdir / "report.html").read_text()
+    # Each center's signing key: in the config folder, readable by its owner only, and in no
+    # output, log, report or release.
+    shown = done.stdout + done.stderr + "".join(
+        p.read_text() for p in [*(workdir / "logs").glob("*.log"), workdir / "report.html",
+                                workdir / "releases.json", workdir / "study.json"])
+    for h in synth.HOSPITALS:
+        key = workdir / "config" / f"{h.center_id}.key"
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
+        assert key.read_text().strip() not in shown, key
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -156,24 +177,29 @@ def test_an_interrupted_demo_stops_every_process_it_started(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
     workdir = tmp_path / "work"
-    proc = subprocess.Popen([*fedstats(), "demo", "--workdir", str(workdir)], cwd=tmp_path,
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # Its output to files, not pipes: nothing reads a pipe while the demo starts.
+    with open(tmp_path / "out.txt", "wb") as out_file, open(tmp_path / "err.txt", "wb") as err_file:
+        proc = subprocess.Popen([*fedstats(), "demo", "--workdir", str(workdir)], cwd=tmp_path,
+                                env=clean_env(), stdout=out_file, stderr=err_file)
+
+    def output() -> str:
+        return (tmp_path / "out.txt").read_text() + (tmp_path / "err.txt").read_text()
+
     try:
         listing = workdir / "processes.json"
         deadline = time.monotonic() + 60
         while not listing.exists():
-            assert proc.poll() is None, proc.communicate()
+            assert proc.poll() is None, output()
             assert time.monotonic() < deadline, "the demo started no process within 60 s"
             time.sleep(0.05)
         time.sleep(0.5)  # the services are importing: the hardest moment to stop them
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == (130 if sig == signal.SIGINT else 143), out + err
-    assert "Traceback" not in err
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), output()
+    assert "Traceback" not in (tmp_path / "err.txt").read_text()
     pids = [p["pid"] for p in json.loads(listing.read_text()).values()]
     assert wait_gone(pids) == []

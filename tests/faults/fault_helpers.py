@@ -1,6 +1,7 @@
 """A TCP proxy in front of a real center process that can SIGKILL the center the moment a
-request for a given step has been forwarded to it, or hold the center's answer back for a while.
-It runs its own event loop in a thread and reads only the request line (the path)."""
+request for a given step has been forwarded to it (whatever the center answers to that request
+is dropped, so a fast center cannot answer before it dies), or hold the center's answer back for
+a while. It runs its own event loop in a thread and reads only the request line (the path)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 @dataclass
 class Fault:
     """What the proxy does to requests whose path ends with ``path``: ``kill`` the center right
-    after forwarding the request, or ``delay_s`` its answer."""
+    after forwarding the request (its answer never reaches the client), or ``delay_s`` its
+    answer."""
 
     path: str | None = None
     kill: bool = False
@@ -84,9 +86,12 @@ class Proxy:
             client_w.close()
             return
         self._writers.add(up_w)
-        delay = [0.0]  # set by the request side, taken by the answer side of this connection
-        to_center = asyncio.create_task(self._requests(client_r, up_w, delay))
-        to_client = asyncio.create_task(self._answers(up_r, client_w, delay))
+        # Set by the request side, taken by the answer side of this connection: the delay of
+        # the next answer, and whether answers are dropped (the center is being killed).
+        delay = [0.0]
+        drop = [False]
+        to_center = asyncio.create_task(self._requests(client_r, up_w, delay, drop))
+        to_client = asyncio.create_task(self._answers(up_r, client_w, delay, drop))
         await asyncio.wait([to_center, to_client], return_when=asyncio.FIRST_COMPLETED)
         await asyncio.sleep(0.05)
         for task in (to_center, to_client):
@@ -99,7 +104,7 @@ class Proxy:
             self._writers.discard(writer)
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        delay: list[float]) -> None:
+                        delay: list[float], drop: list[bool]) -> None:
         while chunk := await reader.read(65536):
             first = chunk.split(b"\r\n", 1)[0].decode("latin-1")
             parts = first.split(" ")
@@ -108,6 +113,8 @@ class Proxy:
                        and fault.path is not None and parts[1].endswith(fault.path))
             if len(parts) == 3 and parts[2].startswith("HTTP/"):
                 fault.seen.append(parts[1])
+            if matched and fault.kill:
+                drop[0] = True  # before the center can answer: it dies without being heard
             writer.write(chunk)
             await writer.drain()
             if matched:
@@ -119,8 +126,10 @@ class Proxy:
                 delay[0] = fault.delay_s
 
     async def _answers(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       delay: list[float]) -> None:
+                       delay: list[float], drop: list[bool]) -> None:
         while chunk := await reader.read(65536):
+            if drop[0]:
+                continue
             if delay[0]:
                 wait, delay[0] = delay[0], 0.0
                 await asyncio.sleep(wait)

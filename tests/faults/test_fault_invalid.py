@@ -1,12 +1,16 @@
 """A center that answers plausible-looking but invalid numbers: each of three real center apps
-(CSV data, ledger, auditor; in process through ``httpx.ASGITransport``) sits behind an
-``httpx.MockTransport`` that rewrites one kind of answer of one center before the coordinator
-reads it: negative or NaN counts, limits out of order, totals that disagree with the declared
-sizes, NaN or negative MWU numbers, DP boxes out of order or outside their bounds, unsorted DP
-quantiles, NaN histograms, negative DP counts. The coordinator must fail the study naming that
-center as ``malformed`` or ``implausible``: a study never reports numbers built on them.
-(``tests/coordinator/test_coord_protocols.py`` covers small counts, inflated tables, a wrong K,
-small runs and misplaced splits on in-process ports; these go through the HTTP client.)"""
+(CSV data, ledger, auditor, signing key; in process through ``httpx.ASGITransport``; each trusts
+the others' signed tables) sits behind an ``httpx.MockTransport`` that rewrites one kind of answer
+of one center before the coordinator reads it: negative or NaN counts, limits out of order, totals
+that disagree with the declared sizes (above them, or below them: ``/v1/info`` and every table
+count the same population), NaN or negative MWU numbers, DP boxes out of order or outside their
+bounds, unsorted DP quantiles, NaN histograms, negative DP counts. A rewritten table or
+refinement is re-signed with the center's own key, so its signed statement states the limits the
+coordinator folds: a lying center signs its lies. The coordinator must fail the study naming that
+center as ``malformed`` or ``implausible``, by the check each case is about: a study never
+reports numbers built on them. (``tests/coordinator/test_coord_protocols.py`` covers small
+counts, inflated tables, a wrong K, small runs and misplaced splits on in-process ports; these go
+through the HTTP client.)"""
 
 from __future__ import annotations
 
@@ -18,14 +22,18 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from adv_helpers import small_counts
-from center_helpers import K, dataset_config, make_table, write_csv, write_toml
+from adv_helpers import center_config, small_counts
+from center_helpers import K
 from coordinator_helpers import AUTH, CENTER_TOKENS, settings_for, sqlite_url
+from pydantic import ValidationError
 
 from center_agent.core.config import load_settings
+from center_agent.gate.keys import CenterKeys, read_private_key
 from center_agent.main import create_app as center_app
 from coordinator.main import create_app as coordinator_app
 from coordinator.services import Services
+from shared.federation import refined_limits
+from shared.protocol import LimitsStatement, RefinementRelease, RefinementRequest
 
 pytestmark = pytest.mark.anyio
 SIZES = {"alpha": (420, 1), "beta": (310, 2), "gamma": (200, 3)}
@@ -66,8 +74,28 @@ def limits_swapped(t: Any) -> Any:
 
 def deflated(t: Any) -> Any:
     row = t["counts"][0]
-    row[_first_big(row)] = float(K)  # a group total far below the declared size
+    big = _first_big(row)  # only the largest bin left: a group total far below the declared size
+    t["counts"][0] = [c if i == big else 0.0 for i, c in enumerate(row)]
     return t
+
+
+def to_total(target: float) -> Change:
+    """Group 0's total made ``target`` (a little below the true one), every count 0 or >= K:
+    the largest count gives up the difference, or, when that would leave it below K, what is
+    left of it joins the next non-empty bin."""
+    def change(t: Any) -> Any:
+        row = t["counts"][0]
+        big = _first_big(row)
+        left = row[big] - (sum(row) - target)
+        assert left >= 1, "the difference must be smaller than the largest count"
+        if left >= K:
+            row[big] = left
+        else:
+            other = next(i for i, c in enumerate(row) if c > 0 and i != big)
+            row[big], row[other] = 0.0, row[other] + left
+        assert sum(row) == target
+        return t
+    return change
 
 
 def refine_nan_split(r: Any) -> Any:
@@ -110,62 +138,95 @@ def info_negative(i: Any) -> Any:
     return i
 
 
-CASES: list[tuple[str, str, str, Change]] = [
-    ("table: negative count", "alpha", "/table", neg_count),
-    ("table: NaN count", "alpha", "/table", nan_count),
-    ("table: limits out of order", "alpha", "/table", limits_swapped),
-    ("table: total below the declared size", "alpha", "/table", deflated),
-    ("refine: NaN split limit", "beta", "/table/refine", refine_nan_split),
-    ("refine: negative run total", "beta", "/table/refine", refine_negative_total),
-    ("refine: run totals tripled", "beta", "/table/refine", refine_totals_tripled),
-    ("mwu: NaN statistic", "gamma", "/mwu", box({"statistic": NAN})),
-    ("mwu: negative variance", "gamma", "/mwu", box({"variance": -1.0})),
-    ("mwu: negative size", "gamma", "/mwu", box({"n_x": -10})),
-    ("dp_boxplot: NaN median", "beta", "/dp/boxplot", box({"median": NAN})),
-    ("dp_boxplot: quartiles out of order", "beta", "/dp/boxplot", box_unordered),
-    ("dp_boxplot: median outside the bounds", "beta", "/dp/boxplot", box({"median": 1e6})),
-    ("dp_boxplot: negative outliers", "beta", "/dp/boxplot", box({"upper_outliers": -3})),
-    ("dp_quantiles: unsorted", "gamma", "/dp/quantiles", quantiles_unsorted),
-    ("dp_quantiles: NaN", "gamma", "/dp/quantiles", box({"values": [NAN, NAN, NAN]})),
+# (label, the center that lies, the path of the answer it rewrites, the rewrite, what catches
+# it: a fragment of the failure's detail, so each case proves the check it is about).
+CASES: list[tuple[str, str, str, Change, str]] = [
+    ("table: negative count", "alpha", "/table", neg_count, "not a valid BinTableRelease"),
+    ("table: NaN count", "alpha", "/table", nan_count, "not a valid BinTableRelease"),
+    ("table: limits out of order", "alpha", "/table", limits_swapped,
+     "not a valid BinTableRelease"),
+    ("table: total below the declared size", "alpha", "/table", deflated,
+     "fewer than its declared size"),
+    ("refine: NaN split limit", "beta", "/table/refine", refine_nan_split,
+     "does not fit the table"),
+    ("refine: negative run total", "beta", "/table/refine", refine_negative_total,
+     "a run total is negative"),
+    ("refine: run totals tripled", "beta", "/table/refine", refine_totals_tripled,
+     "more than its declared size allows"),
+    ("mwu: NaN statistic", "gamma", "/mwu", box({"statistic": NAN}), "not a valid MWURelease"),
+    ("mwu: negative variance", "gamma", "/mwu", box({"variance": -1.0}),
+     "not a valid MWURelease"),
+    ("mwu: negative size", "gamma", "/mwu", box({"n_x": -10}), "not a valid MWURelease"),
+    ("dp_boxplot: NaN median", "beta", "/dp/boxplot", box({"median": NAN}),
+     "not a valid DPBoxplotRelease"),
+    ("dp_boxplot: quartiles out of order", "beta", "/dp/boxplot", box_unordered,
+     "not a valid DPBoxplotRelease"),
+    ("dp_boxplot: median outside the bounds", "beta", "/dp/boxplot", box({"median": 1e6}),
+     "not a valid DPBoxplotRelease"),
+    ("dp_boxplot: negative outliers", "beta", "/dp/boxplot", box({"upper_outliers": -3}),
+     "not a valid DPBoxplotRelease"),
+    ("dp_quantiles: unsorted", "gamma", "/dp/quantiles", quantiles_unsorted,
+     "not a valid DPQuantilesRelease"),
+    ("dp_quantiles: NaN", "gamma", "/dp/quantiles", box({"values": [NAN, NAN, NAN]}),
+     "not a valid DPQuantilesRelease"),
     ("dp_quantiles: outside the bounds", "gamma", "/dp/quantiles",
-     box({"values": [-500.0, 50.0, 900.0]})),
-    ("dp_extremes: NaN", "gamma", "/dp/extremes", box({"psi_max": NAN})),
-    ("dp_tree_histogram: NaN", "alpha", "/dp/tree-histogram", tree_nan),
-    ("dp_threshold_counts: negative", "alpha", "/dp/threshold-counts", box({"below": -7})),
-    ("info: negative group size", "alpha", "/info", info_negative),
+     box({"values": [-500.0, 50.0, 900.0]}), "outside the bounds"),
+    ("dp_extremes: NaN", "gamma", "/dp/extremes", box({"psi_max": NAN}),
+     "not a valid ExtremesRelease"),
+    ("dp_tree_histogram: NaN", "alpha", "/dp/tree-histogram", tree_nan,
+     "not a valid TreeHistogramRelease"),
+    ("dp_threshold_counts: negative", "alpha", "/dp/threshold-counts", box({"below": -7}),
+     "not a valid ThresholdCountsRelease"),
+    ("info: negative group size", "alpha", "/info", info_negative, "not a valid CenterInfo"),
 ]
 
-# Cases the coordinator does not (yet) catch: the study reports numbers built on them.
-BOX = "lower_whisker <= q1 <= median <= q3 <= upper_whisker"
-SILENTLY_ACCEPTED: dict[str, str] = {
-    "table: total below the declared size": (
-        "not detectable by design: /v1/info counts rows, and a variable's missing values are"
-        " dropped before binning, so a table total below the declared size is legitimate; only"
-        " the upper bound (< declared size + K) can be checked"),
-}
 
-
-def center_apps(tmp_path: Path) -> dict[str, Any]:
-    apps = {}
+def center_apps(tmp_path: Path) -> tuple[dict[str, Any], dict[str, CenterKeys]]:
+    """The three center apps (each trusting the others' signed tables: one folder, one peers/
+    directory) and each one's signing key, for a center that lies to sign its own lies."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    apps, keys = {}, {}
     for cid, (n, seed) in SIZES.items():
-        csv = write_csv(make_table(n, seed), tmp_path / f"{cid}.csv")
-        config = write_toml(tmp_path / f"{cid}.toml", {
-            "center_id": cid, "k": K, "tokens": [CENTER_TOKENS[cid]],
-            "ledger_url": f"sqlite:///{tmp_path / f'{cid}-ledger.sqlite'}",
-            "datasets": {"cohort": dataset_config({"kind": "csv", "path": str(csv)})},
-        })
+        # ε total 4: a quarter of it per request (the default cap) pays the study's largest
+        # request, a DP box at ε = 1.
+        config, _ = center_config(tmp_path, {"cohort": 4.0}, name=cid, n=n, seed=seed,
+                                  tokens=[CENTER_TOKENS[cid]])
         apps[cid] = center_app(load_settings(config))
-    return apps
+        keys[cid] = CenterKeys(cid, b"", read_private_key(tmp_path / f"{cid}.key"), {})
+    return apps, keys
 
 
-def tampering(app: Any, path: str | None, change: Change | None) -> httpx.MockTransport:
+def resigned(keys: CenterKeys, request: httpx.Request, path: str, body: Any) -> Any:
+    """A rewritten table or refinement whose signed statement states the limits the rewritten
+    numbers give (signed with the center's own key): the coordinator must catch the lie on its
+    merits, not because the statement no longer matches. Releases whose limits cannot be stated
+    (out of order, NaN) keep the center's statement: they are malformed before it is read."""
+    if not isinstance(body, dict) or body.get("signed") is None:
+        return body
+    statement = body["signed"]["statement"]
+    try:
+        if path.endswith("/refine"):
+            parent = RefinementRequest.model_validate_json(request.content).table.statement
+            release = RefinementRelease.model_validate({**body, "signed": None})
+            limits = refined_limits(parent.limits, release).tolist()
+        else:
+            limits = body["limits"]
+        restated = LimitsStatement.model_validate({**statement, "limits": limits})
+    except (ValidationError, ValueError):
+        return body
+    return {**body, "signed": keys.sign(restated).to_payload()}
+
+
+def tampering(app: Any, path: str | None, change: Change | None,
+              keys: CenterKeys) -> httpx.MockTransport:
     real = httpx.ASGITransport(app=app, raise_app_exceptions=False)
 
     async def handle(request: httpx.Request) -> httpx.Response:
         response = await real.handle_async_request(request)
         body = await response.aread()
         if path and change and response.status_code == 200 and request.url.path.endswith(path):
-            body = json.dumps(change(json.loads(body))).encode()  # NaN as the literal NaN
+            lie = resigned(keys, request, path, change(json.loads(body)))
+            body = json.dumps(lie).encode()  # NaN as the literal NaN
         return httpx.Response(response.status_code, content=body,
                               headers={"Content-Type": "application/json"})
 
@@ -174,8 +235,8 @@ def tampering(app: Any, path: str | None, change: Change | None) -> httpx.MockTr
 
 async def run_study(tmp_path: Path, who: str | None, path: str | None,
                     change: Change | None) -> dict[str, Any]:
-    apps = center_apps(tmp_path)
-    transports = {cid: tampering(app, path if cid == who else None, change)
+    apps, keys = center_apps(tmp_path)
+    transports = {cid: tampering(app, path if cid == who else None, change, keys[cid])
                   for cid, app in apps.items()}
     services = Services.build(settings_for(sqlite_url(tmp_path)), transports=transports)
     app = coordinator_app(services=services)
@@ -201,21 +262,40 @@ async def test_the_untampered_study_succeeds(tmp_path: Path) -> None:
     assert small_counts(view["result"]) == []
 
 
-def cases() -> list[Any]:
-    marks = {label: pytest.mark.xfail(strict=True, reason=reason)
-             for label, reason in SILENTLY_ACCEPTED.items()}
-    return [pytest.param(who, path, change, id=label,
-                         marks=[marks[label]] if label in marks else [])
-            for label, who, path, change in CASES]
-
-
-@pytest.mark.parametrize(("who", "path", "change"), cases())
+@pytest.mark.parametrize(("who", "path", "change", "caught_by"),
+                         [pytest.param(*case[1:], id=case[0]) for case in CASES])
 async def test_invalid_numbers_fail_the_study_naming_the_center(
-    tmp_path: Path, who: str, path: str, change: Change
+    tmp_path: Path, who: str, path: str, change: Change, caught_by: str
 ) -> None:
-    """Fault: ``who`` rewrites its ``path`` answers; the study fails naming it, no result."""
+    """Fault: ``who`` rewrites its ``path`` answers (re-signing the limits it states); the study
+    fails naming it, by the check the case is about, with no result."""
     view = await run_study(tmp_path, who, path, change)
     assert view["status"] == "failed", (view["status"], view.get("error"))
     assert view["error"]["center"] == who, view["error"]
     assert view["error"]["kind"] in ("malformed", "implausible"), view["error"]
+    assert caught_by in view["error"]["detail"], view["error"]
     assert not view.get("result")
+
+
+async def test_a_table_total_below_the_declared_size_is_caught_at_the_boundary(
+    tmp_path: Path
+) -> None:
+    """/v1/info and every table count one population, its size rounded down to K: alpha's
+    table may total exactly its declared size (the control: the study succeeds), one record
+    fewer is implausible."""
+    apps, _ = center_apps(tmp_path / "declared")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=apps["alpha"]),
+                                 base_url="http://alpha") as client:
+        info = (await client.get("/v1/info", headers={
+            "Authorization": f"Bearer {CENTER_TOKENS['alpha']}"})).json()
+    for app in apps.values():
+        app.state.services.close()
+    declared = int(info["datasets"][0]["n_by_group"]["a"])
+    assert declared > 0 and declared % K == 0
+
+    view = await run_study(tmp_path / "exact", "alpha", "/table", to_total(declared))
+    assert view["status"] == "succeeded", view.get("error")
+    view = await run_study(tmp_path / "short", "alpha", "/table", to_total(declared - 1))
+    assert view["status"] == "failed", view.get("error")
+    assert (view["error"]["center"], view["error"]["kind"]) == ("alpha", "implausible")
+    assert "fewer than its declared size" in view["error"]["detail"]

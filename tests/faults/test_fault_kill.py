@@ -1,14 +1,15 @@
-"""Faults during a study over real processes: three ``python -m center_agent`` behind small TCP
-proxies and a ``python -m coordinator``. A center is SIGKILLed the moment the request of one
-protocol step reaches it (table build, refinement, MWU, each DP boxplot round), or answers after
-the coordinator's read timeout. The study fails naming the center and its kind, with no result;
-the center restarts on its ledger, the same study is run again and succeeds, and every center
-has spent exactly one study's ε: nothing was paid twice, nothing released unpaid."""
+"""Faults during a study over real processes: three ``python -m center_agent`` (each trusting
+the others' signed tables, each logging to its own file) behind small TCP proxies and a
+``python -m coordinator``. A center is SIGKILLed the moment the request of one protocol step
+reaches it (table build, refinement, MWU, each DP boxplot round; an answer it may have made by
+then never reaches the coordinator), or answers after the coordinator's read timeout. The study
+fails naming the center and its kind, with no result; the center restarts on its ledger, the
+same study is run again and succeeds, and every center has spent exactly one study's ε: nothing
+was paid twice, nothing released unpaid."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,9 +18,16 @@ from typing import Any
 
 import httpx
 import pytest
-from adv_helpers import center_config, coordinator_process, small_counts, stop, wait_healthy
+from adv_helpers import (
+    center_config,
+    coordinator_process,
+    small_counts,
+    spawn_center,
+    stop,
+    wait_healthy,
+)
 from center_helpers import AUTH as CENTER_AUTH
-from center_helpers import TOKEN, K, child_env, free_port, toml_value
+from center_helpers import TOKEN, K, free_port, toml_value
 from coordinator_helpers import ANALYST_TOKEN, AUTH
 from fault_helpers import Proxy, proxied
 
@@ -56,20 +64,26 @@ class CenterProc:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "center_agent", "--config", str(self.config)],
-            env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        """``python -m center_agent``, its stderr appended to ``<config>.log`` (a pipe nobody
+        reads would fill with the tracebacks of a killed step and block the center)."""
+        self.proc = spawn_center(self.config)
 
     def current(self) -> subprocess.Popen[bytes]:
         assert self.proc is not None
         return self.proc
+
+    def log(self) -> str:
+        return self.config.with_suffix(".log").read_text(errors="replace")[-20_000:]
+
+    def wait_healthy(self) -> None:
+        wait_healthy(self.current(), self.port, output=self.log)
 
     def ensure_running(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 stop(self.proc)
             self.start()
-            wait_healthy(self.current(), self.port)
+            self.wait_healthy()
 
     def spent(self, dataset: str) -> float:
         r = httpx.get(f"http://127.0.0.1:{self.port}/v1/budget/{dataset}",
@@ -96,7 +110,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
         for center in centers.values():
             center.start()  # all at once: imports take seconds
         for cid, center in centers.items():
-            wait_healthy(center.current(), center.port)
+            center.wait_healthy()
             info = httpx.get(f"http://127.0.0.1:{center.port}/v1/info", headers=CENTER_AUTH)
             assert info.json()["center_id"] == cid  # not another process on a reused port
         with (proxied(centers["alpha"].port, centers["alpha"].current) as pa,

@@ -2,32 +2,36 @@
 ``python -m center_agent`` processes (about 45 s on 2 cores, start-up included; the
 load itself must end within WALL_LIMIT_S). Each analyst lists the centers,
 submits a study (federated table, MWU, one of 5 DP quantile requests) and polls it to its end.
-Asserted: no error answer, every study succeeded, and each center's ledger spent exactly the 5
-distinct DP requests (identical requests from many analysts are paid once: no budget drift).
+The centers trust each other's signed tables (one folder, one ``peers/`` directory), and each
+logs to its own file. Asserted: no error answer, every study succeeded, and each center's ledger
+spent exactly the 5 distinct DP requests (identical requests from many analysts are paid once: no
+budget drift), each within the center's per-request cap (a quarter of its ε total by default).
 Printed: studies per second and p50/p99 latency of studies and of single HTTP requests."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import time
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
-from adv_helpers import center_config, coordinator_process, stop, wait_healthy
+from adv_helpers import center_config, coordinator_process, spawn_center, stop, wait_healthy
 from center_helpers import AUTH as CENTER_AUTH
-from center_helpers import TOKEN, K, child_env, free_port, toml_value
+from center_helpers import TOKEN, K, free_port, toml_value
 from coordinator_helpers import ANALYST_TOKEN, AUTH
+
+from center_agent.core.config import load_settings
 
 pytestmark = pytest.mark.slow
 
 CENTERS = 10
 ANALYSTS = 50
 VARIANTS = 5  # distinct DP requests
-EPSILON = 0.1
+EPSILON = 0.1  # per DP request: within the default cap, a quarter of EPSILON_TOTAL
+EPSILON_TOTAL = 3.0
 WALL_LIMIT_S = 120.0
 
 
@@ -76,16 +80,20 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     workdir = tmp_path_factory.mktemp("load")
-    centers = [center_config(workdir, {"cohort": 3.0}, name=f"c{i}", n=200 + 60 * i, seed=i)
+    centers = [center_config(workdir, {"cohort": EPSILON_TOTAL}, name=f"c{i}", n=200 + 60 * i,
+                             seed=i)
                for i in range(CENTERS)]
+    for config, _ in centers:  # the figures asserted below fit the centers' ε caps
+        cohort = load_settings(config).datasets["cohort"]
+        assert EPSILON <= cohort.request_cap == EPSILON_TOTAL / 4
+        assert VARIANTS * EPSILON <= cohort.epsilon_total
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for config, _ in centers:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "center_agent", "--config", str(config)],
-                env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-        for i, (proc, (_, cport)) in enumerate(zip(procs, centers, strict=True)):
-            wait_healthy(proc, cport)
+            procs.append(spawn_center(config))  # its stderr to <config>.log, never a pipe
+        for i, (proc, (config, cport)) in enumerate(zip(procs, centers, strict=True)):
+            log = config.with_suffix(".log")
+            wait_healthy(proc, cport, output=lambda log=log: log.read_text(errors="replace"))
             info = httpx.get(f"http://127.0.0.1:{cport}/v1/info", headers=CENTER_AUTH)
             assert info.json()["center_id"] == f"c{i}"  # not another process on a reused port
         port = free_port()

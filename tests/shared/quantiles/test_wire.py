@@ -27,15 +27,21 @@ def test_loss_round_trip_through_json():
 
 
 def test_frozen_and_strict():
-    req = YJMomentsRequest(variable="x", study="s1", lmbda=0.5)
+    ok = {"variable": "x", "lmbda": 0.5, "epsilon": 1.0, "bounds": (0.0, 10.0)}
+    req = YJMomentsRequest(**ok)
     with pytest.raises(pydantic.ValidationError):
         req.lmbda = 1.0  # type: ignore[misc]
     with pytest.raises(pydantic.ValidationError, match=r"extra"):
-        YJMomentsRequest(variable="x", study="s1", lmbda=0.5, colour="x")
+        YJMomentsRequest(**ok, colour="x")
+    with pytest.raises(pydantic.ValidationError, match=r"extra"):
+        YJMomentsRequest(**ok, study="s1")  # no caller-chosen label scopes anything
     with pytest.raises(pydantic.ValidationError):
-        YJMomentsRequest(variable="x", study="s1", lmbda=float("nan"))
-    with pytest.raises(pydantic.ValidationError, match=r"public bounds"):
-        YJMomentsRequest(variable="x", study="s1", lmbda=0.5, epsilon=1.0)
+        YJMomentsRequest(**{**ok, "lmbda": float("nan")})
+    for missing in ("epsilon", "bounds"):  # un-noised sums are never asked for
+        with pytest.raises(pydantic.ValidationError, match=missing):
+            YJMomentsRequest(**{k: v for k, v in ok.items() if k != missing})
+    with pytest.raises(pydantic.ValidationError, match=r"lower < upper"):
+        YJMomentsRequest(**{**ok, "bounds": (5.0, 5.0)})
     with pytest.raises(pydantic.ValidationError):
         YJMomentsRelease(lmbda=0.5, n=-1, sum_log=0.0, sum_yj=0.0, sum_yj_sq=0.0)
     with pytest.raises(pydantic.ValidationError):
