@@ -367,7 +367,7 @@ class DPBoxplotRequest(DPRequest):
     """``n_public``: the public size for the whisker buffer under add/remove (default: the
     center's size rounded down to a multiple of K, as ``/v1/info`` already releases it)."""
 
-    n_public: int | None = Field(default=None, ge=4)
+    n_public: int | None = Field(default=None, ge=4, le=10**12)
 
 
 class BudgetPart(WireModel):

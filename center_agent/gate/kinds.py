@@ -87,6 +87,9 @@ Req = TypeVar("Req", bound=WireModel)
 Rel = TypeVar("Rel", bound=WireModel)
 FloatArray = NDArray[np.float64]
 JSON = Any
+MAX_NOISE_SCALE = 1e100
+"""The largest Laplace scale a request may imply: its variance must stay a float, and any scale
+near it swamps every sum a hospital holds."""
 
 
 @dataclass(frozen=True)
@@ -557,6 +560,11 @@ class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
         if not np.isfinite(sensitivity) or sensitivity <= 0:
             raise InvalidRequest(
                 "`bounds` and `lmbda` give no finite sensitivity of the YJ sums: narrow the bounds"
+            )
+        if sensitivity / request.epsilon > MAX_NOISE_SCALE:
+            raise InvalidRequest(
+                "`bounds`, `lmbda` and `epsilon` give a noise scale beyond any use (and beyond "
+                "floating point): narrow the bounds or raise epsilon"
             )
 
     def count_calls(self, gate: ReleaseGate, conn: Any, dataset: Dataset, caller: str) -> None:

@@ -164,15 +164,21 @@ def test_a_flood_of_connections_is_turned_away_not_queued(center: Center) -> Non
     assert httpx.get(f"{center.url}/v1/info", headers=AUTH, timeout=30).status_code == 200
 
 
-@pytest.mark.parametrize("body", [
-    {"variable": "x", "levels": [0.5], "epsilon": 0.5, "bounds": [-1.7e308, 1.7e308]},
-    {"variable": "x", "levels": [0.5], "epsilon": 0.5, "bounds": [0, 1e30]},
-    {"variable": "x", "levels": [0.5], "epsilon": 1e-300, "bounds": [0, 1]},
+@pytest.mark.parametrize(("path", "body"), [
+    ("dp/quantiles", {"variable": "x", "levels": [0.5], "epsilon": 0.5,
+                      "bounds": [-1.7e308, 1.7e308]}),
+    ("dp/quantiles", {"variable": "x", "levels": [0.5], "epsilon": 0.5, "bounds": [0, 1e30]}),
+    ("dp/quantiles", {"variable": "x", "levels": [0.5], "epsilon": 1e-300, "bounds": [0, 1]}),
+    ("dp/boxplot", {"variable": "x", "epsilon": 0.5, "bounds": [0, 100], "n_public": 10**400}),
+    ("yj-moments", {"variable": "x", "epsilon": 1e-6, "bounds": [-1e15, 1e15], "lmbda": 10}),
+    ("yj-moments", {"variable": "x", "epsilon": 0.5, "bounds": [-1e15, 0], "lmbda": -10}),
 ])
-def test_numbers_that_overflow_are_a_422(center: Center, body: dict[str, object]) -> None:
-    """Bounds whose width is not finite (or that lose every digit), ε that underflows: a 422
-    naming the field, never a 500 from an OverflowError inside a mechanism."""
-    r = httpx.post(f"{center.url}/v1/datasets/cohort/dp/quantiles", json=body, headers=AUTH,
+def test_numbers_that_overflow_are_a_422(center: Center, path: str,
+                                         body: dict[str, object]) -> None:
+    """Bounds whose width is not finite (or that lose every digit), ε that underflows, a public
+    size or a noise scale beyond floating point: a 422 that says what to change, never a 500
+    from an OverflowError inside a mechanism."""
+    r = httpx.post(f"{center.url}/v1/datasets/cohort/{path}", json=body, headers=AUTH,
                    timeout=30)
     assert r.status_code == 422, r.text
-    assert r.json()["error"] == "validation_error"
+    assert r.json()["error"] in ("validation_error", "invalid_request")
