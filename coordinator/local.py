@@ -111,15 +111,20 @@ class InProcessCenter(HttpCenter):
         self.signing_key = (key_file.with_name("signing.key.pub").read_text().strip()
                             if key_file.exists() else write_key_pair(key_file))
         token = secrets.token_urlsafe(24)
-        center_settings = CenterSettings(
-            center_id=center_id, tokens=[token], k=k, neighbouring=neighbouring,
-            ledger_url=f"sqlite:///{self.workdir / 'ledger.sqlite'}",
-            signing_key_file=key_file, peers=dict(peers or {}),
-            datasets={name: ds.config(ds.write(self.workdir / f"{name}.parquet"), epsilon_total)
-                      for name, ds in datasets.items()},
-            **settings,
-        )
-        self.app = create_app(center_settings)
+        try:
+            center_settings = CenterSettings(
+                center_id=center_id, tokens=[token], k=k, neighbouring=neighbouring,
+                ledger_url=f"sqlite:///{self.workdir / 'ledger.sqlite'}",
+                signing_key_file=key_file, peers=dict(peers or {}),
+                datasets={name: ds.config(ds.write(self.workdir / f"{name}.parquet"),
+                                          epsilon_total)
+                          for name, ds in datasets.items()},
+                **settings,
+            )
+            self.app = create_app(center_settings)
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)  # nothing may be left behind
+            raise
         self.settings = center_settings
         super().__init__(
             center_id,

@@ -2,8 +2,9 @@
 
 The protocols in :mod:`coordinator.protocols` take a list of ports and never know which kind they
 hold. :class:`coordinator.client.HttpCenter` speaks to a real ``center_agent``;
-:class:`coordinator.local.InProcessCenter` wraps raw arrays and calls the ``shared/`` core
-directly (simulations and tests); :class:`coordinator.recording.RecordedCenter` wraps either and
+:class:`coordinator.local.InProcessCenter` is the real center app on arrays held in this process,
+reached through ``httpx.ASGITransport`` (simulations and tests);
+:class:`coordinator.recording.RecordedCenter` wraps either and
 records every release a study receives, so nothing is asked twice.
 
 Every method returns a validated wire model or raises
@@ -76,7 +77,7 @@ class CenterPort(Protocol):
         self, dataset: str, request: ThresholdCountsRequest
     ) -> ThresholdCountsRelease: ...
 
-    # YJ-data moment sums at one λ (counted against the study's call cap; noised ones spend ε).
+    # ε-DP YJ-data moment sums at one λ (each spends ``request.epsilon``; capped in number).
     async def yj_moments(
         self, dataset: str, request: YJMomentsRequest
     ) -> YJMomentsRelease: ...

@@ -132,6 +132,9 @@ class Budget(WireModel):
 
 ExtremeChoice = Literal["infinite", "buffer"] | float
 ExtremeKind = Literal["buffer", "natural", "infinite"]
+MAX_LIMITS = 100_000
+"""The most bins a table sent to a center may have (a refinement's work and memory grow with
+them; a hospital's table of 10^6 records at K = 10 has fewer)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -163,7 +166,7 @@ class LimitsStatement(WireModel):
     variable: str = Field(min_length=1, max_length=128)
     groups: tuple[str, str] | None = None
     k: int = Field(ge=2)
-    limits: list[float] = Field(min_length=2)
+    limits: list[float] = Field(min_length=2, max_length=MAX_LIMITS + 1)
     lower: ExtremeKind
     upper: ExtremeKind
     parent: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")

@@ -111,13 +111,14 @@ class ReleaseGate:
         if kind not in KINDS:
             raise TypeError(f"{kind!r} is not a release kind declared to the gate")
         dataset = self.datasets[dataset_name]
-        kind.check(self, dataset, request)
-        question = kind.question(self, dataset, request)
-        population = dataset.population()
+        epsilon = float(getattr(request, "epsilon", None) or 0.0)
         try:
+            kind.check(self, dataset, request)
+            question = kind.question(self, dataset, request)
+            population = dataset.population()
             stored = self._transaction(kind, dataset.name, request, question, population, caller)
         except PrivacyRefusal as refusal:
-            self._audit_refusal(dataset.name, kind.name, caller, question.epsilon, refusal)
+            self._audit_refusal(dataset.name, kind.name, caller, epsilon, refusal)
             raise
         return kind.present(self, dataset, stored, request)
 

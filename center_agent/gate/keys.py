@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlalchemy import select
@@ -36,25 +35,13 @@ from sqlalchemy.exc import IntegrityError
 
 from center_agent.db import Store, secrets_table
 from shared.protocol import LimitsStatement, SignedLimits, canonical_json
+from shared.signatures import decode_public_key, encode_public_key, sign, verifies
+
+__all__ = ["CenterKeys", "decode_public_key", "encode_public_key", "read_peer_keys",
+           "write_key_pair"]
 
 RANDOMNESS_SECRET = "release_randomness"
 SIGNING_KEY = "ed25519_signing_key"
-
-
-def encode_public_key(key: Ed25519PublicKey) -> str:
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode()
-
-
-def decode_public_key(text: str) -> Ed25519PublicKey:
-    """A peer's public key from base64 (raises ``ValueError`` naming what is wrong)."""
-    try:
-        raw = base64.b64decode(text.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a public key must be base64 of 32 bytes") from None
-    if len(raw) != 32:
-        raise ValueError("a public key must be base64 of 32 bytes")
-    return Ed25519PublicKey.from_public_bytes(raw)
 
 
 def private_key_bytes(key: Ed25519PrivateKey) -> bytes:
@@ -128,21 +115,13 @@ class CenterKeys:
         return np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
 
     def sign(self, statement: LimitsStatement) -> SignedLimits:
-        signature = self._signing.sign(statement.signing_bytes())
-        return SignedLimits(statement=statement, signature=base64.b64encode(signature).decode())
+        return sign(self._signing, statement)
 
     def trusts(self, signed: SignedLimits) -> bool:
         """Whether ``signed`` carries a valid signature of the center it names, among the
         trusted ones (this center and its peers)."""
         key = self._trusted.get(signed.statement.center_id)
-        if key is None:
-            return False
-        try:
-            signature = base64.b64decode(signed.signature, validate=True)
-            key.verify(signature, signed.statement.signing_bytes())
-        except (binascii.Error, ValueError, InvalidSignature):
-            return False
-        return True
+        return key is not None and verifies(signed, key)
 
 
 def _stored(store: Store, name: str, make: Any) -> bytes:

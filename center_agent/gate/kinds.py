@@ -316,6 +316,8 @@ class RefineCandidate:
         release = self.release
         by_group: dict[int, NDArray[np.int64]] = {}
         for level, cells in bad.items():  # pooled: one group, its bad cells of every level
+            if level not in self.levels:  # a level this release does not count: not its atoms
+                continue
             group = 0 if self.pooled else self.levels.index(level)
             by_group[group] = np.union1d(by_group.get(group, cells), cells)
         for group, cells in by_group.items():

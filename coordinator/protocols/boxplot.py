@@ -14,9 +14,9 @@
   disjoint patients, so across centers the rounds compose in parallel).
 
 The arithmetic is ``shared.dp.pooled``'s coordinator half (``pooled_range``,
-``pooled_whiskers``, ``pooled_result``); with in-process centers sharing one
-generator the pooled box equals ``shared.dp.pooled.pooled_boxplot``'s (tested). Each release is
-checked: the ε it reports equals the ε asked, a tree has the grid's shape, counts are >= 0.
+``pooled_whiskers``, ``pooled_result``): the pooled box is those functions applied to the rounds'
+releases (tested). Each release is checked: the ε it reports equals the ε asked, a tree has the
+grid's shape, counts are >= 0.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ infinite ends) records its reason instead of failing the study.
 
 YJ data (:func:`yj_data_estimates`) asks every center for its ε-DP moment sums at each λ Brent
 tries (``POST .../yj-moments``: values clipped to public bounds, noise paid from each center's
-budget) and fits λ, μ, σ by federated maximum likelihood (``shared.quantiles.yj_data``). The quantile-loss benchmark is not
-offered here: it leaks data, and centers refuse it unless an operator switches it on.
+budget) and fits λ, μ, σ by federated maximum likelihood (``shared.quantiles.yj_data``). The
+quantile-loss benchmark is not offered here: it leaks data, and centers refuse it unless an
+operator switches it on.
 """
 
 from __future__ import annotations
@@ -125,7 +126,10 @@ async def yj_data_estimates(
                 yj_data_quantiles, query, list(levels), max_evaluations=max_evaluations,
                 tol=DP_TOL,
             )
-        except (EvaluationCapError, ValueError) as exc:
+        # The cap on λ evaluations, and on noisy sums a likelihood that keeps rising past every
+        # bracket Brent tries (scipy's BracketError, a RuntimeError it does not export): the
+        # estimator's reason, not a failure of the study.
+        except (EvaluationCapError, ValueError, RuntimeError) as exc:
             out[name] = Estimate(None, str(exc))
         else:
             out[name] = Estimate(tuple(float(v) for v in result.quantiles))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.ports import CenterPort
@@ -15,15 +15,18 @@ from shared.protocol import CenterInfo
 class Survey:
     """Who can take part, how large each center is, and who was left out (and why).
 
-    ``bounds[c][g]`` is the most records center ``c`` can hold in group ``g`` (the released size
-    is rounded down to a multiple of the center's K, so the truth lies below ``size + K``); a
-    release with more is implausible.
+    ``declared[c][g]`` is the size center ``c`` declared for group ``g`` (its population's size,
+    rounded down to the center's K) and ``bounds[c][g]`` the most records it can hold there
+    (the truth lies below ``declared + K``): a release totalling less or more is implausible.
+    ``keys[c]`` is the public key the center signs its table statements with.
     """
 
     usable: tuple[CenterPort, ...]
     sizes: dict[str, int]
     bounds: dict[str, tuple[int, ...]]
     excluded: tuple[CenterFailure, ...]
+    declared: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    keys: dict[str, str | None] = field(default_factory=dict)
 
 
 def _check(
@@ -33,7 +36,8 @@ def _check(
     variable: str,
     groups: tuple[str, str] | None,
     k: int | None,
-) -> tuple[int, tuple[int, ...]]:
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The center's declared sizes of the groups asked and the most records each can hold."""
     if info.k < 2:
         raise CenterFailure(center_id, "implausible", f"declares K = {info.k}")
     if k is not None and k < info.k:
@@ -52,15 +56,15 @@ def _check(
         raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1
     if groups is None:
-        return found.n_records, (found.n_records + slack,)
+        return (found.n_records,), (found.n_records + slack,)
     declared = found.group.levels if found.group is not None else []
     missing = [level for level in groups if level not in declared]
     if missing:
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} declares no group level {missing[0]!r}",
-                            center_error="unknown_variable")
-    per_group = [found.n_by_group.get(level, 0) for level in groups]
-    return sum(per_group), tuple(n + slack for n in per_group)
+                            center_error="unknown_level")  # the center's own code for it
+    per_group = tuple(found.n_by_group.get(level, 0) for level in groups)
+    return per_group, tuple(n + slack for n in per_group)
 
 
 def require(needed: int, usable: Sequence[str], failures: Sequence[CenterFailure]) -> None:
@@ -89,19 +93,22 @@ async def survey_centers(
     answers = await asyncio.gather(*(c.info() for c in centers), return_exceptions=True)
     usable: list[CenterPort] = []
     sizes: dict[str, int] = {}
+    declared: dict[str, tuple[int, ...]] = {}
     bounds: dict[str, tuple[int, ...]] = {}
+    keys: dict[str, str | None] = {}
     failures: list[CenterFailure] = []
     for port, answer in zip(centers, answers, strict=True):
+        cid = port.center_id
         try:
             if isinstance(answer, BaseException):
                 raise answer
-            sizes[port.center_id], bounds[port.center_id] = _check(
-                port.center_id, answer, dataset, variable, groups, k
-            )
+            declared[cid], bounds[cid] = _check(cid, answer, dataset, variable, groups, k)
+            sizes[cid] = sum(declared[cid])
+            keys[cid] = answer.signing_key
             usable.append(port)
         except CenterFailure as failure:
             if not allow_partial:
                 raise
             failures.append(failure)
     require(min_centers, [p.center_id for p in usable], failures)
-    return Survey(tuple(usable), sizes, bounds, tuple(failures))
+    return Survey(tuple(usable), sizes, bounds, tuple(failures), declared, keys)

@@ -38,6 +38,7 @@ from shared.protocol import (
     SignedLimits,
     TableRequest,
 )
+from shared.signatures import decode_public_key, verifies
 
 TOTALS_RTOL = 1e-9
 
@@ -58,18 +59,6 @@ class FederatedTable:
 
 def _implausible(center: str, detail: str) -> CenterFailure:
     return CenterFailure(center, "implausible", detail)
-
-
-def declared_sizes(survey: Survey, center: str) -> tuple[int, ...]:
-    """Each group's size as ``center`` declared it in ``/v1/info`` (rounded down to its K).
-
-    ``survey.bounds`` are these sizes plus the same slack (the center's K - 1) for each group,
-    and ``survey.sizes`` their sum (``survey._check``), so the slack is what the bounds add up
-    to beyond the sizes.
-    """
-    bounds = survey.bounds[center]
-    slack = (sum(bounds) - survey.sizes[center]) // len(bounds)
-    return tuple(bound - slack for bound in bounds)
 
 
 def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ...],
@@ -130,14 +119,25 @@ def check_refinement(
     return tuple(totals)
 
 
-def check_signed(center: str, signed: SignedLimits | None, table: BinTable) -> SignedLimits:
+def check_signed(center: str, signed: SignedLimits | None, table: BinTable,
+                 key: str | None = None) -> SignedLimits:
     """The center's signed statement of ``table``'s limits (the next center refines only
-    signed limits); ``implausible`` when it is missing or states other limits."""
+    signed limits); ``implausible`` when it is missing, states other limits or, given the
+    center's public ``key`` (from its ``/v1/info``), does not verify: the center that made the
+    statement is named, not the next one that would refuse it."""
     if signed is None:
         raise _implausible(center, "the release carries no signed statement of its limits")
     stated = np.asarray(signed.statement.limits, dtype=np.float64)
     if stated.shape != table.limits.shape or not np.array_equal(stated, table.limits):
         raise _implausible(center, "the signed statement states other limits than the release")
+    if key is not None:
+        try:
+            verified = verifies(signed, decode_public_key(key))
+        except ValueError:
+            raise _implausible(center, "its /v1/info shows no valid signing key") from None
+        if not verified:
+            raise _implausible(center, "its signed statement does not verify with the key its "
+                               "/v1/info shows")
     return signed
 
 
@@ -191,9 +191,9 @@ async def federated_bin_table(
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
                                              bounds=survey.bounds[cid],
-                                             floors=declared_sizes(survey, cid))
+                                             floors=survey.declared.get(cid))
                 merged = built.to_table()
-                next_signed = check_signed(cid, built.signed, merged)
+                next_signed = check_signed(cid, built.signed, merged, survey.keys.get(cid))
             else:
                 refinement = await port.refine(
                     dataset, RefinementRequest(variable=variable, groups=groups, k=k,
@@ -201,9 +201,10 @@ async def federated_bin_table(
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
                                           bounds=survey.bounds[cid],
-                                          floors=declared_sizes(survey, cid))
+                                          floors=survey.declared.get(cid))
                 merged = fold(cid, table, refinement, totals)
-                next_signed = check_signed(cid, refinement.signed, merged)
+                next_signed = check_signed(cid, refinement.signed, merged,
+                                           survey.keys.get(cid))
         except CenterFailure as failure:
             if not allow_partial:
                 raise

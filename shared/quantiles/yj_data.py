@@ -180,7 +180,9 @@ def fit_yj_data(
     ``_SHIFT``); with the default (scipy's) and no noise, λ̂ equals
     ``scipy.stats.yeojohnson_normmax(pooled, brack=bracket)`` to well under 1e-6. With noisy
     sums ℓ(λ) is jagged at the noise level: pass a looser ``tol`` (e.g. 1e-3, i.e. about 3e-3
-    in λ) or Brent spends the cap chasing noise.
+    in λ) or Brent spends the cap chasing noise; and ℓ may keep rising past every bracket Brent
+    tries, when scipy raises its ``BracketError`` (a ``RuntimeError``). Callers treat
+    ``RuntimeError`` and ``ValueError`` as "no estimate".
     """
     if not callable(query):
         raise ValueError("`query` must be a callable λ -> sequence of YJMoments")

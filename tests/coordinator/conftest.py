@@ -1,20 +1,31 @@
 """Fixtures for the coordinator: settings over a temporary SQLite store, in-process centers with
-known data, the app in process (``httpx.ASGITransport``) and a throw-away PostgreSQL schema."""
+known data (closed after the test), the app in process (``httpx.ASGITransport``) and a
+throw-away PostgreSQL schema."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import sqlalchemy as sa
-from coordinator_helpers import PG_USERS
+from coordinator_helpers import PG_USERS, Federations
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+async def federation() -> AsyncIterator[Federations]:
+    """Makes in-process federations; every center made is closed after the test."""
+    made = Federations()
+    try:
+        yield made
+    finally:
+        await made.aclose()
 
 
 @pytest.fixture(autouse=True)

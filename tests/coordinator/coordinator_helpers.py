@@ -1,31 +1,40 @@
-"""Helpers shared by the coordinator tests: tokens, settings, in-process centers with known data,
-a counting wrapper around a port, and a mock center answering from a handler."""
+"""Helpers shared by the coordinator tests: tokens, settings, in-process centers with known data
+(real center apps that trust each other's signed tables), a wrapper around a port that counts
+the calls it forwards and keeps the answers, independent checks of a center's releases against
+its raw data, and a mock center answering from a handler."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
 from numpy.typing import NDArray
 
 from coordinator.core.config import RetryPolicy, Settings
-from coordinator.local import InProcessCenter, LocalDataset
+from coordinator.local import InProcessCenter, LocalDataset, in_process_federation
+from shared.binning import BinTable
+from shared.federation import apply_refinement
 from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
     Health,
+    LimitsStatement,
     MWURelease,
     MWURequest,
     RefinementRelease,
     RefinementRequest,
     TableRequest,
 )
+from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
+
+T = TypeVar("T")
 
 ANALYST_TOKEN = "analyst-" + "0123456789abcdef"
 CENTER_TOKENS = {
@@ -56,12 +65,45 @@ def local_dataset(x: NDArray[np.float64], y: NDArray[np.float64]) -> LocalDatase
 
 
 def in_process_centers(
-    data: Mapping[str, Arrays], rng: np.random.Generator, k: int = K
+    data: Mapping[str, Arrays], k: int = K, **settings: Any
 ) -> dict[str, InProcessCenter]:
-    return {
-        cid: InProcessCenter(cid, {"cohort": local_dataset(x, y)}, rng=rng, k=k)
-        for cid, (x, y) in data.items()
-    }
+    """One real center app per id, its ``cohort`` dataset the id's (X, Y) as levels ctl and trt;
+    each trusts the others' signed tables. The caller closes them (:class:`Federations`)."""
+    return in_process_federation(
+        {cid: {"cohort": local_dataset(x, y)} for cid, (x, y) in data.items()}, k=k, **settings
+    )
+
+
+class Federations:
+    """Makes in-process federations (``make_data()``'s by default) and closes every center it
+    made (their ledgers and temporary folders go with them)."""
+
+    def __init__(self) -> None:
+        self.made: list[InProcessCenter] = []
+
+    def __call__(
+        self, data: Mapping[str, Arrays] | None = None, *, k: int = K, **settings: Any
+    ) -> dict[str, InProcessCenter]:
+        centers = in_process_centers(make_data() if data is None else data, k=k, **settings)
+        self.made.extend(centers.values())
+        return centers
+
+    def ports(self, data: Mapping[str, Arrays] | None = None, **settings: Any) -> list[Any]:
+        """The federation's centers, in the registry's order (alpha, beta, gamma)."""
+        return list(self(data, **settings).values())
+
+    def adopt(self, center: InProcessCenter) -> InProcessCenter:
+        """Close ``center`` (made elsewhere) with the others."""
+        self.made.append(center)
+        return center
+
+    async def aclose(self) -> None:
+        while self.made:
+            await self.made.pop().aclose()
+
+    def close(self) -> None:
+        """For synchronous tests (no event loop running)."""
+        asyncio.run(self.aclose())
 
 
 def settings_for(
@@ -88,11 +130,16 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 class CountingCenter:
-    """Wraps a port and counts the calls it forwards; ``gate`` (if set) is awaited first."""
+    """Wraps a port and counts the calls it forwards; ``gate`` (if set) is awaited first.
+
+    ``answers[call]`` keeps what the port answered, in order: the releases the protocol really
+    received, for checks independent of the protocol's own arithmetic.
+    """
 
     def __init__(self, port: Any) -> None:
         self.port = port
         self.calls: Counter[str] = Counter()
+        self.answers: defaultdict[str, list[Any]] = defaultdict(list)
         self.gate: Any = None
 
     @property
@@ -104,49 +151,159 @@ class CountingCenter:
         if self.gate is not None:
             await self.gate.wait()
 
+    async def _forward(self, name: str, answer: Awaitable[T]) -> T:
+        await self._enter(name)
+        got = await answer
+        self.answers[name].append(got)
+        return got
+
     async def health(self) -> Health:
         await self._enter("health")
         return await self.port.health()
 
     async def info(self) -> CenterInfo:
-        await self._enter("info")
-        return await self.port.info()
+        return await self._forward("info", self.port.info())
 
     async def budget(self) -> Budget:
         await self._enter("budget")
         return await self.port.budget()
 
     async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
-        await self._enter("table")
-        return await self.port.table(dataset, request)
+        return await self._forward("table", self.port.table(dataset, request))
 
     async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
-        await self._enter("refine")
-        return await self.port.refine(dataset, request)
+        return await self._forward("refine", self.port.refine(dataset, request))
 
     async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
-        await self._enter("mwu")
-        return await self.port.mwu(dataset, request)
+        return await self._forward("mwu", self.port.mwu(dataset, request))
 
     async def dp_quantiles(self, dataset: str, request: Any) -> Any:
-        await self._enter("dp_quantiles")
-        return await self.port.dp_quantiles(dataset, request)
+        return await self._forward("dp_quantiles", self.port.dp_quantiles(dataset, request))
 
     async def dp_boxplot(self, dataset: str, request: Any) -> Any:
-        await self._enter("dp_boxplot")
-        return await self.port.dp_boxplot(dataset, request)
+        return await self._forward("dp_boxplot", self.port.dp_boxplot(dataset, request))
 
     async def dp_extremes(self, dataset: str, request: Any) -> Any:
-        await self._enter("dp_extremes")
-        return await self.port.dp_extremes(dataset, request)
+        return await self._forward("dp_extremes", self.port.dp_extremes(dataset, request))
 
     async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
-        await self._enter("dp_tree_histogram")
-        return await self.port.dp_tree_histogram(dataset, request)
+        return await self._forward("dp_tree_histogram",
+                                   self.port.dp_tree_histogram(dataset, request))
 
     async def dp_threshold_counts(self, dataset: str, request: Any) -> Any:
-        await self._enter("dp_threshold_counts")
-        return await self.port.dp_threshold_counts(dataset, request)
+        return await self._forward("dp_threshold_counts",
+                                   self.port.dp_threshold_counts(dataset, request))
+
+    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
+        return await self._forward("yj_moments", self.port.yj_moments(dataset, request))
+
+
+# -- independent checks of releases against the raw data ----------------------------------------
+
+
+def true_cells(limits: Sequence[float], values: NDArray[np.float64]) -> NDArray[Any]:
+    """The cell of ``limits`` each value falls in: cells are right-closed, the first open below
+    and the last open above (values beyond a natural limit are counted in the extreme cell)."""
+    return np.searchsorted(np.asarray(limits, dtype=np.float64)[1:-1], values, side="left")
+
+
+def true_counts(limits: Sequence[float], values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """How many of ``values`` fall in each cell of ``limits``, from the raw values."""
+    return np.bincount(true_cells(limits, values), minlength=len(limits) - 1).astype(np.float64)
+
+
+def _check_extremes(statement: LimitsStatement, values: NDArray[np.float64]) -> None:
+    """Buffers hold every value strictly inside (a buffer is never a data value); a natural
+    limit clips and an infinite one holds everything."""
+    if statement.lower == "buffer":
+        assert statement.limits[0] < values.min()
+    if statement.upper == "buffer":
+        assert values.max() < statement.limits[-1]
+
+
+def check_built_table(release: BinTableRelease, groups: Sequence[NDArray[np.float64]]) -> None:
+    """A builder's table, against its raw values per group: every count is the group's true
+    count in the bin (values beyond a natural limit counted in the extreme bin), 0 or >= K, and
+    the signed statement states the released limits."""
+    assert release.signed is not None
+    statement = release.signed.statement
+    assert statement.limits == release.limits and statement.k == release.k
+    for row, values in zip(release.counts, groups, strict=True):
+        _check_extremes(statement, values)
+        np.testing.assert_array_equal(row, true_counts(release.limits, values))
+    counts = np.asarray(release.counts)
+    assert np.all((counts == 0) | (counts >= release.k))
+
+
+def refined_sets(release: RefinementRelease, g: int, values: NDArray[np.float64]) -> NDArray[Any]:
+    """The run of group ``g``'s refinement each of ``values`` is counted in."""
+    assert release.signed is not None
+    return np.asarray(release.runs[g].run_of_cell)[true_cells(release.signed.statement.limits,
+                                                              values)]
+
+
+def check_refined_runs(release: RefinementRelease, groups: Sequence[NDArray[np.float64]]) -> None:
+    """A refinement, against its raw values per group: every run total is the group's true count
+    in the run's cells (the cells of the refined limits the center signed), 0 or >= K."""
+    assert release.signed is not None
+    statement = release.signed.statement
+    for g, (runs, values) in enumerate(zip(release.runs, groups, strict=True)):
+        _check_extremes(statement, values)
+        assert len(runs.run_of_cell) == len(statement.limits) - 1
+        totals = np.bincount(refined_sets(release, g, values), minlength=len(runs.totals))
+        np.testing.assert_array_equal(runs.totals, totals)
+        assert all(t == 0 or t >= release.k for t in runs.totals)
+
+
+def check_atoms(
+    releases: Sequence[BinTableRelease | RefinementRelease],
+    groups: Sequence[NDArray[np.float64]],
+    k: int = K,
+) -> None:
+    """No combination of a center's two-group releases isolates 1..k-1 records: per group, the
+    records counted in the same set by every release (an atom: whatever anyone derives by adding
+    and subtracting released counts is the count of a union of atoms) number 0 or >= k, from the
+    raw values."""
+    for g, values in enumerate(groups):
+        labels = np.column_stack([
+            true_cells(r.limits, values) if isinstance(r, BinTableRelease)
+            else refined_sets(r, g, values)
+            for r in releases
+        ])
+        _, sizes = np.unique(labels, axis=0, return_counts=True)
+        assert sizes.min() >= k, f"group {g}: an atom of {sizes.min()} records"
+
+
+def fold_releases(
+    tables: Sequence[tuple[str, BinTableRelease]],
+    refinements: Sequence[tuple[str, RefinementRelease]],
+) -> tuple[BinTable, tuple[str, ...]]:
+    """The federated table from (center, release) pairs as they were received, and who sent
+    them in turn: the one builder's table with each refinement folded in
+    (``shared.federation.apply_refinement``) in the order of the chain of signed statements
+    (each refinement names, as its parent, the digest of the statement it refined)."""
+    assert len(tables) == 1, "one center builds the table"
+    builder, built = tables[0]
+    assert built.signed is not None
+    by_parent = {r.signed.statement.parent: (cid, r) for cid, r in refinements if r.signed}
+    assert len(by_parent) == len(refinements), "each refinement is of another statement"
+    table, order, digest = built.to_table(), [builder], built.signed.statement.digest()
+    while digest in by_parent:
+        center, release = by_parent.pop(digest)
+        table = apply_refinement(table, release)
+        order.append(center)
+        assert release.signed is not None
+        np.testing.assert_array_equal(release.signed.statement.limits, table.limits)
+        digest = release.signed.statement.digest()
+    assert not by_parent, "every refinement refined the table of the one before"
+    return table, tuple(order)
+
+
+def fold_received(centers: Iterable[CountingCenter]) -> tuple[BinTable, tuple[str, ...]]:
+    """:func:`fold_releases` of what the wrapped centers answered."""
+    centers = list(centers)
+    return fold_releases([(c.center_id, t) for c in centers for t in c.answers["table"]],
+                         [(c.center_id, r) for c in centers for r in c.answers["refine"]])
 
 
 def center_info_json(center_id: str, n_ctl: int = 100, n_trt: int = 100) -> dict[str, Any]:

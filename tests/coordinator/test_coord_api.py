@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 from coordinator_helpers import (
     ANALYST_TOKEN,
@@ -20,9 +19,9 @@ from coordinator_helpers import (
     CENTER_TOKENS,
     SIZES,
     CountingCenter,
+    Federations,
     K,
     center_info_json,
-    in_process_centers,
     json_response,
     make_data,
     settings_for,
@@ -32,6 +31,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from coordinator.core.config import Settings
+from coordinator.local import InProcessCenter
 from coordinator.main import create_app
 from shared.mwu import mann_whitney, sum_test
 from shared.protocol import MWURequest, RefinementRequest, TableRequest
@@ -50,9 +50,9 @@ SPEC: dict[str, Any] = {
 }
 
 
-def counting_centers(seed: int = 5) -> dict[str, CountingCenter]:
-    centers = in_process_centers(make_data(), np.random.default_rng(seed))
-    return {cid: CountingCenter(port) for cid, port in centers.items()}
+def counting_centers(federation: Federations) -> dict[str, CountingCenter]:
+    """A new federation over ``make_data()``, each center wrapped to count its calls."""
+    return {cid: CountingCenter(port) for cid, port in federation().items()}
 
 
 async def open_client(app: FastAPI) -> httpx.AsyncClient:
@@ -87,8 +87,8 @@ async def start(settings: Settings, **seams: Any) -> Running:
 
 
 @pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    r = await start(settings_for(sqlite_url(tmp_path)), centers=counting_centers())
+async def running(tmp_path: Path, federation: Federations) -> AsyncIterator[Running]:
+    r = await start(settings_for(sqlite_url(tmp_path)), centers=counting_centers(federation))
     yield r
     await r.close()
 
@@ -113,7 +113,10 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
         assert wrong.status_code == 401
         center_token = {"Authorization": f"Bearer {CENTER_TOKENS['alpha']}"}
         assert (await c.request(method, path, headers=center_token)).status_code == 401
-    assert (await c.get("/openapi.json")).status_code == 404  # only in dev mode
+    # The schema is served only in dev mode; outside it, even its path needs a token (the
+    # token is checked before routing).
+    assert (await c.get("/openapi.json", headers=AUTH)).status_code == 404
+    assert (await c.get("/openapi.json")).status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -201,7 +204,13 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
     assert table["kind"] == "table" and table["limits"][0] == "-Infinity"
     assert table["order"] == ["alpha", "beta", "gamma"]
     assert table["totals"] == pytest.approx([sum(SIZES.values())] * 2)
-    assert all(v == 0 or v >= K for row in table["counts"][:1] for v in row[:1])
+    # Every count a center released (its table's counts, its refinement's run totals) is 0 or
+    # >= K; the federated table shares run totals out over cells, so its counts are not.
+    released = [(p["call"], p["response"]) for p in view["provenance"]]
+    counted = [row for call, r in released if call == "table" for row in r["counts"]] + [
+        runs["totals"] for call, r in released if call == "refine" for runs in r["runs"]]
+    assert len(counted) == 2 * 3  # two groups, three centers
+    assert all(v == 0 or v >= K for row in counted for v in row)
 
     data = make_data()
     expected = sum_test([mann_whitney(x, y) for x, y in data.values()])
@@ -305,9 +314,11 @@ async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running)
 # -- faults over HTTP (MockTransport) --------------------------------------------------------
 
 
-def healthy_center(center_id: str, data: Any) -> Callable[[httpx.Request], Any]:
-    """A fake center answering with one in-process center's releases (the same wire bodies)."""
-    port = in_process_centers({center_id: data}, np.random.default_rng(1))[center_id]
+def healthy_center(
+    center_id: str, data: Any, port: InProcessCenter
+) -> Callable[[httpx.Request], Any]:
+    """A fake center answering with an in-process center's releases (the same wire bodies,
+    signed statements included)."""
 
     async def handle(request: httpx.Request) -> httpx.Response:
         assert request.headers["Authorization"] == f"Bearer {CENTER_TOKENS[center_id]}"
@@ -345,20 +356,24 @@ def broken(kind: str) -> Callable[[httpx.Request], httpx.Response]:
             return json_response(500, {"error": "internal_error", "detail": "boom"})
         if kind == "malformed":
             return httpx.Response(200, content=b'{"statistic": "lots"}')
-        if kind == "refusal":
-            return json_response(409, {"error": "differencing_refused",
-                                       "detail": "a cell would hold 3 records"})
+        if kind == "refusal":  # a privacy refusal a center answers today (409)
+            return json_response(409, {"error": "data_changed",
+                                       "detail": "the data changed; releases wait for the "
+                                                 "operator's new epoch"})
         raise AssertionError(kind)
 
     return handle
 
 
-def transports(beta: Callable[[httpx.Request], Any]) -> dict[str, Any]:
+def transports(beta: Callable[[httpx.Request], Any], federation: Federations) -> dict[str, Any]:
+    """Alpha and gamma healthy (one federation: gamma refines what alpha signed), beta as
+    given."""
     data = make_data()
+    healthy = federation({cid: data[cid] for cid in ("alpha", "gamma")})
     return {
-        "alpha": httpx.MockTransport(healthy_center("alpha", data["alpha"])),
+        "alpha": httpx.MockTransport(healthy_center("alpha", data["alpha"], healthy["alpha"])),
         "beta": httpx.MockTransport(beta),
-        "gamma": httpx.MockTransport(healthy_center("gamma", data["gamma"])),
+        "gamma": httpx.MockTransport(healthy_center("gamma", data["gamma"], healthy["gamma"])),
     }
 
 
@@ -368,9 +383,10 @@ def transports(beta: Callable[[httpx.Request], Any]) -> dict[str, Any]:
      ("malformed", "malformed"), ("refusal", "refused")],
 )
 async def test_a_failing_center_fails_the_study_naming_it(
-    tmp_path: Path, fault: str, kind: str
+    tmp_path: Path, federation: Federations, fault: str, kind: str
 ) -> None:
-    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken(fault)))
+    r = await start(settings_for(sqlite_url(tmp_path)),
+                    transports=transports(broken(fault), federation))
     try:
         spec = {**SPEC, "analyses": [{"kind": "mwu", "tests": ["sum", "table"]}]}
         view = await r.run(spec)
@@ -387,8 +403,11 @@ async def test_a_failing_center_fails_the_study_naming_it(
         await r.close()
 
 
-async def test_centers_listing_shows_health_and_budgets(tmp_path: Path) -> None:
-    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken("down")))
+async def test_centers_listing_shows_health_and_budgets(
+    tmp_path: Path, federation: Federations
+) -> None:
+    r = await start(settings_for(sqlite_url(tmp_path)),
+                    transports=transports(broken("down"), federation))
     try:
         answer = await r.client.get("/v1/centers", headers=AUTH)
         assert answer.status_code == 200
@@ -402,8 +421,10 @@ async def test_centers_listing_shows_health_and_budgets(tmp_path: Path) -> None:
         await r.close()
 
 
-async def test_concurrent_listings_share_one_round_of_questions(tmp_path: Path) -> None:
-    centers = counting_centers()
+async def test_concurrent_listings_share_one_round_of_questions(
+    tmp_path: Path, federation: Federations
+) -> None:
+    centers = counting_centers(federation)
     gate = asyncio.Event()
     for center in centers.values():
         center.gate = gate  # every center call waits until the 20 listings are all in
@@ -438,10 +459,10 @@ class StuckRefine(CountingCenter):
 
 
 async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_twice(
-    tmp_path: Path,
+    tmp_path: Path, federation: Federations
 ) -> None:
     settings = settings_for(sqlite_url(tmp_path))
-    first_centers = counting_centers(seed=5)
+    first_centers = counting_centers(federation)
     first_centers["gamma"] = StuckRefine(first_centers["gamma"].port)
     first = await start(settings, centers=first_centers)
     # The MWU table test uses the same table as the table analysis (both buffered).
@@ -458,7 +479,9 @@ async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_tw
     await asyncio.sleep(0)
     await first.client.aclose()
 
-    second_centers = counting_centers(seed=6)
+    # The restarted coordinator talks to the same centers (gamma refines the table beta
+    # signed for the first process), through new counters.
+    second_centers = {cid: CountingCenter(c.port) for cid, c in first_centers.items()}
     second = await start(settings, centers=second_centers)
     try:
         view = (await second.client.get(f"/v1/studies/{study_id}", headers=AUTH)).json()
@@ -488,8 +511,10 @@ async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_tw
         await first.app.state.services.aclose()
 
 
-async def test_too_many_running_studies_are_refused(tmp_path: Path) -> None:
-    centers = counting_centers()
+async def test_too_many_running_studies_are_refused(
+    tmp_path: Path, federation: Federations
+) -> None:
+    centers = counting_centers(federation)
     centers["gamma"] = StuckRefine(centers["gamma"].port)
     r = await start(settings_for(sqlite_url(tmp_path), max_running_studies=1), centers=centers)
     try:
@@ -502,8 +527,10 @@ async def test_too_many_running_studies_are_refused(tmp_path: Path) -> None:
         await r.close()
 
 
-async def test_shutdown_leaves_running_studies_resumable(tmp_path: Path) -> None:
-    centers = counting_centers()
+async def test_shutdown_leaves_running_studies_resumable(
+    tmp_path: Path, federation: Federations
+) -> None:
+    centers = counting_centers(federation)
     centers["gamma"] = StuckRefine(centers["gamma"].port)
     r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
     study_id = (await r.client.post("/v1/studies", json=SPEC, headers=AUTH)).json()["id"]
@@ -546,8 +573,10 @@ class Buggy(CountingCenter):
         raise RuntimeError("secret internals /srv/data/cohort.csv")
 
 
-async def test_an_unexpected_error_fails_the_study_without_details(tmp_path: Path) -> None:
-    centers = counting_centers()
+async def test_an_unexpected_error_fails_the_study_without_details(
+    tmp_path: Path, federation: Federations
+) -> None:
+    centers = counting_centers(federation)
     centers["beta"] = Buggy(centers["beta"].port)
     r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
     try:
@@ -561,10 +590,11 @@ async def test_an_unexpected_error_fails_the_study_without_details(tmp_path: Pat
 
 
 async def test_center_tokens_never_reach_the_logs(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, federation: Federations, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    r = await start(settings_for(sqlite_url(tmp_path)), transports=transports(broken("500")))
+    r = await start(settings_for(sqlite_url(tmp_path)),
+                    transports=transports(broken("500"), federation))
     try:
         assert (await r.run(SPEC))["status"] == "failed"
         await r.client.get("/v1/centers", headers=AUTH)

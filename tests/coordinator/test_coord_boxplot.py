@@ -1,5 +1,6 @@
-"""DP boxplots over in-process centers: the same boxes as ``shared/`` in-process for the same
-generator stream, the ε each center spent, and implausible or failing centers named."""
+"""DP boxplots over in-process centers (real center apps): the pooled box is the core's
+arithmetic on the releases the centers really sent, the per-center boxes are relayed as sent, the
+ε each center spent agrees with its ledger, and implausible or failing centers are named."""
 
 from __future__ import annotations
 
@@ -7,47 +8,63 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import CountingCenter, K, in_process_centers, make_data
+from coordinator_helpers import SIZES, CountingCenter, Federations, K
 
 from coordinator.core.errors import AnalysisFailed, CenterFailure, TooFewCenters
 from coordinator.protocols import federated_dp_boxplot
-from shared.dp.boxplot import dp_boxplot
-from shared.dp.pooled import pooled_boxplot
-from shared.protocol import DPBoxplotRelease
+from shared.dp.pooled import TreeHistogram, pooled_range, pooled_result, pooled_whiskers
+from shared.privacy import PrivacySpent
 
 pytestmark = pytest.mark.anyio
 BOUNDS = (0.0, 100.0)
 
 
-def ports(seed: int) -> list[Any]:
-    return list(in_process_centers(make_data(), np.random.default_rng(seed)).values())
+async def spent(center: Any) -> float:
+    """What the center's own ledger says the dataset has spent."""
+    return float((await center.budget()).datasets["cohort"].spent_epsilon)
 
 
-async def test_the_pooled_box_equals_the_core_in_process() -> None:
-    data = make_data()
-    fed = await federated_dp_boxplot(ports(3), dataset="cohort", variable="crp", group="ctl",
+async def test_the_pooled_box_is_the_core_on_the_releases_received(
+    federation: Federations,
+) -> None:
+    centers = [CountingCenter(p) for p in federation.ports()]
+    fed = await federated_dp_boxplot(centers, dataset="cohort", variable="crp", group="ctl",
                                      epsilon=1.0, bounds=BOUNDS, per_center=False)
-    reference = pooled_boxplot([x for x, _ in data.values()], epsilon=1.0, bounds=BOUNDS,
-                               neighbouring="add_remove", rng=np.random.default_rng(3))
+    # shared.dp.pooled's coordinator half, on the three rounds' releases as received.
+    pairs = [(c.answers["dp_extremes"][0].psi_min, c.answers["dp_extremes"][0].psi_max)
+             for c in centers]
+    grid = pooled_range(pairs, BOUNDS)
+    trees = [TreeHistogram(tuple(np.asarray(level) for level in t.levels), t.branching,
+                           t.noise_scale, PrivacySpent(t.epsilon))
+             for t in (c.answers["dp_tree_histogram"][0] for c in centers)]
+    whiskers = pooled_whiskers(trees, grid=grid, extremes=pairs, bounds=BOUNDS)
+    counts = [(c.answers["dp_threshold_counts"][0].below,
+               c.answers["dp_threshold_counts"][0].above) for c in centers]
     assert fed.pooled is not None
-    assert fed.pooled.box == reference.box and fed.pooled.grid == reference.grid
+    assert fed.pooled.grid == grid
+    assert fed.pooled.box == pooled_result(whiskers, counts, 1.0)
     assert fed.pooled.centers == ("alpha", "beta", "gamma")
     assert fed.spent == pytest.approx({"alpha": 1.0, "beta": 1.0, "gamma": 1.0})
+    assert [await spent(c) for c in centers] == pytest.approx([1.0] * 3)
     assert fed.per_center == {}
 
 
-async def test_per_center_boxes_equal_the_core_and_both_cost_two_epsilon() -> None:
-    data = make_data()
-    fed = await federated_dp_boxplot(ports(4), dataset="cohort", variable="crp", group=None,
+async def test_per_center_boxes_are_relayed_and_both_cost_two_epsilon(
+    federation: Federations,
+) -> None:
+    centers = [CountingCenter(p) for p in federation.ports()]
+    fed = await federated_dp_boxplot(centers, dataset="cohort", variable="crp", group=None,
                                      epsilon=0.5, bounds=BOUNDS)
-    rng = np.random.default_rng(4)  # the centers draw from it in registry order
-    for cid, (x, y) in data.items():
-        values = np.concatenate([x, y])
-        expected = dp_boxplot(values, epsilon=0.5, bounds=BOUNDS, neighbouring="add_remove",
-                              rng=rng, n_public=values.size // K * K)
-        assert fed.per_center[cid] == DPBoxplotRelease.from_result(expected)
-    assert fed.pooled is not None and fed.pooled.centers == tuple(data)
-    assert fed.spent == pytest.approx({cid: 1.0 for cid in data})
+    for center in centers:
+        box = fed.per_center[center.center_id]
+        assert [box] == center.answers["dp_boxplot"]  # as the center sent it
+        assert box.n == 2 * SIZES[center.center_id] // K * K  # its public size, both levels
+        assert box.epsilon == 0.5 and box.within(BOUNDS)
+        assert box.lower_whisker <= box.q1 <= box.median <= box.q3 <= box.upper_whisker
+    assert fed.pooled is not None and fed.pooled.centers == tuple(SIZES)
+    # ε for the own box and ε for the pooled one, as the centers' ledgers agree.
+    assert fed.spent == pytest.approx({cid: 1.0 for cid in SIZES})
+    assert [await spent(c) for c in centers] == pytest.approx([1.0] * 3)
 
 
 class Odd(CountingCenter):
@@ -79,8 +96,8 @@ class Odd(CountingCenter):
         return await self._altered("dp_threshold_counts", release)
 
 
-def with_beta(seed: int, **change: Any) -> list[Any]:
-    return [Odd(p, **change) if p.center_id == "beta" else p for p in ports(seed)]
+def with_beta(federation: Federations, **change: Any) -> list[Any]:
+    return [Odd(p, **change) if p.center_id == "beta" else p for p in federation.ports()]
 
 
 @pytest.mark.parametrize(
@@ -93,43 +110,62 @@ def with_beta(seed: int, **change: Any) -> list[Any]:
         ({"dp_threshold_counts": {"below": -3}}, "negative count"),
     ],
 )
-async def test_implausible_dp_releases_are_named(change: dict[str, Any], match: str) -> None:
+async def test_implausible_dp_releases_are_named(
+    federation: Federations, change: dict[str, Any], match: str
+) -> None:
     with pytest.raises(CenterFailure, match=match) as caught:
-        await federated_dp_boxplot(with_beta(1, **change), dataset="cohort", variable="crp",
-                                   group="trt", epsilon=1.0, bounds=BOUNDS)
+        await federated_dp_boxplot(with_beta(federation, **change), dataset="cohort",
+                                   variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS)
     assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
 
 
-async def test_partial_pooled_box_leaves_out_a_center_failing_early() -> None:
+async def test_partial_pooled_box_leaves_out_a_center_failing_early(
+    federation: Federations,
+) -> None:
     down = CenterFailure("beta", "unreachable", "cannot connect")
-    fed = await federated_dp_boxplot(with_beta(2, dp_extremes=down), dataset="cohort",
+    fed = await federated_dp_boxplot(with_beta(federation, dp_extremes=down), dataset="cohort",
                                      variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS,
                                      per_center=False, allow_partial=True, min_centers=2)
     assert fed.pooled is not None and fed.pooled.centers == ("alpha", "gamma")
     assert [(f.center, f.kind) for f in fed.excluded] == [("beta", "unreachable")]
     assert set(fed.spent) == {"alpha", "gamma"}
     with pytest.raises(TooFewCenters):
-        await federated_dp_boxplot(with_beta(2, dp_extremes=down), dataset="cohort",
+        await federated_dp_boxplot(with_beta(federation, dp_extremes=down), dataset="cohort",
                                    variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS,
                                    per_center=False, allow_partial=True, min_centers=3)
     # Round 3 cannot leave a center out: its records are already in the pooled histogram.
     late = CenterFailure("beta", "timeout", "no answer")
     with pytest.raises(CenterFailure, match="no answer"):
-        await federated_dp_boxplot(with_beta(2, dp_threshold_counts=late), dataset="cohort",
-                                   variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS,
-                                   per_center=False, allow_partial=True, min_centers=2)
+        await federated_dp_boxplot(with_beta(federation, dp_threshold_counts=late),
+                                   dataset="cohort", variable="crp", group="trt", epsilon=1.0,
+                                   bounds=BOUNDS, per_center=False, allow_partial=True,
+                                   min_centers=2)
 
 
-async def test_an_unknown_level_is_named() -> None:
+async def test_an_unknown_level_is_named(federation: Federations) -> None:
     with pytest.raises(CenterFailure) as caught:
-        await federated_dp_boxplot(ports(0), dataset="cohort", variable="crp", group="placebo",
-                                   epsilon=1.0, bounds=BOUNDS)
-    assert (caught.value.center, caught.value.center_error) == ("alpha", "unknown_variable")
+        await federated_dp_boxplot(federation.ports(), dataset="cohort", variable="crp",
+                                   group="placebo", epsilon=1.0, bounds=BOUNDS)
+    assert (caught.value.center, caught.value.center_error) == ("alpha", "unknown_level")
 
 
-async def test_a_histogram_empty_after_its_noise_is_an_analysis_failure() -> None:
-    # Found by generating study specs: ε this small drowns 1140 records in the tree's noise.
+class Drowned(CountingCenter):
+    """A center whose tree histogram came out of its noise with every node below zero."""
+
+    async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
+        release = await super().dp_tree_histogram(dataset, request)
+        levels = [[-abs(v) for v in level] for level in release.levels]
+        return release.model_copy(update={"levels": levels})
+
+
+async def test_a_histogram_empty_after_its_noise_is_an_analysis_failure(
+    federation: Federations,
+) -> None:
+    # Found by generating study specs: at ε = 1e-5 the tree's noise drowns 1140 records and
+    # the summed histogram often holds no records. The centers' noise comes from the OS, so
+    # here every center's tree is such a draw (each node negative, as that noise can give it).
+    centers = [Drowned(p) for p in federation.ports()]
     with pytest.raises(AnalysisFailed, match="holds no records") as caught:
-        await federated_dp_boxplot(ports(0), dataset="cohort", variable="crp", group=None,
+        await federated_dp_boxplot(centers, dataset="cohort", variable="crp", group=None,
                                    epsilon=1e-5, bounds=BOUNDS, per_center=False)
     assert caught.value.body()["error"] == "analysis_failed"

@@ -142,8 +142,14 @@ async def test_a_post_is_not_retried_when_slow_or_answered() -> None:
     [
         (403, {"error": "budget_exceeded", "detail": "requested 1 > 0.5",
                "remaining_epsilon": 0.5}, "refused", "budget_exceeded"),
-        (409, {"error": "differencing_refused", "detail": "cell with 3"}, "refused",
-         "differencing_refused"),
+        (409, {"error": "data_changed", "detail": "the data changed; releases wait for the "
+                                                 "operator's new epoch"}, "refused",
+         "data_changed"),
+        (403, {"error": "untrusted_table", "detail": "the table to refine is not signed by a "
+                                                    "center this one trusts"}, "refused",
+         "untrusted_table"),
+        (403, {"error": "epsilon_cap_exceeded", "detail": "one request may spend at most 0.75"},
+         "refused", "epsilon_cap_exceeded"),
         (404, {"error": "unknown_variable", "detail": "no variable 'x'"}, "error",
          "unknown_variable"),
         (422, {"error": "validation_error", "detail": "body.k: too small"}, "error",

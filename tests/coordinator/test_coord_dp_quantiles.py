@@ -1,5 +1,6 @@
-"""Each center's DP quantiles over in-process centers: the core's values for the same generator
-stream, every algorithm, and implausible releases named."""
+"""Each center's DP quantiles over in-process centers (real center apps): the releases relayed
+as the centers sent them and paid from their ledgers, every algorithm near the truth, and
+implausible releases named."""
 
 from __future__ import annotations
 
@@ -7,37 +8,37 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import CountingCenter, in_process_centers, make_data
+from coordinator_helpers import CountingCenter, Federations, make_data
 
 from coordinator.core.errors import CenterFailure
 from coordinator.protocols import center_dp_quantiles
-from shared.dp import joint_exp
 
 pytestmark = pytest.mark.anyio
 BOUNDS = (0.0, 100.0)
 LEVELS = [0.25, 0.5, 0.75]
 
 
-def ports(seed: int) -> list[Any]:
-    return list(in_process_centers(make_data(), np.random.default_rng(seed)).values())
-
-
-async def test_values_equal_the_core_for_the_same_stream() -> None:
-    fed = await center_dp_quantiles(ports(6), dataset="cohort", variable="crp", group="ctl",
+async def test_releases_are_relayed_as_sent_and_paid_once(federation: Federations) -> None:
+    centers = [CountingCenter(p) for p in federation.ports()]
+    fed = await center_dp_quantiles(centers, dataset="cohort", variable="crp", group="ctl",
                                     levels=LEVELS, epsilon=1.0, bounds=BOUNDS)
-    rng = np.random.default_rng(6)
-    for cid, (x, _) in make_data().items():
-        expected = joint_exp(x, LEVELS, epsilon=1.0, bounds=BOUNDS, neighbouring="add_remove",
-                             rng=rng).values
-        assert fed.per_center[cid].values == list(expected)
-        assert fed.per_center[cid].epsilon == 1.0
+    assert list(fed.per_center) == ["alpha", "beta", "gamma"]  # the registry's order
+    for center in centers:
+        release = fed.per_center[center.center_id]
+        assert [release] == center.answers["dp_quantiles"]
+        assert release.epsilon == 1.0 and release.levels == LEVELS
+        assert BOUNDS[0] <= release.values[0] <= release.values[1] <= release.values[2] <= BOUNDS[1]
+        budget = (await center.budget()).datasets["cohort"]
+        assert budget.spent_epsilon == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("algorithm",
                          ["joint_exp", "private_quantile", "approx_quantile", "unbounded"])
-async def test_every_algorithm_answers_near_the_truth(algorithm: str) -> None:
-    fed = await center_dp_quantiles(ports(1), dataset="cohort", variable="crp", group=None,
-                                    levels=[0.5], epsilon=5.0, bounds=BOUNDS,
+async def test_every_algorithm_answers_near_the_truth(
+    federation: Federations, algorithm: str
+) -> None:
+    fed = await center_dp_quantiles(federation.ports(), dataset="cohort", variable="crp",
+                                    group=None, levels=[0.5], epsilon=5.0, bounds=BOUNDS,
                                     algorithm=algorithm)  # type: ignore[arg-type]
     for cid, (x, y) in make_data().items():
         assert fed.per_center[cid].values[0] == pytest.approx(
@@ -63,8 +64,10 @@ class Odd(CountingCenter):
         ({"values": [1.0, float("nan"), 3.0]}, "finite"),
     ],
 )
-async def test_implausible_releases_are_named(update: dict[str, Any], match: str) -> None:
-    centers = [Odd(p, **update) if p.center_id == "gamma" else p for p in ports(2)]
+async def test_implausible_releases_are_named(
+    federation: Federations, update: dict[str, Any], match: str
+) -> None:
+    centers = [Odd(p, **update) if p.center_id == "gamma" else p for p in federation.ports()]
     with pytest.raises(CenterFailure, match=match) as caught:
         await center_dp_quantiles(centers, dataset="cohort", variable="crp", group="trt",
                                   levels=LEVELS, epsilon=1.0, bounds=BOUNDS)

@@ -1,6 +1,8 @@
 """End to end: the coordinator's API over three real center apps (``httpx.ASGITransport``), CSV
-data in ``tmp_path``. The centers' releases are randomized (OS-seeded), so tables are compared by
-their K-anonymity and totals; MWU p-values equal the core's on the same released numbers."""
+data in ``tmp_path``, each center with its signing key and the others' public keys. The centers'
+randomness is their own (keyed secrets, the OS), so every release is checked against the raw data
+and the federated table against folding the releases the study received; MWU p-values equal the
+core's on the raw data."""
 
 from __future__ import annotations
 
@@ -12,18 +14,34 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from coordinator_helpers import AUTH, CENTER_TOKENS, SIZES, K, make_data, settings_for, sqlite_url
+from coordinator_helpers import (
+    AUTH,
+    CENTER_TOKENS,
+    SIZES,
+    K,
+    check_built_table,
+    check_refined_runs,
+    fold_releases,
+    make_data,
+    settings_for,
+    sqlite_url,
+)
 from fastapi import FastAPI
 from scipy import stats
 
 from center_agent.core.config import load_settings as load_center_settings
+from center_agent.gate.keys import write_key_pair
 from center_agent.main import create_app as create_center
 from coordinator.main import create_app
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
-from shared.protocol import MWURelease
-from shared.quantiles import inverse_yeojohnson
+from shared.protocol import BinTableRelease, MWURelease, RefinementRelease
+from shared.quantiles.wire import YJMomentsRelease
+from shared.quantiles.yj_data import DP_MAX_EVALUATIONS, DP_TOL, yj_data_quantiles
 
 pytestmark = pytest.mark.anyio
+EPSILON_TOTAL = 3.0
+EPSILON_PER_REQUEST = 2.0  # the DP-quantile study below asks each center for ε = 2 at once
+
 
 def write_csv(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
     rows = [f"{float(v)!r},ctl" for v in x] + [f"{float(v)!r},trt" for v in y]
@@ -39,6 +57,12 @@ def centers(
         if name.startswith("FEDSTATS_CENTER_"):
             monkeypatch.delenv(name)
     data = getattr(request, "param", None) or make_data()
+    # Each center signs its tables with its own key and trusts the others' (peers/), so each
+    # refines the table the one before it signed.
+    peers = tmp_path / "peers"
+    peers.mkdir()
+    for cid in data:
+        (peers / f"{cid}.pub").write_text(write_key_pair(tmp_path / f"{cid}.key") + "\n")
     apps = {}
     for cid, (x, y) in data.items():
         settings = load_center_settings(
@@ -46,11 +70,14 @@ def centers(
             k=K,
             tokens=[CENTER_TOKENS[cid]],
             ledger_url=f"sqlite:///{tmp_path / f'{cid}-ledger.sqlite'}",
+            signing_key_file=tmp_path / f"{cid}.key",
+            peer_keys_dir=peers,
             datasets={"cohort": {
                 "source": {"kind": "csv", "path": str(write_csv(tmp_path / f"{cid}.csv", x, y))},
                 "variables": ["crp"],
                 "group": {"column": "arm", "levels": ["ctl", "trt"]},
-                "epsilon_total": 3.0,
+                "epsilon_total": EPSILON_TOTAL,
+                "epsilon_per_request": EPSILON_PER_REQUEST,
             }},
         )
         apps[cid] = create_center(settings)
@@ -87,7 +114,28 @@ async def test_centers_are_listed_healthy_with_budgets(coordinator: Any) -> None
     _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
     assert [(c["id"], c["healthy"], c["remaining_epsilon"]) for c in listed] == [
-        (cid, True, {"cohort": 3.0}) for cid in SIZES]
+        (cid, True, {"cohort": EPSILON_TOTAL}) for cid in SIZES]
+
+
+def received(view: dict[str, Any], call: str) -> list[tuple[str, Any]]:
+    """(center, response) of every ``call`` in a study's provenance."""
+    return [(p["center"], p["response"]) for p in view["provenance"] if p["call"] == call]
+
+
+def check_table_provenance(view: dict[str, Any], table: dict[str, Any],
+                           data: dict[str, Any]) -> None:
+    """Every table and refinement the study received, checked against the centers' raw data;
+    the study's ``table`` (a result's) is the fold of them."""
+    tables = [(c, BinTableRelease.model_validate(r)) for c, r in received(view, "table")]
+    refinements = [(c, RefinementRelease.model_validate(r)) for c, r in received(view, "refine")]
+    for cid, built in tables:
+        check_built_table(built, data[cid])
+    for cid, refined in refinements:
+        check_refined_runs(refined, data[cid])
+    folded, order = fold_releases(tables, refinements)
+    assert tuple(table["order"]) == order
+    np.testing.assert_array_equal([float(v) for v in table["limits"]], folded.limits)
+    np.testing.assert_allclose(table["counts"], folded.counts, rtol=1e-12)
 
 
 async def test_a_study_over_real_centers(coordinator: Any) -> None:
@@ -96,16 +144,9 @@ async def test_a_study_over_real_centers(coordinator: Any) -> None:
     table, mwu = view["result"]["analyses"]
     assert table["order"] == ["alpha", "beta", "gamma"]
     assert table["totals"] == pytest.approx([sum(SIZES.values())] * 2, rel=1e-12)
-    for entry in view["provenance"]:
-        if entry["call"] == "table":
-            counts = np.asarray(entry["response"]["counts"])
-            assert np.all((counts == 0) | (counts >= K))
-        if entry["call"] == "refine":
-            for runs in entry["response"]["runs"]:
-                totals = np.asarray(runs["totals"])
-                assert np.all((totals == 0) | (totals >= K))
-    # The local releases are exactly the core's local tests on the raw data.
     data = make_data()
+    check_table_provenance(view, table, data)
+    # The local releases are exactly the core's local tests on the raw data.
     local = [mann_whitney(x, y) for x, y in data.values()]
     released = [MWURelease.model_validate(p["response"]).to_result()
                 for p in view["provenance"] if p["call"] == "mwu"]
@@ -140,7 +181,8 @@ async def test_one_value_per_bin_table_test_equals_the_pooled_scipy_test(
     y = np.concatenate([d[1] for d in data.values()])
     ref = stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False)
     mwu = view["result"]["analyses"][0]
-    assert len(mwu["table"]["limits"]) == 7
+    assert len(mwu["table"]["limits"]) == 7  # one bin per value
+    check_table_provenance(view, mwu["table"], data)
     assert mwu["tests"]["table"]["pvalue"] == pytest.approx(ref.pvalue, rel=1e-12)
 
 
@@ -149,12 +191,24 @@ async def test_center_answers_relayed_unknown_names_and_refusals(coordinator: An
     assert unknown["status"] == "failed"
     assert (unknown["error"]["center"], unknown["error"]["kind"]) == ("alpha", "error")
     assert unknown["error"]["center_error"] == "unknown_variable"
-    # A noisy MWU asking more ε than a center holds: the center's refusal, relayed.
-    greedy = await run(coordinator, {**SPEC, "analyses": [
-        {"kind": "mwu", "tests": ["sum"], "epsilon": 5.0}]})
+    # A noisy MWU asking more ε than one request may spend: the center's refusal, relayed.
+    def noisy(epsilon: float) -> dict[str, Any]:
+        return {**SPEC, "analyses": [{"kind": "mwu", "tests": ["sum"], "epsilon": epsilon}]}
+
+    capped = await run(coordinator, noisy(EPSILON_PER_REQUEST + 0.5))
+    assert capped["status"] == "failed"
+    assert (capped["error"]["center"], capped["error"]["kind"]) == ("alpha", "refused")
+    assert capped["error"]["center_error"] == "epsilon_cap_exceeded"
+    # Within the cap but more than a center has left: refused from its budget.
+    assert (await run(coordinator, noisy(EPSILON_PER_REQUEST)))["status"] == "succeeded"
+    greedy = await run(coordinator, noisy(EPSILON_TOTAL - EPSILON_PER_REQUEST + 0.5))
     assert greedy["status"] == "failed"
     assert greedy["error"]["kind"] == "refused"
     assert greedy["error"]["center_error"] == "budget_exceeded"
+    _, client = coordinator
+    listed = (await client.get("/v1/centers", headers=AUTH)).json()
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx(
+        [EPSILON_TOTAL - EPSILON_PER_REQUEST] * 3)  # refusals spend nothing
 
 
 async def test_a_repeated_study_gets_the_same_table(coordinator: Any) -> None:
@@ -212,24 +266,80 @@ async def test_dp_quantiles_over_real_centers(coordinator: Any) -> None:
     assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([1.0] * 3)
 
 
-async def test_yj_data_over_real_centers_equals_the_pooled_fit(coordinator: Any) -> None:
-    """The coordinator asks each center for YJ moment sums at every λ Brent tries; the federated
-    fit equals scipy's maximum likelihood on the pooled data (no noise), at no ε."""
+def yj_sums(values: np.ndarray, lmbda: float) -> np.ndarray:
+    """Σ sign(x)·log(|x| + 1), Σ YJ(x; λ), Σ YJ(x; λ)² of raw values (scipy's transform)."""
+    y = stats.yeojohnson(values, lmbda)
+    return np.array([np.sum(np.sign(values) * np.log1p(np.abs(values))), y.sum(), (y * y).sum()])
+
+
+def yj_sensitivity(lmbda: float, bounds: tuple[float, float]) -> float:
+    """How far one record added or removed moves the three sums (L1), for values clipped to
+    ``bounds`` with 0 <= a: each term is 0 at 0 and grows with x, so its largest magnitude is
+    at b."""
+    assert 0.0 <= bounds[0]
+    return float(np.sum(np.abs(yj_sums(np.array([bounds[1]]), lmbda))))
+
+
+async def test_yj_data_over_real_centers_is_the_core_fit_on_the_sums_received(
+    coordinator: Any,
+) -> None:
+    """The coordinator asks every center, at each λ Brent tries, for ε-DP moment sums of values
+    clipped to the public bounds (ε / DP_MAX_EVALUATIONS a call, so at most ε per group); each
+    release holds the level's size and its sums under noise of the calibrated scale; the
+    estimate is the core's federated fit on the sums received; the ledgers paid what was asked.
+
+    (No accuracy check: at the ε a 3.0 budget allows, noise of scale ~1e5 drowns sums of
+    ~1e4, and Brent may end without a fit, recorded as the estimator's reason.)"""
     levels = [0.1, 0.5, 0.9]
-    spec = {**SPEC, "groups": ["ctl", "trt"],
-            "analyses": [{"kind": "quantiles", "levels": levels, "estimators": ["yj_data"]}]}
+    epsilon, bounds = 1.0, (0.0, 100.0)  # two groups: at most 2ε of EPSILON_TOTAL
+    spec = {**SPEC, "analyses": [{"kind": "quantiles", "levels": levels,
+                                  "estimators": ["yj_data"], "epsilon": epsilon,
+                                  "bounds": list(bounds)}]}
     view = await run(coordinator, spec)
     assert view["status"] == "succeeded", view
     estimates = view["result"]["analyses"][0]["estimates"]["yj_data"]
-    data = make_data().values()
-    for g, name in enumerate(["ctl", "trt"]):
-        pooled = np.concatenate([d[g] for d in data])
-        lam = stats.yeojohnson_normmax(pooled, brack=(-2.0, 2.0))
-        y = stats.yeojohnson(pooled, lam)
-        ref = inverse_yeojohnson(y.mean() + y.std() * stats.norm.ppf(levels), lam)
-        np.testing.assert_allclose(estimates[name]["quantiles"], ref, rtol=1e-5)
     asked = [p for p in view["provenance"] if p["call"] == "yj_moments"]
-    assert asked and all(p["response"]["n"] > 0 for p in asked)
+    per_call = epsilon / DP_MAX_EVALUATIONS
+    data = make_data()
+    noise: list[float] = []  # each sum's error in units of its Laplace scale
+    for g, group in enumerate(SPEC["groups"]):
+        calls = [p for p in asked if p["request"]["group"] == group]
+        releases: dict[float, dict[str, YJMomentsRelease]] = {}
+        for p in calls:
+            assert p["request"]["epsilon"] == pytest.approx(per_call, rel=1e-12)
+            assert tuple(p["request"]["bounds"]) == bounds
+            release = YJMomentsRelease.model_validate(p["response"])
+            releases.setdefault(release.lmbda, {})[p["center"]] = release
+            values = np.clip(data[p["center"]][g], *bounds)
+            assert release.n == values.size
+            released = np.array([release.sum_log, release.sum_yj, release.sum_yj_sq])
+            scale = yj_sensitivity(release.lmbda, bounds) / per_call
+            noise += list(np.abs(released - yj_sums(values, release.lmbda)) / scale)
+        assert 0 < len(releases) <= DP_MAX_EVALUATIONS
+        assert all(set(by_center) == set(SIZES) for by_center in releases.values())
+
+        def query(lmbda: float, releases: Any = releases) -> list[Any]:
+            return [releases[lmbda][cid].to_result() for cid in SIZES]
+
+        try:
+            expected = yj_data_quantiles(query, levels, max_evaluations=DP_MAX_EVALUATIONS,
+                                         tol=DP_TOL).quantiles
+        except (ValueError, RuntimeError) as exc:  # the cap, no positive variance, or no
+            # bracket of the likelihood's maximum (scipy's BracketError): the reason is recorded
+            assert estimates[group] == {"quantiles": None, "error": str(exc)}
+        else:  # JSON holds an infinite quantile as a string, which float() reads back
+            got = [float(v) for v in estimates[group]["quantiles"]]
+            np.testing.assert_allclose(got, expected, rtol=1e-12)
+    # Laplace noise of the calibrated scale: each |error| / scale is Exp(1), so their sum is
+    # Gamma(N, 1); it falls outside these limits with probability 2e-7 (N >= 2·3·9: two groups,
+    # Brent's three first λs, three centers, three sums).
+    n_draws = len(noise)
+    assert n_draws >= 54
+    assert stats.gamma.ppf(1e-7, n_draws) < sum(noise) < stats.gamma.isf(1e-7, n_draws)
+    spent = per_call * len(asked) / len(SIZES)
+    assert spent <= 2 * epsilon
     _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
-    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx([3.0] * 3)
+    # The ledgers count ε in units of 1e-9, each spend rounded up: at most 1e-9 more a call.
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx(
+        [EPSILON_TOTAL - spent] * 3, abs=1e-9 * len(asked) / len(SIZES))

@@ -1,9 +1,11 @@
-"""Protocols over in-process centers: the same numbers as the ``shared/`` core in-process, and
-every implausible answer named."""
+"""Protocols over in-process centers (real center apps): every release the protocols receive
+checked against the raw data, the federated table equal to folding those releases, the local
+tests equal to the core's on the raw data, and every implausible answer named."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import numpy as np
@@ -11,25 +13,30 @@ import pytest
 from coordinator_helpers import (
     SIZES,
     CountingCenter,
+    Federations,
     K,
-    in_process_centers,
+    check_atoms,
+    check_built_table,
+    check_refined_runs,
+    fold_received,
     local_dataset,
     make_data,
 )
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from scipy import stats
 
 from coordinator.core.errors import CenterFailure, TooFewCenters
-from coordinator.local import InProcessCenter, LocalDataset
+from coordinator.local import InProcessCenter
 from coordinator.protocols import federated_bin_table, federated_mwu, survey_centers
 from coordinator.protocols.parallel import all_or_first_failure
 from coordinator.study import StudySpec, run_study
-from shared.binning import bin_table
-from shared.federation import federated_table, refine_table
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 from shared.protocol import (
     BinTableRelease,
+    MWURequest,
     RefinementRelease,
     RefinementRequest,
+    SignedLimits,
     TableRequest,
 )
 
@@ -37,40 +44,100 @@ pytestmark = pytest.mark.anyio
 GROUPS = ("ctl", "trt")
 
 
-def ports(seed: int = 5, data: Any = None) -> list[Any]:
-    data = data if data is not None else make_data()
-    return list(in_process_centers(data, np.random.default_rng(seed)).values())
+def counting(federation: Federations, data: Any = None) -> list[CountingCenter]:
+    """A new federation (``make_data()``'s by default), each center wrapped to keep what it
+    released."""
+    return [CountingCenter(p) for p in federation.ports(data)]
 
 
-async def test_two_group_table_equals_the_core_in_process() -> None:
+def check_releases(centers: list[CountingCenter], groups: dict[str, Any]) -> None:
+    """Every table and refinement the centers released, against their raw values."""
+    for c in centers:
+        for built in c.answers["table"]:
+            check_built_table(built, groups[c.center_id])
+        for refined in c.answers["refine"]:
+            check_refined_runs(refined, groups[c.center_id])
+
+
+async def test_two_group_table_is_the_fold_of_what_the_centers_released(
+    federation: Federations,
+) -> None:
     data = make_data()
-    fed = await federated_bin_table(ports(5, data), dataset="cohort", variable="crp",
-                                    groups=GROUPS, k=K)
-    # Largest first, and the same rng stream: the very same table as the core's.
-    reference = federated_table(list(data.values()), k=K, rng=np.random.default_rng(5))
-    assert fed.order == ("alpha", "beta", "gamma")
+    centers = counting(federation, data)
+    fed = await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS,
+                                    k=K)
+    assert fed.order == ("alpha", "beta", "gamma")  # largest first
+    assert [(c.calls["table"], c.calls["refine"]) for c in centers] == [(1, 0), (0, 1), (0, 1)]
+    check_releases(centers, data)
+    # The coordinator's table is the builder's table with each refinement folded in, in the
+    # order of the chain of signed statements.
+    reference, order = fold_received(centers)
+    assert order == fed.order
     np.testing.assert_array_equal(fed.table.limits, reference.limits)
     np.testing.assert_allclose(fed.table.counts, reference.counts, rtol=1e-12)
     np.testing.assert_allclose(fed.table.totals, [sum(SIZES.values())] * 2)
     assert fed.center_totals == {cid: (float(n), float(n)) for cid, n in SIZES.items()}
 
 
-async def test_one_group_table_is_k_anonymous_per_release_with_consistent_totals() -> None:
+async def test_one_group_table_is_k_anonymous_per_release_with_consistent_totals(
+    federation: Federations,
+) -> None:
     data = make_data(seed=3)
-    centers = [CountingCenter(p) for p in ports(11, data)]
+    centers = counting(federation, data)
     fed = await federated_bin_table(centers, dataset="cohort", variable="crp", k=K)
     assert fed.table.n_groups == 1
     assert fed.table.totals[0] == pytest.approx(2 * sum(SIZES.values()), rel=1e-12)
-    pooled = [(np.concatenate([x, y]), None) for x, y in data.values()]
-    reference = federated_table(pooled, k=K, rng=np.random.default_rng(11))
+    check_releases(centers, {cid: [np.concatenate([x, y])] for cid, (x, y) in data.items()})
+    reference, _ = fold_received(centers)
     np.testing.assert_array_equal(fed.table.limits, reference.limits)
+    np.testing.assert_allclose(fed.table.counts, reference.counts, rtol=1e-12)
     assert [c.calls["table"] for c in centers] == [1, 0, 0]
     assert [c.calls["refine"] for c in centers] == [0, 1, 1]
 
 
-async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers() -> None:
+async def test_natural_limits_clip_values_into_the_extreme_bins(federation: Federations) -> None:
+    """Natural limits inside the data are public inputs: values beyond them are counted in the
+    extreme bins at every center (nothing refused, nothing left out)."""
     data = make_data()
-    fed = await federated_mwu(ports(5, data), dataset="cohort", variable="crp", groups=GROUPS,
+    centers = counting(federation, data)
+    lower, upper = 40.0, 60.0  # inside the data: make_data() draws around 50 ± 10
+    assert all(x.min() < lower and upper < y.max() for x, y in data.values())
+    fed = await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS,
+                                    k=K, lower=lower, upper=upper)
+    assert (fed.table.limits[0], fed.table.limits[-1]) == (lower, upper)
+    np.testing.assert_allclose(fed.table.totals, [sum(SIZES.values())] * 2)
+    check_releases(centers, data)
+    reference, _ = fold_received(centers)
+    np.testing.assert_allclose(fed.table.counts, reference.counts, rtol=1e-12)
+
+
+async def test_tables_with_other_limits_are_answered_and_never_isolate_records(
+    federation: Federations,
+) -> None:
+    """Centers no longer refuse a second table whose limits differ (``differencing_refused``):
+    each answers every table, coarsened as needed, so that no combination of its releases
+    isolates 1..K-1 records. Checked from the raw data over every release each center made."""
+    data = make_data()
+    centers = counting(federation, data)
+    closings: list[tuple[Any, Any, int]] = [
+        ("buffer", "buffer", K), (40.0, 60.0, K), ("infinite", "infinite", 2 * K)]
+    for lower, upper, k in closings:
+        fed = await federated_bin_table(centers, dataset="cohort", variable="crp",
+                                        groups=GROUPS, k=k, lower=lower, upper=upper)
+        np.testing.assert_allclose(fed.table.totals, [sum(SIZES.values())] * 2)
+    for c in centers:
+        received = [*c.answers["table"], *c.answers["refine"]]
+        assert len(received) == len(closings)
+        check_atoms(received, data[c.center_id])
+    check_releases(centers, data)
+
+
+async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers(
+    federation: Federations,
+) -> None:
+    data = make_data()
+    centers = counting(federation, data)
+    fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS,
                               k=K, alternative="less")
     local = [mann_whitney(x, y) for x, y in data.values()]
     for name, test in (("sum", sum_test), ("weighted", weighted_test), ("fisher", fisher_test)):
@@ -79,29 +146,48 @@ async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers() -> No
         assert fed.tests[name].statistic == pytest.approx(expected.statistic, rel=1e-12)
         for part, ref in zip(fed.tests[name].parts, expected.parts, strict=True):
             assert part.weight == pytest.approx(ref.weight, rel=1e-12)
-    table = table_test(federated_table(list(data.values()), k=K, rng=np.random.default_rng(5)),
-                       alternative="less")
+    # The table test runs on the federated table: the fold of the releases received.
+    table = table_test(fold_received(centers)[0], alternative="less")
     assert fed.tests["table"].pvalue == pytest.approx(table.pvalue, rel=1e-12)
     assert fed.centers == ("alpha", "beta", "gamma")
     assert list(fed.tests) == ["sum", "weighted", "fisher", "table"]
+    # The levels the other way round: each center's stored answer with U negated and the sizes
+    # swapped, so "trt greater than ctl" is the same test.
+    swapped = await federated_mwu(centers, dataset="cohort", variable="crp",
+                                  groups=GROUPS[::-1], k=K, alternative="greater",
+                                  tests=["sum", "weighted", "fisher"])
+    for cid, release in swapped.releases.items():
+        original = fed.releases[cid]
+        assert (release.statistic, release.n_x, release.n_y, release.variance) == (
+            -original.statistic, original.n_y, original.n_x, original.variance)
+    for name in ("sum", "weighted", "fisher"):
+        assert swapped.tests[name].pvalue == pytest.approx(fed.tests[name].pvalue, rel=1e-12)
 
 
-async def test_noisy_local_releases_use_the_inflated_variance() -> None:
-    centers = ports(7)
+async def test_noisy_local_releases_use_the_inflated_variance(federation: Federations) -> None:
+    centers = federation.ports()
+    epsilon = 0.5
     fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
-                              tests=["sum", "fisher"], epsilon=0.5)
+                              tests=["sum", "fisher"], epsilon=epsilon)
     releases = list(fed.releases.values())
-    sizes = [max(r.n_x, r.n_y) for r in releases]
-    # Laplace of scale 2·max(n, m)/ε: variance 2·scale².
+    assert [(r.n_x, r.n_y) for r in releases] == [(n, n) for n in SIZES.values()]
+    # A noisy release's V is the no-ties null variance of U = Σ sign(Y − X), n·m·(N+1)/3,
+    # public given the sizes; the noise is Laplace of scale 2·max(n, m)/ε: variance 2·scale².
+    assert [r.variance for r in releases] == pytest.approx(
+        [r.n_x * r.n_y * (r.n_x + r.n_y + 1) / 3 for r in releases], rel=1e-12)
     assert [r.noise_variance for r in releases] == pytest.approx(
-        [2 * (2 * n / 0.5) ** 2 for n in sizes])
+        [2 * (2 * max(r.n_x, r.n_y) / epsilon) ** 2 for r in releases])
     expected = sum_test([r.to_result() for r in releases])
     assert fed.tests["sum"].pvalue == pytest.approx(expected.pvalue, rel=1e-12)
     assert fed.tests["sum"].parts[0].variance == pytest.approx(
         releases[0].variance + releases[0].noise_variance)
+    for center in centers:  # each center's ledger paid ε once
+        assert (await center.budget()).datasets["cohort"].spent_epsilon == pytest.approx(epsilon)
 
 
-async def test_one_distinct_value_per_bin_gives_the_pooled_scipy_test() -> None:
+async def test_one_distinct_value_per_bin_gives_the_pooled_scipy_test(
+    federation: Federations,
+) -> None:
     # Integer values 1..6, each held >= K times per group at every center: every bin is one
     # value, nothing is split or shared out, and the table test is the pooled test with ties.
     rng = np.random.default_rng(17)
@@ -111,8 +197,8 @@ async def test_one_distinct_value_per_bin_gives_the_pooled_scipy_test() -> None:
         y = np.repeat(np.arange(1.0, 7.0), n // 6 + rng.integers(0, 3, 6))
         y[: n // 12] += 1  # shift part of Y up one level
         data[cid] = (x, y)
-    fed = await federated_mwu(ports(1, data), dataset="cohort", variable="crp", groups=GROUPS,
-                              k=K, tests=["table"])
+    fed = await federated_mwu(federation.ports(data), dataset="cohort", variable="crp",
+                              groups=GROUPS, k=K, tests=["table"])
     assert fed.table is not None and fed.table.table.n_bins == 6  # one per value
     x = np.concatenate([d[0] for d in data.values()])
     y = np.concatenate([d[1] for d in data.values()])
@@ -121,18 +207,25 @@ async def test_one_distinct_value_per_bin_gives_the_pooled_scipy_test() -> None:
     assert fed.releases == {}  # no local release was asked for
 
 
-async def test_survey_names_a_center_without_the_dataset_variable_or_level() -> None:
-    good = ports()
-    odd = InProcessCenter("delta", {"other": local_dataset(*make_data()["gamma"])},
-                          rng=np.random.default_rng(0))
+async def test_survey_names_a_center_without_the_dataset_variable_or_level(
+    federation: Federations,
+) -> None:
+    good = federation.ports()
+    odd = federation.adopt(InProcessCenter("delta",
+                                           {"other": local_dataset(*make_data()["gamma"])}))
     with pytest.raises(CenterFailure) as caught:
         await survey_centers([*good, odd], dataset="cohort", variable="crp", groups=GROUPS)
     assert (caught.value.center, caught.value.center_error) == ("delta", "unknown_dataset")
     with pytest.raises(CenterFailure) as caught:
         await survey_centers(good, dataset="cohort", variable="age", groups=GROUPS)
     assert caught.value.center_error == "unknown_variable"
-    with pytest.raises(CenterFailure, match="level 'placebo'"):
+    with pytest.raises(CenterFailure, match="level 'placebo'") as caught:
         await survey_centers(good, dataset="cohort", variable="crp", groups=("ctl", "placebo"))
+    # The code a center answers for an undeclared level (a DP analysis of one level relays it).
+    assert caught.value.center_error == "unknown_level"
+    with pytest.raises(CenterFailure) as caught:
+        await good[0].mwu("cohort", MWURequest(variable="crp", groups=("ctl", "placebo")))
+    assert caught.value.center_error == "unknown_level"
     with pytest.raises(CenterFailure) as caught:
         await survey_centers(good, dataset="cohort", variable="crp", groups=GROUPS, k=5)
     assert (caught.value.center, caught.value.kind) == ("alpha", "refused")
@@ -200,20 +293,47 @@ def short_runs(release: dict[str, Any]) -> dict[str, Any]:
     return release
 
 
+def unsigned(release: dict[str, Any]) -> dict[str, Any]:
+    return {**release, "signed": None}
+
+
+def restated(release: dict[str, Any]) -> dict[str, Any]:
+    """The signed statement names other limits than the release (its first interior limit
+    dropped): the next center would refine a table the coordinator does not hold."""
+    limits = release["signed"]["statement"]["limits"]
+    release["signed"]["statement"]["limits"] = [limits[0], *limits[2:]]
+    return release
+
+
+def forged(release: dict[str, Any]) -> dict[str, Any]:
+    """The statement states the release's limits, but its signature is not the center's: the
+    coordinator names this center, not the next one, which would refuse the table."""
+    release["signed"]["signature"] = "A" * 86 + "=="
+    return release
+
+
 @pytest.mark.parametrize(
     ("who", "change", "match"),
     [
+        ("alpha", {"table": forged}, "does not verify"),
+        ("beta", {"refine": forged}, "does not verify"),
         ("alpha", {"table": small_count}, "count between 1 and k-1"),
         ("alpha", {"table": inflated}, "more than its declared size"),
         ("alpha", {"table": wrong_k}, "k=20"),
+        ("alpha", {"table": unsigned}, "no signed statement"),
+        ("alpha", {"table": restated}, "states other limits"),
         ("beta", {"refine": small_run}, "run total"),
         ("beta", {"refine": misplaced_split}, "does not fit the table"),
+        ("beta", {"refine": unsigned}, "no signed statement"),
         ("gamma", {"refine": short_runs}, "does not fit the table"),
         ("gamma", {"refine": wrong_k}, "k=20"),
+        ("gamma", {"refine": restated}, "states other limits"),
     ],
 )
-async def test_implausible_table_releases_are_named(who: str, change: Any, match: str) -> None:
-    centers = [Tampered(p, **change) if p.center_id == who else p for p in ports()]
+async def test_implausible_table_releases_are_named(
+    federation: Federations, who: str, change: Any, match: str
+) -> None:
+    centers = [Tampered(p, **change) if p.center_id == who else p for p in federation.ports()]
     with pytest.raises(CenterFailure, match=match) as caught:
         await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K)
     assert (caught.value.center, caught.value.kind) == (who, "implausible")
@@ -228,18 +348,23 @@ async def test_implausible_table_releases_are_named(who: str, change: Any, match
         ({"statistic": 1e9}, r"\|U\|"),
     ],
 )
-async def test_implausible_mwu_releases_are_named(update: dict[str, Any], match: str) -> None:
-    centers = [Tampered(p, mwu=update) if p.center_id == "beta" else p for p in ports()]
+async def test_implausible_mwu_releases_are_named(
+    federation: Federations, update: dict[str, Any], match: str
+) -> None:
+    centers = [Tampered(p, mwu=update) if p.center_id == "beta" else p
+               for p in federation.ports()]
     with pytest.raises(CenterFailure, match=match) as caught:
         await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
                             tests=["sum"])
     assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
 
 
-async def test_partial_studies_leave_a_failing_center_out_and_record_it() -> None:
+async def test_partial_studies_leave_a_failing_center_out_and_record_it(
+    federation: Federations,
+) -> None:
     data = make_data()
     centers = [Tampered(p, refine=small_run, mwu={"n_x": 5}) if p.center_id == "beta" else p
-               for p in ports(5, data)]
+               for p in federation.ports(data)]
     fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
                               allow_partial=True, min_centers=2)
     assert fed.centers == ("alpha", "gamma")
@@ -254,33 +379,75 @@ async def test_partial_studies_leave_a_failing_center_out_and_record_it() -> Non
                             allow_partial=True, min_centers=3)
 
 
-async def test_a_center_too_small_for_k_is_a_refusal() -> None:
-    tiny = InProcessCenter(
-        "tiny",
-        {"cohort": LocalDataset({"crp": np.arange(25.0)},
-                                groups=np.array(["ctl"] * 20 + ["trt"] * 5),
-                                levels=("ctl", "trt"))},
-        rng=np.random.default_rng(0),
-    )
+async def test_a_center_too_small_for_k_is_a_refusal(federation: Federations) -> None:
+    # 20 ctl and 5 trt records: trt holds fewer than K rows, so it is out of the population
+    # (size 0 in /v1/info) and a table of ctl against trt is refused from that public size.
+    tiny = (np.arange(20.0), np.arange(20.0, 25.0))
+    ports = federation.ports({**make_data(), "tiny": tiny})  # tiny trusts the others' tables
+    info = await ports[-1].info()
+    assert info.datasets[0].n_by_group == {"ctl": 20, "trt": 0}
     with pytest.raises(CenterFailure) as caught:
-        await federated_bin_table([*ports(), tiny], dataset="cohort", variable="crp",
-                                  groups=GROUPS, k=K)
+        await federated_bin_table(ports, dataset="cohort", variable="crp", groups=GROUPS, k=K)
     assert (caught.value.center, caught.value.kind) == ("tiny", "refused")
+    assert caught.value.center_error == "k_anonymity_refused"
 
 
-def test_the_in_process_center_releases_what_the_core_releases() -> None:
-    # The port adds no arithmetic of its own: same data and seed, same release.
-    x, y = make_data()["beta"]
-    center = InProcessCenter("beta", {"cohort": local_dataset(x, y)},
-                             rng=np.random.default_rng(2))
-    got = asyncio.run(center.table("cohort", TableRequest(variable="crp", groups=GROUPS, k=K)))
-    ref = bin_table(x, y, k=K, rng=np.random.default_rng(2))
-    assert got == BinTableRelease.from_table(ref)
-    limits = [0.0, 40.0, 50.0, 60.0, 100.0]
-    center.rng = np.random.default_rng(3)
-    refined = asyncio.run(center.refine(
-        "cohort", RefinementRequest(variable="crp", groups=GROUPS, k=K, limits=limits)))
-    assert refined == refine_table(limits, x, y, k=K, rng=np.random.default_rng(3))
+def verifies(signed: SignedLimits, public_key: str) -> bool:
+    key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key))
+    try:
+        key.verify(base64.b64decode(signed.signature), signed.statement.signing_bytes())
+    except Exception:
+        return False
+    return True
+
+
+async def test_the_in_process_center_is_the_real_center(federation: Federations) -> None:
+    """An in-process center answers as a deployed one: true counts in its limits, signed with
+    the key it shows in /v1/info, the same limits for every wording of a question, and no
+    refinement of limits that no center it trusts signed."""
+    data = make_data()
+    centers = federation(data)
+    alpha, beta = centers["alpha"], centers["beta"]
+    x, y = data["beta"]
+    info = await beta.info()
+    assert info.signing_key == beta.signing_key
+    table = await beta.table("cohort", TableRequest(variable="crp", groups=GROUPS, k=K))
+    check_built_table(table, (x, y))
+    assert table.signed is not None and verifies(table.signed, beta.signing_key)
+    assert not verifies(table.signed, alpha.signing_key)
+    # Another wording of the question: the same limits (one canonical table per variable).
+    swapped = await beta.table("cohort", TableRequest(variable="crp", groups=GROUPS[::-1], k=K))
+    assert swapped.limits == table.limits and swapped.counts == table.counts[::-1]
+    pooled = await beta.table("cohort", TableRequest(variable="crp", k=K))
+    assert pooled.limits == table.limits
+    np.testing.assert_array_equal(pooled.counts[0], np.sum(table.counts, axis=0))
+
+    built = await alpha.table("cohort", TableRequest(variable="crp", groups=GROUPS, k=K))
+    assert built.signed is not None
+    request = RefinementRequest(variable="crp", groups=GROUPS, k=K, table=built.signed)
+    refined = await beta.refine("cohort", request)
+    check_refined_runs(refined, (x, y))
+    assert refined.signed is not None and verifies(refined.signed, beta.signing_key)
+    assert refined.signed.statement.parent == built.signed.statement.digest()
+    assert await beta.refine("cohort", request) == refined  # asked again: the stored answer
+
+    # Refused before any data is read: limits moved by the caller under alpha's signature
+    # (which no longer verifies), a table of a center beta does not know, and one of a center
+    # that calls itself alpha without alpha's key.
+    statement = built.signed.statement
+    moved = statement.model_copy(update={"limits": [statement.limits[0], 50.0,
+                                                    statement.limits[-1]]})
+    forged = [built.signed.model_copy(update={"statement": moved})]
+    for name in ("delta", "alpha"):
+        other = federation.adopt(InProcessCenter(name, {"cohort": local_dataset(x, y)}))
+        signed = (await other.table("cohort", TableRequest(variable="crp", groups=GROUPS,
+                                                           k=K))).signed
+        assert signed is not None and signed.statement.center_id == name
+        forged.append(signed)
+    for signed in forged:
+        with pytest.raises(CenterFailure) as caught:
+            await beta.refine("cohort", request.model_copy(update={"table": signed}))
+        assert (caught.value.kind, caught.value.center_error) == ("refused", "untrusted_table")
 
 
 # -- analyses at once --------------------------------------------------------------------------
@@ -325,9 +492,11 @@ class SlowRefine(CountingCenter):
         return await super().refine(dataset, request)
 
 
-async def test_a_study_runs_its_analyses_at_once_and_builds_one_table() -> None:
+async def test_a_study_runs_its_analyses_at_once_and_builds_one_table(
+    federation: Federations,
+) -> None:
     gate = asyncio.Event()
-    centers = [SlowRefine(p, gate) for p in ports(5)]
+    centers = [SlowRefine(p, gate) for p in federation.ports()]
     spec = StudySpec.model_validate({
         "dataset": "cohort", "variable": "crp", "groups": list(GROUPS), "k": K,
         "analyses": [{"kind": "table"}, {"kind": "mwu"},

@@ -1,30 +1,46 @@
-"""Federated quantiles from the federated table: the ``shared.quantiles`` estimators on the same
-table the core builds in-process, per group, and estimators that cannot run recorded."""
+"""Federated quantiles from the federated table: the ``shared.quantiles`` estimators on each
+group's row of the table the centers' releases fold into, and estimators that cannot run
+recorded."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
-from coordinator_helpers import K, in_process_centers, make_data
+from coordinator_helpers import CountingCenter, Federations, K, fold_received, make_data
 
 from coordinator.protocols import federated_bin_table
 from coordinator.protocols.quantiles import ESTIMATORS, table_quantiles
 from shared.binning import BinTable
-from shared.federation import federated_table
+from shared.quantiles import (
+    extrapolation_quantiles,
+    interpolation_quantiles,
+    yj_shaped_quantiles,
+    yj_table_quantiles,
+)
 
 pytestmark = pytest.mark.anyio
 LEVELS = [0.1, 0.25, 0.5, 0.75, 0.9]
+CORE: dict[str, Callable[..., Any]] = {
+    "yj_table": yj_table_quantiles,
+    "interpolation": interpolation_quantiles,
+    "extrapolation": extrapolation_quantiles,
+    "yj_shaped": yj_shaped_quantiles,
+}
 
 
-async def test_estimates_equal_the_core_on_the_same_table() -> None:
+async def test_estimates_equal_the_core_on_the_same_table(federation: Federations) -> None:
     data = make_data()
-    ports = list(in_process_centers(data, np.random.default_rng(8)).values())
-    fed = await federated_bin_table(ports, dataset="cohort", variable="crp",
+    centers = [CountingCenter(p) for p in federation.ports(data)]
+    fed = await federated_bin_table(centers, dataset="cohort", variable="crp",
                                     groups=("ctl", "trt"), k=K)
-    reference = federated_table(list(data.values()), k=K, rng=np.random.default_rng(8))
+    reference, _ = fold_received(centers)  # the table the centers' releases fold into
+    assert set(ESTIMATORS) == set(CORE)
     estimates = table_quantiles(fed.table, LEVELS, estimators=list(ESTIMATORS),
                                 groups=["ctl", "trt"])
-    for name, estimate in ESTIMATORS.items():
+    for name, estimate in CORE.items():
         for g, group in enumerate(["ctl", "trt"]):
             row = BinTable(limits=reference.limits, counts=reference.counts[g : g + 1], k=K)
             expected = estimate(row, LEVELS).quantiles

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from coordinator_helpers import AUTH, in_process_centers, make_data, settings_for, sqlite_url
+from coordinator_helpers import AUTH, Federations, settings_for, sqlite_url
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,9 +34,9 @@ class NotStarting(StudyRunner):
 
 @pytest.fixture
 def schema(tmp_path: Path) -> Any:
+    federation = Federations()
     base = Services.build(
-        settings_for(sqlite_url(tmp_path), dev_mode=True),
-        centers=in_process_centers(make_data(), np.random.default_rng(0)),
+        settings_for(sqlite_url(tmp_path), dev_mode=True), centers=federation(),
     )
     services = dataclasses.replace(
         base, runner=NotStarting(base.store, base.centers, min_centers=2)
@@ -45,6 +44,7 @@ def schema(tmp_path: Path) -> Any:
     app = create_app(services=services)
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     services.store.close()
+    federation.close()
 
 
 def aim(case: Any) -> None:
@@ -78,9 +78,10 @@ def test_no_request_makes_a_server_error(schema: Any) -> None:
 def test_generated_studies_run_to_a_typed_end(tmp_path: Path) -> None:
     """Studies generated from the schema, run for real over in-process centers: each ends
     ``succeeded`` or ``failed`` with a typed error, never ``internal_error``."""
+    federation = Federations()
     app = create_app(
         settings_for(sqlite_url(tmp_path), dev_mode=True, max_running_studies=1000),
-        centers=in_process_centers(make_data(), np.random.default_rng(0)),
+        centers=federation(),
     )
     store = app.state.services.store
     operation = schemathesis.openapi.from_asgi("/openapi.json", app)["/v1/studies"]["POST"]
@@ -105,6 +106,9 @@ def test_generated_studies_run_to_a_typed_end(tmp_path: Path) -> None:
         assert error.get("error") != "internal_error", (case.body, error)
         ended.append(record.status)
 
-    run()
-    store.close()
+    try:
+        run()
+    finally:
+        store.close()
+        federation.close()
     assert ended  # some generated studies were valid and ran

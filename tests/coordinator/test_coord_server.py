@@ -70,12 +70,20 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def log_file(config: Path) -> Path:
+    """Where a service started with ``config`` writes its stderr."""
+    return config.with_suffix(".log")
+
+
 def spawn(stack: contextlib.ExitStack, module: str, config: Path) -> subprocess.Popen[bytes]:
-    """``python -m <module> --config <config>``, stopped when ``stack`` closes."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, "--config", str(config)],
-        env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    """``python -m <module> --config <config>``, stopped when ``stack`` closes; its stderr is
+    appended to :func:`log_file` (never a pipe nobody reads: a child that logs a lot would fill
+    it and block)."""
+    with open(log_file(config), "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--config", str(config)],
+            env=child_env(), stdout=subprocess.DEVNULL, stderr=log,
+        )
     stack.callback(stop, proc)
     return proc
 
@@ -92,10 +100,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.stderr.close()
 
 
-def healthy(proc: subprocess.Popen[bytes], port: int) -> None:
+def log_tail(config: Path) -> str:
+    """The end of a service's stderr (shown when it does not come up)."""
+    return log_file(config).read_text(errors="replace")[-20_000:]
+
+
+def healthy(proc: subprocess.Popen[bytes], port: int, config: Path) -> None:
     """Wait until the process answers /v1/health (it may start in parallel with others)."""
-    await_health(proc, f"http://127.0.0.1:{port}",
-                 output=lambda: proc.stderr.read().decode() if proc.stderr else "")
+    await_health(proc, f"http://127.0.0.1:{port}", output=lambda: log_tail(config))
 
 
 def test_a_bad_configuration_stops_start_up_naming_the_key(tmp_path: Path) -> None:
@@ -147,10 +159,11 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
         stack.callback(silent.close)
         # All three start at once (imports take seconds); none needs another to start.
-        centers = [(spawn(stack, "center_agent", center_configs[c]), ports[c]) for c in ports]
+        centers = [(spawn(stack, "center_agent", center_configs[c]), ports[c], center_configs[c])
+                   for c in ports]
         coordinator = spawn(stack, "coordinator", config)
-        for proc, p in [*centers, (coordinator, port)]:
-            healthy(proc, p)
+        for proc, p, c in [*centers, (coordinator, port, config)]:
+            healthy(proc, p, c)
         client = stack.enter_context(httpx.Client(base_url=base, headers=AUTH, timeout=10))
         done = client.post("/v1/studies", json={**spec, "centers": ["alpha", "beta"]})
         assert done.status_code == 202
@@ -166,7 +179,7 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
         coordinator.wait(timeout=10)
 
         restarted = spawn(stack, "coordinator", config)
-        healthy(restarted, port)
+        healthy(restarted, port, config)
         view = client.get(stuck["status_url"]).json()
         assert view["status"] == "failed_resumable"
         assert sorted(p["center"] for p in view["provenance"]) == ["alpha", "beta"]
@@ -257,7 +270,8 @@ def test_a_center_behind_tls_with_its_ca_bundle(tmp_path: Path) -> None:
     trusted = ssl.create_default_context(cafile=str(cert))
     with contextlib.ExitStack() as stack:
         proc = spawn(stack, "center_agent", config)
-        await_health(proc, url, verify=trusted)  # health over TLS, trusting the certificate
+        # health over TLS, trusting the certificate
+        await_health(proc, url, verify=trusted, output=lambda: log_tail(config))
         info = asyncio.run(ask(cert))
         assert info.center_id == "gamma"
         with pytest.raises(CenterFailure) as caught:  # the system CAs do not know it
