@@ -4,7 +4,11 @@ Layout (FastAPI full-stack template):
 
 * ``core/config.py`` — the one settings class (TOML file + ``FEDSTATS_CENTER_*`` environment);
 * ``core/errors.py`` — the domain error hierarchy, rendered once as ``{"error", "detail"}``;
-* ``data/`` — CSV, Parquet and SQL sources behind one ``Dataset.load(variable, group)``;
-* ``db.py``, ``ledger.py``, ``auditor.py`` — the privacy ledger and the differencing auditor;
-* ``main.py`` — the app factory; ``api/`` — dependencies, middleware and one router per resource.
+* ``data/`` — CSV, Parquet and SQL sources behind one ``Dataset.population()``;
+* ``gate/`` — the release gate every answer leaves through: the release kinds, disclosure
+  control, data epochs, the center's keys (``docs/privacy.md``);
+* ``db.py``, ``ledger.py`` — the center's database and its privacy ledger;
+* ``operator.py`` — what the operator runs beside the service (keys, epochs, audit);
+* ``main.py`` — the app factory; ``api/`` — dependencies and one router per resource (the
+  release routes made from the gate's kinds).
 """

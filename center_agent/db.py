@@ -1,11 +1,12 @@
-"""The center's own database: privacy budgets, stored releases and released table limits.
+"""The center's own database: privacy budgets, stored releases, the record sets every exact
+release counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
 
-One :class:`Store` per process, shared by the ledger and the auditor. SQLite (the default) runs in
-WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``, so writers
-are serialized by the database itself, across threads and processes. PostgreSQL locks the dataset's
-budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Store.locked` yields a connection
-inside one transaction that no other ledger or auditor transaction on the same dataset can
-interleave with; it commits on a clean exit and rolls back on any exception.
+One :class:`Store` per process, shared by the ledger and the release gate. SQLite (the default)
+runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``,
+so writers are serialized by the database itself, across threads and processes. PostgreSQL locks
+the dataset's budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Store.locked` yields
+a connection inside one transaction that no other ledger or gate transaction on the same dataset
+can interleave with; it commits on a clean exit and rolls back on any exception.
 
 ε amounts are stored as integers in units of 1e-9 (spends rounded up, totals rounded down), so 200
 debits of 0.01 add up exactly and a float rounding error can never let a request through.
@@ -215,7 +216,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 60.0) -> Engine:
 
 
 class Store:
-    """Tables, engine and the per-dataset lock shared by the ledger and the auditor."""
+    """Tables, engine and the per-dataset lock shared by the ledger and the release gate."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = 60.0) -> None:
         self.url = url
@@ -259,7 +260,7 @@ class Store:
 
         Commits when the outermost block exits normally, rolls back (nothing spent, nothing
         stored) on any exception. Re-entrant: a ``locked(dataset)`` opened inside another one for
-        the same dataset (say the auditor admitting a table inside ``Ledger.release``'s compute)
+        the same dataset (say a call count inside ``Ledger.release``'s compute)
         joins the outer transaction instead of waiting for its own lock. Raises
         :class:`UnknownLedgerDataset` if the dataset has no budget row.
         """

@@ -19,8 +19,7 @@ The ε is per DP analysis, not per study (each center spends it once per box or 
 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs the analyses
 concurrently; its result is a list with one entry per analysis, in the spec's order. A study
-builds one federated table: the table, quantiles and MWU table-test analyses share it (the
-centers' auditors would refuse a second table of the same variable with other limits).
+builds one federated table: the table, quantiles and MWU table-test analyses share it.
 """
 
 from __future__ import annotations

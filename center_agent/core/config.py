@@ -225,7 +225,8 @@ class Settings(BaseSettings):
     )
     max_limits_per_variable: int = Field(
         default=200_000, ge=100, le=10_000_000,
-        description="limits those releases may hold together (bounds the auditor's cost)",
+        description="limits those releases may hold together (bounds disclosure control's "
+                    "cost)",
     )
     signing_key_file: FilePath | None = Field(
         default=None, description="Ed25519 key (fedstats center keygen); default: in the ledger"
