@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -26,6 +26,13 @@ PLACEHOLDER_SECRETS = frozenset(
 MIN_TOKEN_LENGTH = 16
 
 _S = TypeVar("_S", bound=BaseSettings)
+
+# The connection limits both services take (``fedstats_service.serving``), with their bounds.
+MaxConcurrency = Annotated[int, Field(ge=1, description="connections and requests served at once")]
+HeaderTimeout = Annotated[float, Field(gt=0, le=600,
+                                       description="time a client has to send a request's head")]
+BodyTimeout = Annotated[float, Field(gt=0, le=3600,
+                                     description="time a client has to send a request's body")]
 
 # Which TOML file the next settings object reads; load_settings() sets it.
 _config_file: ContextVar[Path | None] = ContextVar("fedstats_config_file", default=None)

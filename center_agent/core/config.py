@@ -51,8 +51,15 @@ from pydantic_settings import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from fedstats_service.settings import (
+    BodyTimeout,
+    HeaderTimeout,
+    MaxConcurrency,
+    check_database_url,
+    check_tokens,
+)
 from fedstats_service.settings import ConfigError as ConfigError
-from fedstats_service.settings import check_database_url, check_tokens
 from fedstats_service.settings import load_settings as load
 from fedstats_service.settings import sources as settings_sources
 from shared.privacy import Neighbouring
@@ -239,12 +246,9 @@ class Settings(BaseSettings):
         default=None, description="a directory of <center_id>.pub files (peers' public keys)"
     )
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
-    max_concurrency: int = Field(default=128, ge=1,
-                                 description="connections and requests served at once")
-    header_timeout_s: float = Field(default=10.0, gt=0, le=600,
-                                    description="time a client has to send a request's head")
-    body_timeout_s: float = Field(default=30.0, gt=0, le=3600,
-                                  description="time a client has to send a request's body")
+    max_concurrency: MaxConcurrency = 128
+    header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
+    body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
     host: str = "127.0.0.1"
     port: int = Field(default=8700, ge=0, le=65535)
     tls_certfile: FilePath | None = None

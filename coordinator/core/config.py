@@ -51,8 +51,15 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from fedstats_service.settings import (
+    BodyTimeout,
+    HeaderTimeout,
+    MaxConcurrency,
+    check_database_url,
+    check_tokens,
+)
 from fedstats_service.settings import ConfigError as ConfigError
-from fedstats_service.settings import check_database_url, check_tokens
 from fedstats_service.settings import load_settings as load
 from fedstats_service.settings import sources as settings_sources
 
@@ -118,12 +125,9 @@ class Settings(BaseSettings):
     retry: RetryPolicy = RetryPolicy()
     store_url: str = "sqlite:///./coordinator.sqlite"
     max_body_bytes: int = Field(default=100_000, ge=1024, description="analysts' requests")
-    max_concurrency: int = Field(default=256, ge=1,
-                                 description="connections and requests served at once")
-    header_timeout_s: float = Field(default=10.0, gt=0, le=600,
-                                    description="time a client has to send a request's head")
-    body_timeout_s: float = Field(default=30.0, gt=0, le=3600,
-                                  description="time a client has to send a request's body")
+    max_concurrency: MaxConcurrency = 256
+    header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
+    body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
     max_running_studies: int = Field(
         default=16, ge=1, le=10_000, description="studies running at once; more are refused (503)"
     )
