@@ -1,10 +1,16 @@
-"""Seed 000's simulation: DPBoxplot against the four naive DP boxplots and the non-private one.
+"""Seed 000's simulation: DPBoxplot (both walks) against the four naive DP boxplots and the
+non-private one.
 
 Run: ``.venv/bin/python benchmarks/sim_boxplot.py [--reps 50] [--jobs 2] [--quick]``
 Writes ``benchmarks/out/sim_boxplot.csv`` (one row per distribution, n, ε, method: mean and
 standard error of each metric over the replications), one figure per ε
-(``sim_boxplot_eps<ε>.png``: metrics × distributions, error against n) and an example figure drawn
-from ``BoxplotResult.to_bxp_stats()`` (``sim_boxplot_example.png``).
+(``sim_boxplot_eps<ε>.png``: metrics × distributions, error against n), an example figure drawn
+from ``BoxplotResult.to_bxp_stats()`` (``sim_boxplot_example.png``), and prints the summary tables
+of ``docs/benchmarks.md`` (``--summary CSV`` prints them again from a written CSV).
+
+Methods: ``dp_boxplot`` is DPBoxplot with its default extremes walk (one-sided: count target
+n − √n/20, exponential noise); ``dp_boxplot_seed_walk`` the same with the seed's walk (target n,
+Laplace noise); ``naive_*`` the four naive DP boxplots; ``non_private`` the sample's boxplot.
 
 Design (``NOTES.md`` §2): N(0, 1), skew-normal(a = 20) standardized, Uniform(−√3, √3),
 standardized Beta(2, 2), and a standardized log-normal(σ = 1) standing in for the paper's real
@@ -26,23 +32,29 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import itertools
 import math
 import os
+import pickle
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from shared.dp import NAIVE_METHODS, BoxplotResult, dp_boxplot, naive_boxplot
+from shared.dp.boxplot import ExtremesWalk
 
 BOUNDS = (-50.0, 50.0)
 SIZES = (1_000, 3_500, 10_000, 35_000, 100_000)
 EPSILONS = (0.5, 1.0, 5.0, 10.0)
-METHODS = ("dp_boxplot", *(f"naive_{m}" for m in NAIVE_METHODS), "non_private")
+WALKS: dict[str, ExtremesWalk] = {"dp_boxplot": "one_sided", "dp_boxplot_seed_walk": "seed"}
+METHODS = (*WALKS, *(f"naive_{m}" for m in NAIVE_METHODS), "non_private")
 METRICS = ("location", "scale", "skewness", "tails")
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -110,7 +122,7 @@ def errors(est: Box, pop: Box) -> tuple[float, float, float, float]:
     )
 
 
-def run_cell(args: tuple[str, int, float, int, int, Box]) -> list[dict[str, object]]:
+def run_cell(args: tuple[str, int, float, int, int, Box]) -> list[dict[str, Any]]:
     """All replications of one (law, n, ε) cell; returns one CSV row per method."""
     law_name, n, eps, reps, seed, pop = args
     law = laws()[law_name]
@@ -118,15 +130,19 @@ def run_cell(args: tuple[str, int, float, int, int, Box]) -> list[dict[str, obje
     errs: dict[str, list[tuple[float, ...]]] = {m: [] for m in METHODS}
     for _ in range(reps):
         x = law.rvs(size=n, random_state=rng)
-        kw = {"epsilon": eps, "bounds": BOUNDS, "neighbouring": "swap", "rng": rng}
-        errs["dp_boxplot"].append(errors(dp_box(dp_boxplot(x, **kw), n), pop))
+        for method, walk in WALKS.items():
+            res = dp_boxplot(
+                x, epsilon=eps, bounds=BOUNDS, neighbouring="swap", rng=rng, extremes=walk
+            )
+            errs[method].append(errors(dp_box(res, n), pop))
         for m in NAIVE_METHODS:
-            errs[f"naive_{m}"].append(errors(dp_box(naive_boxplot(x, m, **kw), n), pop))
+            res = naive_boxplot(x, m, epsilon=eps, bounds=BOUNDS, neighbouring="swap", rng=rng)
+            errs[f"naive_{m}"].append(errors(dp_box(res, n), pop))
         errs["non_private"].append(errors(sample_box(x), pop))
     rows = []
     for method, values in errs.items():
         arr = np.array(values)
-        row: dict[str, object] = {"law": law_name, "n": n, "epsilon": eps, "method": method}
+        row: dict[str, Any] = {"law": law_name, "n": n, "epsilon": eps, "method": method}
         for k, metric in enumerate(METRICS):
             row[metric] = float(arr[:, k].mean())
             row[f"{metric}_se"] = float(arr[:, k].std(ddof=1) / math.sqrt(len(arr)))
@@ -135,7 +151,7 @@ def run_cell(args: tuple[str, int, float, int, int, Box]) -> list[dict[str, obje
     return rows
 
 
-def plot(rows: list[dict[str, object]], out: Path) -> list[Path]:
+def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,7 +159,7 @@ def plot(rows: list[dict[str, object]], out: Path) -> list[Path]:
 
     paths = []
     law_names = list(laws())
-    for eps in sorted({float(r["epsilon"]) for r in rows}):  # type: ignore[arg-type]
+    for eps in sorted({float(r["epsilon"]) for r in rows}):
         fig, axes = plt.subplots(
             len(METRICS), len(law_names), figsize=(3.2 * len(law_names), 2.6 * len(METRICS))
         )
@@ -151,13 +167,13 @@ def plot(rows: list[dict[str, object]], out: Path) -> list[Path]:
             ax = axes[i, j]
             for method in METHODS:
                 pts = sorted(
-                    (int(r["n"]), float(r[metric]))  # type: ignore[call-overload]
+                    (int(r["n"]), float(r[metric]))
                     for r in rows
                     if r["law"] == law and r["method"] == method and r["epsilon"] == eps
                 )
                 if pts:
-                    style = "k--" if method == "non_private" else "-"
-                    lw = 2.5 if method == "dp_boxplot" else 1.0
+                    style = {"non_private": "k--", "dp_boxplot_seed_walk": "-."}.get(method, "-")
+                    lw = 2.5 if method in WALKS else 1.0
                     ax.plot(*zip(*pts, strict=True), style, lw=lw, marker=".", label=method)
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -212,6 +228,194 @@ def plot_example(out: Path) -> Path:
     return path
 
 
+DP_METHODS = METHODS[:-1]
+LABELS = {
+    "dp_boxplot": "DPBoxplot, one-sided walk",
+    "dp_boxplot_seed_walk": "DPBoxplot, seed walk",
+    "naive_joint_exp": "JointExp",
+    "naive_private_quantile": "PrivateQuantile",
+    "naive_approx_quantile": "ApproxQuantile",
+    "naive_unbounded": "unbounded",
+    "non_private": "non-private",
+}
+
+
+Cells = dict[tuple[str, int, float], dict[str, dict[str, float]]]
+
+
+def _cells(rows: list[dict[str, Any]]) -> Cells:
+    """(law, n, ε) → method → metric (and its SE) → mean error."""
+    out: Cells = {}
+    for r in rows:
+        key = (str(r["law"]), int(r["n"]), float(r["epsilon"]))
+        out.setdefault(key, {})[str(r["method"])] = {
+            k: float(v) for k, v in r.items() if k in METRICS or k.endswith("_se")
+        }
+    return out
+
+
+def summarize(rows: list[dict[str, Any]]) -> str:
+    """The markdown tables of ``docs/benchmarks.md`` from the CSV rows."""
+    cells = _cells(rows)
+    law_names = [law for law in laws() if any(k[0] == law for k in cells)]
+    lines = [
+        "Walks, per metric and law: one-sided / seed-walk mean error, median (range) over the "
+        "(n, ε) cells; cells where the one-sided walk is better / worse by more than 2 SE.",
+        "",
+        "| metric | " + " | ".join(law_names) + " |",
+        "|---|" + "---|" * len(law_names),
+    ]
+    for metric in METRICS:
+        entries = []
+        for law in law_names:
+            ratios: list[float] = []
+            better = worse = 0
+            for key, by in cells.items():
+                if key[0] != law:
+                    continue
+                one, seed = by["dp_boxplot"], by["dp_boxplot_seed_walk"]
+                ratios.append(one[metric] / seed[metric])
+                gap = 2 * math.hypot(one[f"{metric}_se"], seed[f"{metric}_se"])
+                better += one[metric] < seed[metric] - gap
+                worse += one[metric] > seed[metric] + gap
+            r = np.array(ratios)
+            entries.append(
+                f"{np.median(r):.2f} ({r.min():.2f}–{r.max():.2f}); {better}/{worse} of {r.size}"
+            )
+        lines.append(f"| {metric} | " + " | ".join(entries) + " |")
+    lines += [
+        "",
+        "Cells (of all) where each DP method has the smallest mean error, per metric:",
+        "",
+        "| metric | " + " | ".join(LABELS[m] for m in DP_METHODS) + " |",
+        "|---|" + "---|" * len(DP_METHODS),
+    ]
+    for metric in METRICS:
+        wins = dict.fromkeys(DP_METHODS, 0)
+        for by in cells.values():
+            wins[min(DP_METHODS, key=lambda m: by[m][metric])] += 1
+        lines.append(f"| {metric} | " + " | ".join(str(wins[m]) for m in DP_METHODS) + " |")
+    lines += [
+        "",
+        "Each walk's mean error over the best naive method's in the same cell, median (range):",
+        "",
+        "| metric | law | one-sided / best naive | seed walk / best naive |",
+        "|---|---|---|---|",
+    ]
+    naive = [m for m in DP_METHODS if m.startswith("naive_")]
+    for metric in METRICS:
+        for law in law_names:
+            one_r: list[float] = []
+            seed_r: list[float] = []
+            for key, by in cells.items():
+                if key[0] == law:
+                    best = min(by[m][metric] for m in naive)
+                    one_r.append(by["dp_boxplot"][metric] / best)
+                    seed_r.append(by["dp_boxplot_seed_walk"][metric] / best)
+            o, sd = np.array(one_r), np.array(seed_r)
+            lines.append(
+                f"| {metric} | {law} | {np.median(o):.2f} ({o.min():.2f}–{o.max():.2f}) | "
+                f"{np.median(sd):.2f} ({sd.min():.2f}–{sd.max():.2f}) |"
+            )
+    sizes = sorted({k[1] for k in cells})
+    epsilons = sorted({k[2] for k in cells})
+    for metric in ("skewness", "tails"):
+        lines += [
+            "",
+            f"Mean {metric} error × 100 at ε = 1 (each walk, the best naive method, non-private):",
+            "",
+            "| law | n | one-sided | seed walk | best naive | non-private |",
+            "|---|---|---|---|---|---|",
+        ]
+        eps_show = 1.0 if 1.0 in epsilons else epsilons[0]
+        for law in law_names:
+            for n in sizes:
+                if (law, n, eps_show) not in cells:
+                    continue
+                by = cells[(law, n, eps_show)]
+                top = min(naive, key=lambda m: by[m][metric])
+                lines.append(
+                    f"| {law} | {n} | {100 * by['dp_boxplot'][metric]:.2f} | "
+                    f"{100 * by['dp_boxplot_seed_walk'][metric]:.2f} | "
+                    f"{100 * by[top][metric]:.2f} ({LABELS[top]}) | "
+                    f"{100 * by['non_private'][metric]:.2f} |"
+                )
+    return "\n".join(lines)
+
+
+# The authors' published results (github jairoadiazr/DPBoxplot, simulation_results/): per law a
+# pickle of [ε, n, method, per-replication distances] for DPBoxplot with λ_n = n^(-1/4) and the
+# extremes' level 1 − 1/(20√n) (file suffix _delta25_c20), 1000 replications, ε = 1 only.
+AUTHORS_LAWS = {"normal": "normal", "skew": "skewnormal20", "uniform": "uniform", "beta": "beta22"}
+# Column order of their ``box_plot_distance``: overall, d2, scale, location, skewness, tails, order.
+AUTHORS_COLUMNS = {"scale": 2, "location": 3, "skewness": 4, "tails": 5}
+
+
+class _NumbersOnly(pickle.Unpickler):
+    """Unpickles lists, tuples, floats and numpy scalars; refuses every other global (a pickle
+    from the web must not run code)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("numpy", "dtype"):
+            return np.dtype
+        if name == "scalar" and module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+            from numpy._core.multiarray import scalar
+
+            return scalar
+        raise pickle.UnpicklingError(f"refused global {module}.{name}")
+
+
+def authors_results(folder: Path) -> dict[tuple[str, int, float], dict[str, tuple[float, float]]]:
+    """(law, n, ε) → metric → (mean, SE) of the authors' DPBoxplot runs found in ``folder``."""
+    out: dict[tuple[str, int, float], dict[str, tuple[float, float]]] = {}
+    for theirs, ours in AUTHORS_LAWS.items():
+        path = folder / f"single_method_DPBoxplot_{theirs}_M1000_delta25_c20.pkl"
+        if not path.exists():
+            continue
+        for eps, n, method, reps in _NumbersOnly(io.BytesIO(path.read_bytes())).load():
+            if method != "DPBoxplot":
+                continue
+            arr = np.array(reps, dtype=float)
+            out[(ours, int(n), float(eps))] = {
+                metric: (
+                    float(np.nanmean(arr[:, col])),
+                    float(np.nanstd(arr[:, col], ddof=1) / math.sqrt(len(arr))),
+                )
+                for metric, col in AUTHORS_COLUMNS.items()
+            }
+    return out
+
+
+def compare_with_authors(rows: list[dict[str, Any]], folder: Path) -> str:
+    """Markdown: our two walks next to the authors' DPBoxplot, cell by cell (mean ± SE)."""
+    cells = _cells(rows)
+    theirs = authors_results(folder)
+    lines = [
+        "| metric | law | n | authors (M = 1000) | one-sided walk | seed walk |",
+        "|---|---|---|---|---|---|",
+    ]
+    for metric in METRICS:
+        for (law, n, eps), auth in sorted(theirs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            if (law, n, eps) not in cells:
+                continue
+            by = cells[(law, n, eps)]
+            ours = [
+                f"{by[m][metric]:.4f} ± {by[m][f'{metric}_se']:.4f}"
+                for m in ("dp_boxplot", "dp_boxplot_seed_walk")
+            ]
+            lines.append(
+                f"| {metric} | {law} | {n} | {auth[metric][0]:.4f} ± {auth[metric][1]:.4f} | "
+                + " | ".join(ours)
+                + " |"
+            )
+    return "\n".join(lines)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50)
@@ -221,7 +425,21 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="n <= 1e4, ε in {1, 5}, for a smoke run"
     )
+    parser.add_argument("--summary", type=Path, help="print the tables of a written CSV and stop")
+    parser.add_argument(
+        "--authors",
+        type=Path,
+        help="with --summary: the authors' simulation_results/ folder, to print the comparison",
+    )
     args = parser.parse_args()
+    if args.summary is not None:
+        written = read_rows(args.summary)
+        print(summarize(written))
+        if args.authors is not None:
+            print()
+            print(compare_with_authors(written, args.authors))
+        return 0
+    started = time.perf_counter()
     sizes = [s for s in SIZES if s <= 10_000] if args.quick else list(SIZES)
     epsilons = [1.0, 5.0] if args.quick else list(EPSILONS)
     pops = {
@@ -233,7 +451,7 @@ def main() -> int:
         for k, (law, n, eps) in enumerate(itertools.product(laws(), sizes, epsilons))
     ]
     OUT.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
             for cell_rows in pool.map(run_cell, cells):
@@ -249,6 +467,8 @@ def main() -> int:
         writer.writerows(rows)
     for path in [csv_path, *plot(rows, OUT), plot_example(OUT)]:
         print(os.path.relpath(path))
+    print(summarize(rows))
+    print(f"{len(cells)} cells × {args.reps} replications in {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -7,20 +7,29 @@ relation and a ``numpy.random.Generator``, and returns a frozen result that carr
 * :func:`private_quantile` — one quantile, exponential mechanism (Smith 2011).
 * :func:`joint_exp` — m quantiles in one mechanism (Gillenwater et al. 2021), exact sampler.
 * :func:`approx_quantiles` — m quantiles by recursive splitting (Kaplan et al. 2022).
-* :func:`unbounded_quantile` — AboveThreshold on a geometric grid (Durfee 2023), also reflected.
-* :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez 2025); :func:`naive_boxplot` — the
+* :func:`unbounded_quantile` — AboveThreshold on a geometric grid (Durfee 2023), also reflected;
+  Laplace or one-sided (exponential) noise.
+* :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez 2025), its extremes by the one-sided walk
+  unless ``extremes="seed"`` (one of ``EXTREMES_WALKS``); :func:`naive_boxplot` — the
   four single-method boxplots the seed compares it with. ``BoxplotResult.to_bxp_stats()`` feeds
   ``matplotlib.axes.Axes.bxp``.
 """
 
 from shared.dp._common import QuantilesResult
 from shared.dp.approx_quantile import approx_quantiles
-from shared.dp.boxplot import NAIVE_METHODS, BoxplotResult, dp_boxplot, naive_boxplot
+from shared.dp.boxplot import (
+    EXTREMES_WALKS,
+    NAIVE_METHODS,
+    BoxplotResult,
+    dp_boxplot,
+    naive_boxplot,
+)
 from shared.dp.joint_exp import joint_exp
 from shared.dp.private_quantile import private_quantile
 from shared.dp.unbounded import unbounded_quantile
 
 __all__ = [
+    "EXTREMES_WALKS",
     "NAIVE_METHODS",
     "BoxplotResult",
     "QuantilesResult",

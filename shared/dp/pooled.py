@@ -6,7 +6,9 @@ its three rounds; centers hold disjoint patients, so across centers the rounds c
 parallel and every center spends ε once.
 
 1. Round 1, each center: ψ_min and ψ_max by the unbounded walk, 3ε/16 each
-   (:func:`center_extremes`).
+   (:func:`center_extremes`): DPBoxplot's step 1, by default the one-sided walk (count target
+   n − √n/20, exponential noise; ``extremes="seed"``: target n, Laplace noise), ε-DP under both
+   relations (:mod:`shared.dp.unbounded`).
 2. Coordinator: the pooled range R = [min ψ_min, max ψ_max] clamped to the public bounds, cut
    into a public grid of ``branching**depth`` equal leaves.
 3. Round 2, each center: a hierarchical (b-ary tree) Laplace histogram on that grid, ε/2
@@ -34,6 +36,7 @@ from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
+    check_choice,
     check_epsilon,
     check_generator,
     check_int,
@@ -41,7 +44,15 @@ from shared._validation import (
     check_neighbouring,
 )
 from shared.dp._common import FloatArray
-from shared.dp.boxplot import BoxplotResult, Branch, extremes_sorted, noisy_count, whiskers
+from shared.dp.boxplot import (
+    EXTREMES_WALKS,
+    BoxplotResult,
+    Branch,
+    ExtremesWalk,
+    extremes_sorted,
+    noisy_count,
+    whiskers,
+)
 from shared.privacy import Neighbouring, PrivacySpent
 
 EXTREMES_SHARE = 3.0 / 16.0
@@ -87,18 +98,21 @@ def center_extremes(
     bounds: tuple[float, float],
     neighbouring: Neighbouring,
     rng: np.random.Generator,
+    extremes: ExtremesWalk = "one_sided",
 ) -> Extremes:
     """ε-DP minimum and maximum of ``x`` by two unbounded walks (ε/2 each; Durfee 2023).
 
-    Exactly DPBoxplot's step 1 (the walk's noise serves both relations); within the pooled
+    Exactly DPBoxplot's step 1 (the walk's noise serves both relations; ``extremes`` as in
+    :func:`shared.dp.boxplot.dp_boxplot`, default the one-sided walk); within the pooled
     protocol ``epsilon`` is 3ε/8 of the study's ε.
     """
     eps = check_epsilon(epsilon)
     a, b = check_bounds(bounds)
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
+    check_choice(extremes, "extremes", EXTREMES_WALKS)
     data = ascending(as_finite_1d(x, "x"))
-    psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng)
+    psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng, extremes=extremes)
     return Extremes(psi_min, psi_max, PrivacySpent(eps))
 
 
@@ -295,9 +309,15 @@ def pooled_whiskers(
 
 
 def pooled_result(
-    box: PooledWhiskers, counts: Sequence[tuple[int, int]], epsilon: float
+    box: PooledWhiskers,
+    counts: Sequence[tuple[int, int]],
+    epsilon: float,
+    extremes: ExtremesWalk = "one_sided",
 ) -> BoxplotResult:
-    """The pooled box from round 3's per-center (below, above) counts, summed."""
+    """The pooled box from round 3's per-center (below, above) counts, summed; ``extremes`` names
+    the walk the centers ran in round 1 (:func:`center_extremes`'s default unless told)."""
+    check_choice(extremes, "extremes", EXTREMES_WALKS)
+    walk = "one-sided walk" if extremes == "one_sided" else "seed walk"
     return BoxplotResult(
         lower_outliers=sum(c[0] for c in counts),
         lower_whisker=box.lower,
@@ -311,7 +331,10 @@ def pooled_result(
         upper_branch=box.upper_branch,
         spent=PrivacySpent(epsilon),
         budget=(
-            ("minimum and maximum (unbounded)", PrivacySpent(2 * EXTREMES_SHARE * epsilon)),
+            (
+                f"minimum and maximum (unbounded, {walk})",
+                PrivacySpent(2 * EXTREMES_SHARE * epsilon),
+            ),
             ("tree histogram", PrivacySpent(HISTOGRAM_SHARE * epsilon)),
             ("outlier counts", PrivacySpent(2 * COUNT_SHARE * epsilon)),
         ),
@@ -337,11 +360,13 @@ def pooled_boxplot(
     rng: np.random.Generator,
     depth: int = 6,
     branching: int = 4,
+    extremes: ExtremesWalk = "one_sided",
 ) -> PooledBoxplot:
     """The whole NOTES §3 protocol in-process: every center ε-DP, the box of the pooled data.
 
     The coordinator's steps use only the released numbers; ``depth`` and ``branching`` set the
-    public grid (default 4**6 = 4096 leaves over the pooled range).
+    public grid (default 4**6 = 4096 leaves over the pooled range); ``extremes`` is round 1's
+    walk (:func:`center_extremes`).
     """
     eps = check_epsilon(epsilon)
     a, b = check_bounds(bounds)
@@ -352,7 +377,12 @@ def pooled_boxplot(
     data = [as_finite_1d(x, f"centers[{i}]") for i, x in enumerate(centers)]
     ext = [
         center_extremes(
-            x, epsilon=2 * EXTREMES_SHARE * eps, bounds=(a, b), neighbouring=relation, rng=rng
+            x,
+            epsilon=2 * EXTREMES_SHARE * eps,
+            bounds=(a, b),
+            neighbouring=relation,
+            rng=rng,
+            extremes=extremes,
         )
         for x in data
     ]
@@ -372,5 +402,5 @@ def pooled_boxplot(
     spent = tuple(
         e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True)
     )
-    result = pooled_result(box, [(c.below, c.above) for c in counts], eps)
+    result = pooled_result(box, [(c.below, c.above) for c in counts], eps, extremes)
     return PooledBoxplot(result, spent, (lo, hi))

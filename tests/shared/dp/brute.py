@@ -84,14 +84,16 @@ def max_log_ratio_exp_mech(x1, x2, a, b, levels, eps, delta1, delta2):
     return worst
 
 
-def above_threshold_stop_probs(counts, threshold, scale, n_buckets):
+def above_threshold_stop_probs(counts, threshold, scale, n_buckets, noise="laplace"):
     """P(first k in 0..n_buckets-1 with counts[k] + Z_k > threshold + Z_T), then P(no stop).
 
-    Z_T, Z_k i.i.d. Laplace(scale). Integrates over the noisy threshold T: the integrand is smooth
-    between the kinks at the counts and the threshold, so Gauss-Legendre on sub-intervals no wider
-    than the noise scale is accurate to ~1e-12.
+    Z_T, Z_k i.i.d. Laplace(scale), or exponential with mean ``scale`` (``noise="exponential"``,
+    density e^(-z/scale)/scale on z >= 0). Integrates over the noisy threshold T: the integrand is
+    smooth between the kinks at the counts and the threshold (where the exponential density and
+    distribution functions jump or bend), so Gauss-Legendre on sub-intervals no wider than the
+    noise scale is accurate to ~1e-12.
     """
-    lap = stats.laplace(scale=scale)
+    lap = stats.laplace(scale=scale) if noise == "laplace" else stats.expon(scale=scale)
     counts = np.asarray(counts[:n_buckets], dtype=float)
     kinks = np.unique(np.append(counts, threshold))
     knots = np.concatenate(([kinks[0] - 80 * scale], kinks, [kinks[-1] + 80 * scale]))

@@ -5,21 +5,39 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.dp.boxplot import NAIVE_METHODS, dp_boxplot, naive_boxplot, whiskers
+from shared.dp.boxplot import (
+    EXTREMES_WALKS,
+    NAIVE_METHODS,
+    UNBOUNDED_BETA,
+    dp_boxplot,
+    extremes_sorted,
+    naive_boxplot,
+    whiskers,
+)
+from shared.dp.unbounded import unbounded_sorted
 from shared.privacy import PrivacySpent
 
+METHOD = {"one_sided": "dp_boxplot", "seed": "dp_boxplot_seed_walk"}
+WALK = {"one_sided": "one-sided walk", "seed": "seed walk"}
 
-def _box(x, **kw):
+
+def _box(x, seed=0, **kw):
     args = {"epsilon": 1.0, "bounds": (-50, 50), "neighbouring": "swap"}
     args.update(kw)
-    return dp_boxplot(x, rng=np.random.default_rng(kw.pop("seed", 0)), **args)
+    return dp_boxplot(x, rng=np.random.default_rng(seed), **args)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.parametrize("extremes", EXTREMES_WALKS)
+@settings(max_examples=100, deadline=None)
 @given(eps=st.floats(1e-3, 1e3))
-def test_budget_parts_sum_to_epsilon_exactly(eps):
-    res = _box(np.arange(10.0), epsilon=eps)
+def test_budget_parts_sum_to_epsilon_exactly(extremes, eps):
+    res = _box(np.arange(10.0), epsilon=eps, extremes=extremes)
     parts = dict(res.budget)
+    assert list(parts)[:2] == [
+        f"minimum (unbounded, reflected, {WALK[extremes]})",
+        f"maximum (unbounded, {WALK[extremes]})",
+    ]
+    assert res.method == METHOD[extremes]
     assert [p.epsilon for p in parts.values()] == [
         3 * eps / 16,
         3 * eps / 16,
@@ -82,20 +100,61 @@ def test_whiskers_are_translation_invariant_and_clamped():
     assert (lo, up) == (-1.2, 2.1)
 
 
-def test_branches_end_to_end_with_large_epsilon():
+def test_default_walk_is_the_one_sided_walk():
+    x = np.random.default_rng(3).normal(size=200)
+    default = _box(x, seed=4)
+    assert default == _box(x, seed=4, extremes="one_sided")
+    assert default.method == "dp_boxplot"
+
+
+@pytest.mark.parametrize(
+    "extremes, target, noise",
+    [("one_sided", 500 - math.sqrt(500) / 20, "exponential"), ("seed", 500.0, "laplace")],
+)
+def test_extremes_are_the_walks_of_the_proof(extremes, target, noise):
+    """Step 1 runs exactly the walks that tests/shared/dp/test_unbounded.py checks: target
+    n − √n/20 with exponential noise, or n with Laplace noise; the minimum on −x."""
+    x = np.sort(np.random.default_rng(6).normal(size=500))
+    got = extremes_sorted(x, 0.4, (-50, 50), np.random.default_rng(9), extremes=extremes)
+    rng = np.random.default_rng(9)
+    want = tuple(
+        unbounded_sorted(x, target, 0.4, (-50, 50), rng, UNBOUNDED_BETA, reflect, noise=noise)
+        for reflect in (True, False)
+    )
+    assert got == want
+
+
+@pytest.mark.parametrize("extremes", EXTREMES_WALKS)
+def test_branches_end_to_end_with_large_epsilon(extremes):
     rng = np.random.default_rng(8)
     x = rng.uniform(0, 1, size=4000)
-    res = _box(x, epsilon=3000.0, bounds=(-10, 10))
+    res = _box(x, epsilon=3000.0, bounds=(-10, 10), extremes=extremes)
     assert (res.lower_branch, res.upper_branch) == ("extreme", "extreme")
-    # q = 1 stops at or past the top bucket: each further step with probability 1/2 (grid 0.011).
+    # The seed walk stops at or past the top bucket, each further step with probability <= 1/2
+    # (grid 0.011); the one-sided walk near the top √n/20 ≈ 3 values.
     assert res.upper_whisker == pytest.approx(1.0, abs=0.1)
-    assert res.lower_outliers == 0 and res.upper_outliers == 0
-    x = np.append(x, [8.0, 9.0])
-    res = _box(x, epsilon=3000.0, bounds=(-10, 10))
+    assert res.lower_whisker == pytest.approx(0.0, abs=0.1)
+    # The one-sided walk targets the (n − √n/20)-th value: up to ⌊√4000/20⌋ = 3 values beyond.
+    most = 0 if extremes == "seed" else 3
+    assert res.lower_outliers <= most and res.upper_outliers <= most
+    far = np.append(x, np.linspace(8.0, 9.0, 10))  # more far values than √n/20 ≈ 3.2
+    res = _box(far, epsilon=3000.0, bounds=(-10, 10), extremes=extremes)
     assert (res.lower_branch, res.upper_branch) == ("extreme", "fence")
-    q1, q3 = np.quantile(x, [0.25, 0.75])
+    q1, q3 = np.quantile(far, [0.25, 0.75])
     assert res.upper_whisker == pytest.approx(q3 + 1.5 * (q3 - q1), abs=0.01)
+    assert res.upper_outliers == 10
+    # Two far values: the seed walk reaches them (fence); the one-sided walk targets the
+    # (n − √n/20)-th value and stops below them (whisker at the uniform part's top).
+    two = np.append(x, [8.0, 9.0])
+    res = _box(two, epsilon=3000.0, bounds=(-10, 10), extremes=extremes)
     assert res.upper_outliers == 2
+    if extremes == "seed":
+        q1, q3 = np.quantile(two, [0.25, 0.75])
+        assert res.upper_branch == "fence"
+        assert res.upper_whisker == pytest.approx(q3 + 1.5 * (q3 - q1), abs=0.01)
+    else:
+        assert res.upper_branch == "extreme"
+        assert res.upper_whisker == pytest.approx(1.0, abs=0.02)
 
 
 @settings(max_examples=60, deadline=None)
@@ -104,13 +163,16 @@ def test_branches_end_to_end_with_large_epsilon():
         st.sampled_from([-3.0, -1.0, 0.0, 0.0, 0.5, 2.0, 7.0, 49.0]), min_size=4, max_size=40
     ),
     eps=st.sampled_from([0.05, 0.5, 5.0]),
-    method=st.sampled_from(["dp", *NAIVE_METHODS]),
+    method=st.sampled_from([*EXTREMES_WALKS, *NAIVE_METHODS]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_order_always_holds(x, eps, method, seed):
     rng = np.random.default_rng(seed)
     kw = {"epsilon": eps, "bounds": (-5, 5), "neighbouring": "swap", "rng": rng}
-    res = dp_boxplot(x, **kw) if method == "dp" else naive_boxplot(x, method, **kw)
+    if method in EXTREMES_WALKS:
+        res = dp_boxplot(x, extremes=method, **kw)
+    else:
+        res = naive_boxplot(x, method, **kw)
     assert -5 <= res.lower_whisker <= res.q1 <= res.median <= res.q3 <= res.upper_whisker <= 5
     assert res.lower_outliers >= 0 and res.upper_outliers >= 0
     assert isinstance(res.lower_outliers, int) and isinstance(res.upper_outliers, int)
@@ -130,6 +192,7 @@ def test_order_always_holds(x, eps, method, seed):
         ({"n_public": 7}, "`n_public` must be None or len"),
         ({"neighbouring": "add_remove", "n_public": 2}, "`n_public` must be an integer >= 4"),
         ({"neighbouring": "bounded"}, "`neighbouring`"),
+        ({"extremes": "tukey"}, "`extremes` must be one of"),
     ],
 )
 def test_bad_input(kwargs, match):
@@ -158,7 +221,8 @@ def test_naive_bad_method():
         )
 
 
-def test_add_remove_uses_the_public_size():
+@pytest.mark.parametrize("extremes", EXTREMES_WALKS)
+def test_add_remove_uses_the_public_size(extremes):
     res = dp_boxplot(
         np.arange(50.0),
         epsilon=1,
@@ -166,8 +230,29 @@ def test_add_remove_uses_the_public_size():
         neighbouring="add_remove",
         rng=np.random.default_rng(0),
         n_public=10_000,
+        extremes=extremes,
     )
     assert res.n == 10_000
+    assert res.method == METHOD[extremes]
+
+
+def test_the_walk_keeps_the_private_size_under_add_remove():
+    # n_public sets λ only; the walk's target stays the data's own n − √n/20 (covered by the
+    # proof in shared.dp.unbounded): the same draws give the same extremes whatever n_public is.
+    x = np.sort(np.random.default_rng(1).uniform(size=2000))
+    psi_min, psi_max = extremes_sorted(
+        x, 3 / 16, (-50, 50), np.random.default_rng(3), extremes="one_sided"
+    )
+    for n_public in (100, 2000, 10**6):
+        res = dp_boxplot(
+            x, epsilon=1.0, bounds=(-50, 50), neighbouring="add_remove",
+            rng=np.random.default_rng(3), n_public=n_public,
+        )
+        lo, lo_branch, up, up_branch = whiskers(psi_min, res.q1, res.q3, psi_max, n_public,
+                                                (-50, 50))
+        assert (res.lower_whisker, res.lower_branch) == (lo, lo_branch)
+        assert (res.upper_whisker, res.upper_branch) == (up, up_branch)
+        assert res.n == n_public
 
 
 def test_bxp_stats_draw_with_matplotlib():

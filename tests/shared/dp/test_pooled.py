@@ -6,8 +6,10 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
+from shared.dp.boxplot import EXTREMES_WALKS, extremes_sorted
 from shared.dp.pooled import (
     TreeHistogram,
+    center_extremes,
     consistent_leaves,
     grid_edges,
     pooled_boxplot,
@@ -144,3 +146,31 @@ def test_pooled_boxplot_tracks_the_pooled_data_and_spends_epsilon_per_center():
         assert spent.epsilon == pytest.approx(2.0, rel=1e-12)
     assert math.fsum(part.epsilon for _, part in box.budget) == pytest.approx(2.0, rel=1e-15)
     assert all(a <= b for a, b in pairwise([box.q1, box.median, box.q3]))
+
+
+@pytest.mark.parametrize("extremes", EXTREMES_WALKS)
+def test_center_extremes_is_dpboxplots_step_one(extremes):
+    # Round 1 runs DPBoxplot's walks (default: the one-sided walk) at ε/2 each.
+    x = rng(3).normal(size=700)
+    e = center_extremes(x, epsilon=0.8, bounds=(-50, 50), neighbouring="add_remove", rng=rng(4),
+                        extremes=extremes)
+    assert (e.psi_min, e.psi_max) == extremes_sorted(np.sort(x), 0.4, (-50, 50), rng(4),
+                                                     extremes=extremes)
+    assert e.spent == PrivacySpent(0.8)
+    default = center_extremes(x, epsilon=0.8, bounds=(-50, 50), neighbouring="swap", rng=rng(4))
+    assert default == center_extremes(x, epsilon=0.8, bounds=(-50, 50), neighbouring="swap",
+                                      rng=rng(4), extremes="one_sided")
+    with pytest.raises(ValueError, match="`extremes` must be one of"):
+        center_extremes(x, epsilon=0.8, bounds=(-50, 50), neighbouring="swap", rng=rng(4),
+                        extremes="laplace")
+
+
+@pytest.mark.parametrize(("extremes", "walk"), [("one_sided", "one-sided walk"),
+                                                ("seed", "seed walk")])
+def test_pooled_budget_names_the_walk(extremes, walk):
+    g = rng(13)
+    centers = [g.normal(0, 1, 3000), g.normal(0.3, 1, 2000)]
+    result = pooled_boxplot(centers, epsilon=1.0, bounds=(-50, 50), neighbouring="swap",
+                            rng=rng(14), extremes=extremes)
+    assert result.box.budget[0][0] == f"minimum and maximum (unbounded, {walk})"
+    assert result.box.method == "pooled_dp_boxplot"
