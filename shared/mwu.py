@@ -22,14 +22,31 @@ Federated tests on released numbers only, each center releasing (U_l, V_l, n_l, 
 * table: U on the federated bin table, records in one bin tied (t_r = fx_r + fy_r, non-integer
   counts allowed).
 
-Noisy releases (issue 4): a center may release U_l + w_l with w_l drawn from a noise mechanism of
-variance σ_l². Under H0, Var(U_l + w_l) = V_l + σ_l², so every federated test uses the inflated
-variance V_l + σ_l² in place of V_l (the sum's denominator, the weights and the Z_l of the weighted
-test, the center p-values of Fisher's method) and keeps its level.
+Noisy releases: a center may release U_l + w_l, w_l drawn from a noise mechanism of variance σ_l²
+whose law (:class:`shared.noisy_null.NoiseLaw`) travels with the release. Under H0, U_l is
+approximately N(0, V_l) and w_l independent of it. Referring (U_l + w_l)/√(V_l + σ_l²) to N(0, 1)
+is anti-conservative when the noise is Laplace and not small against √V_l (its tails are heavier),
+so every test refers its statistic to the exact law of normal + noise
+(:class:`shared.noisy_null.NoisyNormal`; the normal-Laplace law of Reed & Jorgensen 2004 for one
+Laplace noise, a saddle-point inversion of the moment generating function otherwise):
+
+* local: U + w ~ N(0, V) + w;
+* sum: Σ_l (U_l + w_l) ~ N(0, Σ V_l) + Σ_l w_l;
+* weighted: Z_w = Σ_l c_l (U_l + w_l), c_l = w_l/(√(V_l + σ_l²)·√Σ w_l²), with the weights
+  w_l = n_l·m_l/√(V_l + σ_l²): Z_w ~ N(0, Σ c_l² V_l) + Σ_l c_l w_l;
+* Fisher: every center's p-value from its own exact law, so that T = −2 Σ log p_l ~ χ²_{2L}
+  holds as exactly as U_l's normal approximation.
+
+The displayed statistics keep V_l + σ_l² (the sum's denominator, the weights and the Z_l); only
+the p-values change, and a release without noise keeps its normal p-value. A noisy release states
+the no-ties V = n·m·(N + 1)/3 (a public function of the sizes): with ties U's null variance is
+smaller, so the tests are conservative there.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +60,7 @@ from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_alternative, check_generator
 from shared.binning import BinTable
 from shared.mechanisms import Mechanism
+from shared.noisy_null import NoiseLaw, NoisyNormal, noise_law_of
 
 Alternative = Literal["two-sided", "less", "greater"]
 FloatArray = NDArray[np.float64]
@@ -52,8 +70,9 @@ FloatArray = NDArray[np.float64]
 class MannWhitneyResult:
     """Local test: ``statistic`` is U = Σ sign(Y − X); ``zstatistic`` = U/√``variance``.
 
-    A noisy release has ``statistic`` = U + w, ``variance`` = V (U's null variance) and
-    ``noise_variance`` = σ² = Var w; then ``zstatistic`` = (U + w)/√(V + σ²).
+    A noisy release has ``statistic`` = U + w, ``variance`` = V (U's null variance),
+    ``noise_variance`` = σ² = Var w and ``noise`` the law of w; then ``zstatistic`` =
+    (U + w)/√(V + σ²) and ``pvalue`` comes from the exact law of N(0, V) + w (``null_law``).
     """
 
     statistic: float
@@ -63,11 +82,20 @@ class MannWhitneyResult:
     n_x: int
     n_y: int
     noise_variance: float = 0.0
+    noise: NoiseLaw | None = None
 
     @property
     def total_variance(self) -> float:
         """Null variance of the released statistic: V + σ²."""
         return self.variance + self.noise_variance
+
+    @property
+    def null_law(self) -> NoisyNormal | None:
+        """The law of ``statistic`` under H0: N(0, V) plus the noise; None when it is the point
+        mass at 0 (no noise and V = 0: every value tied)."""
+        if self.noise is not None:
+            return NoisyNormal(self.variance, (self.noise,))
+        return NoisyNormal(self.variance) if self.variance > 0 else None
 
 
 @dataclass(frozen=True)
@@ -83,12 +111,14 @@ class CenterPart:
 
 @dataclass(frozen=True)
 class FederatedMWUResult:
-    """A federated test: ``statistic`` is its Z (or Fisher's T), ``parts`` one per center."""
+    """A federated test: ``statistic`` is its Z (or Fisher's T, with ``df`` = 2L degrees of
+    freedom of its χ² law), ``parts`` one per center."""
 
     method: str
     statistic: float
     pvalue: float
     parts: tuple[CenterPart, ...]
+    df: int | None = None
 
 
 def _z_pvalue(z: FloatArray | float, alternative: str) -> FloatArray:
@@ -128,19 +158,22 @@ def mann_whitney(
     Matches ``scipy.stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False)`` with
     U = n·m − 2·U_x. O(N log N): two sorts and a merge, no per-observation Python work.
 
-    With ``noise`` (a one-dimensional mechanism, drawn from ``rng``) the release is U + w and the
-    local Z and p-value use V + Var w, where V is the no-ties null variance n·m·(N + 1)/3 (a
-    function of the sizes only, so the release carries nothing of the data but U + w). For a DP
-    release calibrate the mechanism to U's sensitivity under ``swap`` (n, m public): one record
-    moves U by at most 2·max(n, m).
+    With ``noise`` (a one-dimensional mechanism exposing its ``noise_law``, drawn from ``rng``)
+    the release is U + w: the local Z uses V + Var w and the p-value the exact law of
+    N(0, V) + w, where V is the no-ties null variance n·m·(N + 1)/3 (a function of the sizes
+    only, so the release carries nothing of the data but U + w). For a DP release calibrate the
+    mechanism to U's sensitivity under ``swap`` (n, m public): one record moves U by at most
+    2·max(n, m).
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
+    law: NoiseLaw | None = None
     if noise is not None:
         if rng is None:
             raise ValueError("`rng` (a numpy.random.Generator) is required when `noise` is given")
         check_generator(rng)
         if noise.dim != 1:
             raise ValueError(f"`noise` must be one-dimensional, got dim {noise.dim}")
+        law = noise_law_of(noise)
     xa = as_finite_1d(x, "x")
     ya = as_finite_1d(y, "y")
     _, cum = _greedy.pooled_cuts([ascending(xa), ascending(ya)])
@@ -150,17 +183,15 @@ def mann_whitney(
     y_below = cum[1, :-1].astype(np.float64)
     y_above = ya.size - y_below - cy
     u = float(np.dot(cx, y_above - y_below))
-    noise_var = 0.0
     if noise is not None and rng is not None:
         u += float(noise.sample(rng, 1)[0])
-        noise_var = float(noise.variance)
         # The tie-corrected V moves when one record moves (with ties), so released beside a noisy
         # U it would carry the data past the noise: a noisy release states the no-ties V, a
         # function of n and m alone. With ties U's true null variance is smaller: conservative.
         var = tie_variance(xa.size, ya.size, np.zeros(0))
     else:
         var = tie_variance(xa.size, ya.size, cx + cy)
-    return released_result(u, var, int(xa.size), int(ya.size), noise_var, alternative)
+    return released_result(u, var, int(xa.size), int(ya.size), law, alternative)
 
 
 def released_result(
@@ -168,80 +199,183 @@ def released_result(
     variance: float,
     n_x: int,
     n_y: int,
-    noise_variance: float = 0.0,
+    noise: NoiseLaw | None = None,
     alternative: Alternative = "two-sided",
 ) -> MannWhitneyResult:
-    """A local result from released numbers: Z = statistic/√(V + σ²) and its p-value."""
+    """A local result from released numbers: Z = statistic/√(V + σ²) and the p-value of
+    ``statistic`` under N(0, V) + noise (the normal one without ``noise``)."""
+    alternative = check_alternative(alternative)  # type: ignore[assignment]
+    noise_variance = 0.0 if noise is None else noise.variance
     z = float(_z(np.asarray(statistic), np.asarray(variance + noise_variance)))
+    if noise is None:
+        p = float(_z_pvalue(z, alternative))
+    else:
+        p = float(NoisyNormal(variance, (noise,)).pvalue(statistic, alternative))
     return MannWhitneyResult(
         statistic=statistic,
         variance=variance,
         zstatistic=z,
-        pvalue=float(_z_pvalue(z, alternative)),
+        pvalue=p,
         n_x=n_x,
         n_y=n_y,
         noise_variance=noise_variance,
+        noise=noise,
     )
 
 
-def _parts(
-    centers: Sequence[MannWhitneyResult],
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+NOISE_REL_TOL = 1e-9
+"""How far a center's ``noise_variance`` may sit from its noise law's variance (rounding)."""
+
+
+@dataclass(frozen=True)
+class _Centers:
+    """The released numbers of the centers, checked: U_l (+ w_l), V_l, V_l + σ_l², sizes, laws."""
+
+    u: FloatArray
+    v: FloatArray
+    total: FloatArray
+    n: FloatArray
+    m: FloatArray
+    noise: tuple[NoiseLaw | None, ...]
+
+    @property
+    def noisy(self) -> bool:
+        return any(law is not None for law in self.noise)
+
+    @functools.cached_property
+    def log_tails(self) -> tuple[FloatArray, FloatArray]:
+        """Each center's (log P(≥ statistic), log P(<= statistic)) under its own null law: the
+        normal N(0, V) without noise (0 ↦ ½ when V = 0), N(0, V) + w_l with noise."""
+        z = _z(self.u, self.total)
+        upper, lower = special.log_ndtr(-z), special.log_ndtr(z)
+        for i, (v, law) in enumerate(zip(self.v, self.noise, strict=True)):
+            if law is not None:
+                up, low = NoisyNormal(float(v), (law,)).log_tails(self.u[i])
+                upper[i], lower[i] = float(up), float(low)
+        return upper, lower
+
+    def pvalues(self, alternative: str) -> FloatArray:
+        """Each center's own p-value: from its exact law, or the normal one without noise."""
+        upper, lower = self.log_tails
+        if alternative == "less":
+            exact = np.exp(upper)
+        elif alternative == "greater":
+            exact = np.exp(lower)
+        else:
+            exact = np.minimum(1.0, 2.0 * np.exp(np.minimum(upper, lower)))
+        noisy = np.array([law is not None for law in self.noise])
+        return np.where(noisy, exact, _z_pvalue(_z(self.u, self.total), alternative))
+
+
+def _parts(centers: Sequence[MannWhitneyResult]) -> _Centers:
     if len(centers) == 0:
         raise ValueError("`centers` must hold at least one center's release")
     u = np.array([c.statistic for c in centers], dtype=np.float64)
-    # noisy releases: Var(U_l + w_l) = V_l + σ_l² replaces V_l everywhere downstream
-    v = np.array([c.variance + c.noise_variance for c in centers], dtype=np.float64)
+    v = np.array([c.variance for c in centers], dtype=np.float64)
+    s2 = np.array([c.noise_variance for c in centers], dtype=np.float64)
     n = np.array([c.n_x for c in centers], dtype=np.float64)
     m = np.array([c.n_y for c in centers], dtype=np.float64)
     if not (np.isfinite(u).all() and np.isfinite(v).all()) or np.any(v < 0):
         raise ValueError("every center's statistic and variance must be finite, variance >= 0")
-    if any(c.noise_variance < 0 for c in centers):
+    if not np.isfinite(s2).all() or np.any(s2 < 0):
         raise ValueError("every center's noise variance must be >= 0")
-    return u, v, n, m
+    for i, c in enumerate(centers):
+        if c.noise is None and c.noise_variance > 0:
+            raise ValueError(
+                f"center {i} states a noise variance but no noise law (`noise`): the exact "
+                "null law needs it"
+            )
+        if c.noise is not None and not math.isclose(
+            c.noise_variance, c.noise.variance, rel_tol=NOISE_REL_TOL
+        ):
+            raise ValueError(
+                f"center {i}'s noise_variance ({c.noise_variance:g}) is not the variance of its "
+                f"noise law ({c.noise.variance:g})"
+            )
+    # noisy releases: Var(U_l + w_l) = V_l + σ_l² in the displayed Z, the weights and the parts
+    noise = tuple(c.noise for c in centers)
+    return _Centers(u, v, v + s2, n, m, noise)
 
 
 def _result(
     method: str,
     statistic: float,
     pvalue: float,
-    u: FloatArray,
-    v: FloatArray,
+    c: _Centers,
     w: FloatArray,
     alternative: str,
+    df: int | None = None,
 ) -> FederatedMWUResult:
-    z = _z(u, v)
-    p = _z_pvalue(z, alternative)
+    z = _z(c.u, c.total)
+    p = c.pvalues(alternative)
     parts = tuple(
-        CenterPart(float(a), float(b), float(c), float(d), float(e))
-        for a, b, c, d, e in zip(u, v, z, p, w, strict=True)
+        CenterPart(float(a), float(b), float(zz), float(pp), float(e))
+        for a, b, zz, pp, e in zip(c.u, c.total, z, p, w, strict=True)
     )
-    return FederatedMWUResult(method, float(statistic), float(pvalue), parts)
+    return FederatedMWUResult(method, float(statistic), float(pvalue), parts, df)
 
 
 def sum_test(
     centers: Sequence[MannWhitneyResult], *, alternative: Alternative = "two-sided"
 ) -> FederatedMWUResult:
-    """Sum test: Z = Σ U_l / √(Σ V_l)."""
+    """Sum test: Z = Σ U_l / √(Σ V_l) (V_l + σ_l² for noisy releases).
+
+    With noise the p-value is that of Σ_l (U_l + w_l) under N(0, Σ V_l) + Σ_l w_l.
+    """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    u, v, _, _ = _parts(centers)
-    z = float(_z(np.asarray(u.sum()), np.asarray(v.sum())))
-    return _result("sum", z, float(_z_pvalue(z, alternative)), u, v, np.ones_like(u), alternative)
+    c = _parts(centers)
+    z = float(_z(np.asarray(c.u.sum()), np.asarray(c.total.sum())))
+    if c.noisy:
+        law = NoisyNormal(float(c.v.sum()), tuple(n for n in c.noise if n is not None))
+        p = float(law.pvalue(float(c.u.sum()), alternative))
+    else:
+        p = float(_z_pvalue(z, alternative))
+    return _result("sum", z, p, c, np.ones_like(c.u), alternative)
+
+
+def weighted_coefficients(centers: Sequence[MannWhitneyResult]) -> FloatArray:
+    """c_l with Z_w = Σ_l c_l·statistic_l: w_l/(√(V_l + σ_l²)·√Σ w_l²), w_l = n_l·m_l/√(V_l + σ_l²)
+    (0 for a center with V_l + σ_l² = 0, and all 0 when every weight is)."""
+    return _coefficients(_parts(centers))
+
+
+def _weights(c: _Centers) -> FloatArray:
+    return np.where(c.total > 0, c.n * c.m / np.sqrt(np.where(c.total > 0, c.total, 1.0)), 0.0)
+
+
+def _coefficients(c: _Centers) -> FloatArray:
+    w = _weights(c)
+    norm = float(np.sqrt(np.sum(w * w)))
+    if norm == 0:
+        return np.zeros_like(w)
+    return np.asarray(w / (np.sqrt(np.where(c.total > 0, c.total, 1.0)) * norm))
 
 
 def weighted_test(
     centers: Sequence[MannWhitneyResult], *, alternative: Alternative = "two-sided"
 ) -> FederatedMWUResult:
-    """Weighted test: Z_w = Σ w_l Z_l / √(Σ w_l²) with w_l = n_l·m_l/√V_l.
+    """Weighted test: Z_w = Σ w_l Z_l / √(Σ w_l²) with w_l = n_l·m_l/√V_l (V_l + σ_l² when noisy).
 
-    Centers with V_l = 0 (all values tied) carry no information and get weight 0.
+    Centers with V_l = 0 (all values tied) carry no information and get weight 0. With noise the
+    p-value is that of Z_w = Σ c_l (U_l + w_l) under N(0, Σ c_l² V_l) + Σ c_l w_l
+    (:func:`weighted_coefficients`).
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    u, v, n, m = _parts(centers)
-    w = np.where(v > 0, n * m / np.sqrt(np.where(v > 0, v, 1.0)), 0.0)
+    c = _parts(centers)
+    w = _weights(c)
     norm = float(np.sqrt(np.sum(w * w)))
-    z = float(np.dot(w, _z(u, v)) / norm) if norm > 0 else 0.0
-    return _result("weighted", z, float(_z_pvalue(z, alternative)), u, v, w, alternative)
+    z = float(np.dot(w, _z(c.u, c.total)) / norm) if norm > 0 else 0.0
+    if c.noisy and norm > 0:
+        coef = _coefficients(c)
+        noises = tuple(
+            n.scaled(float(k)) for n, k in zip(c.noise, coef, strict=True)
+            if n is not None and k > 0
+        )
+        law = NoisyNormal(float(np.sum(coef * coef * c.v)), noises)
+        p = float(law.pvalue(z, alternative))
+    else:
+        p = float(_z_pvalue(z, alternative))
+    return _result("weighted", z, p, c, w, alternative)
 
 
 def fisher_test(
@@ -249,17 +383,19 @@ def fisher_test(
 ) -> FederatedMWUResult:
     """Fisher's method: T = −2 Σ log p_l ~ χ²_{2L} on one-sided center p-values.
 
-    Two-sided: T in both directions, p = min(1, 2·min(p_less, p_greater)); the reported
-    statistic is the T of the more significant direction.
+    Each p_l is the center's own: normal for a release without noise, from the exact law of
+    N(0, V_l) + w_l for a noisy one. Two-sided: T in both directions,
+    p = min(1, 2·min(p_less, p_greater)); the reported statistic is the T of the more
+    significant direction, ``df`` = 2L.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    u, v, _, _ = _parts(centers)
-    z = _z(u, v)
-    dof = 2 * u.size
+    c = _parts(centers)
+    dof = 2 * c.u.size
+    upper, lower = c.log_tails
 
     def combine(direction: str) -> tuple[float, float]:
         # log p from the log-CDF keeps far tails finite.
-        logp = special.log_ndtr(-z) if direction == "less" else special.log_ndtr(z)
+        logp = upper if direction == "less" else lower
         t = float(-2.0 * np.sum(logp))
         return t, float(stats.chi2.sf(t, dof))
 
@@ -269,7 +405,7 @@ def fisher_test(
         p = min(1.0, 2.0 * p)
     else:
         t, p = combine(alternative)
-    return _result("fisher", t, p, u, v, np.ones_like(u), alternative)
+    return _result("fisher", t, p, c, np.ones_like(c.u), alternative, dof)
 
 
 def table_test(
@@ -290,4 +426,5 @@ def table_test(
     v = tie_variance(float(fx.sum()), float(fy.sum()), fx + fy)
     z = float(_z(np.asarray(u), np.asarray(v)))
     ua, va = np.array([u]), np.array([v])
-    return _result("table", z, float(_z_pvalue(z, alternative)), ua, va, np.ones(1), alternative)
+    c = _Centers(ua, va, va, np.array([fx.sum()]), np.array([fy.sum()]), (None,))
+    return _result("table", z, float(_z_pvalue(z, alternative)), c, np.ones(1), alternative)

@@ -1,18 +1,22 @@
 """Federated Mann-Whitney U: the four tests of ``shared.mwu`` with the per-center parts.
 
-* sum, weighted, Fisher — from the centers' local releases (U_l, V_l, n_l, m_l, σ_l²), asked of
-  every center in parallel (``POST .../mwu``);
+* sum, weighted, Fisher — from the centers' local releases (U_l, V_l, n_l, m_l, σ_l² and the
+  law of the noise), asked of every center in parallel (``POST .../mwu``); with noise each test
+  refers its statistic to the exact law of normal + the centers' noise (``shared.mwu``);
 * table — U on the federated bin table of the two groups
   (:func:`coordinator.protocols.table.federated_bin_table`).
 
 A local release is checked before it is used (``implausible`` otherwise): group sizes 0 or >= K
-and within the center's declared sizes, V no larger than its no-tie maximum n·m·(N+1)/3 and, for a
+and within the center's declared sizes, V no larger than its no-tie maximum n·m·(N+1)/3, the noise
+variance that of the stated noise law (a release with σ² > 0 states its law, one without noise
+states none), the noise the one asked (Laplace(2·max(n, m)/ε) with ε, none without) and, for a
 release without noise, |U| <= n·m.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -30,6 +34,7 @@ from shared.mwu import (
     weighted_test,
 )
 from shared.protocol import ExtremeChoice, MWURelease, MWURequest
+from shared.releases import mwu_sensitivity
 
 MWUTest = Literal["sum", "weighted", "fisher", "table"]
 MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
@@ -56,9 +61,11 @@ class FederatedMWU:
 
 
 def check_mwu_release(
-    center: str, release: MWURelease, *, k: int, bounds: tuple[int, ...]
+    center: str, release: MWURelease, *, k: int, bounds: tuple[int, ...],
+    epsilon: float | None = None,
 ) -> None:
-    """Raise ``implausible`` unless the release could come from a center of these sizes."""
+    """Raise ``implausible`` unless the release could come from a center of these sizes that
+    was asked for ``epsilon`` (its noise the Laplace noise the request implies, or none)."""
     n, m = release.n_x, release.n_y
     for name, size, bound in (("n_x", n, bounds[0]), ("n_y", m, bounds[1])):
         if 0 < size < k:
@@ -69,6 +76,20 @@ def check_mwu_release(
     big_n = n + m
     if release.variance > n * m * (big_n + 1) / 3.0 * (1 + REL_TOL):
         raise CenterFailure(center, "implausible", "variance exceeds n·m·(N+1)/3")
+    try:
+        release.noise_law()
+    except ValueError as err:
+        raise CenterFailure(center, "implausible", str(err)) from None
+    # A center noising more (or less, or otherwise) than asked would move every p-value.
+    if epsilon is None and release.noise is not None:
+        raise CenterFailure(center, "implausible", "noise added where none was asked")
+    if epsilon is not None:
+        scale = mwu_sensitivity(n, m) / epsilon
+        if (release.noise is None or release.noise.kind != "laplace"
+                or not math.isclose(release.noise.scale, scale, rel_tol=REL_TOL)):
+            raise CenterFailure(center, "implausible",
+                                f"the noise is not the Laplace({scale:g}) that ε = {epsilon:g} "
+                                f"implies for n = {n}, m = {m}")
     if release.noise_variance == 0 and abs(release.statistic) > n * m * (1 + REL_TOL):
         raise CenterFailure(center, "implausible", "|U| exceeds n·m for a release without noise")
 
@@ -93,7 +114,8 @@ async def _local_releases(
         try:
             if isinstance(answer, BaseException):
                 raise answer
-            check_mwu_release(port.center_id, answer, k=k, bounds=survey.bounds[port.center_id])
+            check_mwu_release(port.center_id, answer, k=k, bounds=survey.bounds[port.center_id],
+                              epsilon=epsilon)
             releases[port.center_id] = answer
         except CenterFailure as failure:
             if not allow_partial:
@@ -122,7 +144,8 @@ async def federated_mwu(
     """Federated MWU of level ``groups[0]`` (X) against ``groups[1]`` (Y) of ``variable``.
 
     With ``epsilon`` every center noises its local U (ε-DP, paid from its budget) and the local
-    tests use V + σ²; the table test is not affected (a K-anonymous table spends no ε). The
+    tests take their p-values from the exact law of normal + Laplace noise (their Z from
+    V + σ²); the table test is not affected (a K-anonymous table spends no ε). The
     table test uses ``table`` when given (a study's one federated table of ``variable`` over
     ``groups``, closed by ``lower``/``upper``), else builds it.
     """

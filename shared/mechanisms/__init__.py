@@ -10,7 +10,9 @@ mechanism              calibrated by                               guarantee
 =====================  ==========================================  ==============================
 
 All sample from a passed ``numpy.random.Generator`` and report ``variance`` (E‖w‖²) so that a
-test statistic released with noise can inflate its null variance by exactly that much.
+test statistic released with noise can inflate its null variance by exactly that much. The
+one-dimensional ones also expose ``noise_law`` (a :class:`shared.noisy_null.NoiseLaw`), from which
+a noisy statistic's exact null law, and so its p-value, is computed.
 """
 
 from shared.mechanisms.base import Mechanism, Size

@@ -26,6 +26,7 @@ from scipy.special import log_ndtr
 from shared._validation import check_epsilon, check_generator, check_open_unit, check_positive
 from shared.mechanisms.base import Size, as_shape
 from shared.mechanisms.guarantees import ZCDPSpent
+from shared.noisy_null import NoiseLaw
 from shared.privacy import PrivacySpent
 
 
@@ -101,6 +102,11 @@ class Gaussian:
     @property
     def variance(self) -> float:
         return self.sigma**2
+
+    @property
+    def noise_law(self) -> NoiseLaw:
+        """N(0, σ²), for exact null laws of noisy statistics (:mod:`shared.noisy_null`)."""
+        return NoiseLaw.gaussian(self.sigma)
 
     @property
     def fisher_information(self) -> float:

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from shared._validation import check_epsilon, check_generator, check_positive
 from shared.mechanisms.base import Size, as_shape
+from shared.noisy_null import NoiseLaw
 from shared.privacy import PrivacySpent
 
 
@@ -40,6 +41,11 @@ class Laplace:
     def variance(self) -> float:
         """2b²."""
         return 2.0 * self.scale**2
+
+    @property
+    def noise_law(self) -> NoiseLaw:
+        """Laplace(0, b), for exact null laws of noisy statistics (:mod:`shared.noisy_null`)."""
+        return NoiseLaw.laplace(self.scale)
 
     @property
     def fisher_information(self) -> float:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,7 @@ from coordinator_helpers import (
     make_data,
 )
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from scipy import stats
+from scipy import integrate, stats
 
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.local import InProcessCenter
@@ -33,6 +35,7 @@ from coordinator.study import StudySpec, run_study
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 from shared.protocol import (
     BinTableRelease,
+    MWUNoise,
     MWURequest,
     RefinementRelease,
     RefinementRequest,
@@ -164,23 +167,49 @@ async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers(
         assert swapped.tests[name].pvalue == pytest.approx(fed.tests[name].pvalue, rel=1e-12)
 
 
-async def test_noisy_local_releases_use_the_inflated_variance(federation: Federations) -> None:
+def laplace_sum_sf(t: float, sigma: float, scales: list[float]) -> float:
+    """P(S + Σ w_l > t), S ~ N(0, σ²), w_l ~ Laplace(b_l) of distinct scales: the partial
+    fractions Π_l 1/(1 − b_l²z²) = Σ_l A_l/(1 − b_l²z²), A_l = Π_{k≠l} b_l²/(b_l² − b_k²), each
+    normal-Laplace tail by quadrature over the Laplace noise."""
+
+    def normal_laplace(b: float) -> float:
+        def f(w: float) -> float:
+            return float(stats.norm.sf((t - w) / sigma)) * math.exp(-abs(w) / b) / (2 * b)
+        cuts = [-math.inf, *sorted({0.0, t}), math.inf]
+        return math.fsum(integrate.quad(f, lo, hi, epsabs=0, epsrel=1e-13, limit=800)[0]
+                         for lo, hi in itertools.pairwise(cuts))
+
+    weights = [math.prod(b**2 / (b**2 - c**2) for c in scales if c != b) for b in scales]
+    return math.fsum(a * normal_laplace(b) for a, b in zip(weights, scales, strict=True))
+
+
+async def test_noisy_local_releases_use_the_exact_null_laws(federation: Federations) -> None:
     centers = federation.ports()
     epsilon = 0.5
     fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
-                              tests=["sum", "fisher"], epsilon=epsilon)
+                              tests=["sum", "weighted", "fisher"], epsilon=epsilon)
     releases = list(fed.releases.values())
     assert [(r.n_x, r.n_y) for r in releases] == [(n, n) for n in SIZES.values()]
     # A noisy release's V is the no-ties null variance of U = Σ sign(Y − X), n·m·(N+1)/3,
-    # public given the sizes; the noise is Laplace of scale 2·max(n, m)/ε: variance 2·scale².
+    # public given the sizes; the noise is Laplace of scale 2·max(n, m)/ε: variance 2·scale²,
+    # and the release states that law.
     assert [r.variance for r in releases] == pytest.approx(
         [r.n_x * r.n_y * (r.n_x + r.n_y + 1) / 3 for r in releases], rel=1e-12)
-    assert [r.noise_variance for r in releases] == pytest.approx(
-        [2 * (2 * max(r.n_x, r.n_y) / epsilon) ** 2 for r in releases])
-    expected = sum_test([r.to_result() for r in releases])
-    assert fed.tests["sum"].pvalue == pytest.approx(expected.pvalue, rel=1e-12)
+    scales = [2 * max(r.n_x, r.n_y) / epsilon for r in releases]
+    assert [r.noise for r in releases] == [MWUNoise(kind="laplace", scale=b) for b in scales]
+    assert [r.noise_variance for r in releases] == pytest.approx([2 * b**2 for b in scales])
+    for name, test in (("sum", sum_test), ("weighted", weighted_test), ("fisher", fisher_test)):
+        expected = test([r.to_result() for r in releases])
+        assert fed.tests[name].pvalue == pytest.approx(expected.pvalue, rel=1e-12)
+    assert fed.tests["fisher"].df == 2 * len(releases)
     assert fed.tests["sum"].parts[0].variance == pytest.approx(
         releases[0].variance + releases[0].noise_variance)
+    # the sum's p-value: Σ(U_l + w_l) under N(0, Σ V_l) + three Laplace laws (an independent
+    # reference: the partial fractions of their moment generating function, by quadrature)
+    t = sum(r.statistic for r in releases)
+    sigma = math.sqrt(sum(r.variance for r in releases))
+    upper = laplace_sum_sf(abs(t), sigma, scales)
+    assert fed.tests["sum"].pvalue == pytest.approx(min(1.0, 2 * upper), rel=1e-9)
     for center in centers:  # each center's ledger paid ε once
         assert (await center.budget()).datasets["cohort"].spent_epsilon == pytest.approx(epsilon)
 
@@ -346,6 +375,11 @@ async def test_implausible_table_releases_are_named(
         ({"n_y": 10_000}, "exceeds the declared size"),
         ({"variance": 1e12}, "variance"),
         ({"statistic": 1e9}, r"\|U\|"),
+        # the noise's variance and its stated law must agree
+        ({"noise_variance": 50.0}, "states no noise law"),
+        ({"noise": MWUNoise(kind="laplace", scale=3.0)}, "not the variance of the stated"),
+        ({"noise_variance": 18.0, "noise": MWUNoise(kind="gaussian", scale=3.0)},
+         "not the variance of the stated gaussian"),
     ],
 )
 async def test_implausible_mwu_releases_are_named(
@@ -356,6 +390,35 @@ async def test_implausible_mwu_releases_are_named(
     with pytest.raises(CenterFailure, match=match) as caught:
         await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
                             tests=["sum"])
+    assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "update", "match"),
+    [
+        # noise where none was asked: every p-value would move towards 1
+        (None, {"noise_variance": 18.0, "noise": MWUNoise(kind="laplace", scale=3.0)},
+         "noise added where none was asked"),
+        # twice the noise asked, or the right variance in another law
+        (0.5, {"noise_variance": 2 * 1520.0**2, "noise": MWUNoise(kind="laplace",
+                                                                   scale=1520.0)},
+         r"not the Laplace\(760\)"),
+        (0.5, {"noise_variance": 2 * 760.0**2,
+               "noise": MWUNoise(kind="gaussian", scale=760.0 * math.sqrt(2))},
+         "not the Laplace"),
+        (0.5, {"noise_variance": 0.0, "noise": None}, "not the Laplace"),
+    ],
+)
+async def test_a_release_noised_otherwise_than_asked_is_named(
+    federation: Federations, epsilon: float | None, update: dict[str, Any], match: str
+) -> None:
+    # beta holds 190 records per group: Laplace(2·190/0.5) = Laplace(760) at ε = 0.5.
+    assert SIZES["beta"] == 190
+    centers = [Tampered(p, mwu=update) if p.center_id == "beta" else p
+               for p in federation.ports()]
+    with pytest.raises(CenterFailure, match=match) as caught:
+        await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
+                            tests=["sum"], epsilon=epsilon)
     assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
 
 
