@@ -18,6 +18,7 @@ from coordinator.protocols import (
 from coordinator.protocols.quantiles import Estimate
 from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
+from shared.effects import ProbabilisticIndex, probabilistic_index
 from shared.mwu import FederatedMWUResult
 from shared.protocol import DPBoxplotRelease
 
@@ -76,12 +77,14 @@ class TestResult(_Result):
     method: str
     statistic: float
     pvalue: float
+    df: int | None = Field(default=None, description="degrees of freedom of Fisher's χ² (T)")
     parts: list[TestPart]
 
     @classmethod
     def of(cls, result: FederatedMWUResult, centers: Sequence[str]) -> TestResult:
         return cls(
             method=result.method, statistic=result.statistic, pvalue=result.pvalue,
+            df=result.df,
             parts=[
                 TestPart(center=c, statistic=p.statistic, variance=p.variance,
                          zstatistic=p.zstatistic, pvalue=p.pvalue, weight=p.weight)
@@ -90,10 +93,33 @@ class TestResult(_Result):
         )
 
 
+class Effect(_Result):
+    """The probabilistic index θ = P(Y > X) + ½P(Y = X) with its 95 % interval
+    (``shared.effects``): ``center`` one center's, or "stratified" over every center (the
+    estimand of the sum test)."""
+
+    center: str
+    estimate: float
+    low: float
+    high: float
+    level: float
+    n_x: int
+    n_y: int
+    method: str
+
+    @classmethod
+    def of(cls, center: str, index: ProbabilisticIndex) -> Effect:
+        return cls(center=center, estimate=index.estimate, low=index.low, high=index.high,
+                   level=index.level, n_x=index.n_x, n_y=index.n_y, method=index.method)
+
+
 class MWUResult(_Result):
     kind: Literal["mwu"] = "mwu"
     alternative: str
     tests: dict[str, TestResult]
+    effects: list[Effect] = Field(
+        default_factory=list,
+        description="the probabilistic index of each center, then the stratified one")
     table: TableResult | None = Field(description="the federated table behind the table test")
     excluded: list[ExcludedCenter]
 
@@ -105,8 +131,13 @@ class MWUResult(_Result):
             )
             for name, result in fed.tests.items()
         }
+        local = [fed.releases[c].to_result() for c in fed.centers if c in fed.releases]
+        effects = [Effect.of(c, probabilistic_index([fed.releases[c].to_result()]))
+                   for c in fed.centers if c in fed.releases]
+        if len(local) > 1:
+            effects.append(Effect.of("stratified", probabilistic_index(local)))
         return cls(
-            alternative=alternative, tests=tests,
+            alternative=alternative, tests=tests, effects=effects,
             table=TableResult.of(fed.table) if fed.table is not None else None,
             excluded=[ExcludedCenter.of(f) for f in fed.excluded],
         )
@@ -127,15 +158,22 @@ class Box(_Result):
     upper_branch: str
     epsilon: float
     method: str
+    outlier_halfwidth: float | None = Field(
+        default=None, description="each outlier count is within ± this of the true count with "
+                                  "probability 95 % (Laplace noise)")
 
     @classmethod
-    def of(cls, box: DPBoxplotRelease | BoxplotResult) -> Box:
+    def of(cls, box: DPBoxplotRelease | BoxplotResult,
+           outlier_halfwidth: float | None = None) -> Box:
         eps = box.epsilon if isinstance(box, DPBoxplotRelease) else box.spent.epsilon
+        if isinstance(box, DPBoxplotRelease) and outlier_halfwidth is None:
+            outlier_halfwidth = box.outlier_halfwidth
         return cls(
             lower_outliers=box.lower_outliers, lower_whisker=box.lower_whisker, q1=box.q1,
             median=box.median, q3=box.q3, upper_whisker=box.upper_whisker,
             upper_outliers=box.upper_outliers, n=box.n, lower_branch=box.lower_branch,
             upper_branch=box.upper_branch, epsilon=eps, method=box.method,
+            outlier_halfwidth=outlier_halfwidth,
         )
 
 
@@ -156,8 +194,9 @@ class DPBoxplotResult(_Result):
     def of(cls, fed: FederatedBoxplot, group: str | None) -> DPBoxplotResult:
         pooled = None
         if fed.pooled is not None:
-            pooled = PooledBoxResult(**Box.of(fed.pooled.box).model_dump(),
-                                     grid=fed.pooled.grid, centers=list(fed.pooled.centers))
+            pooled = PooledBoxResult(
+                **Box.of(fed.pooled.box, fed.pooled.outlier_halfwidth).model_dump(),
+                grid=fed.pooled.grid, centers=list(fed.pooled.centers))
         return cls(
             group=group,
             per_center={c: Box.of(r) for c, r in fed.per_center.items()},
@@ -204,6 +243,12 @@ class DPQuantilesResult(_Result):
     levels: list[float]
     per_center: dict[str, list[float]]
     spent: dict[str, float] = Field(description="ε each center reported spending")
+    rank_halfwidth: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="each center's 95 % rank error of its values, in records (data locally "
+                    "evenly spread; none for ApproxQuantile)")
+    n: dict[str, int | None] = Field(
+        default_factory=dict, description="each center's size, rounded down to its K")
     excluded: list[ExcludedCenter]
 
     @classmethod
@@ -215,6 +260,8 @@ class DPQuantilesResult(_Result):
             levels=releases[0].levels,
             per_center={c: r.values for c, r in fed.per_center.items()},
             spent={c: r.epsilon for c, r in fed.per_center.items()},
+            rank_halfwidth={c: r.rank_halfwidth for c, r in fed.per_center.items()},
+            n={c: r.n_public for c, r in fed.per_center.items()},
             excluded=[ExcludedCenter.of(f) for f in fed.excluded],
         )
 

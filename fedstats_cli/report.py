@@ -24,6 +24,24 @@ import matplotlib.pyplot as plt
 
 BOX_KEYS = ("lower_whisker", "q1", "median", "q3", "upper_whisker")
 
+EFFECT_NOTE = (
+    "θ = P(Y > X) + ½·P(Y = X), the probabilistic index: ½ is no difference, above ½ Y tends "
+    "to be larger. A center's θ is its own; \"stratified\" is the centers' θ weighted by "
+    "n_X·n_Y, the effect the sum test tests. 95 % score intervals (Newcombe 2006, Method 5), "
+    "widened for the centers' DP noise where there is any.")
+WHISKER_RULE = (
+    "Whiskers (DPBoxplot, Ramsay & Diaz-Rodriguez 2025): the upper whisker is the private "
+    "maximum if it lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence "
+    "Q3 + 1.5·IQR (marked \"fence\"); the lower one likewise below Q1; both kept inside the "
+    "bounds. A whisker on the box's edge means the private extreme fell inside the box. Outlier "
+    "counts are differentially private counts of records beyond the whiskers, shown with the "
+    "95 % interval of the true count [low, high].")
+FRACTIONAL_NOTE = (
+    "Counts may be fractional: when a center splits a bin, the coordinator shares that bin's "
+    "count out over the new bins in proportion to the center's own counts in them (seed 001, "
+    "Algorithm 6); totals and every center's own releases are whole numbers.")
+BIN_NOTE = "Bin (a, b] holds the values above a up to and including b; the first also holds a."
+
 
 def number(value: Any) -> float:
     """A JSON number as the coordinator writes it ("Infinity" strings for open table ends)."""
@@ -42,6 +60,60 @@ def fmt(value: Any, digits: int = 4) -> str:
     if not math.isfinite(x):
         return "∞" if x > 0 else "−∞"
     return f"{x:.{digits}g}"
+
+
+def bin_label(limits: list[Any], i: int) -> str:
+    """Bin ``i`` as the table defines it: ``(a, b]``, the first one ``[a, b]``; open at ±∞."""
+    left = "[" if i == 0 and math.isfinite(number(limits[0])) else "("
+    right = "]" if math.isfinite(number(limits[i + 1])) else ")"
+    return f"{left}{fmt(limits[i])}, {fmt(limits[i + 1])}{right}"
+
+
+def dp_count(count: Any, halfwidth: Any) -> str:
+    """A DP count with the 95 % interval of the true count, clipped at 0. The half-width is
+    rounded up: a rounded Laplace count is within ⌈h⌉ of the truth at least as often as the
+    unrounded one is within h."""
+    if count in (None, "") or halfwidth is None:
+        return fmt(count) if count not in (None, "") else ""
+    c, h = int(number(count)), math.ceil(number(halfwidth))
+    return f"{c} [{max(0, c - h)}, {c + h}]"
+
+
+def mwu_test_rows(mwu: dict[str, Any]) -> list[list[Any]]:
+    """(test, statistic, its reference law, p-value): Fisher's is a χ² with its degrees of
+    freedom, the others are z-values."""
+    rows: list[list[Any]] = []
+    for name, test in mwu["tests"].items():
+        if name == "fisher":
+            df = test.get("df") or 2 * len(test.get("parts") or [])
+            law = f"χ²({df})"
+        else:
+            law = "z"
+        rows.append([name, test["statistic"], law, test["pvalue"]])
+    return rows
+
+
+def effect_rows(mwu: dict[str, Any]) -> list[list[Any]]:
+    """(center, n_X, n_Y, θ̂, "[low, high]") for each effect of an ``mwu`` result."""
+    return [[e["center"], e["n_x"], e["n_y"], e["estimate"],
+             f"[{fmt(e['low'], 3)}, {fmt(e['high'], 3)}]"]
+            for e in mwu.get("effects") or []]
+
+
+def box_row(label: str, box: dict[str, Any]) -> list[Any]:
+    """One boxplot's row: n, the DP outlier counts with their intervals, the five numbers (a
+    whisker at Tukey's fence marked so, one at the private extreme not), and ε."""
+    h = box.get("outlier_halfwidth")
+    five: list[Any] = [box[k] for k in BOX_KEYS]
+    for i, side in ((0, "lower_branch"), (4, "upper_branch")):
+        if box.get(side) == "fence":
+            five[i] = f"{fmt(five[i], 4)} (fence)"
+    return [label, box.get("n", ""), dp_count(box.get("lower_outliers"), h), *five,
+            dp_count(box.get("upper_outliers"), h), box.get("epsilon", "")]
+
+
+BOX_HEADER = ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3", "upper whisker",
+              "outliers above", "ε"]
 
 
 def analyses_of(view: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -82,11 +154,18 @@ def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None,
     ]
 
 
-def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any]]]:
-    """The rows of a ``dp_quantiles`` result: (center · group, its released quantiles)."""
+def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any], Any, Any]]:
+    """The rows of a ``dp_quantiles`` result: (center · group, its released quantiles, its n,
+    the 95 % rank error of each value in records or None)."""
     group = analysis.get("group") or "all"
-    return [(f"{center} · {group}", values)
+    n = analysis.get("n") or {}
+    ranks = analysis.get("rank_halfwidth") or {}
+    return [(f"{center} · {group}", values, n.get(center), ranks.get(center))
             for center, values in (analysis.get("per_center") or {}).items()]
+
+
+def rank_error(value: Any) -> str:
+    return f"± {math.ceil(number(value))}" if value is not None else "n/a"
 
 
 def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
@@ -129,12 +208,23 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             lines.append(f"Federated K-anonymous table: {len(table['limits']) - 1} bins "
                          f"({totals}); built by {table['order'][0]}, refined by "
                          f"{', '.join(table['order'][1:]) or 'nobody'}")
+            per_center = "; ".join(
+                f"{c} " + ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, ts, strict=False))
+                for c, ts in (table.get("center_totals") or {}).items())
+            if per_center:
+                lines.append(f"  n per center: {per_center}")
+            lines.append(f"  {BIN_NOTE} {FRACTIONAL_NOTE}")
         for mwu in analyses_of(view, "mwu"):
             lines.append(f"Mann-Whitney tests ({mwu['alternative']}):")
-            lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}")
-            for name, test in mwu["tests"].items():
-                lines.append(f"  {name:<10}{fmt(test['statistic']):>14}"
-                             f"{fmt(test['pvalue']):>14}")
+            lines.append(f"  {'test':<10}{'statistic':>14}{'law':>8}{'p-value':>14}")
+            for name, statistic, law, pvalue in mwu_test_rows(mwu):
+                lines.append(f"  {name:<10}{fmt(statistic):>14}{law:>8}{fmt(pvalue):>14}")
+            if mwu.get("effects"):
+                lines.append("  Effect θ = P(Y > X) + ½P(Y = X) with its 95 % interval:")
+                lines.append(f"  {'center':<14}{'n_X':>7}{'n_Y':>7}{'θ':>9}  95 % interval")
+                for center, n_x, n_y, est, ci in effect_rows(mwu):
+                    lines.append(f"  {center:<14}{fmt(n_x):>7}{fmt(n_y):>7}"
+                                 f"{fmt(est, 3):>9}  {ci}")
         known = {"table", "mwu"}
         for analysis in (result.get("analyses") or []):
             if analysis.get("kind") in known:
@@ -151,14 +241,17 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             if analysis.get("kind") == "dp_quantiles":
                 lines.append(f"DP quantiles ({analysis.get('algorithm')}) of "
                              f"{analysis.get('group') or 'all records'}, each center's own ("
-                             + ", ".join(f"q{fmt(lv, 3)}" for lv in analysis["levels"]) + "):")
-                for label, values in dp_quantile_rows(analysis):
+                             + ", ".join(f"q{fmt(lv, 3)}" for lv in analysis["levels"])
+                             + "; n; 95 % rank error in records):")
+                for label, values, n, rank in dp_quantile_rows(analysis):
                     lines.append(f"  {label:<28}"
-                                 + "  ".join(f"{fmt(v, 3):>6}" for v in values))
+                                 + "  ".join(f"{fmt(v, 3):>6}" for v in values)
+                                 + f"   n {fmt(n) if n is not None else '?'}, {rank_error(rank)}")
                 continue
             if analysis.get("kind") == "dp_boxplot":
                 lines.append(f"DP boxplots of {analysis.get('group') or 'all records'} "
-                             "(lower whisker, Q1, median, Q3, upper whisker):")
+                             "(n; outliers below [95 %]; lower whisker, Q1, median, Q3, upper "
+                             "whisker; outliers above [95 %]):")
             else:
                 lines.append(f"{analysis.get('kind')}:")
             for label, levels, values in quantile_rows(analysis):
@@ -168,8 +261,12 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             found = dp_boxes(analysis) if analysis.get("kind") == "dp_boxplot" else list(
                 boxes(analysis))
             for label, box in found:
-                nums = "  ".join(f"{fmt(box[k], 3):>6}" for k in BOX_KEYS)
-                lines.append(f"  {label:<24}{nums}")
+                row = box_row(label, box)
+                nums = "  ".join(f"{fmt(v, 3):>6}" for v in row[3:8])
+                lines.append(f"  {label:<24}{fmt(row[1]):>6}  {row[2]:>14}  {nums}  "
+                             f"{row[8]:>14}")
+            if found and analysis.get("kind") == "dp_boxplot" and WHISKER_RULE not in lines:
+                lines.append(WHISKER_RULE)
     for note in notes or []:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
@@ -243,7 +340,7 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d0d7de;padding:.25em .6em;
 text-align:right}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 .note{background:#fff8c5;padding:.5em .8em;border-radius:4px}.meta{color:#57606a}
-figure{margin:1em 0}svg{max-width:100%;height:auto}
+figure{margin:1em 0}svg{max-width:100%;height:auto}td{white-space:nowrap}.scroll{overflow-x:auto}
 """
 
 
@@ -254,7 +351,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
                          for c in row) + "</tr>"
         for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 
 def render_html(view: dict[str, Any], notes: list[str] | None = None,
@@ -282,9 +379,13 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                      "from the center's ε budget).</p>")
         for mwu in analyses_of(view, "mwu"):
             parts.append(f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>")
-            parts.append(_table(["test", "statistic", "p-value"],
-                                [[n, t["statistic"], t["pvalue"]]
-                                 for n, t in mwu["tests"].items()]))
+            parts.append(_table(["test", "statistic", "law under H0", "p-value"],
+                                mwu_test_rows(mwu)))
+            if mwu.get("effects"):
+                parts.append("<h3>Effect size</h3>")
+                parts.append(_table(["center", "n_X", "n_Y", "θ", "95 % interval"],
+                                    effect_rows(mwu)))
+                parts.append(f"<p>{esc(EFFECT_NOTE)}</p>")
             local = mwu["tests"].get("sum") or next(iter(mwu["tests"].values()))
             parts.append("<p>Each center's local test (its part of the sum test):</p>")
             parts.append(_table(["center", "U = Σ sign(Y − X)", "variance", "z", "p-value",
@@ -297,11 +398,11 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                          f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
             parts.append(f"<figure>{table_figure(table, groups)}</figure>")
             limits = table["limits"]
-            rows = [[f"[{fmt(limits[i])}, {fmt(limits[i + 1])})",
-                     *(row[i] for row in table["counts"])] for i in range(len(limits) - 1)]
+            rows = [[bin_label(limits, i), *(row[i] for row in table["counts"])]
+                    for i in range(len(limits) - 1)]
             rows.append(["total", *table["totals"]])
-            parts.append(f"<details><summary>The {len(limits) - 1} bins (counts may be "
-                         "fractional: refinement shares a bin's count out)</summary>"
+            parts.append(f"<details><summary>The {len(limits) - 1} bins</summary>"
+                         f"<p>{esc(BIN_NOTE)} {esc(FRACTIONAL_NOTE)}</p>"
                          + _table(["bin", *groups], rows) + "</details>")
             parts.append(_table(["center", *groups],
                                 [[c, *t] for c, t in table["center_totals"].items()]))
@@ -317,12 +418,17 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 group = analysis.get("group") or "all records"
                 parts[-1] = f"<h2>{esc(f'DP quantiles of {group}, per center')}</h2>"
                 parts.append(_table(
-                    ["center · group", *(f"q{fmt(lv, 3)}" for lv in analysis["levels"])],
-                    [[label, *values] for label, values in dp_quantile_rows(analysis)]))
+                    ["center · group", "n", *(f"q{fmt(lv, 3)}" for lv in analysis["levels"]),
+                     "rank error (95 %)"],
+                    [[label, n if n is not None else "", *values, rank_error(rank)]
+                     for label, values, n, rank in dp_quantile_rows(analysis)]))
                 spent = ", ".join(f"{c} {fmt(e)}" for c, e in
                                   (analysis.get("spent") or {}).items())
                 parts.append(f"<p>Algorithm {esc(str(analysis.get('algorithm')))}; ε spent by "
-                             f"each center: {esc(spent)}.</p>")
+                             f"each center: {esc(spent)}. Each value's rank among the center's "
+                             "n records is within the rank error of the level asked with "
+                             "probability about 95 % where the data are evenly spread "
+                             "(a guide, not a bound; n is rounded down to the center's K).</p>")
                 continue
             if analysis.get("kind") == "quantiles":
                 heading = "Federated quantiles (from the table; nothing more released)"
@@ -343,17 +449,12 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 boxes(analysis))
             found += b
             if b:
-                parts.append(_table(
-                    ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3",
-                     "upper whisker", "outliers above", "ε"],
-                    [[label, box.get("n", ""), box.get("lower_outliers", ""),
-                      *(box[k] for k in BOX_KEYS), box.get("upper_outliers", ""),
-                      box.get("epsilon", "")] for label, box in b]))
+                parts.append(_table(BOX_HEADER, [box_row(label, box) for label, box in b]))
                 if analysis.get("kind") == "dp_boxplot":
                     spent = ", ".join(f"{c} {fmt(e)}" for c, e in
                                       (analysis.get("spent") or {}).items())
-                    parts.append(f"<p>ε spent by each center: {esc(spent)}. Outlier counts are "
-                                 "differentially private counts, not points.</p>")
+                    parts.append(f"<p>ε spent by each center: {esc(spent)}. "
+                                 f"{esc(WHISKER_RULE)}</p>")
             if not q and not b:
                 parts.append(f"<pre>{esc(json.dumps(analysis, indent=2))}</pre>")
         if found:

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, 
 
 from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
-from shared.mwu import Alternative, MannWhitneyResult, released_result
+from shared.dp.uncertainty import laplace_halfwidth
+from shared.mwu import NOISE_REL_TOL, Alternative, MannWhitneyResult, released_result
+from shared.noisy_null import NoiseLaw
 
 MIN_EPSILON = 1e-6
 """The smallest ε a request may ask for: below it the noise is a million times the sensitivity
@@ -274,14 +276,55 @@ class MWURequest(WireModel):
     epsilon: float | None = Field(default=None, ge=MIN_EPSILON, le=100, allow_inf_nan=False)
 
 
+class MWUNoise(WireModel):
+    """The law of the noise a center added to U: ``laplace`` of scale b (variance 2b²) or
+    ``gaussian`` of standard deviation σ (variance σ²)."""
+
+    kind: Literal["laplace", "gaussian"]
+    scale: float = Field(gt=0, allow_inf_nan=False)
+
+    @property
+    def variance(self) -> float:
+        return 2.0 * self.scale**2 if self.kind == "laplace" else self.scale**2
+
+    def to_law(self) -> NoiseLaw:
+        if self.kind == "laplace":
+            return NoiseLaw.laplace(self.scale)
+        return NoiseLaw.gaussian(self.scale)
+
+    @classmethod
+    def from_law(cls, law: NoiseLaw) -> MWUNoise:
+        if law.kind not in ("laplace", "gaussian"):
+            raise ValueError(f"only Laplace or Gaussian noise travels on the wire, not {law.kind}")
+        return cls(kind=law.kind, scale=law.scale)
+
+
 class MWURelease(WireModel):
-    """A center's local MWU release: U (+ noise), its null variance V, σ² of the noise, sizes."""
+    """A center's local MWU release: U (+ noise), its null variance V, σ² of the noise and the
+    noise's law, sizes.
+
+    ``noise`` and ``noise_variance`` must agree (:meth:`noise_law`): the coordinator names a
+    center whose release breaks that ``implausible`` (a well-formed answer with numbers that
+    cannot be right), so parsing does not refuse it. A payload without the ``noise`` key and
+    with σ² > 0 predates the field; every noisy MWU release the protocol asks for is Laplace
+    (:class:`MWURequest`), so it is read as Laplace of variance σ².
+    """
 
     statistic: float = Field(allow_inf_nan=False)
     variance: float = Field(ge=0, allow_inf_nan=False)
     noise_variance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     n_x: int = Field(ge=0)
     n_y: int = Field(ge=0)
+    noise: MWUNoise | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_noise(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "noise" not in data:
+            sigma2 = data.get("noise_variance", 0.0)
+            if isinstance(sigma2, int | float) and math.isfinite(sigma2) and sigma2 > 0:
+                return {**data, "noise": {"kind": "laplace", "scale": math.sqrt(sigma2 / 2.0)}}
+        return data
 
     @classmethod
     def from_result(cls, result: MannWhitneyResult) -> MWURelease:
@@ -291,12 +334,28 @@ class MWURelease(WireModel):
             noise_variance=result.noise_variance,
             n_x=result.n_x,
             n_y=result.n_y,
+            noise=None if result.noise is None else MWUNoise.from_law(result.noise),
         )
 
+    def noise_law(self) -> NoiseLaw | None:
+        """The law of the release's noise (None without noise); ``ValueError`` when it disagrees
+        with ``noise_variance`` (relative 1e-9)."""
+        if self.noise is None:
+            if self.noise_variance > 0:
+                raise ValueError("noise_variance > 0 but the release states no noise law")
+            return None
+        if not math.isclose(self.noise.variance, self.noise_variance, rel_tol=NOISE_REL_TOL):
+            raise ValueError(
+                f"noise_variance {self.noise_variance:g} is not the variance of the stated "
+                f"{self.noise.kind} noise ({self.noise.variance:g})"
+            )
+        return self.noise.to_law()
+
     def to_result(self, alternative: Alternative = "two-sided") -> MannWhitneyResult:
-        """The release as the federated tests take it (Z and p recomputed from the numbers)."""
+        """The release as the federated tests take it (Z and p recomputed from the numbers, the
+        p-value from the exact law of N(0, V) + noise); ``ValueError`` as :meth:`noise_law`."""
         return released_result(
-            self.statistic, self.variance, self.n_x, self.n_y, self.noise_variance, alternative
+            self.statistic, self.variance, self.n_x, self.n_y, self.noise_law(), alternative
         )
 
 
@@ -349,13 +408,19 @@ class DPQuantilesRequest(DPRequest):
 
 
 class DPQuantilesRelease(WireModel):
-    """One value per level, finite and non-decreasing (every algorithm's output is sorted)."""
+    """One value per level, finite and non-decreasing (every algorithm's output is sorted).
+
+    ``rank_halfwidth``: the 95 % rank error of each value, in records, where the data are
+    locally evenly spread (``shared.dp.uncertainty``; None for ApproxQuantile); ``n_public``: the
+    selection's size as the center shows it (rounded down to its K)."""
 
     levels: list[FiniteFloat]
     values: list[FiniteFloat]
     algorithm: str
     epsilon: FiniteFloat
     neighbouring: Literal["add_remove", "swap"]
+    rank_halfwidth: FiniteFloat | None = Field(default=None, ge=0)
+    n_public: NonNegativeInt | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> DPQuantilesRelease:
@@ -394,6 +459,11 @@ class DPBoxplotRelease(WireModel):
     epsilon: FiniteFloat
     budget: list[BudgetPart]
     method: str
+    outlier_scale: FiniteFloat | None = Field(
+        default=None, gt=0, description="the Laplace scale of each outlier count's noise")
+    outlier_halfwidth: FiniteFloat | None = Field(
+        default=None, ge=0, description="each outlier count is within ± this of the true count "
+                                        "with probability 95 %")
 
     @model_validator(mode="after")
     def _ordered(self) -> DPBoxplotRelease:
@@ -409,6 +479,9 @@ class DPBoxplotRelease(WireModel):
 
     @classmethod
     def from_result(cls, result: BoxplotResult) -> DPBoxplotRelease:
+        # Each outlier count is a Laplace count at its part of the budget (sensitivity 1).
+        counts = [p.epsilon for n, p in result.budget if n.endswith("outlier count")]
+        scale = 1.0 / counts[0] if counts else None
         return cls(
             lower_outliers=result.lower_outliers,
             lower_whisker=result.lower_whisker,
@@ -423,6 +496,8 @@ class DPBoxplotRelease(WireModel):
             epsilon=result.spent.epsilon,
             budget=[BudgetPart(name=n, epsilon=p.epsilon) for n, p in result.budget],
             method=result.method,
+            outlier_scale=scale,
+            outlier_halfwidth=laplace_halfwidth(scale) if scale is not None else None,
         )
 
 
@@ -466,6 +541,11 @@ class ThresholdCountsRequest(DPRequest):
 
 
 class ThresholdCountsRelease(WireModel):
+    """Noisy counts below and above; ``scale`` is each count's Laplace scale, ``halfwidth`` the
+    95 % half-width of its noise."""
+
     below: NonNegativeInt
     above: NonNegativeInt
     epsilon: FiniteFloat
+    scale: FiniteFloat | None = Field(default=None, gt=0)
+    halfwidth: FiniteFloat | None = Field(default=None, ge=0)

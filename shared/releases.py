@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from shared.binning import BinTable, Extreme, bin_groups, close_table, coarsen_table
 from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
+from shared.dp.uncertainty import laplace_halfwidth, rank_halfwidth
 from shared.federation import refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
@@ -108,8 +109,9 @@ def mwu_sensitivity(n_x: int, n_y: int) -> float:
 def mwu_release(
     x: FloatArray, y: FloatArray, request: MWURequest, rng: np.random.Generator
 ) -> MWURelease:
-    """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε) and V the no-ties
-    null variance (a function of n and m).
+    """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε), V the no-ties
+    null variance (a function of n and m) and the noise's law (``noise``: Laplace of that
+    scale), from which the coordinator's tests take exact p-values.
 
     ε-DP for U with the group sizes treated as public (swap): n and m are the levels' sizes,
     K-anonymous counts the center's tables also total; nothing else data-dependent is released.
@@ -125,6 +127,7 @@ def dp_quantiles_release(
     request: DPQuantilesRequest,
     neighbouring: Neighbouring,
     rng: np.random.Generator,
+    k: int | None = None,
 ) -> DPQuantilesRelease:
     """ε-DP quantiles: JointExp and ApproxQuantile in one call; PrivateQuantile and the
     unbounded walk one level at a time with ε split evenly (sequential composition), the
@@ -147,8 +150,12 @@ def dp_quantiles_release(
             .values[0]
             for q in levels
         )
-    return DPQuantilesRelease(levels=levels, values=list(values), algorithm=request.algorithm,
-                              epsilon=eps, neighbouring=neighbouring)
+    return DPQuantilesRelease(
+        levels=levels, values=list(values), algorithm=request.algorithm, epsilon=eps,
+        neighbouring=neighbouring,
+        rank_halfwidth=rank_halfwidth(request.algorithm, levels, eps, neighbouring),
+        n_public=public_size(x.size, k) if k is not None else None,
+    )
 
 
 def dp_boxplot_release(
@@ -201,7 +208,9 @@ def threshold_counts_release(
     """Pooled boxplot round 3: ε-DP counts below ``lower`` and above ``upper``."""
     c = threshold_counts(x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
                          neighbouring=neighbouring, rng=rng)
-    return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon)
+    scale = 2.0 / c.spent.epsilon  # ε/2 for each count, sensitivity 1
+    return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon,
+                                  scale=scale, halfwidth=laplace_halfwidth(scale))
 
 
 def yj_moments_sensitivity(

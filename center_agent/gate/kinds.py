@@ -498,7 +498,12 @@ class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
     release_model = DPQuantilesRelease
     summary = ("ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or "
                "the unbounded walk (ε split evenly)")
-    compute_release = staticmethod(dp_quantiles_release)
+
+    def compute(self, ctx: Context, request: DPQuantilesRequest) -> JSON:
+        x = ctx.population.selection(request.variable, request.group)
+        settings = ctx.gate.settings
+        return dp_quantiles_release(x, request, settings.neighbouring, fresh_rng(),
+                                    k=settings.k).to_payload()
 
 
 class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):

@@ -41,6 +41,7 @@ from shared.dp.pooled import (
     pooled_result,
     pooled_whiskers,
 )
+from shared.dp.uncertainty import laplace_sum_halfwidth
 from shared.privacy import PrivacySpent
 from shared.protocol import (
     DPBoxplotRelease,
@@ -62,6 +63,9 @@ class PooledBox:
     box: BoxplotResult
     grid: tuple[float, float]
     centers: tuple[str, ...]
+    outlier_halfwidth: float | None = None
+    """Each pooled outlier count (a sum of the centers' Laplace counts) is within ± this of the
+    true count with probability 95 %."""
 
 
 @dataclass(frozen=True)
@@ -203,9 +207,11 @@ async def federated_dp_boxplot(
                                  allow_partial=False)
         for cid, c in counts.items():
             spend(cid, c.epsilon)
+        # Each center's count carries Laplace(2/eps3) noise (ε/2 per count, sensitivity 1).
         pooled_box = PooledBox(
             pooled_result(box, [(c.below, c.above) for c in counts.values()], epsilon),
             (lo, hi),
             tuple(counts),
+            laplace_sum_halfwidth([2.0 / eps3] * len(counts)),
         )
     return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))

@@ -4,6 +4,7 @@ check, synthetic data, and the report's rendering of DP results it does not know
 from __future__ import annotations
 
 import csv
+import html
 import stat
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,55 @@ def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() 
     assert "interpolation · control" in text and "4.5" in text
     assert "DP quantiles of treated, per center" in html and "a · treated" in text
     assert "3.25" in html and "3.25" in text
+
+
+MWU_VIEW: dict[str, Any] = {
+    "id": "s2", "status": "succeeded", "created_at": "2026-11-30T00:00:00Z",
+    "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
+             "k": 10, "analyses": []},
+    "error": None, "provenance": [],
+    "result": {"centers": ["a", "b"], "excluded": [], "analyses": [
+        {"kind": "table", "limits": ["-Infinity", 1.5, 3.25, "Infinity"],
+         "counts": [[10.0, 12.5, 7.5], [0.0, 20.0, 10.0]], "totals": [30.0, 30.0],
+         "center_totals": {"a": [20, 10], "b": [10, 20]}, "order": ["a", "b"]},
+        {"kind": "mwu", "alternative": "two-sided", "table": None, "excluded": [],
+         "tests": {
+             "sum": {"method": "sum", "statistic": 1.5, "pvalue": 0.13, "df": None,
+                     "parts": [{"center": "a", "statistic": 40.0, "variance": 900.0,
+                                "zstatistic": 1.3, "pvalue": 0.19, "weight": 1.0}]},
+             "fisher": {"method": "fisher", "statistic": 7.25, "pvalue": 0.12, "df": 4,
+                        "parts": []}},
+         "effects": [
+             {"center": "a", "estimate": 0.61, "low": 0.45, "high": 0.75, "level": 0.95,
+              "n_x": 20, "n_y": 10, "method": "newcombe_score"},
+             {"center": "stratified", "estimate": 0.58, "low": 0.47, "high": 0.69,
+              "level": 0.95, "n_x": 30, "n_y": 30, "method": "newcombe_score_stratified"}]},
+        {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
+         "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0},
+         "rank_halfwidth": {"a": 7.2}, "n": {"a": 10}, "excluded": []},
+        {"kind": "dp_boxplot", "group": None, "spent": {"a": 1.0}, "excluded": [],
+         "per_center": {"a": {
+             "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 6.0,
+             "lower_outliers": 0, "upper_outliers": 48, "n": 30, "lower_branch": "extreme",
+             "upper_branch": "extreme", "epsilon": 1.0, "method": "dp_boxplot",
+             "outlier_halfwidth": 47.93}},
+         "pooled": None},
+    ]},
+}
+
+
+def test_the_report_gives_effects_laws_uncertainty_and_bins_as_defined() -> None:
+    text = summary(MWU_VIEW)
+    page = html.unescape(render_html(MWU_VIEW))
+    for shown in (text, page):
+        assert "χ²(4)" in shown  # Fisher's statistic with its degrees of freedom
+        assert "stratified" in shown and "[0.47, 0.69]" in shown and "0.58" in shown
+        # The DP outlier count 48 with its 95 % interval, clipped at 0, the half-width rounded up.
+        assert "48 [0, 96]" in shown and "0 [0, 48]" in shown
+        assert "± 8" in shown  # the DP quantile's rank error, rounded up
+        assert "whisker on the box's edge" in shown and "fractional" in shown
+    assert "(−∞, 1.5]" in page and "(1.5, 3.25]" in page and "(3.25, ∞)" in page
+    assert "n per center: a control 20, treated 10; b control 10, treated 20" in text
 
 
 def test_the_readme_study_file_is_a_valid_spec(tmp_path: Path) -> None:

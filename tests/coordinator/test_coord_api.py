@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from coordinator_helpers import (
 )
 from fastapi import FastAPI
 from pydantic import BaseModel
+from scipy import stats
 
 from coordinator.core.config import Settings
 from coordinator.local import InProcessCenter
@@ -218,6 +220,19 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
     assert [p["center"] for p in mwu["tests"]["weighted"]["parts"]] == ["alpha", "beta", "gamma"]
     # The table test ran on the study's one table (the table analysis's, open below).
     assert mwu["table"] == table
+    assert mwu["tests"]["fisher"]["df"] == 2 * len(data) and mwu["tests"]["sum"]["df"] is None
+    # Effect sizes: each center's probabilistic index, then the stratified one, computed from
+    # the raw data here.
+    effects = {e["center"]: e for e in mwu["effects"]}
+    assert list(effects) == ["alpha", "beta", "gamma", "stratified"]
+    for cid, (x, y) in data.items():
+        u = stats.mannwhitneyu(y, x).statistic  # #(Y > X) + ½#ties
+        assert effects[cid]["estimate"] == pytest.approx(u / (len(x) * len(y)), rel=1e-12)
+        assert (effects[cid]["n_x"], effects[cid]["n_y"]) == (len(x), len(y))
+        assert effects[cid]["low"] < effects[cid]["estimate"] < effects[cid]["high"]
+    pairs = sum(len(x) * len(y) for x, y in data.values())
+    assert effects["stratified"]["estimate"] == pytest.approx(
+        sum(stats.mannwhitneyu(y, x).statistic for x, y in data.values()) / pairs, rel=1e-12)
 
     calls = {(p["center"], p["call"]) for p in view["provenance"]}
     assert {("alpha", "info"), ("alpha", "table"), ("beta", "refine"), ("gamma", "refine"),
@@ -271,6 +286,11 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
     assert pooled["method"] == "pooled_dp_boxplot" and pooled["epsilon"] == 0.5
     assert pooled["lower_whisker"] <= pooled["q1"] <= pooled["median"] <= pooled["q3"]
     assert boxes["spent"] == {"alpha": 1.0, "beta": 1.0, "gamma": 1.0}
+    # Every DP count carries its 95 % half-width: Laplace(16/ε) per center's outlier count,
+    # the sum of three centers' Laplace counts for the pooled one.
+    for box in boxes["per_center"].values():
+        assert box["outlier_halfwidth"] == pytest.approx(16 / 0.5 * math.log(20), rel=1e-12)
+    assert pooled["outlier_halfwidth"] > 0
     calls = [p["call"] for p in view["provenance"] if p["center"] == "beta"]
     assert sorted(calls) == ["dp_boxplot", "dp_extremes", "dp_threshold_counts",
                              "dp_tree_histogram", "info"]
@@ -298,6 +318,12 @@ async def test_a_dp_quantiles_study(running: Running) -> None:
     assert sorted(result["per_center"]) == ["alpha", "beta", "gamma"]
     assert all(35 < v[0] < 65 for v in result["per_center"].values())
     assert result["spent"] == {"alpha": 2.0, "beta": 2.0, "gamma": 2.0}
+    # JointExp at one level, ε = 2, add/remove: Δ = 1, a bridge of two Laplace(1) steps, i.e.
+    # Laplace(½): ln(20)/2 records. n is each center's size, rounded down to K.
+    assert result["rank_halfwidth"] == pytest.approx(
+        {c: math.log(20) / 2 for c in ("alpha", "beta", "gamma")}, rel=1e-8)
+    data = make_data()
+    assert result["n"] == {c: len(x) // K * K for c, (x, _) in data.items()}
 
 
 async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:

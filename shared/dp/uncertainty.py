@@ -1,0 +1,137 @@
+"""How uncertain a DP number is: noise scales and 95 % intervals a release carries with it.
+
+Post-processing only: every figure here is a function of ε, the algorithm, the neighbouring
+relation and the levels asked — public — never of the data, so it costs no ε.
+
+* **Laplace counts** (DPBoxplot's outlier counts, the pooled boxplot's threshold counts): a count
+  released as c + Laplace(b) lies within c ± b·ln(1/(1 − level)) with the given probability
+  (P(|w| > t) = e^{−t/b}). Rounding and flooring at 0 (post-processing) keep it inside.
+* **Quantiles by the exponential mechanism** (PrivateQuantile, Smith 2011; JointExp, Gillenwater
+  et al. 2021): the output interval's probability falls by e for each 2Δ/ε ranks of error, times
+  the lengths of the data's gaps. Where the data are locally evenly spread, PrivateQuantile's
+  rank error is close to Laplace(2Δ/ε), so its ``rank_halfwidth`` is (2Δ/ε)·ln(1/(1 − level))
+  ranks. JointExp's utility is −Σ_p |(r_p − r_{p−1}) − t_p| over the m + 1 gaps between the
+  released ranks, so the rank errors e_1..e_m form a bridge of m + 1 Laplace(2Δ/ε) steps from
+  e_0 = 0 to e_{m+1} = 0: e_j has density ∝ f_j(e)·f_{m+1−j}(e), f_k the law of a sum of k
+  Laplace (a variance-gamma law, |e|^{k−½}·K_{k−½}(|e|/b)); we give the widest level's
+  half-width. Both are guides, not bounds: a gap much wider than its neighbours draws the
+  output towards it. Checked by simulation (``tests/shared/dp/test_uncertainty.py``).
+* **Quantiles by the unbounded walk** (Durfee 2023): the walk stops where the count crosses a
+  threshold, both noised by Laplace(2/ε): the rank error is about the difference of two
+  Laplace(2/ε), whose quantile is solved numerically; the grid adds a relative error of β − 1.
+* ApproxQuantile's recursion has no such single scale: ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from scipy import integrate, optimize, special
+
+from shared._validation import check_open_unit, check_positive
+from shared.dp.joint_exp import joint_exp_sensitivity
+from shared.dp.private_quantile import private_quantile_sensitivity
+from shared.privacy import Neighbouring
+
+
+def laplace_halfwidth(scale: float, level: float = 0.95) -> float:
+    """t with P(|Laplace(scale)| <= t) = ``level``: scale·ln(1/(1 − level))."""
+    scale = check_positive(scale, "scale")
+    level = check_open_unit(level, "level")
+    return scale * math.log(1.0 / (1.0 - level))
+
+
+def laplace_difference_halfwidth(scale: float, level: float = 0.95) -> float:
+    """t with P(|L1 − L2| <= t) = ``level`` for two independent Laplace(scale):
+    P(|L1 − L2| > t) = (1 + t/(2b))·e^{−t/b}."""
+    scale = check_positive(scale, "scale")
+    level = check_open_unit(level, "level")
+
+    def excess(u: float) -> float:  # u = t/b
+        return (1.0 + u / 2.0) * math.exp(-u) - (1.0 - level)
+
+    return scale * float(optimize.brentq(excess, 0.0, 200.0, xtol=1e-12))
+
+
+def laplace_sum_halfwidth(scales: Sequence[float], level: float = 0.95) -> float:
+    """t with P(|Σ L_l| <= t) = ``level`` for independent Laplace(scales[l]) — the noise of a
+    count summed over centers (the pooled boxplot's outlier counts). One scale: the closed form;
+    several: Gil-Pelaez's inversion of the characteristic function Π 1/(1 + b_l² s²),
+    P(|S| > t) = 1 − (2/π)·∫_0^∞ sin(s·t)/s · Π 1/(1 + b_l² s²) ds."""
+    bs = [check_positive(b, "scales[i]") for b in scales]
+    level = check_open_unit(level, "level")
+    if not bs:
+        raise ValueError("`scales` must hold at least one scale")
+    if len(bs) == 1:
+        return laplace_halfwidth(bs[0], level)
+
+    def cf(s: float) -> float:
+        return math.prod(1.0 / (1.0 + (b * s) ** 2) for b in bs)
+
+    def outside(t: float) -> float:
+        cut = 1.0 / max(bs)
+        near, _ = integrate.quad(lambda s: math.sin(s * t) / s * cf(s) if s > 0 else t * cf(0),
+                                 0.0, cut, limit=200)
+        far, _ = integrate.quad(lambda s: cf(s) / s, cut, math.inf, weight="sin", wvar=t)
+        return 1.0 - 2.0 / math.pi * (near + far)
+
+    sd = math.sqrt(sum(2.0 * b * b for b in bs))
+    return float(optimize.brentq(lambda t: outside(t) - (1.0 - level), 1e-9 * sd, 20.0 * sd,
+                                 xtol=1e-9 * sd))
+
+
+def laplace_bridge_halfwidth(scale: float, steps: int, position: int,
+                             level: float = 0.95) -> float:
+    """t with P(|e_j| <= t) = ``level`` for e_j = d_1 + ... + d_j, where d_1..d_steps are
+    independent Laplace(scale) conditioned on summing to 0 (``position`` = j): the density of e_j
+    is ∝ f_j(e)·f_{steps−j}(e), f_k(e) ∝ |e|^{k−½}·K_{k−½}(|e|/scale)."""
+    scale = check_positive(scale, "scale")
+    level = check_open_unit(level, "level")
+    if not 0 < position < steps:
+        raise ValueError(f"`position` must lie in 1..{steps - 1}, got {position}")
+    nu1, nu2 = position - 0.5, steps - position - 0.5
+
+    def density(z: float) -> float:  # z = |e|/scale; kve(ν, z) = K_ν(z)·e^z keeps it finite
+        if z == 0.0:  # K_ν(z) ~ Γ(ν)·2^(ν−1)·z^(−ν)
+            return math.gamma(nu1) * math.gamma(nu2) * 2.0 ** (nu1 + nu2 - 2.0)
+        return float(z ** (nu1 + nu2) * special.kve(nu1, z) * special.kve(nu2, z)
+                     * math.exp(-2.0 * z))
+
+    top = 40.0 + 4.0 * steps
+    total, _ = integrate.quad(density, 0.0, top, limit=400)
+
+    def outside(u: float) -> float:
+        tail, _ = integrate.quad(density, u, top, limit=400)
+        return tail / total - (1.0 - level)
+
+    return scale * float(optimize.brentq(outside, 0.0, top, xtol=1e-10))
+
+
+def quantile_sensitivity(algorithm: str, levels: Sequence[float],
+                         neighbouring: Neighbouring) -> float | None:
+    """Δ of the exponential mechanism's utility (rank error) as the DP modules calibrate it (for
+    PrivateQuantile, the largest over the levels); ``None`` where the release is not one
+    exponential mechanism."""
+    if algorithm == "joint_exp":
+        return joint_exp_sensitivity(tuple(levels), neighbouring)
+    if algorithm == "private_quantile":
+        return max(private_quantile_sensitivity(q, neighbouring) for q in levels)
+    return None
+
+
+def rank_halfwidth(algorithm: str, levels: Sequence[float], epsilon: float,
+                   neighbouring: Neighbouring, level: float = 0.95) -> float | None:
+    """The 95 % rank error of a DP quantile release (module docstring), in records."""
+    epsilon = check_positive(epsilon, "epsilon")
+    if algorithm == "unbounded":
+        return laplace_difference_halfwidth(2.0 / (epsilon / len(levels)), level)
+    delta = quantile_sensitivity(algorithm, levels, neighbouring)
+    if delta is None:
+        return None
+    if algorithm == "joint_exp":
+        m = len(levels)
+        # The middle of the bridge is its widest point.
+        return laplace_bridge_halfwidth(2.0 * delta / epsilon, m + 1, (m + 1) // 2, level)
+    # PrivateQuantile answers each level with ε / (number of levels).
+    return laplace_halfwidth(2.0 * delta / (epsilon / len(levels)), level)
