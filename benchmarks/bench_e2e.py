@@ -58,8 +58,9 @@ import pyarrow.parquet as pq
 from center_agent.core.config import DatasetConfig
 from center_agent.data import Dataset, Population
 from center_agent.gate.keys import write_key_pair
-from coordinator.local import LocalDataset, in_process_federation
-from coordinator.study import StudySpec, run_study
+from coordinator.local import in_process_federation
+from coordinator.models import StudySpec
+from coordinator.study import run_study
 from fedstats_cli.procs import await_health
 from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
 from shared.privacy import Neighbouring
@@ -394,14 +395,10 @@ def core_release(call: str, request: dict[str, Any], population: Population,
 
 def in_process_study(files: dict[str, Path], *, warm: bool = False) -> float:
     """Wall seconds of the same study over in-process centers (the real center apps over
-    ``httpx.ASGITransport``, keys, ledgers and disclosure control included) on the same data,
-    their populations read during the study. ``warm``: after the warm-up study, untimed."""
-    datasets = {}
-    for cid, path in files.items():
-        table = pq.read_table(path, columns=[VARIABLE, WARM_UP_VARIABLE, GROUP_COLUMN])
-        datasets[cid] = {"cohort": LocalDataset(
-            {name: table.column(name).to_numpy() for name in (VARIABLE, WARM_UP_VARIABLE)},
-            groups=table.column(GROUP_COLUMN).to_numpy(zero_copy_only=False), levels=LEVELS)}
+    ``httpx.ASGITransport``, keys, ledgers and disclosure control included) on the same files,
+    declared as the center processes declare them, their populations read during the study.
+    ``warm``: after the warm-up study, untimed."""
+    datasets = {cid: {"cohort": dataset_config(path)} for cid, path in files.items()}
 
     async def run() -> float:
         centers = in_process_federation(datasets, k=K, neighbouring=NEIGHBOURING)

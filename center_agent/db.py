@@ -2,8 +2,9 @@
 release counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
 
 One :class:`Store` per process, shared by the ledger and the release gate. SQLite (the default)
-runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``,
-so writers are serialized by the database itself, across threads and processes. PostgreSQL locks
+runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``
+(``fedstats_service.db``), so writers are serialized by the database itself, across threads and
+processes. PostgreSQL locks
 the dataset's budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Store.locked` yields
 a connection inside one transaction that no other ledger or gate transaction on the same dataset
 can interleave with; it commits on a clean exit and rolls back on any exception.
@@ -20,14 +21,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
     DateTime,
-    Engine,
     Integer,
     LargeBinary,
     MetaData,
@@ -35,15 +34,12 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    create_engine,
-    event,
     func,
     select,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.pool import QueuePool
+
+from fedstats_service.db import Database
 
 EPSILON_UNIT = Decimal("1e-9")
 
@@ -182,53 +178,12 @@ class UnknownLedgerDataset(KeyError):
     """The dataset has no budget row (it is not configured)."""
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's own handling defers it).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def _sqlite_begin_immediate(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def make_engine(url: str, *, busy_timeout_s: float = 60.0) -> Engine:
-    """An engine configured for the ledger: durable, serialized SQLite or pooled PostgreSQL."""
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        engine = create_engine(
-            parsed,
-            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-            poolclass=QueuePool, pool_size=5, max_overflow=20,
-        )
-        event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _sqlite_begin_immediate)
-        return engine
-    if backend == "postgresql":
-        return create_engine(parsed, pool_size=5, max_overflow=10, pool_timeout=busy_timeout_s,
-                             pool_pre_ping=True)
-    raise ValueError(f"the ledger runs on sqlite or postgresql, not {backend!r}")
-
-
-class Store:
+class Store(Database):
     """Tables, engine and the per-dataset lock shared by the ledger and the release gate."""
 
     def __init__(self, url: str, *, busy_timeout_s: float = 60.0) -> None:
-        self.url = url
-        self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
-        self.is_sqlite = self.engine.dialect.name == "sqlite"
-        try:
-            metadata.create_all(self.engine)
-        except DBAPIError:  # another process created the tables at the same moment
-            metadata.create_all(self.engine)
-
-    def close(self) -> None:
-        self.engine.dispose()
+        super().__init__(url, metadata, what="ledger", busy_timeout_s=busy_timeout_s,
+                         begin_immediate=True)
 
     def ensure_budgets(self, totals: Mapping[str, float]) -> None:
         """Create a budget row per dataset; a changed total (operator's decision) is updated.

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from coordinator.core.config import ConfigError, Settings, load_settings
+from coordinator.core.config import Settings
 from coordinator.main import create_app
-from fedstats_service.serving import serve as serve_app
-
-
-def serve(settings: Settings) -> None:
-    """Run the coordinator under uvicorn."""
-    serve_app(create_app(settings), host=settings.host, port=settings.port,
-              header_timeout_s=settings.header_timeout_s, max_concurrency=settings.max_concurrency)
+from fedstats_service import entry
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m coordinator", description=__doc__)
-    parser.add_argument("--config", help="TOML file (default: $FEDSTATS_COORDINATOR_CONFIG)")
-    args = parser.parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"fedstats coordinator: {exc}", file=sys.stderr)
-        return 2
-    serve(settings)
-    return 0
+    """Serve the coordinator; exit code."""
+    return entry.main(Settings, create_app, argv, prog="python -m coordinator",
+                      description=__doc__)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ us, explicit timeouts and, when configured, the center's CA bundle. Example::
     center = HttpCenter("hospital_a", settings.centers["hospital_a"],
                         timeout=httpx.Timeout(120, connect=5), retry=settings.retry)
     info = await center.info()                      # CenterInfo, validated
-    release = await center.table("cohort", TableRequest(variable="age", k=10))
+    release = await center.release(kinds.TABLE, "cohort", TableRequest(variable="age", k=10))
     await center.aclose()
 
 Retries, with exponential backoff (:class:`coordinator.core.config.RetryPolicy`):
@@ -41,29 +41,8 @@ from pydantic import BaseModel, ValidationError
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
 from fedstats_service.serving import CLIENT_KEEPALIVE_S
-from shared.protocol import (
-    BinTableRelease,
-    Budget,
-    CenterInfo,
-    DPBoxplotRelease,
-    DPBoxplotRequest,
-    DPQuantilesRelease,
-    DPQuantilesRequest,
-    ErrorBody,
-    ExtremesRelease,
-    ExtremesRequest,
-    Health,
-    MWURelease,
-    MWURequest,
-    RefinementRelease,
-    RefinementRequest,
-    TableRequest,
-    ThresholdCountsRelease,
-    ThresholdCountsRequest,
-    TreeHistogramRelease,
-    TreeHistogramRequest,
-)
-from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
+from shared.kinds import Kind, Rel, Req
+from shared.protocol import Budget, CenterInfo, ErrorBody, Health
 
 log = logging.getLogger(__name__)
 
@@ -138,48 +117,8 @@ class HttpCenter:
     async def budget(self) -> Budget:
         return await self._call("GET", "/budget", Budget)
 
-    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
-        return await self._call(
-            "POST", f"/datasets/{dataset}/table", BinTableRelease, request
-        )
-
-    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
-        return await self._call(
-            "POST", f"/datasets/{dataset}/table/refine", RefinementRelease, request
-        )
-
-    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
-        return await self._call("POST", f"/datasets/{dataset}/mwu", MWURelease, request)
-
-    async def dp_quantiles(
-        self, dataset: str, request: DPQuantilesRequest
-    ) -> DPQuantilesRelease:
-        return await self._call("POST", f"/datasets/{dataset}/dp/quantiles", DPQuantilesRelease,
-                                request)
-
-    async def dp_boxplot(self, dataset: str, request: DPBoxplotRequest) -> DPBoxplotRelease:
-        return await self._call("POST", f"/datasets/{dataset}/dp/boxplot", DPBoxplotRelease,
-                                request)
-
-    async def dp_extremes(self, dataset: str, request: ExtremesRequest) -> ExtremesRelease:
-        return await self._call("POST", f"/datasets/{dataset}/dp/extremes", ExtremesRelease,
-                                request)
-
-    async def dp_tree_histogram(
-        self, dataset: str, request: TreeHistogramRequest
-    ) -> TreeHistogramRelease:
-        return await self._call("POST", f"/datasets/{dataset}/dp/tree-histogram",
-                                TreeHistogramRelease, request)
-
-    async def dp_threshold_counts(
-        self, dataset: str, request: ThresholdCountsRequest
-    ) -> ThresholdCountsRelease:
-        return await self._call("POST", f"/datasets/{dataset}/dp/threshold-counts",
-                                ThresholdCountsRelease, request)
-
-    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
-        return await self._call("POST", f"/datasets/{dataset}/yj-moments", YJMomentsRelease,
-                                request)
+    async def release(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
+        return await self._call("POST", kind.url(dataset), kind.release, request)
 
     # -- transport ----------------------------------------------------------------------------
 

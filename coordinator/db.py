@@ -1,6 +1,7 @@
 """The coordinator's store: studies, their status and results, and every center release received.
 
-SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or PostgreSQL by URL.
+SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or PostgreSQL by URL
+(``fedstats_service.db``).
 Two tables:
 
 * ``coordinator_study`` — one row per study: its spec, status, result and error (JSON text), and
@@ -20,12 +21,12 @@ The store is synchronous (short transactions); async code calls it through ``asy
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 from sqlalchemy import (
     Column,
-    Engine,
     ForeignKey,
     Integer,
     MetaData,
@@ -33,20 +34,21 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    create_engine,
-    event,
     func,
     insert,
     select,
     update,
 )
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.pool import QueuePool
 
-StudyStatus = Literal["pending", "running", "succeeded", "failed", "failed_resumable"]
-STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
+from coordinator.models import StudyStatus
+from fedstats_service.db import Database
+from fedstats_service.errors import error_body
+
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
+INTERRUPTED_ERROR = json.dumps(error_body(
+    "interrupted", "the coordinator stopped during this study; POST .../resume runs it again "
+    "from its recorded releases"))
 
 metadata = MetaData()
 
@@ -105,47 +107,16 @@ class ReleaseRecord:
     received_at: str
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
-
-
-def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
-    """SQLite in WAL mode or PostgreSQL, both pooled (a SQLite connection costs its pragmas
-    on every open, which a study recording ~100 answers paid each time)."""
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        engine = create_engine(
-            parsed,
-            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-            poolclass=QueuePool, pool_size=5, max_overflow=20,
-        )
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
-    if backend == "postgresql":
-        return create_engine(parsed, pool_size=5, max_overflow=10, pool_pre_ping=True)
-    raise ValueError(f"the store runs on sqlite or postgresql, not {backend!r}")
-
-
 def _study(row: Any) -> StudyRecord:
     return StudyRecord(row.id, row.spec, row.status, row.result, row.error, row.created_at,
                        row.updated_at, row.created_by)
 
 
-class Store:
+class Store(Database):
     """Studies and the releases they received."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        self.engine = make_engine(url)
-        metadata.create_all(self.engine)
-
-    def close(self) -> None:
-        self.engine.dispose()
+        super().__init__(url, metadata, what="store", busy_timeout_s=30.0)
 
     # -- studies ------------------------------------------------------------------------------
 
@@ -205,10 +176,7 @@ class Store:
             done = conn.execute(
                 update(studies)
                 .where(studies.c.status.in_(INTERRUPTED))
-                .values(status="failed_resumable", updated_at=now(),
-                        error='{"error": "interrupted", "detail": "the coordinator stopped '
-                              'during this study; POST .../resume runs it again from its '
-                              'recorded releases"}')
+                .values(status="failed_resumable", updated_at=now(), error=INTERRUPTED_ERROR)
             )
         return int(done.rowcount)
 

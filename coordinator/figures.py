@@ -8,19 +8,15 @@ written beside each whisker.
 from __future__ import annotations
 
 import io
-from typing import Any, Literal
+from typing import Literal
 
 from matplotlib.figure import Figure
 
-from coordinator.results import Box, DPBoxplotResult
+from coordinator.models import Box, DPBoxplotResult
+from shared.dp.boxplot import bxp_stats
 
 FigureFormat = Literal["svg", "png"]
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
-
-
-def _stats(box: Box, label: str) -> dict[str, Any]:
-    return {"med": box.median, "q1": box.q1, "q3": box.q3, "whislo": box.lower_whisker,
-            "whishi": box.upper_whisker, "fliers": [], "label": label}
 
 
 def boxplot_figure(
@@ -32,7 +28,8 @@ def boxplot_figure(
         boxes.append(("pooled", result.pooled))
     figure = Figure(figsize=(1.6 + 1.2 * len(boxes), 4.2), layout="constrained")
     axes = figure.add_subplot()
-    axes.bxp([_stats(box, f"{label}\nε={box.epsilon:g}") for label, box in boxes],
+    axes.bxp([bxp_stats(box.lower_whisker, box.q1, box.median, box.q3, box.upper_whisker,
+                        f"{label}\nε={box.epsilon:g}") for label, box in boxes],
              showfliers=False)
     for i, (_, box) in enumerate(boxes, start=1):
         axes.annotate(f"{box.upper_outliers} above", (i, box.upper_whisker),

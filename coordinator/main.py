@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 
 import httpx
 from fastapi import FastAPI
@@ -12,9 +11,7 @@ from coordinator.api.router import api_router
 from coordinator.core.config import Settings, load_settings
 from coordinator.ports import CenterPort
 from coordinator.services import Services
-from fedstats_service import handlers
-from fedstats_service.auth import check_bearer
-from fedstats_service.middleware import BearerGate, BodySizeLimit
+from fedstats_service.app import create_service_app
 
 
 def create_app(
@@ -31,36 +28,10 @@ def create_app(
     so a bad store URL fails at start-up. ``centers`` / ``transports`` are the test seams of
     :meth:`Services.build`. ``/docs`` and ``/openapi.json`` are served only in dev mode.
     """
-    if services is None:
-        services = Services.build(
-            settings if settings is not None else load_settings(),
-            centers=centers,
-            transports=transports,
-        )
-    settings = services.settings
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await services.aclose()
-
-    dev = settings.dev_mode
-    app = FastAPI(
-        title="fedstats coordinator",
-        version="1",
-        lifespan=lifespan,
-        docs_url="/docs" if dev else None,
-        redoc_url=None,
-        openapi_url="/openapi.json" if dev else None,
+    built = services if services is not None else Services.build(
+        settings if settings is not None else load_settings(),
+        centers=centers,
+        transports=transports,
     )
-    app.state.services = services
-    handlers.install(app, "coordinator")
-    # Added last, run first: the token is checked before the body is read.
-    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
-                       body_timeout_s=settings.body_timeout_s)
-    public = {"/v1/health", *(("/docs", "/openapi.json") if dev else ())}
-    app.add_middleware(BearerGate, public=public,
-                       check=lambda token: check_bearer(token, settings.analyst_tokens,
-                                                        "coordinator"))
-    app.include_router(api_router)
-    return app
+    return create_service_app(built.settings, api_router, title="fedstats coordinator",
+                              services=built, close=built.aclose)

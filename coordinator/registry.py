@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from coordinator.api.schemas import CenterProblem, CenterStatus
 from coordinator.core.errors import CenterFailure
+from coordinator.models import CenterProblem, CenterStatus
 from coordinator.ports import CenterPort
 
 

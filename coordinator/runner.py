@@ -32,16 +32,18 @@ from coordinator.core.errors import (
     Conflict,
     CoordinatorError,
     InvalidStudy,
+    ServiceError,
     StudyNotFound,
 )
 from coordinator.db import Store, StudyRecord
+from coordinator.models import StudySpec
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
-from coordinator.study import StudySpec, run_study
+from coordinator.study import run_study
 
 log = logging.getLogger(__name__)
 
-INTERNAL_ERROR = {"error": "internal_error", "detail": "the study failed unexpectedly"}
+INTERNAL_ERROR = ServiceError("the study failed unexpectedly").body()
 
 
 class StudyRunner:

@@ -20,8 +20,9 @@ import os
 import sys
 from pathlib import Path
 
+from fedstats_cli.simulate import SCRIPTS
+
 TOKEN_ENV = "FEDSTATS_ANALYST_TOKEN"
-SCRIPTS = {"boxplot": "sim_boxplot.py", "quantiles": "sim_quantiles.py"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     mwu.add_argument("--seed", type=int, default=1)
     mwu.add_argument("-k", type=int, default=10)
     for name, script in SCRIPTS.items():
-        # Every option after the kind, --help included, goes to the script (see main).
+        # Every option after the kind, --help included, goes to the simulation (see main).
         kinds.add_parser(name, help=f"benchmarks/{script} with its own options", add_help=False)
 
     data = sub.add_parser("synth-data", help="write one synthetic hospital's CSV (compose uses "
@@ -194,8 +195,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def center_operator(args: argparse.Namespace) -> int:
     from center_agent import operator
-    from center_agent.core.config import ConfigError, load_settings
-    from center_agent.core.errors import CenterError
+    from center_agent.core.config import Settings
+    from fedstats_service.entry import reporting_errors
 
     if args.action == "keygen":
         if args.public_dir is not None and args.id is None:  # a usage error writes nothing
@@ -204,21 +205,17 @@ def center_operator(args: argparse.Namespace) -> int:
             return 2
         return operator.keygen(args.out, public_dir=args.public_dir, center_id=args.id,
                                force=args.force)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"fedstats center: {exc}", file=sys.stderr)
-        return 2
-    try:
+
+    def run() -> int:
+        settings = Settings.load(args.config)
         if args.action == "public-key":
             return operator.public_key(settings)
         if args.action == "epoch":
             return operator.epoch(settings, dataset=args.dataset, roll=args.roll,
                                   force=args.force)
         return operator.audit(settings, dataset=args.dataset, limit=args.limit)
-    except CenterError as exc:
-        print(f"fedstats center: {exc.detail}", file=sys.stderr)
-        return 2
+
+    return reporting_errors(Settings.SERVICE, run)
 
 
 def health(url: str, timeout: float) -> int:

@@ -22,6 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from shared.dp.boxplot import bxp_stats
+
 BOX_KEYS = ("lower_whisker", "q1", "median", "q3", "upper_whisker")
 
 EFFECT_NOTE = (
@@ -315,9 +317,8 @@ def boxplot_figure(found: list[tuple[str, dict[str, Any]]]) -> str:
     found = sorted(found, key=lambda item: item[0].split(" · ")[0])
     groups = sorted({label.split(" · ")[-1] for label, _ in found})
     stats = [
-        {"label": label, "whislo": number(b["lower_whisker"]), "q1": number(b["q1"]),
-         "med": number(b["median"]), "q3": number(b["q3"]),
-         "whishi": number(b["upper_whisker"]), "fliers": []}
+        bxp_stats(number(b["lower_whisker"]), number(b["q1"]), number(b["median"]),
+                  number(b["q3"]), number(b["upper_whisker"]), label)
         for label, b in found
     ]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(stats) + 1.5), 3.4))

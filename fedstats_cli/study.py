@@ -1,6 +1,6 @@
 """Study files and unattended runs against a coordinator's analyst API.
 
-A study file is the coordinator's study spec (``coordinator.study.StudySpec``) written as TOML::
+A study file is the coordinator's study spec (``coordinator.models.StudySpec``) written as TOML::
 
     dataset = "cohort"
     variable = "los_days"
@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from coordinator.study import StudySpec
+from coordinator.models import StudySpec
 
 FINAL = frozenset({"succeeded", "failed", "failed_resumable"})
 

@@ -1,9 +1,16 @@
 """The error base of both services: an HTTP status, a stable machine code and a human detail,
-rendered once as ``{"error": ..., "detail": ..., **extra}`` (``fedstats_service.handlers``)."""
+rendered once as ``{"error": ..., "detail": ..., **extra}`` (:func:`error_body`; sent by
+``fedstats_service.handlers`` and, before a route runs, by ``fedstats_service.middleware``)."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+
+def error_body(error: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """The JSON body of every error answer (and of a study's stored error): ``error`` and
+    ``detail`` first, then any extras."""
+    return {"error": error, "detail": detail, **extra}
 
 
 class ServiceError(Exception):
@@ -26,7 +33,7 @@ class ServiceError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The JSON body sent to the client: ``error`` and ``detail`` first, then any extras."""
-        return {"error": self.error, "detail": self.detail, **self.extra}
+        return error_body(self.error, self.detail, **self.extra)
 
 
 class AuthenticationError(ServiceError):

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fedstats_service.errors import ServiceError
+from fedstats_service.errors import ServiceError, error_body
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,7 @@ async def validation_error_handler(request: Request, exc: Exception) -> JSONResp
         problems.append(f"{field}: {err.get('msg', 'invalid')}")
     fields = [".".join(str(p) for p in err.get("loc", ())) for err in exc.errors()]
     return JSONResponse(
-        {"error": "validation_error", "detail": "; ".join(problems), "fields": fields},
-        status_code=422,
+        error_body("validation_error", "; ".join(problems), fields=fields), status_code=422
     )
 
 
@@ -48,9 +47,8 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     detail = exc.detail if isinstance(exc.detail, str) else code
-    return JSONResponse(
-        {"error": code, "detail": detail}, status_code=exc.status_code, headers=exc.headers
-    )
+    return JSONResponse(error_body(code, detail), status_code=exc.status_code,
+                        headers=exc.headers)
 
 
 def install(app: FastAPI, service: str) -> None:
@@ -60,8 +58,7 @@ def install(app: FastAPI, service: str) -> None:
         """Anything unexpected: logged here with its trace, answered with a bare 500."""
         log.error("%s %s raised", request.method, request.url.path, exc_info=exc)
         return JSONResponse(
-            {"error": "internal_error", "detail": f"the {service} could not answer this request"},
-            status_code=500,
+            ServiceError(f"the {service} could not answer this request").body(), status_code=500
         )
 
     app.add_exception_handler(ServiceError, service_error_handler)

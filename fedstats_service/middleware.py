@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fedstats_service.errors import AuthenticationError
+from fedstats_service.errors import AuthenticationError, RequestTooLarge, error_body
 
 
 class BearerGate:
@@ -44,18 +45,7 @@ class BearerGate:
         try:
             caller = self.check(token)
         except AuthenticationError as exc:
-            body = json.dumps(exc.body()).encode()
-            await send({
-                "type": "http.response.start",
-                "status": exc.status_code,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                    (b"connection", b"close"),
-                ],
-            })
-            await send({"type": "http.response.body", "body": body})
+            await send_error(send, exc.status_code, exc.body(), exc.headers)
             return
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
@@ -76,7 +66,8 @@ class BodySizeLimit:
             try:
                 too_large = int(declared) > self.max_body_bytes
             except ValueError:
-                await self._refuse(send, 400, "bad_request", "invalid Content-Length header")
+                await send_error(send, 400, error_body("bad_request",
+                                                       "invalid Content-Length header"))
                 return
             if too_large:
                 await self._refuse_too_large(send)
@@ -99,8 +90,9 @@ class BodySizeLimit:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            await self._refuse(send, 408, "request_timeout",
-                               f"the request body did not arrive within {self.body_timeout_s:g} s")
+            await send_error(send, 408, error_body(
+                "request_timeout",
+                f"the request body did not arrive within {self.body_timeout_s:g} s"))
             return
 
         replayed = False
@@ -115,23 +107,24 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
     async def _refuse_too_large(self, send: Send) -> None:
-        await self._refuse(
-            send, 413, "request_too_large",
-            f"request body exceeds the limit of {self.max_body_bytes} bytes",
-        )
+        refusal = RequestTooLarge(f"request body exceeds the limit of {self.max_body_bytes} bytes")
+        await send_error(send, refusal.status_code, refusal.body())
 
-    @staticmethod
-    async def _refuse(send: Send, status: int, error: str, detail: str) -> None:
-        body = json.dumps({"error": error, "detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+
+async def send_error(send: Send, status: int, body: dict[str, Any],
+                     headers: Mapping[str, str] | None = None) -> None:
+    """Answer with an error body before any route ran, closing the connection (the rest of the
+    request is not read)."""
+    encoded = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(encoded)).encode()),
+            *((name.lower().encode("latin-1"), value.encode("latin-1"))
+              for name, value in (headers or {}).items()),
+            (b"connection", b"close"),
+        ],
+    })
+    await send({"type": "http.response.body", "body": encoded})

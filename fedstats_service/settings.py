@@ -1,5 +1,10 @@
-"""Loading a service's settings: one TOML file (named by an environment variable) under
-environment overrides, validated once, with errors that name the dotted key."""
+"""A service's settings: one TOML file (named by an environment variable) under environment
+overrides, validated once, with errors that name the dotted key.
+
+:class:`ServiceSettings` is the base of both services' ``Settings``: what serving takes (host,
+port, the connection limits, dev mode), where the settings come from (:meth:`~ServiceSettings.load`)
+and which bearer tokens a caller must present. :class:`Section` is the base of a settings table.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, Self, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, TomlConfigSettingsSource
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+
+from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +40,8 @@ MIN_TOKEN_LENGTH = 16
 _S = TypeVar("_S", bound=BaseSettings)
 
 # The connection limits both services take (``fedstats_service.serving``), with their bounds.
+Port = Annotated[int, Field(ge=0, le=65535)]
+MaxBodyBytes = Annotated[int, Field(ge=1024, description="the longest request body read")]
 MaxConcurrency = Annotated[int, Field(ge=1, description="connections and requests served at once")]
 HeaderTimeout = Annotated[float, Field(gt=0, le=600,
                                        description="time a client has to send a request's head")]
@@ -125,3 +139,62 @@ def load_settings(
         ) from None
     except ValueError as exc:  # TOML syntax errors and the like
         raise ConfigError(f"invalid {service} configuration file {str(path)!r}: {exc}") from None
+
+
+class Section(BaseModel):
+    """A table of a settings file: frozen, and a key it does not declare is an error (a typo
+    must not silently fall back to a default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServiceSettings(BaseSettings):
+    """What every service's settings hold. A subclass names its service and its file's
+    environment variable (``SERVICE``, ``CONFIG_ENV``), sets ``env_prefix`` in its
+    ``model_config``, gives ``port``, ``max_body_bytes`` and ``max_concurrency`` their defaults
+    and says which tokens callers present (:attr:`bearer_tokens`)."""
+
+    model_config = SettingsConfigDict(env_nested_delimiter="__", extra="forbid", frozen=True)
+
+    SERVICE: ClassVar[str]
+    CONFIG_ENV: ClassVar[str]
+
+    # dev_mode comes first: the token checks of every service read it.
+    dev_mode: bool = Field(default=False, description="accept placeholder tokens; serve /docs")
+    host: str = "127.0.0.1"
+    port: Port
+    max_body_bytes: MaxBodyBytes
+    max_concurrency: MaxConcurrency
+    header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
+    body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
+
+    @property
+    def bearer_tokens(self) -> list[SecretStr]:
+        """The tokens a caller may present (checked by ``fedstats_service.auth``)."""
+        raise NotImplementedError
+
+    @property
+    def tls_files(self) -> tuple[Path, Path] | None:
+        """(certificate, key) to serve HTTPS with; none: plain HTTP (TLS in front, or loopback)."""
+        return None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Precedence: explicit arguments, then the environment, then the TOML file."""
+        return sources(settings_cls, init_settings, env_settings)
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Self:
+        """Read and validate the settings (file from the argument or ``CONFIG_ENV``).
+
+        Raises :class:`ConfigError` naming the environment variable or the bad keys.
+        """
+        return load_settings(cls, config_env=cls.CONFIG_ENV, service=cls.SERVICE,
+                             config_file=config_file, overrides=overrides)

@@ -1,6 +1,7 @@
 """The greedy K-anonymous cut engine behind single-center binning and bin refinement.
 
-Seed 001, Algorithms 1-3 (and the splitting step of Algorithm 4), in the form of NOTES §2b.
+Seed 001, Algorithms 1-3 (and the splitting step of Algorithm 4), in the form of
+docs/methods.md §1.2-§1.4.
 
 Everything is expressed on *cuts* of the pooled sorted data: cut ``c`` (0 <= c <= D) puts the
 ``c`` smallest distinct values on the left. ``counts[g, c]`` is the number of group-``g`` records
@@ -135,13 +136,14 @@ def _distinct(g: FloatArray) -> FloatArray:
 def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     """The next cut of the greedy algorithm from every cut 0..D-1 (``STOP`` where none exists).
 
-    Per group (NOTES §2b): fewer than K records left in the segment -> no candidate, and the walk
-    stops unless none are left; otherwise the candidate is the K-th smallest remaining value
-    (ties included), or the group's largest remaining value when the K-th would leave 1..K-1
-    records above it. With several groups, take the smallest candidate if every candidate is valid
-    for every other group too, else the largest one (with two groups: the seed's rule). Unlike the
-    authors' code we re-check that the largest candidate is valid for all groups, and fall back to
-    closing the segment in one bin (always valid here), so no step can release a count in 1..K-1.
+    Per group (docs/methods.md §1.2): fewer than K records left in the segment -> no candidate,
+    and the walk stops unless none are left; otherwise the candidate is the K-th smallest
+    remaining value (ties included), or the group's largest remaining value when the K-th would
+    leave 1..K-1 records above it. With several groups, take the smallest candidate if every
+    candidate is valid for every other group too, else the largest one (with two groups: the
+    seed's rule). Unlike the authors' code we re-check that the largest candidate is valid for
+    all groups, and fall back to closing the segment in one bin (always valid here), so no step
+    can release a count in 1..K-1.
     """
     n_groups, n_cuts = counts.shape
     single_segment = bool(seg_end[0] == n_cuts - 1)
@@ -188,7 +190,7 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
 
         # Each candidate is valid for its own group by construction; when every candidate is
         # valid for every group (cross-valid), the smallest is taken, else the largest if it is
-        # valid for all. With two groups this is the seed's rule (NOTES §2b).
+        # valid for all. With two groups this is the seed's rule (docs/methods.md §1.3).
         safe = np.maximum(cand, 0)
         ok = np.stack([valid_for_all(safe[g]) for g in range(n_groups)])
         lo = cand.min(axis=0)

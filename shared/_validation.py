@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from shared.privacy import NEIGHBOURING_RELATIONS, Neighbouring
 
-ALTERNATIVES = ("two-sided", "less", "greater")
+Alternative = Literal["two-sided", "less", "greater"]
+ALTERNATIVES: tuple[Alternative, ...] = get_args(Alternative)
+RELEASE_RTOL = 1e-9
+"""How far a released number may sit from the value it must equal when both sides compute it
+(an ε split, a noise law's variance, a sum of totals): float rounding, never more."""
 
 
 def check_choice(value: Any, name: str, allowed: Iterable[str]) -> str:

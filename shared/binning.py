@@ -1,4 +1,4 @@
-"""Single-center K-anonymous bin tables (seed 001, Algorithms 1-3; NOTES §2b).
+"""Single-center K-anonymous bin tables (seed 001, Algorithms 1-3; docs/methods.md §1).
 
 A table has limits ``c_0 < c_1 < ... < c_B`` and per-group counts; bin ``j`` is
 ``(c_j, c_{j+1}]`` (the first one closed on the left). Every released per-group count is 0 or
@@ -33,6 +33,10 @@ Extreme = Literal["infinite", "buffer"] | float
 """How to close a table at one end: ``"infinite"``, ``"buffer"`` (the seed's privacy buffer:
 the extreme value moved out by the mean gap between consecutive values of the extreme bin), or a
 number: a natural limit such as 0 for a variable that cannot be negative."""
+ExtremeKind = Literal["buffer", "natural", "infinite"]
+"""How a table's extreme limit was made: a privacy buffer (data-derived: a center with values
+beyond it moves it out), a natural limit (public: values beyond it are counted in the extreme
+bin) or infinite."""
 
 
 class KAnonymityError(ValueError):
@@ -141,9 +145,9 @@ def bin_table(
 ) -> BinTable:
     """K-anonymous bin table of one group (``x``) or two groups (``x``, ``y``).
 
-    Seed 001 Algorithms 1-3 as NOTES §2b states them: greedy limits from the smallest value up,
-    each per-group count 0 or >= ``k``; leftovers at the end join the last bin (merging further
-    back if that is needed to stay K-anonymous); interior limits randomized with a fresh
+    Seed 001 Algorithms 1-3 as docs/methods.md §1 states them: greedy limits from the smallest
+    value up, each per-group count 0 or >= ``k``; leftovers at the end join the last bin (merging
+    further back if that is needed to stay K-anonymous); interior limits randomized with a fresh
     w ~ U(0, 1) each; extreme limits by ``lower``/``upper``.
 
     Parameters
@@ -181,7 +185,7 @@ def bin_groups(
 
     The greedy rule of :func:`bin_table` with the two-group rule generalized: take the smallest
     group candidate when every candidate is valid for every group, else the largest when it is
-    valid for all, else close the table (NOTES §2b). With one or two groups this is
+    valid for all, else close the table (docs/methods.md §1.3). With one or two groups this is
     :func:`bin_table`. A center bins every declared level at once, so that every table it
     releases of a variable, whichever levels it shows, has the same limits (no two of its
     tables can be subtracted).

@@ -1,5 +1,7 @@
 """Effect sizes for the Mann-Whitney tests: the probabilistic index, per center and federated.
 
+See also docs/methods.md §4.
+
 The effect the Mann-Whitney tests are about is the **probabilistic index** (Acion et al. 2006;
 the AUC, the "common-language effect size")
 

@@ -1,10 +1,11 @@
-"""Adding a center to a K-anonymous table (seed 001, Algorithms 4-6; NOTES §2b), in two halves.
+"""Adding a center to a K-anonymous table in two halves (seed 001, Alg. 4-6; docs/methods.md §2).
 
 * :func:`refine_table` runs at the new center, on its raw values and the table's *limits* only.
   Inside every existing bin it bins its own values with the single-center rule; a bin that
   yields two or more sub-bins is split at the new randomized limits. It then makes its counts
   K-anonymous as *runs*: scanning the cells left to right, a run grows while its total is in
-  1..K-1 (a tail in 1..K-1 joins the last run). It releases a :class:`RefinementRelease`.
+  1..K-1 (a tail in 1..K-1 joins the last run). It returns a :class:`Refinement` (on the wire,
+  ``shared.protocol.RefinementRelease``).
 * :func:`apply_refinement` runs at the coordinator, on released numbers only: it shares each
   split bin's existing counts out in proportion to the new center's sub-bin counts, spreads each
   run total over its cells in proportion to the existing counts (uniformly where those are 0),
@@ -24,7 +25,8 @@ combination of them isolates fewer than K records.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -35,6 +37,7 @@ from shared._validation import as_finite_1d, check_int
 from shared.binning import (
     BinTable,
     Extreme,
+    ExtremeKind,
     KAnonymityError,
     bin_table,
     buffer_gap,
@@ -42,7 +45,6 @@ from shared.binning import (
     mean_gap,
     randomized_limits,
 )
-from shared.protocol import GroupRuns, RefinementRelease
 
 IntArray = NDArray[np.signedinteger[Any]]
 FloatArray = NDArray[np.float64]
@@ -59,10 +61,30 @@ def _check_limits(limits: ArrayLike) -> FloatArray:
     return lim
 
 
-ExtremeKind = Literal["buffer", "natural", "infinite"]
-"""How a table's extreme limit was made: a privacy buffer (data-derived: a center with values
-beyond it moves it out), a natural limit (public: values beyond it are counted in the extreme
-bin) or infinite."""
+@dataclass(frozen=True)
+class Runs:
+    """One group's run totals: the run of each refined cell (``run_of_cell``), and the records
+    of each run (``totals``, 0 or >= K); a run need not be contiguous."""
+
+    run_of_cell: list[int]
+    totals: list[float]
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """What :func:`refine_table` releases (``shared.protocol.RefinementRelease`` on the wire).
+
+    Bin ``split_bins[i]`` of the table is cut at ``split_limits[i]`` (both increasing); the
+    refined cells, numbered left to right, hold one :class:`Runs` per group; ``lower`` and
+    ``upper`` are the extreme limits moved out (None: kept).
+    """
+
+    k: int
+    split_bins: list[int]
+    split_limits: list[float]
+    runs: list[Runs]
+    lower: float | None = None
+    upper: float | None = None
 
 
 def refine_table(
@@ -75,16 +97,16 @@ def refine_table(
     lower: ExtremeKind = "buffer",
     upper: ExtremeKind = "buffer",
     split: bool = True,
-) -> RefinementRelease:
+) -> Refinement:
     """The new center's half of adding it to a table with the given ``limits``.
 
     Releases only K-anonymous numbers: randomized sub-limits, per-group run totals that are 0
     or >= ``k``, and the table's buffer limits moved out when the center holds values beyond
     them. A moved limit is the center's extreme value less (or plus) the mean gap between its
-    ``k`` most extreme values (NOTES §2b): a gap over fewer records could give a raw value back.
-    Values beyond a natural limit (``lower``/``upper`` ``"natural"``) are counted in the
-    extreme bin, as the table that set the limit counts its own. With ``split=False`` no bin is
-    split (a coarser release, for a center whose earlier releases it would conflict with).
+    ``k`` most extreme values (docs/methods.md §2.6): a gap over fewer records could give a raw
+    value back. Values beyond a natural limit (``lower``/``upper`` ``"natural"``) are counted in
+    the extreme bin, as the table that set the limit counts its own. With ``split=False`` no bin
+    is split (a coarser release, for a center whose earlier releases it would conflict with).
     """
     k = check_int(k, "k", 2)
     if not isinstance(rng, np.random.Generator):
@@ -138,7 +160,7 @@ def refine_table(
             tail = np.partition(pooled, pooled.size - k)[pooled.size - k:]
             gap = buffer_gap(mean_gap(float(tail.min()), float(tail.max()), k), lo, hi, n)
             new_upper = float(u[-1] + gap) if gap > 0 else np.inf
-    return RefinementRelease(
+    return Refinement(
         k=k,
         split_bins=sub_bin.tolist(),
         split_limits=split_limits.tolist(),
@@ -179,7 +201,7 @@ def _cells(
     return ends[order], split[owner[order]]
 
 
-def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
+def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> Runs:
     """K-anonymous runs of one group's counts: split cells alone, the others grown greedily."""
     loose = np.flatnonzero(~fixed)
     a = cell_counts[loose]
@@ -208,10 +230,10 @@ def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> GroupRuns:
     fixed_cells = np.flatnonzero(fixed)
     run_of_cell[fixed_cells] = len(ends) + np.arange(fixed_cells.size)
     totals = np.bincount(run_of_cell, weights=cell_counts, minlength=len(ends) + fixed_cells.size)
-    return GroupRuns(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
+    return Runs(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
 
 
-def merge_runs(release: RefinementRelease, group: int, runs: ArrayLike) -> RefinementRelease:
+def merge_runs(release: Refinement, group: int, runs: ArrayLike) -> Refinement:
     """``release`` with ``runs`` (of group ``group``) merged: adjacent ones with each other, a
     lone one into its next run (the last into the one before it). A coarser release whose run
     totals are sums of the old ones (still 0 or >= K). Only for releases without splits (every
@@ -243,12 +265,11 @@ def merge_runs(release: RefinementRelease, group: int, runs: ArrayLike) -> Refin
     _, new_id = np.unique(target, return_inverse=True)
     merged_totals = np.bincount(new_id, weights=totals)
     runs_out = list(release.runs)
-    runs_out[group] = GroupRuns(run_of_cell=new_id[run_of].tolist(),
-                                totals=merged_totals.tolist())
-    return release.model_copy(update={"runs": runs_out})
+    runs_out[group] = Runs(run_of_cell=new_id[run_of].tolist(), totals=merged_totals.tolist())
+    return replace(release, runs=runs_out)
 
 
-def refined_limits(limits: ArrayLike, release: RefinementRelease) -> FloatArray:
+def refined_limits(limits: ArrayLike, release: Refinement) -> FloatArray:
     """The limits of the refined cells: the table's, cut at the release's split limits, with
     the extreme limits moved out where the release moved them.
 
@@ -276,8 +297,8 @@ def refined_limits(limits: ArrayLike, release: RefinementRelease) -> FloatArray:
     return np.concatenate([lim[:1], inner, lim[-1:]])
 
 
-def apply_refinement(table: BinTable, release: RefinementRelease) -> BinTable:
-    """The coordinator's half: fold a center's :class:`RefinementRelease` into ``table``.
+def apply_refinement(table: BinTable, release: Refinement) -> BinTable:
+    """The coordinator's half: fold a center's :class:`Refinement` into ``table``.
 
     Only released numbers are used. Raises ``ValueError`` when the release does not fit the
     table (wrong K or number of groups, limits outside their bin, runs that do not cover the

@@ -1,4 +1,4 @@
-"""Mann-Whitney U: the local statistic and four federated tests (seed 001 §6; NOTES §2b).
+"""Mann-Whitney U: the local statistic and four federated tests (seed 001 §6; docs/methods.md §3).
 
 Convention (seed 001): U = Σ_i Σ_j sign(Y_j − X_i), so U > 0 when Y tends to exceed X.
 Under H0, E[U] = 0 and
@@ -49,7 +49,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -57,12 +56,17 @@ from scipy import special, stats
 
 from shared import _greedy
 from shared._sorting import ascending
-from shared._validation import as_finite_1d, check_alternative, check_generator
+from shared._validation import (
+    RELEASE_RTOL,
+    Alternative,
+    as_finite_1d,
+    check_alternative,
+    check_generator,
+)
 from shared.binning import BinTable
 from shared.mechanisms import Mechanism
 from shared.noisy_null import NoiseLaw, NoisyNormal, noise_law_of
 
-Alternative = Literal["two-sided", "less", "greater"]
 FloatArray = NDArray[np.float64]
 
 
@@ -223,10 +227,6 @@ def released_result(
     )
 
 
-NOISE_REL_TOL = 1e-9
-"""How far a center's ``noise_variance`` may sit from its noise law's variance (rounding)."""
-
-
 @dataclass(frozen=True)
 class _Centers:
     """The released numbers of the centers, checked: U_l (+ w_l), V_l, V_l + σ_l², sizes, laws."""
@@ -286,7 +286,7 @@ def _parts(centers: Sequence[MannWhitneyResult]) -> _Centers:
                 "null law needs it"
             )
         if c.noise is not None and not math.isclose(
-            c.noise_variance, c.noise.variance, rel_tol=NOISE_REL_TOL
+            c.noise_variance, c.noise.variance, rel_tol=RELEASE_RTOL
         ):
             raise ValueError(
                 f"center {i}'s noise_variance ({c.noise_variance:g}) is not the variance of its "

@@ -18,8 +18,9 @@ generating function M(z) = E e^{zw}:
   Gauss-Legendre quadrature.
 
 The raised cosine is the Fisher-information-optimal noise on [−a, a] without a second-moment
-constraint (Farokhi 2019); ``pdf`` covers the constrained optimum (the ground state tabulated by
-:mod:`shared.mechanisms.fisher_optimal`) and any other symmetric noise with a bounded support.
+constraint (Farokhi 2019, seed 002; docs/methods.md §7.4); ``pdf`` covers the constrained
+optimum (the ground state tabulated by :mod:`shared.mechanisms.fisher_optimal`) and any other
+symmetric noise with a bounded support.
 
 The law of T (:class:`NoisyNormal`) is computed by the cheapest exact route:
 
@@ -71,8 +72,8 @@ Jorgensen, The double Pareto-lognormal distribution, Commun. Statist. Theory Met
 1733-1753; W. J. Reed, The normal-Laplace distribution and its relatives, in Advances in
 Distribution Theory, Order Statistics, and Inference, Birkhäuser (2006) 61-74. L. N. Trefethen
 and J. A. C. Weideman, The exponentially convergent trapezoidal rule, SIAM Review 56 (2014)
-385-458. F. Farokhi, Fisher information privacy with application to smart meter privacy,
-arXiv:1906.01424 (2019).
+385-458. F. Farokhi, Taking a lesson from quantum particles for statistical data privacy,
+arXiv:1908.04954 (2019).
 """
 
 from __future__ import annotations

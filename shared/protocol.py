@@ -2,7 +2,13 @@
 
 Both services and the in-process simulations speak these pydantic v2 models. They are frozen,
 refuse unknown fields, and carry infinite limits as the strings ``"Infinity"``/``"-Infinity"``
-so that the JSON stays standard.
+so that the JSON stays standard. :class:`WireModel` is their one base: one serialization
+(:meth:`WireModel.to_payload`, :func:`canonical_json`) for what a center stores, signs and keys
+requests by. Their field types (ε, bounds, levels, extremes) are :mod:`shared.fields`'.
+
+The models sit on top of the core: a release converts from the pure result of the algorithm that
+made it (``from_result``) and back (``to_result``); nothing in the core imports this module. The
+release kinds that pair a request with its release are declared in :mod:`shared.kinds`.
 """
 
 from __future__ import annotations
@@ -16,15 +22,16 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
 
-from shared.binning import BinTable
+from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: checks of releases
+from shared.binning import BinTable, Extreme, ExtremeKind
 from shared.dp.boxplot import BoxplotResult
+from shared.dp.pooled import Extremes, ThresholdCounts, TreeHistogram
 from shared.dp.uncertainty import laplace_halfwidth
-from shared.mwu import NOISE_REL_TOL, Alternative, MannWhitneyResult, released_result
+from shared.federation import Refinement, Runs
+from shared.fields import Bounds, DPQuantileAlgorithm, Epsilon, Levels, check_leaves
+from shared.mwu import Alternative, MannWhitneyResult, released_result
 from shared.noisy_null import NoiseLaw
-
-MIN_EPSILON = 1e-6
-"""The smallest ε a request may ask for: below it the noise is a million times the sensitivity
-(useless), and far below it ε/2 and friends underflow to 0."""
+from shared.privacy import Neighbouring, PrivacySpent
 
 
 class WireModel(BaseModel):
@@ -112,7 +119,7 @@ class CenterInfo(WireModel):
 
     center_id: str
     k: int = Field(ge=2)
-    neighbouring: Literal["add_remove", "swap"]
+    neighbouring: Neighbouring
     quantile_loss_enabled: bool
     datasets: list[DatasetInfo]
     signing_key: str | None = Field(
@@ -132,8 +139,6 @@ class Budget(WireModel):
     datasets: dict[str, DatasetBudget]
 
 
-ExtremeChoice = Literal["infinite", "buffer"] | float
-ExtremeKind = Literal["buffer", "natural", "infinite"]
 MAX_LIMITS = 100_000
 """The most bins a table sent to a center may have (a refinement's work and memory grow with
 them; a hospital's table of 10^6 records at K = 10 has fewer)."""
@@ -207,8 +212,8 @@ class TableRequest(WireModel):
     variable: str = Field(min_length=1)
     groups: tuple[str, str] | None = None
     k: int = Field(ge=2)
-    lower: ExtremeChoice = "buffer"
-    upper: ExtremeChoice = "buffer"
+    lower: Extreme = "buffer"
+    upper: Extreme = "buffer"
 
 
 class RefinementRequest(WireModel):
@@ -263,6 +268,24 @@ class RefinementRelease(WireModel):
             raise ValueError("split_bins and split_limits must have the same length")
         return self
 
+    @classmethod
+    def from_result(cls, refinement: Refinement) -> RefinementRelease:
+        return cls(
+            k=refinement.k, split_bins=refinement.split_bins,
+            split_limits=refinement.split_limits,
+            runs=[GroupRuns(run_of_cell=r.run_of_cell, totals=r.totals) for r in refinement.runs],
+            lower=refinement.lower, upper=refinement.upper,
+        )
+
+    def to_result(self) -> Refinement:
+        """The release as the core folds it (``shared.federation.apply_refinement``)."""
+        return Refinement(
+            k=self.k, split_bins=list(self.split_bins), split_limits=list(self.split_limits),
+            runs=[Runs(run_of_cell=list(r.run_of_cell), totals=list(r.totals))
+                  for r in self.runs],
+            lower=self.lower, upper=self.upper,
+        )
+
 
 class MWURequest(WireModel):
     """Ask a center for its local Mann-Whitney statistic of ``variable`` between two levels.
@@ -273,7 +296,7 @@ class MWURequest(WireModel):
 
     variable: str = Field(min_length=1)
     groups: tuple[str, str]
-    epsilon: float | None = Field(default=None, ge=MIN_EPSILON, le=100, allow_inf_nan=False)
+    epsilon: Epsilon | None = None
 
 
 class MWUNoise(WireModel):
@@ -339,12 +362,12 @@ class MWURelease(WireModel):
 
     def noise_law(self) -> NoiseLaw | None:
         """The law of the release's noise (None without noise); ``ValueError`` when it disagrees
-        with ``noise_variance`` (relative 1e-9)."""
+        with ``noise_variance`` (beyond RELEASE_RTOL)."""
         if self.noise is None:
             if self.noise_variance > 0:
                 raise ValueError("noise_variance > 0 but the release states no noise law")
             return None
-        if not math.isclose(self.noise.variance, self.noise_variance, rel_tol=NOISE_REL_TOL):
+        if not math.isclose(self.noise.variance, self.noise_variance, rel_tol=RELEASE_RTOL):
             raise ValueError(
                 f"noise_variance {self.noise_variance:g} is not the variance of the stated "
                 f"{self.noise.kind} noise ({self.noise.variance:g})"
@@ -361,24 +384,6 @@ class MWURelease(WireModel):
 
 # -- differentially private releases --------------------------------------------------------------
 
-MAX_BOUND = 1e15
-"""The largest magnitude a public bound may have: beyond it, widths, sensitivities and noise
-scales of the DP releases overflow or lose every digit of the data."""
-
-
-def check_public_bounds(bounds: tuple[float, float], name: str) -> tuple[float, float]:
-    """Finite public bounds a < b within ±MAX_BOUND (so every width and scale stays finite)."""
-    a, b = bounds
-    if not (math.isfinite(a) and math.isfinite(b) and a < b):
-        raise ValueError(f"{name} must be finite with lower < upper")
-    if max(abs(a), abs(b)) > MAX_BOUND:
-        raise ValueError(f"{name} must lie within ±{MAX_BOUND:g}")
-    return a, b
-
-
-DPQuantileAlgorithm = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
-Bounds = tuple[float, float]
-
 
 class DPRequest(WireModel):
     """What every DP release names: the variable, one declared level or all records (None), the
@@ -386,25 +391,13 @@ class DPRequest(WireModel):
 
     variable: str = Field(min_length=1)
     group: str | None = None
-    epsilon: float = Field(ge=MIN_EPSILON, le=100, allow_inf_nan=False)
+    epsilon: Epsilon
     bounds: Bounds
-
-    @model_validator(mode="after")
-    def _bounds(self) -> DPRequest:
-        check_public_bounds(self.bounds, "bounds")
-        return self
 
 
 class DPQuantilesRequest(DPRequest):
-    levels: list[float] = Field(min_length=1, max_length=64)
+    levels: Levels
     algorithm: DPQuantileAlgorithm = "joint_exp"
-
-    @model_validator(mode="after")
-    def _levels(self) -> DPQuantilesRequest:
-        lv = self.levels
-        if not all(0 < q < 1 for q in lv) or any(b <= a for a, b in pairwise(lv)):
-            raise ValueError("levels must be strictly increasing and inside (0, 1)")
-        return self
 
 
 class DPQuantilesRelease(WireModel):
@@ -418,7 +411,7 @@ class DPQuantilesRelease(WireModel):
     values: list[FiniteFloat]
     algorithm: str
     epsilon: FiniteFloat
-    neighbouring: Literal["add_remove", "swap"]
+    neighbouring: Neighbouring
     rank_halfwidth: FiniteFloat | None = Field(default=None, ge=0)
     n_public: NonNegativeInt | None = None
 
@@ -502,13 +495,18 @@ class DPBoxplotRelease(WireModel):
 
 
 class ExtremesRequest(DPRequest):
-    """Round 1 of the pooled boxplot (NOTES §3): the DP minimum and maximum."""
+    """Round 1 of the pooled boxplot (docs/methods.md §6.2): the DP minimum and maximum."""
 
 
 class ExtremesRelease(WireModel):
     psi_min: FiniteFloat
     psi_max: FiniteFloat
     epsilon: FiniteFloat
+
+    @classmethod
+    def from_result(cls, extremes: Extremes) -> ExtremesRelease:
+        return cls(psi_min=extremes.psi_min, psi_max=extremes.psi_max,
+                   epsilon=extremes.spent.epsilon)
 
 
 class TreeHistogramRequest(DPRequest):
@@ -519,10 +517,8 @@ class TreeHistogramRequest(DPRequest):
     branching: int = Field(ge=2, le=16)
 
     @model_validator(mode="after")
-    def _grid(self) -> TreeHistogramRequest:
-        check_public_bounds(self.grid, "grid")
-        if self.branching**self.depth > 2**16:
-            raise ValueError("branching**depth must be at most 65536 leaves")
+    def _leaves(self) -> TreeHistogramRequest:
+        check_leaves(self.branching, self.depth)
         return self
 
 
@@ -531,6 +527,15 @@ class TreeHistogramRelease(WireModel):
     branching: int = Field(ge=2)
     noise_scale: FiniteFloat = Field(ge=0)
     epsilon: FiniteFloat
+
+    @classmethod
+    def from_result(cls, tree: TreeHistogram) -> TreeHistogramRelease:
+        return cls(levels=[level.tolist() for level in tree.levels], branching=tree.branching,
+                   noise_scale=tree.noise_scale, epsilon=tree.spent.epsilon)
+
+    def to_result(self) -> TreeHistogram:
+        return TreeHistogram(tuple(np.asarray(level, dtype=np.float64) for level in self.levels),
+                             self.branching, self.noise_scale, PrivacySpent(self.epsilon))
 
 
 class ThresholdCountsRequest(DPRequest):
@@ -549,3 +554,9 @@ class ThresholdCountsRelease(WireModel):
     epsilon: FiniteFloat
     scale: FiniteFloat | None = Field(default=None, gt=0)
     halfwidth: FiniteFloat | None = Field(default=None, ge=0)
+
+    @classmethod
+    def from_result(cls, counts: ThresholdCounts) -> ThresholdCountsRelease:
+        scale = 2.0 / counts.spent.epsilon  # ε/2 for each count, sensitivity 1
+        return cls(below=counts.below, above=counts.above, epsilon=counts.spent.epsilon,
+                   scale=scale, halfwidth=laplace_halfwidth(scale))

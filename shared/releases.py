@@ -3,12 +3,14 @@
 A request names what to compute; a center still chooses how: the Laplace calibration of a noisy
 Mann-Whitney statistic, how ε is split over quantile levels, which public size DPBoxplot's whisker
 buffer uses under add/remove, that the tree histogram sees data clipped to the public bounds.
-Those choices live here, once, and both the center agent's routes and the coordinator's
-in-process centers (simulations) call these functions, so the two cannot drift apart.
+Those choices live here, once: the center's release gate (``center_agent.gate.kinds``, which
+in-process centers run too) calls these functions, and so does the end-to-end benchmark's local
+baseline.
 
 Every function takes the center's raw values and the request, plus what a center knows of itself
-(its K, its neighbouring relation) and a ``numpy.random.Generator``; it returns the wire release.
-The caller checks names, sizes and budgets first.
+(its K, its neighbouring relation) and a ``numpy.random.Generator``; it returns the wire release
+(a refinement: the core's :class:`~shared.federation.Refinement`, which the center's disclosure
+control may coarsen before it leaves). The caller checks names, sizes and budgets first.
 """
 
 from __future__ import annotations
@@ -18,37 +20,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from shared import protocol
 from shared.binning import BinTable, Extreme, bin_groups, close_table, coarsen_table
 from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
-from shared.dp.uncertainty import laplace_halfwidth, rank_halfwidth
-from shared.federation import refine_table
+from shared.dp.uncertainty import rank_halfwidth
+from shared.federation import Refinement, refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
 from shared.privacy import Neighbouring
-from shared.protocol import (
-    DPBoxplotRelease,
-    DPBoxplotRequest,
-    DPQuantilesRelease,
-    DPQuantilesRequest,
-    ExtremesRelease,
-    ExtremesRequest,
-    MWURelease,
-    MWURequest,
-    RefinementRelease,
-    RefinementRequest,
-    ThresholdCountsRelease,
-    ThresholdCountsRequest,
-    TreeHistogramRelease,
-    TreeHistogramRequest,
-)
 from shared.quantiles import quantile_loss, yeojohnson, yj_moments
-from shared.quantiles.wire import (
-    QuantileLossRelease,
-    QuantileLossRequest,
-    YJMomentsRelease,
-    YJMomentsRequest,
-)
+from shared.quantiles import wire as quantile_wire
 
 FloatArray = NDArray[np.float64]
 
@@ -91,9 +73,9 @@ def table_view(
 
 
 def refinement_release(
-    groups: Sequence[FloatArray], request: RefinementRequest, rng: np.random.Generator,
+    groups: Sequence[FloatArray], request: protocol.RefinementRequest, rng: np.random.Generator,
     *, split: bool = True,
-) -> RefinementRelease:
+) -> Refinement:
     """The center's half of joining the table its request carries (Algorithms 4-6), treating
     values beyond the table's extremes as the statement says they were made."""
     statement = request.table.statement
@@ -107,8 +89,8 @@ def mwu_sensitivity(n_x: int, n_y: int) -> float:
 
 
 def mwu_release(
-    x: FloatArray, y: FloatArray, request: MWURequest, rng: np.random.Generator
-) -> MWURelease:
+    x: FloatArray, y: FloatArray, request: protocol.MWURequest, rng: np.random.Generator
+) -> protocol.MWURelease:
     """Local U, V, n, m; with ``request.epsilon``, U + Laplace(2·max(n, m)/ε), V the no-ties
     null variance (a function of n and m) and the noise's law (``noise``: Laplace of that
     scale), from which the coordinator's tests take exact p-values.
@@ -119,16 +101,16 @@ def mwu_release(
     noise = None
     if request.epsilon is not None:
         noise = Laplace(request.epsilon, mwu_sensitivity(x.size, y.size))
-    return MWURelease.from_result(mann_whitney(x, y, noise=noise, rng=rng))
+    return protocol.MWURelease.from_result(mann_whitney(x, y, noise=noise, rng=rng))
 
 
 def dp_quantiles_release(
     x: FloatArray,
-    request: DPQuantilesRequest,
+    request: protocol.DPQuantilesRequest,
     neighbouring: Neighbouring,
     rng: np.random.Generator,
     k: int | None = None,
-) -> DPQuantilesRelease:
+) -> protocol.DPQuantilesRelease:
     """ε-DP quantiles: JointExp and ApproxQuantile in one call; PrivateQuantile and the
     unbounded walk one level at a time with ε split evenly (sequential composition), the
     independent answers sorted (post-processing)."""
@@ -150,7 +132,7 @@ def dp_quantiles_release(
             .values[0]
             for q in levels
         )
-    return DPQuantilesRelease(
+    return protocol.DPQuantilesRelease(
         levels=levels, values=list(values), algorithm=request.algorithm, epsilon=eps,
         neighbouring=neighbouring,
         rank_halfwidth=rank_halfwidth(request.algorithm, levels, eps, neighbouring),
@@ -160,11 +142,11 @@ def dp_quantiles_release(
 
 def dp_boxplot_release(
     x: FloatArray,
-    request: DPBoxplotRequest,
+    request: protocol.DPBoxplotRequest,
     neighbouring: Neighbouring,
     k: int,
     rng: np.random.Generator,
-) -> DPBoxplotRelease:
+) -> protocol.DPBoxplotRelease:
     """ε-DP boxplot (DPBoxplot). Under add/remove the whisker buffer uses a public size:
     ``request.n_public``, else the center's size as ``/v1/info`` shows it (rounded down to K)."""
     n_public = None
@@ -172,45 +154,42 @@ def dp_boxplot_release(
         n_public = request.n_public or max(4, public_size(x.size, k))
     result = dp_boxplot(x, epsilon=request.epsilon, bounds=request.bounds,
                         neighbouring=neighbouring, rng=rng, n_public=n_public)
-    return DPBoxplotRelease.from_result(result)
+    return protocol.DPBoxplotRelease.from_result(result)
 
 
 def extremes_release(
-    x: FloatArray, request: ExtremesRequest, neighbouring: Neighbouring, rng: np.random.Generator
-) -> ExtremesRelease:
+    x: FloatArray,
+    request: protocol.ExtremesRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> protocol.ExtremesRelease:
     """Pooled boxplot round 1: ε-DP minimum and maximum."""
-    e = center_extremes(x, epsilon=request.epsilon, bounds=request.bounds,
-                        neighbouring=neighbouring, rng=rng)
-    return ExtremesRelease(psi_min=e.psi_min, psi_max=e.psi_max, epsilon=e.spent.epsilon)
+    return protocol.ExtremesRelease.from_result(center_extremes(
+        x, epsilon=request.epsilon, bounds=request.bounds, neighbouring=neighbouring, rng=rng))
 
 
 def tree_histogram_release(
     x: FloatArray,
-    request: TreeHistogramRequest,
+    request: protocol.TreeHistogramRequest,
     neighbouring: Neighbouring,
     rng: np.random.Generator,
-) -> TreeHistogramRelease:
+) -> protocol.TreeHistogramRelease:
     """Pooled boxplot round 2: an ε-DP tree histogram of the data clipped to the public bounds."""
-    t = tree_histogram(np.clip(x, *request.bounds), grid=request.grid, depth=request.depth,
-                       branching=request.branching, epsilon=request.epsilon,
-                       neighbouring=neighbouring, rng=rng)
-    return TreeHistogramRelease(levels=[level.tolist() for level in t.levels],
-                                branching=t.branching, noise_scale=t.noise_scale,
-                                epsilon=t.spent.epsilon)
+    return protocol.TreeHistogramRelease.from_result(tree_histogram(
+        np.clip(x, *request.bounds), grid=request.grid, depth=request.depth,
+        branching=request.branching, epsilon=request.epsilon, neighbouring=neighbouring, rng=rng))
 
 
 def threshold_counts_release(
     x: FloatArray,
-    request: ThresholdCountsRequest,
+    request: protocol.ThresholdCountsRequest,
     neighbouring: Neighbouring,
     rng: np.random.Generator,
-) -> ThresholdCountsRelease:
+) -> protocol.ThresholdCountsRelease:
     """Pooled boxplot round 3: ε-DP counts below ``lower`` and above ``upper``."""
-    c = threshold_counts(x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
-                         neighbouring=neighbouring, rng=rng)
-    scale = 2.0 / c.spent.epsilon  # ε/2 for each count, sensitivity 1
-    return ThresholdCountsRelease(below=c.below, above=c.above, epsilon=c.spent.epsilon,
-                                  scale=scale, halfwidth=laplace_halfwidth(scale))
+    return protocol.ThresholdCountsRelease.from_result(threshold_counts(
+        x, lower=request.lower, upper=request.upper, epsilon=request.epsilon,
+        neighbouring=neighbouring, rng=rng))
 
 
 def yj_moments_sensitivity(
@@ -238,8 +217,11 @@ def yj_moments_sensitivity(
 
 
 def yj_moments_release(
-    x: FloatArray, request: YJMomentsRequest, neighbouring: Neighbouring, rng: np.random.Generator
-) -> YJMomentsRelease:
+    x: FloatArray,
+    request: quantile_wire.YJMomentsRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> quantile_wire.YJMomentsRelease:
     """The YJ-data moment sums at one λ, ε-DP: the values are clipped to the public bounds and
     each sum gets Laplace noise calibrated to :func:`yj_moments_sensitivity` (the L1 norm of
     the three sums' change, so ε covers all three). ``n`` is the selection's size, a
@@ -249,11 +231,14 @@ def yj_moments_release(
         raise ValueError("`bounds` and `lmbda` give an infinite sensitivity: narrow the bounds")
     clipped = np.clip(x, *request.bounds)
     noise = Laplace(request.epsilon, sensitivity)
-    return YJMomentsRelease.from_result(
+    return quantile_wire.YJMomentsRelease.from_result(
         yj_moments(clipped, request.lmbda, mechanism=noise, rng=rng)
     )
 
 
-def quantile_loss_release(x: FloatArray, request: QuantileLossRequest) -> QuantileLossRelease:
+def quantile_loss_release(
+    x: FloatArray, request: quantile_wire.QuantileLossRequest
+) -> quantile_wire.QuantileLossRelease:
     """Σ ρ_level(x − u): a benchmark release that leaks data (centers keep it switched off)."""
-    return QuantileLossRelease.from_result(quantile_loss(x, request.u, request.level))
+    loss = quantile_loss(x, request.u, request.level)
+    return quantile_wire.QuantileLossRelease.from_result(loss)

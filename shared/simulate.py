@@ -1,4 +1,4 @@
-"""The seed's testing simulation (seed 001 §6.4; NOTES §2b), in-process on the shared core.
+"""The seed's testing simulation (seed 001 §6.4; docs/methods.md §3.8), in-process.
 
 Each replication draws, at center l, X ~ N(α_l, 1) and Y ~ N(α_l + β_l, 1) with
 α_l ~ N(0, σ_α²) and β_l ~ N(δ, σ_β²), n_l records per group; then runs the pooled MWU test, the

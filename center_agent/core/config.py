@@ -25,16 +25,13 @@ here (datasets, variables, group columns and levels) can ever be queried.
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     DirectoryPath,
     Field,
     FilePath,
@@ -43,28 +40,21 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from fedstats_service.settings import ConfigError as ConfigError
 from fedstats_service.settings import (
-    BodyTimeout,
-    HeaderTimeout,
+    MaxBodyBytes,
     MaxConcurrency,
+    Port,
+    Section,
+    ServiceSettings,
     check_database_url,
     check_tokens,
 )
-from fedstats_service.settings import ConfigError as ConfigError
-from fedstats_service.settings import load_settings as load
-from fedstats_service.settings import sources as settings_sources
 from shared.privacy import Neighbouring
-
-log = logging.getLogger(__name__)
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
@@ -99,25 +89,21 @@ Identifier = Annotated[str, AfterValidator(_identifier)]
 SqlUrl = Annotated[str, AfterValidator(_sql_url)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CsvSource(_Model):
+class CsvSource(Section):
     """A CSV file with a header row; only the requested columns are parsed."""
 
     kind: Literal["csv"]
     path: FilePath
 
 
-class ParquetSource(_Model):
+class ParquetSource(Section):
     """A Parquet file; only the requested columns are read."""
 
     kind: Literal["parquet"]
     path: FilePath
 
 
-class SqlSource(_Model):
+class SqlSource(Section):
     """A table (``table``) or an operator-written query (``query``) in any SQLAlchemy database."""
 
     kind: Literal["sql"]
@@ -135,7 +121,7 @@ class SqlSource(_Model):
 Source = Annotated[CsvSource | ParquetSource | SqlSource, Field(discriminator="kind")]
 
 
-class GroupConfig(_Model):
+class GroupConfig(Section):
     """The one column that splits a dataset into groups, and the only levels ever answered."""
 
     column: Identifier
@@ -151,7 +137,7 @@ class GroupConfig(_Model):
         return levels
 
 
-class DatasetConfig(_Model):
+class DatasetConfig(Section):
     source: Source
     variables: list[Identifier] = Field(min_length=1)
     group: GroupConfig | None = None
@@ -195,22 +181,19 @@ class DatasetConfig(_Model):
         return self
 
 
-class Settings(BaseSettings):
-    """Everything a center operator decides. Secrets (``tokens``) have no default."""
+class Settings(ServiceSettings):
+    """Everything a center operator decides. Secrets (``tokens``) have no default; dev mode,
+    host and the connection limits are declared with the coordinator's
+    (``fedstats_service.settings.ServiceSettings``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
+    SERVICE: ClassVar[str] = "center"
+    CONFIG_ENV: ClassVar[str] = CONFIG_ENV
 
     center_id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     datasets: dict[str, DatasetConfig] = Field(min_length=1)
     k: int = Field(default=10, ge=2, description="no released count lies in 1..k-1")
     neighbouring: Neighbouring = "add_remove"
-    # dev_mode comes before tokens: the token check reads it.
-    dev_mode: bool = Field(default=False, description="accept placeholder tokens; serve /docs")
     tokens: list[SecretStr] = Field(min_length=1, description="bearer tokens allowed to call")
     allow_quantile_loss: bool = Field(
         default=False, description="quantile-loss values leak data; benchmark use only"
@@ -245,12 +228,9 @@ class Settings(BaseSettings):
     peer_keys_dir: DirectoryPath | None = Field(
         default=None, description="a directory of <center_id>.pub files (peers' public keys)"
     )
-    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    max_body_bytes: MaxBodyBytes = 1_000_000
     max_concurrency: MaxConcurrency = 128
-    header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
-    body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
-    host: str = "127.0.0.1"
-    port: int = Field(default=8700, ge=0, le=65535)
+    port: Port = 8700
     tls_certfile: FilePath | None = None
     tls_keyfile: FilePath | None = None
 
@@ -299,23 +279,20 @@ class Settings(BaseSettings):
     def tls(self) -> bool:
         return self.tls_certfile is not None
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Precedence: explicit arguments, then the environment, then the TOML file."""
-        return settings_sources(settings_cls, init_settings, env_settings)
+    @property
+    def bearer_tokens(self) -> list[SecretStr]:
+        return self.tokens
+
+    @property
+    def tls_files(self) -> tuple[Path, Path] | None:
+        if self.tls_certfile is None or self.tls_keyfile is None:
+            return None
+        return self.tls_certfile, self.tls_keyfile
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or ``{CONFIG_ENV}``).
+    """Read and validate the settings (file from the argument or ``FEDSTATS_CENTER_CONFIG``).
 
     Raises :class:`ConfigError` naming the environment variable or the bad keys.
     """
-    return load(Settings, config_env=CONFIG_ENV, service="center", config_file=config_file,
-                overrides=overrides)
+    return Settings.load(config_file, **overrides)

@@ -14,8 +14,10 @@ A kind says, for its request model:
 * ``present`` — the answer to this request from the stored one (post-processing only: a table's
   view, runs or U for the groups in the order asked).
 
-Adding a release kind is one class here and one entry in :data:`KINDS`; the route, the ledger,
-the epoch, the disclosure memory and the audit record come with it (``center_agent.gate``).
+A kind's name, path and wire models are its declaration in :mod:`shared.kinds` (``wire``), the
+one the coordinator's ports are made from too. Adding a release kind is that declaration, one
+class here and one entry in :data:`KINDS`; the route, the ledger, the epoch, the disclosure memory
+and the audit record come with it (``center_agent.gate``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,15 +38,16 @@ from center_agent.core.errors import (
 )
 from center_agent.data import Dataset, Population
 from center_agent.gate.disclosure import Candidate, Partition
-from shared.binning import BinTable, check_extreme, merge_bins
-from shared.federation import merge_runs, refined_limits
+from shared import kinds
+from shared.binning import BinTable, ExtremeKind, check_extreme, merge_bins
+from shared.federation import Refinement, merge_runs, refined_limits
+from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
     BinTableRelease,
     DPBoxplotRelease,
     DPBoxplotRequest,
     DPQuantilesRelease,
     DPQuantilesRequest,
-    ExtremeKind,
     ExtremesRelease,
     ExtremesRequest,
     LimitsStatement,
@@ -83,8 +86,6 @@ from shared.releases import (
 if TYPE_CHECKING:
     from center_agent.gate import ReleaseGate
 
-Req = TypeVar("Req", bound=WireModel)
-Rel = TypeVar("Rel", bound=WireModel)
 FloatArray = NDArray[np.float64]
 JSON = Any
 MAX_NOISE_SCALE = 1e100
@@ -141,14 +142,28 @@ def canonical_levels(dataset: Dataset, levels: tuple[str, str]) -> tuple[tuple[s
 
 
 class ReleaseKind(Generic[Req, Rel]):
-    """One kind of release (see the module docstring)."""
+    """One kind of release (see the module docstring): the policy of its declaration
+    ``wire``."""
 
-    name: ClassVar[str]
-    path: ClassVar[str]
-    request_model: ClassVar[type[WireModel]]
-    release_model: ClassVar[type[WireModel]]
+    wire: Kind[Req, Rel]
     tag: ClassVar[str]
     summary: ClassVar[str]
+
+    @property
+    def name(self) -> str:
+        return self.wire.name
+
+    @property
+    def path(self) -> str:
+        return self.wire.path
+
+    @property
+    def request_model(self) -> type[Req]:
+        return self.wire.request
+
+    @property
+    def release_model(self) -> type[Rel]:
+        return self.wire.release
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
         dataset.check_variable(self.variable(request))
@@ -169,7 +184,7 @@ class ReleaseKind(Generic[Req, Rel]):
         raise NotImplementedError
 
     def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON, request: Req) -> Rel:
-        return self.release_model.model_validate(stored)  # type: ignore[return-value]
+        return self.release_model.model_validate(stored)
 
     def count_calls(self, gate: ReleaseGate, conn: Any, dataset: Dataset, caller: str) -> None:
         """Count the call against caps by number (none by default)."""
@@ -228,10 +243,7 @@ class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
     it are counted in the extreme bin, never refused.
     """
 
-    name = "table"
-    path = "/datasets/{dataset}/table"
-    request_model = TableRequest
-    release_model = BinTableRelease
+    wire = kinds.TABLE
     tag = "tables"
     summary = "this center's K-anonymous table of one variable"
 
@@ -291,12 +303,12 @@ class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
 class RefineCandidate:
     """A refinement while it is admitted: splits dropped first, then runs merged."""
 
-    release: RefinementRelease
+    release: Refinement
     limits: FloatArray
     levels: tuple[str, ...]
     pooled: bool
     dataset: str
-    without_splits: Callable[[], RefinementRelease]
+    without_splits: Callable[[], Refinement]
 
     @property
     def partition(self) -> Partition:
@@ -335,10 +347,7 @@ class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
     statement of the refined limits for the next center. Limits no trusted center signed are
     refused: placed around one record, they would make the runs an emptiness oracle."""
 
-    name = "refine"
-    path = "/datasets/{dataset}/table/refine"
-    request_model = RefinementRequest
-    release_model = RefinementRelease
+    wire = kinds.REFINE
     tag = "tables"
     summary = "this center's refinement of a signed table"
 
@@ -388,7 +397,7 @@ class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
         meaning = ("refine", request.variable, list(levels) if not pooled else None, request.k,
                    request.table.statement.digest())
 
-        def make(split: bool) -> RefinementRelease:
+        def make(split: bool) -> Refinement:
             return refinement_release(arrays, canonical_request, ctx.keyed_rng(*meaning),
                                       split=split)
 
@@ -405,7 +414,8 @@ class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
             limits=refined_limits(limits, release).tolist(), lower=parent.lower,
             upper=parent.upper, parent=parent.digest(),
         )
-        return release.model_copy(update={"signed": ctx.gate.keys.sign(statement)}).to_payload()
+        return RefinementRelease.from_result(release).model_copy(
+            update={"signed": ctx.gate.keys.sign(statement)}).to_payload()
 
     def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
                 request: RefinementRequest) -> RefinementRelease:
@@ -425,10 +435,7 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
     The two levels' order is part of the wording, not of the meaning: (b, a) is answered from
     the stored answer of (a, b), with U negated and the sizes swapped."""
 
-    name = "mwu"
-    path = "/datasets/{dataset}/mwu"
-    request_model = MWURequest
-    release_model = MWURelease
+    wire = kinds.MWU
     tag = "mann-whitney"
     summary = "the local Mann-Whitney statistic (optionally ε-DP)"
 
@@ -492,10 +499,7 @@ class DPKind(ReleaseKind[Req, Rel]):
 
 
 class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
-    name = "dp_quantiles"
-    path = "/datasets/{dataset}/dp/quantiles"
-    request_model = DPQuantilesRequest
-    release_model = DPQuantilesRelease
+    wire = kinds.DP_QUANTILES
     summary = ("ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or "
                "the unbounded walk (ε split evenly)")
 
@@ -507,10 +511,7 @@ class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
 
 
 class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
-    name = "dp_boxplot"
-    path = "/datasets/{dataset}/dp/boxplot"
-    request_model = DPBoxplotRequest
-    release_model = DPBoxplotRelease
+    wire = kinds.DP_BOXPLOT
     summary = ("ε-DP boxplot (DPBoxplot); under add/remove the whisker buffer uses a public "
                "size: n_public, or this center's size rounded down to a multiple of K")
 
@@ -522,28 +523,19 @@ class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
 
 
 class ExtremesKind(DPKind[ExtremesRequest, ExtremesRelease]):
-    name = "dp_extremes"
-    path = "/datasets/{dataset}/dp/extremes"
-    request_model = ExtremesRequest
-    release_model = ExtremesRelease
+    wire = kinds.DP_EXTREMES
     summary = "pooled boxplot round 1: ε-DP minimum and maximum (unbounded walks, ε/2 each)"
     compute_release = staticmethod(extremes_release)
 
 
 class TreeHistogramKind(DPKind[TreeHistogramRequest, TreeHistogramRelease]):
-    name = "dp_tree_histogram"
-    path = "/datasets/{dataset}/dp/tree-histogram"
-    request_model = TreeHistogramRequest
-    release_model = TreeHistogramRelease
+    wire = kinds.DP_TREE_HISTOGRAM
     summary = "pooled boxplot round 2: an ε-DP hierarchical histogram on the caller's grid"
     compute_release = staticmethod(tree_histogram_release)
 
 
 class ThresholdCountsKind(DPKind[ThresholdCountsRequest, ThresholdCountsRelease]):
-    name = "dp_threshold_counts"
-    path = "/datasets/{dataset}/dp/threshold-counts"
-    request_model = ThresholdCountsRequest
-    release_model = ThresholdCountsRelease
+    wire = kinds.DP_THRESHOLD_COUNTS
     summary = "pooled boxplot round 3: ε-DP #{x < lower} and #{x > upper}"
     compute_release = staticmethod(threshold_counts_release)
 
@@ -552,10 +544,7 @@ class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
     """ε-DP moment sums for the YJ-data quantiles: values clipped to the public bounds, Laplace
     noise calibrated to the sums' L1 sensitivity there; counted per dataset and per token."""
 
-    name = "yj_moments"
-    path = "/datasets/{dataset}/yj-moments"
-    request_model = YJMomentsRequest
-    release_model = YJMomentsRelease
+    wire = kinds.YJ_MOMENTS
     tag = "federated quantiles"
     summary = "ε-DP Yeo-Johnson moment sums at one λ"
     compute_release = staticmethod(yj_moments_release)
@@ -584,10 +573,7 @@ class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
     """Σ ρ_level(x − u), the seed's benchmark. It leaks the data (piecewise linear in u with a
     kink at every value), so it is refused unless the operator switches it on."""
 
-    name = "quantile_loss"
-    path = "/datasets/{dataset}/quantile-loss"
-    request_model = QuantileLossRequest
-    release_model = QuantileLossRelease
+    wire = kinds.QUANTILE_LOSS
     tag = "federated quantiles"
     summary = "quantile-loss values (refused unless allow_quantile_loss)"
 

@@ -1,72 +1,29 @@
 """Dependencies, as ``Annotated`` aliases so a handler's signature lists what it needs.
 
 Every router except health is mounted with :func:`authenticate` as a dependency
-(``coordinator.api.router``), so handlers need not ask for :data:`Analyst` themselves.
+(``coordinator.api.router``; built by ``fedstats_service.auth.bearer_auth``), so handlers need
+not ask for :data:`AnalystDep` themselves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends
 
 from coordinator.core.config import Settings
 from coordinator.db import Store
 from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
-from coordinator.services import Services
-from fedstats_service.auth import check_bearer
+from fedstats_service.app import services_part
+from fedstats_service.auth import Caller, bearer_auth
 
-
-def get_services(request: Request) -> Services:
-    services: Services = request.app.state.services
-    return services
-
-
-ServicesDep = Annotated[Services, Depends(get_services)]
-
-
-def get_settings(services: ServicesDep) -> Settings:
-    return services.settings
-
-
-def get_store(services: ServicesDep) -> Store:
-    return services.store
-
-
-def get_runner(services: ServicesDep) -> StudyRunner:
-    return services.runner
-
-
-def get_registry(services: ServicesDep) -> Registry:
-    return services.registry
-
-
+# The parts of the coordinator's ``Services`` (coordinator.services), built once per app.
+get_settings = services_part("settings")
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-StoreDep = Annotated[Store, Depends(get_store)]
-RunnerDep = Annotated[StudyRunner, Depends(get_runner)]
-RegistryDep = Annotated[Registry, Depends(get_registry)]
+StoreDep = Annotated[Store, Depends(services_part("store"))]
+RunnerDep = Annotated[StudyRunner, Depends(services_part("runner"))]
+RegistryDep = Annotated[Registry, Depends(services_part("registry"))]
 
-
-@dataclass(frozen=True)
-class Analyst:
-    """Who called: a short fingerprint of the token (never the token itself)."""
-
-    token_id: str
-
-
-bearer = HTTPBearer(auto_error=False, description="one of the coordinator's analyst tokens")
-
-
-def authenticate(
-    settings: SettingsDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> Analyst:
-    """401 unless the bearer token equals one of the analyst tokens (constant time)."""
-    presented = credentials.credentials if credentials is not None else None
-    return Analyst(token_id=check_bearer(presented, settings.analyst_tokens, "coordinator"))
-
-
-AnalystDep = Annotated[Analyst, Depends(authenticate)]
+authenticate = bearer_auth(get_settings, description="one of the coordinator's analyst tokens")
+AnalystDep = Annotated[Caller, Depends(authenticate)]

@@ -29,15 +29,12 @@ center tokens) have no default and are never echoed, not even in those messages.
 
 from __future__ import annotations
 
-import logging
 import re
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import (
     AnyHttpUrl,
-    BaseModel,
-    ConfigDict,
     Field,
     FilePath,
     SecretStr,
@@ -45,25 +42,18 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import SettingsConfigDict
 
-from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from fedstats_service.settings import ConfigError as ConfigError
 from fedstats_service.settings import (
-    BodyTimeout,
-    HeaderTimeout,
+    MaxBodyBytes,
     MaxConcurrency,
+    Port,
+    Section,
+    ServiceSettings,
     check_database_url,
     check_tokens,
 )
-from fedstats_service.settings import ConfigError as ConfigError
-from fedstats_service.settings import load_settings as load
-from fedstats_service.settings import sources as settings_sources
-
-log = logging.getLogger(__name__)
 
 CONFIG_ENV = "FEDSTATS_COORDINATOR_CONFIG"
 ENV_PREFIX = "FEDSTATS_COORDINATOR_"
@@ -72,11 +62,7 @@ ENV_PREFIX = "FEDSTATS_COORDINATOR_"
 _CENTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CenterConfig(_Model):
+class CenterConfig(Section):
     """One center the coordinator may call: where it is and the token it gave us."""
 
     url: AnyHttpUrl = Field(description="base URL, without /v1")
@@ -90,7 +76,7 @@ class CenterConfig(_Model):
         return str(self.url).rstrip("/")
 
 
-class RetryPolicy(_Model):
+class RetryPolicy(Section):
     """Retries of idempotent calls (GETs; a POST when its connection failed before an answer).
 
     Attempt ``i`` (from 1) waits ``min(backoff_max_s, backoff_initial_s * 2**(i-1))`` before the
@@ -105,18 +91,15 @@ class RetryPolicy(_Model):
         return float(min(self.backoff_max_s, self.backoff_initial_s * 2 ** (attempt - 1)))
 
 
-class Settings(BaseSettings):
-    """Everything a coordinator operator decides. Secrets have no default."""
+class Settings(ServiceSettings):
+    """Everything a coordinator operator decides. Secrets have no default; dev mode, host and
+    the connection limits are declared with the center's
+    (``fedstats_service.settings.ServiceSettings``)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-    )
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
+    SERVICE: ClassVar[str] = "coordinator"
+    CONFIG_ENV: ClassVar[str] = CONFIG_ENV
 
-    # dev_mode comes before the tokens: their checks read it.
-    dev_mode: bool = Field(default=False, description="accept placeholder tokens; serve /docs")
     analyst_tokens: list[SecretStr] = Field(min_length=1, description="bearer tokens of analysts")
     centers: dict[str, CenterConfig] = Field(min_length=1, description="the registry, by id")
     min_centers: int = Field(default=2, ge=1, description="fewest centers a study may use")
@@ -124,18 +107,15 @@ class Settings(BaseSettings):
     read_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     retry: RetryPolicy = RetryPolicy()
     store_url: str = "sqlite:///./coordinator.sqlite"
-    max_body_bytes: int = Field(default=100_000, ge=1024, description="analysts' requests")
+    max_body_bytes: MaxBodyBytes = Field(default=100_000, description="analysts' requests")
     max_concurrency: MaxConcurrency = 256
-    header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
-    body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
     max_running_studies: int = Field(
         default=16, ge=1, le=10_000, description="studies running at once; more are refused (503)"
     )
     max_response_bytes: int = Field(
         default=50_000_000, ge=1024, description="longest answer read from a center"
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8800, ge=0, le=65535)
+    port: Port = 8800
 
     @field_validator("centers")
     @classmethod
@@ -175,23 +155,15 @@ class Settings(BaseSettings):
             )
         return self
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Precedence: explicit arguments, then the environment, then the TOML file."""
-        return settings_sources(settings_cls, init_settings, env_settings)
+    @property
+    def bearer_tokens(self) -> list[SecretStr]:
+        return self.analyst_tokens
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or ``{CONFIG_ENV}``).
+    """Read and validate the settings (file from the argument or
+    ``FEDSTATS_COORDINATOR_CONFIG``).
 
     Raises :class:`ConfigError` naming the environment variable or the bad keys.
     """
-    return load(Settings, config_env=CONFIG_ENV, service="coordinator", config_file=config_file,
-                overrides=overrides)
+    return Settings.load(config_file, **overrides)

@@ -6,7 +6,8 @@
   one (seed 001 Algorithms 4-6), one or two groups;
 * :func:`federated_mwu` — the sum, weighted and Fisher tests from local releases fetched in
   parallel, the table test from the federated table;
-* :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box (NOTES §3);
+* :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box
+  (docs/methods.md §6);
 * :func:`center_dp_quantiles` — each center's DP quantiles, relayed and checked.
 
 The table-based quantile estimators run on a federated table: ``coordinator.protocols.quantiles``.

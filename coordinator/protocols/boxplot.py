@@ -1,4 +1,4 @@
-"""DP boxplots: each center's own DPBoxplot, and the pooled box of NOTES §3.
+"""DP boxplots: each center's own DPBoxplot, and the pooled box (docs/methods.md §6).
 
 * per center — ``POST .../dp/boxplot`` to every center in parallel (ε each);
 * pooled — three rounds, every center in parallel within a round (``shared.dp.pooled``):
@@ -31,6 +31,7 @@ from coordinator.core.errors import AnalysisFailed, CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
+from shared import kinds
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.pooled import (
     COUNT_SHARE,
@@ -42,8 +43,8 @@ from shared.dp.pooled import (
     pooled_whiskers,
 )
 from shared.dp.uncertainty import laplace_sum_halfwidth
-from shared.privacy import PrivacySpent
 from shared.protocol import (
+    RELEASE_RTOL,
     DPBoxplotRelease,
     DPBoxplotRequest,
     ExtremesRequest,
@@ -52,8 +53,6 @@ from shared.protocol import (
     TreeHistogramRelease,
     TreeHistogramRequest,
 )
-
-EPS_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def _check_box(
 
 
 def _check_epsilon(center: str, reported: float, asked: float) -> None:
-    if not math.isclose(reported, asked, rel_tol=EPS_RTOL):
+    if not math.isclose(reported, asked, rel_tol=RELEASE_RTOL):
         raise CenterFailure(center, "implausible",
                             f"reports spending ε = {reported:g} for a release asked at {asked:g}")
 
@@ -106,8 +105,7 @@ def _as_tree(center: str, release: TreeHistogramRelease, depth: int, branching: 
         math.isfinite(release.noise_scale) and release.noise_scale > 0
     ):
         raise CenterFailure(center, "implausible", "tree histogram holds non-finite numbers")
-    return TreeHistogram(levels, release.branching, release.noise_scale,
-                         PrivacySpent(release.epsilon))
+    return release.to_result()
 
 
 async def federated_dp_boxplot(
@@ -149,7 +147,7 @@ async def federated_dp_boxplot(
     if per_center:
         request = DPBoxplotRequest(variable=variable, group=group, epsilon=epsilon, bounds=bounds)
         boxes, failures = await ask_all(
-            ports, lambda p: p.dp_boxplot(dataset, request),
+            ports, lambda p: p.release(kinds.DP_BOXPLOT, dataset, request),
             lambda c, r: _check_box(c, r, epsilon, bounds), allow_partial=allow_partial,
         )
         excluded += failures
@@ -162,7 +160,7 @@ async def federated_dp_boxplot(
         eps1 = 2 * EXTREMES_SHARE * epsilon
         ask1 = ExtremesRequest(variable=variable, group=group, epsilon=eps1, bounds=bounds)
         extremes, failures = await ask_all(
-            ports, lambda p: p.dp_extremes(dataset, ask1),
+            ports, lambda p: p.release(kinds.DP_EXTREMES, dataset, ask1),
             lambda c, r: _check_epsilon(c, r.epsilon, eps1), allow_partial=allow_partial,
         )
         excluded += failures
@@ -178,7 +176,7 @@ async def federated_dp_boxplot(
         round1 = [p for p in ports if p.center_id in extremes]
         trees: dict[str, TreeHistogram] = {}
         released, failures = await ask_all(
-            round1, lambda p: p.dp_tree_histogram(dataset, ask2),
+            round1, lambda p: p.release(kinds.DP_TREE_HISTOGRAM, dataset, ask2),
             lambda c, r: trees.__setitem__(c, _as_tree(c, r, depth, branching, eps2)),
             allow_partial=allow_partial,
         )
@@ -203,8 +201,10 @@ async def federated_dp_boxplot(
                 raise CenterFailure(center, "implausible", "a negative count")
 
         round2 = [p for p in ports if p.center_id in released]
-        counts, _ = await ask_all(round2, lambda p: p.dp_threshold_counts(dataset, ask3), check3,
-                                 allow_partial=False)
+        counts, _ = await ask_all(
+            round2, lambda p: p.release(kinds.DP_THRESHOLD_COUNTS, dataset, ask3), check3,
+            allow_partial=False,
+        )
         for cid, c in counts.items():
             spend(cid, c.epsilon)
         # Each center's count carries Laplace(2/eps3) noise (ε/2 per count, sensitivity 1).

@@ -16,9 +16,13 @@ from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
-from shared.protocol import DPQuantileAlgorithm, DPQuantilesRelease, DPQuantilesRequest
-
-EPS_RTOL = 1e-9
+from shared import kinds
+from shared.protocol import (
+    RELEASE_RTOL,
+    DPQuantileAlgorithm,
+    DPQuantilesRelease,
+    DPQuantilesRequest,
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ def check_release(center: str, release: DPQuantilesRelease, asked: DPQuantilesRe
     def implausible(detail: str) -> CenterFailure:
         return CenterFailure(center, "implausible", detail)
 
-    if not math.isclose(release.epsilon, asked.epsilon, rel_tol=EPS_RTOL):
+    if not math.isclose(release.epsilon, asked.epsilon, rel_tol=RELEASE_RTOL):
         raise implausible(f"reports ε = {release.epsilon:g}, {asked.epsilon:g} was asked")
     if release.levels != asked.levels or len(release.values) != len(asked.levels):
         raise implausible("answers other levels than asked")
@@ -65,7 +69,7 @@ async def center_dp_quantiles(
     request = DPQuantilesRequest(variable=variable, group=group, epsilon=epsilon, bounds=bounds,
                                  levels=list(levels), algorithm=algorithm)
     releases, failures = await ask_all(
-        survey.usable, lambda p: p.dp_quantiles(dataset, request),
+        survey.usable, lambda p: p.release(kinds.DP_QUANTILES, dataset, request),
         lambda c, r: check_release(c, r, request), allow_partial=allow_partial,
     )
     excluded = [*survey.excluded, *failures]

@@ -19,12 +19,14 @@ import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from coordinator.core.errors import CenterFailure
+from coordinator.models import MWU_TESTS, MWUTest
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey, require, survey_centers
 from coordinator.protocols.table import FederatedTable, federated_bin_table
+from shared import kinds
+from shared.binning import Extreme
 from shared.mwu import (
     Alternative,
     FederatedMWUResult,
@@ -33,18 +35,15 @@ from shared.mwu import (
     table_test,
     weighted_test,
 )
-from shared.protocol import ExtremeChoice, MWURelease, MWURequest
+from shared.protocol import RELEASE_RTOL, MWURelease, MWURequest
 from shared.releases import mwu_sensitivity
 
-MWUTest = Literal["sum", "weighted", "fisher", "table"]
-MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
 LocalTest = Callable[..., FederatedMWUResult]
 LOCAL_TESTS: dict[str, LocalTest] = {
     "sum": sum_test,
     "weighted": weighted_test,
     "fisher": fisher_test,
 }
-REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def check_mwu_release(
             raise CenterFailure(center, "implausible",
                                 f"{name}={size} exceeds the declared size ({bound})")
     big_n = n + m
-    if release.variance > n * m * (big_n + 1) / 3.0 * (1 + REL_TOL):
+    if release.variance > n * m * (big_n + 1) / 3.0 * (1 + RELEASE_RTOL):
         raise CenterFailure(center, "implausible", "variance exceeds n·m·(N+1)/3")
     try:
         release.noise_law()
@@ -86,11 +85,11 @@ def check_mwu_release(
     if epsilon is not None:
         scale = mwu_sensitivity(n, m) / epsilon
         if (release.noise is None or release.noise.kind != "laplace"
-                or not math.isclose(release.noise.scale, scale, rel_tol=REL_TOL)):
+                or not math.isclose(release.noise.scale, scale, rel_tol=RELEASE_RTOL)):
             raise CenterFailure(center, "implausible",
                                 f"the noise is not the Laplace({scale:g}) that ε = {epsilon:g} "
                                 f"implies for n = {n}, m = {m}")
-    if release.noise_variance == 0 and abs(release.statistic) > n * m * (1 + REL_TOL):
+    if release.noise_variance == 0 and abs(release.statistic) > n * m * (1 + RELEASE_RTOL):
         raise CenterFailure(center, "implausible", "|U| exceeds n·m for a release without noise")
 
 
@@ -106,7 +105,7 @@ async def _local_releases(
 ) -> tuple[dict[str, MWURelease], list[CenterFailure]]:
     request = MWURequest(variable=variable, groups=groups, epsilon=epsilon)
     ports = survey.usable
-    answers = await asyncio.gather(*(p.mwu(dataset, request) for p in ports),
+    answers = await asyncio.gather(*(p.release(kinds.MWU, dataset, request) for p in ports),
                                    return_exceptions=True)
     releases: dict[str, MWURelease] = {}
     failures: list[CenterFailure] = []
@@ -134,8 +133,8 @@ async def federated_mwu(
     tests: Sequence[MWUTest] = MWU_TESTS,
     alternative: Alternative = "two-sided",
     epsilon: float | None = None,
-    lower: ExtremeChoice = "buffer",
-    upper: ExtremeChoice = "buffer",
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from coordinator.ports import CenterPort
+from shared import kinds
 from shared.binning import BinTable
+from shared.fields import DP_MAX_EVALUATIONS
 from shared.quantiles import (
     QuantileResult,
     YJMoments,
@@ -31,20 +33,8 @@ from shared.quantiles import (
     yj_table_quantiles,
 )
 from shared.quantiles.wire import YJMomentsRequest
-from shared.quantiles.yj_data import (
-    DP_MAX_EVALUATIONS,
-    DP_TOL,
-    EvaluationCapError,
-    yj_data_quantiles,
-)
+from shared.quantiles.yj_data import DP_TOL, EvaluationCapError, yj_data_quantiles
 
-Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]
-ESTIMATOR_NAMES: tuple[Estimator, ...] = (
-    "yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"
-)
-TABLE_ESTIMATORS: tuple[Estimator, ...] = (
-    "yj_table", "interpolation", "extrapolation", "yj_shaped"
-)
 ESTIMATORS: dict[str, Callable[[Any, Any], QuantileResult]] = {
     "yj_table": yj_table_quantiles,
     "interpolation": interpolation_quantiles,
@@ -115,7 +105,8 @@ async def yj_data_estimates(
         async def ask(lmbda: float, group: str | None = group) -> list[YJMoments]:
             request = YJMomentsRequest(variable=variable, group=group, lmbda=lmbda,
                                        epsilon=per_call, bounds=bounds)
-            released = await asyncio.gather(*(c.yj_moments(dataset, request) for c in centers))
+            released = await asyncio.gather(*(c.release(kinds.YJ_MOMENTS, dataset, request)
+                                             for c in centers))
             return [r.to_result() for r in released]
 
         def query(lmbda: float, ask: Callable[..., Any] = ask) -> list[YJMoments]:

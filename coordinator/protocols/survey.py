@@ -43,7 +43,7 @@ def _check(
     if k is not None and k < info.k:
         raise CenterFailure(center_id, "refused",
                             f"releases only with K >= {info.k}; the study asks K = {k}",
-                            center_error="k_below_center_minimum")
+                            center_error="k_anonymity_refused")  # the center's own code
     found = next((d for d in info.datasets if d.name == dataset), None)
     if found is None:
         raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",

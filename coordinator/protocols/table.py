@@ -1,4 +1,4 @@
-"""Federated K-anonymous bin table (seed 001 Algorithms 4-6; NOTES §2b), over ``CenterPort``s.
+"""Federated K-anonymous bin table (seed 001 Alg. 4-6; docs/methods.md §2), over ``CenterPort``s.
 
 1. Sizes first (:func:`coordinator.protocols.survey.survey_centers`).
 2. The largest center builds its own table (``POST .../table``).
@@ -28,19 +28,18 @@ import numpy as np
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey, require, survey_centers
-from shared.binning import BinTable
+from shared import kinds
+from shared.binning import BinTable, Extreme
 from shared.federation import apply_refinement
 from shared.protocol import (
+    RELEASE_RTOL,
     BinTableRelease,
-    ExtremeChoice,
     RefinementRelease,
     RefinementRequest,
     SignedLimits,
     TableRequest,
 )
 from shared.signatures import decode_public_key, verifies
-
-TOTALS_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -145,11 +144,11 @@ def fold(center: str, table: BinTable, release: RefinementRelease,
          center_totals: tuple[float, ...]) -> BinTable:
     """``apply_refinement``, with a release that does not fit named as ``implausible``."""
     try:
-        merged = apply_refinement(table, release)
+        merged = apply_refinement(table, release.to_result())
     except ValueError as exc:
         raise _implausible(center, f"refinement does not fit the table: {exc}") from None
     expected = table.totals + np.asarray(center_totals)
-    if not np.allclose(merged.totals, expected, rtol=TOTALS_RTOL, atol=1e-9):
+    if not np.allclose(merged.totals, expected, rtol=RELEASE_RTOL, atol=RELEASE_RTOL):
         raise _implausible(center, "refinement changes the table's totals inconsistently")
     return merged
 
@@ -161,8 +160,8 @@ async def federated_bin_table(
     variable: str,
     groups: tuple[str, str] | None = None,
     k: int = 10,
-    lower: ExtremeChoice = "buffer",
-    upper: ExtremeChoice = "buffer",
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,
@@ -185,8 +184,8 @@ async def federated_bin_table(
         cid = port.center_id
         try:
             if table is None or signed is None:
-                built = await port.table(
-                    dataset,
+                built = await port.release(
+                    kinds.TABLE, dataset,
                     TableRequest(variable=variable, groups=groups, k=k, lower=lower, upper=upper),
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
@@ -195,9 +194,9 @@ async def federated_bin_table(
                 merged = built.to_table()
                 next_signed = check_signed(cid, built.signed, merged, survey.keys.get(cid))
             else:
-                refinement = await port.refine(
-                    dataset, RefinementRequest(variable=variable, groups=groups, k=k,
-                                               table=signed),
+                refinement = await port.release(
+                    kinds.REFINE, dataset,
+                    RefinementRequest(variable=variable, groups=groups, k=k, table=signed),
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
                                           bounds=survey.bounds[cid],

@@ -1,4 +1,4 @@
-"""Differentially private quantiles and boxplots (seed 000; ``NOTES.md`` §1-§2).
+"""Differentially private quantiles and boxplots (seed 000; ``docs/methods.md`` §5).
 
 Every function takes the data, an explicit ``epsilon``, public ``bounds``, the ``neighbouring``
 relation and a ``numpy.random.Generator``, and returns a frozen result that carries the

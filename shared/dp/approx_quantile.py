@@ -4,8 +4,8 @@ Estimate the middle level of the remaining ones with PrivateQuantile, split the 
 estimate v (left: x <= v, right: x > v), rescale the remaining levels to each side
 (q/q_mid on the left, (q − q_mid)/(1 − q_mid) on the right) and recurse with bounds (a, v) and
 (v, b). Each recursion depth touches every point at most once, so the calls of one depth compose
-in parallel and the depths in sequence: ε' = ε / (⌈log2 m⌉ + 1) per call (``NOTES.md`` §1; this
-is at least the number of depths).
+in parallel and the depths in sequence: ε' = ε / (⌈log2 m⌉ + 1) per call (docs/methods.md §5.4;
+the divisor is at least the number of depths).
 
 Neighbouring relations inside the recursion. The sub-data sets of a call differ by one added or
 removed point when the full data sets do (add/remove), so every call uses the add/remove

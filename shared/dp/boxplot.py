@@ -38,7 +38,10 @@ Sequential composition: 3/16 + 3/16 + 1/2 + 1/16 + 1/16 = 1. By construction
 
 The buffer λ uses the sample size n. Under ``swap`` n is public. Under ``add_remove`` n is private
 and a whisker that depends on it is not ε-DP, so the caller passes a public size ``n_public``
-(a registry or planned cohort size; in the federated protocol the coordinator's Σ n_l).
+(a registry or planned cohort size). A center uses the request's ``n_public`` or else its own
+size rounded down to a multiple of K, the size ``/v1/info`` already shows
+(``shared.releases.dp_boxplot_release``); the pooled protocol uses its DP root count
+(:mod:`shared.dp.pooled`). See docs/methods.md §5.6.
 
 Naive boxplots (seed §"How well does the naive private boxplot perform"): the five points at levels
 (1/n, 1/4, 1/2, 3/4, 1) all from one method, then the same whisker and outlier rules. The five
@@ -114,18 +117,20 @@ class BoxplotResult:
     method: str
 
     def to_bxp_stats(self, label: str | None = None) -> dict[str, Any]:
-        """The dict ``matplotlib.axes.Axes.bxp`` draws: one box; outliers are counts, not points."""
-        stats: dict[str, Any] = {
-            "med": self.median,
-            "q1": self.q1,
-            "q3": self.q3,
-            "whislo": self.lower_whisker,
-            "whishi": self.upper_whisker,
-            "fliers": [],
-        }
-        if label is not None:
-            stats["label"] = label
-        return stats
+        """The dict ``matplotlib.axes.Axes.bxp`` draws (:func:`bxp_stats`)."""
+        return bxp_stats(self.lower_whisker, self.q1, self.median, self.q3, self.upper_whisker,
+                         label)
+
+
+def bxp_stats(lower_whisker: float, q1: float, median: float, q3: float, upper_whisker: float,
+              label: str | None = None) -> dict[str, Any]:
+    """The dict ``matplotlib.axes.Axes.bxp`` draws for one box. No fliers: a DP box's outliers
+    are counts, not points."""
+    stats: dict[str, Any] = {"med": median, "q1": q1, "q3": q3, "whislo": lower_whisker,
+                             "whishi": upper_whisker, "fliers": []}
+    if label is not None:
+        stats["label"] = label
+    return stats
 
 
 def whiskers(

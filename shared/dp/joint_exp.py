@@ -1,5 +1,7 @@
 """JointExp: m quantiles from one exponential mechanism (Gillenwater, Joseph, Kulesza, ICML 2021).
 
+See also docs/methods.md §5.3.
+
 An ordered output o_1 <= ... <= o_m has utility
 
     u(o) = -Σ_{p=0}^{m} | #{x in (o_{p-1}, o_p]} − (q_p − q_{p-1})·n |,   q_{-1} = 0, q_m = 1,

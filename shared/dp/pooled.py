@@ -1,4 +1,4 @@
-"""The pooled DP boxplot across centers (NOTES §3; our extension, no seed gives it).
+"""The pooled DP boxplot across centers (docs/methods.md §6; our extension, no seed gives it).
 
 Averaging per-center quantiles is wrong (datashield/dsBaseClient#25), so the pooled box is read
 from one histogram of all centers' records. Each center stays ε-DP by sequential composition of
@@ -362,7 +362,7 @@ def pooled_boxplot(
     branching: int = 4,
     extremes: ExtremesWalk = "one_sided",
 ) -> PooledBoxplot:
-    """The whole NOTES §3 protocol in-process: every center ε-DP, the box of the pooled data.
+    """The whole protocol (docs/methods.md §6) in-process: every center ε-DP, the pooled box.
 
     The coordinator's steps use only the released numbers; ``depth`` and ``branching`` set the
     public grid (default 4**6 = 4096 leaves over the pooled range); ``extremes`` is round 1's

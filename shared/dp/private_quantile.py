@@ -1,5 +1,7 @@
 """PrivateQuantile: the exponential mechanism for one quantile (Smith, STOC 2011, Algorithm 2).
 
+See also docs/methods.md §5.1-§5.2.
+
 Interval i of the clipped sorted data (see :mod:`shared.dp._common`) is chosen with probability
 
     P(I_i) ∝ |I_i| · exp(-(ε / (2Δ)) · |i − q·n|),

@@ -1,6 +1,8 @@
 """The unbounded quantile (Durfee, NeurIPS 2023, arXiv 2305.01177, Algorithm "Unbounded"):
 one AboveThreshold walk over a geometric grid above an anchor.
 
+See also docs/methods.md §5.5.
+
 With anchor l and base β the candidate releases are l − 1 + β^k, k = 0, 1, ...; the query at step k
 is the number of values strictly below the candidate, c_k = #{x < l − 1 + β^k} (values below l
 count from k = 0 on). Given a count target t, draw a noisy threshold t + Z_T and walk

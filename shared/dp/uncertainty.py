@@ -1,5 +1,7 @@
 """How uncertain a DP number is: noise scales and 95 % intervals a release carries with it.
 
+See also docs/methods.md §9.
+
 Post-processing only: every figure here is a function of ε, the algorithm, the neighbouring
 relation and the levels asked — public — never of the data, so it costs no ε.
 

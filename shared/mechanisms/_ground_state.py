@@ -1,7 +1,7 @@
 """Fisher-optimal noise on the unit box [−1, 1]: the ground state of seed 002, solved and tabulated.
 
 Minimising J = E[(d/du log p)²] = 4∫ψ'² over densities p = ψ² on [−1, 1] with ∫u²ψ² = r gives
-(Farokhi 2019, eq. 6; NOTES §4) the ground state of
+(Farokhi 2019, seed 002 eq. 6; docs/methods.md §7.5) the ground state of
 
     H = −4 d²/du² + Λu²,    ψ(±1) = 0,
 
@@ -9,16 +9,17 @@ with the multiplier Λ >= 0 chosen so that s(Λ) = <u²> = r. The ground energy 
 s = dE_0/dΛ (Hellmann–Feynman) decreases from r_max = 1/3 − 2/π² at Λ = 0 (the raised cosine
 cos²(πu/2), J = π²) towards 1/√Λ (the harmonic oscillator); J*(r) = E_0(Λ) − Λr.
 
-Any half-width a follows by w = a·u: J*(ρ; a) = J*(ρ/a²; 1)/a², λ = Λ/a⁴ (NOTES §4).
+Any half-width a follows by w = a·u: J*(ρ; a) = J*(ρ/a²; 1)/a², λ = Λ/a⁴ (docs/methods.md §7.5).
 
-Numerics (NOTES §4). Second-order finite differences on M = 128, 256, 512 intervals (diagonal
-8/h² + Λu_i², off-diagonal −4/h²); the lowest eigenvector from
+Numerics (docs/methods.md §7.5). Second-order finite differences on M = 128, 256, 512
+intervals (diagonal 8/h² + Λu_i², off-diagonal −4/h²); the lowest eigenvector from
 ``scipy.linalg.eigh_tridiagonal(select='i', select_range=(0, 0))``. J and s are read off the
 normalised eigenvector v as 4Σ(Δv)²/h² and Σu_i²v_i²: sums of positive terms, good to ~1e-15,
 whereas the bisection eigenvalue itself only carries eps·‖H‖ (~1e-9 on fine grids, which is also
 why finer grids do not help). Both have error expansions in even powers of h, removed by two
-Richardson steps: the exact case Λ = 1 (E_0 = 10) is reproduced to 1e-14 and the NOTES table to
-all its printed digits. The sampling table is the eigenvector on a 2048-interval grid.
+Richardson steps: the exact case Λ = 1 (E_0 = 10) is reproduced to 1e-14 and the reference
+table of docs/methods.md §7.5 to all its printed digits. The sampling table is the eigenvector
+on a 2048-interval grid.
 
 Regimes:
 
@@ -162,7 +163,8 @@ def multiplier_for_moment(r: float) -> float:
 def shared_multiplier(half_widths_sq: Sequence[tuple[float, int]], target: float) -> float:
     """The λ >= 0 with Σ count·a²·s(λa⁴) = target, for (a², count) groups of box coordinates.
 
-    A box shares one λ across its coordinates (NOTES §4); λ = 0 when the constraint is inactive.
+    A box shares one λ across its coordinates (docs/methods.md §7.6); λ = 0 when the constraint
+    is inactive.
     """
     total = math.fsum(c * a2 for a2, c in half_widths_sq)
     dims = sum(c for _, c in half_widths_sq)

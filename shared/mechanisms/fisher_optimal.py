@@ -1,4 +1,4 @@
-"""Fisher-information-optimal additive noise (Farokhi 2019, seed 002; NOTES §4). Not DP.
+"""Fisher-information-optimal additive noise (Farokhi 2019, seed 002; docs/methods.md §7). Not DP.
 
 The noise density p minimises the Fisher information J = E‖∇ log p(w)‖² subject to
 E‖w‖² <= ρ and a support: by Cramér–Rao, any unbiased estimate of the released value f(x) from
@@ -8,7 +8,8 @@ ground state ψ = √p of a Schrödinger equation (seed eq. 6):
 * support ℝ: the Gaussian N(0, ρ), J = 1/ρ (the privacy principle J·Q >= 1 holds with equality);
 * support [−a, a]: the ground state of −4ψ'' + λw²ψ = Eψ with ψ(±a) = 0, λ >= 0 chosen so that
   E[w²] = ρ; when ρ >= a²(1/3 − 2/π²) the constraint is inactive and the optimum is the raised
-  cosine p(w) = cos²(πw/(2a))/a, J = π²/a² (NOTES §4 corrects the seed's π²/a);
+  cosine p(w) = cos²(πw/(2a))/a, J = π²/a² (the seed prints π²/a, a misprint:
+  docs/methods.md §7.4);
 * a box ∏[−a_j, a_j]: the product of one-dimensional ground states sharing one λ, with
   Σ_j E[w_j²] = ρ; J = Σ_j J_j and J·Q >= m².
 
@@ -213,7 +214,7 @@ class FisherOptimalBox:
     """Noise of least Fisher information tr(I) on the box ∏[−a_j, a_j] with E‖w‖² <= ρ.
 
     The density is the product of one-dimensional ground states of −4ψ'' + λw_j²ψ = Eψ on
-    [−a_j, a_j] sharing one λ (NOTES §4); ``sample`` returns shape ``(*size, m)``.
+    [−a_j, a_j] sharing one λ (docs/methods.md §7.6); ``sample`` returns shape ``(*size, m)``.
 
     >>> noise = FisherOptimalBox(rho=0.2, half_widths=(1.0, 1.0))
     >>> noise.dim, round(noise.fisher_information, 5)   # 2·J*(0.1; 1)

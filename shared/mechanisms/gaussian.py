@@ -1,5 +1,7 @@
 """Gaussian mechanism for a release with L2 sensitivity Δ, calibrated to ρ-zCDP or to (ε, δ)-DP.
 
+See also docs/methods.md §7.2.
+
 * ρ-zCDP: σ = Δ/√(2ρ) (Bun & Steinke 2016, Prop. 1.6: N(0, σ²) gives Δ²/(2σ²)-zCDP).
 * (ε, δ)-DP: the *analytic* Gaussian mechanism (Balle & Wang 2018, Theorem 8): N(0, σ²) is
   (ε, δ)-DP if and only if

@@ -1,5 +1,7 @@
 """Laplace mechanism: ε-DP for a release of L1 sensitivity Δ (Dwork, McSherry, Nissim & Smith 2006).
 
+See also docs/methods.md §7.1.
+
 Noise Laplace(0, b) with b = Δ/ε; Var = 2b². The sensitivity must be computed under the caller's
 neighbouring relation (``add_remove`` or ``swap``, see :mod:`shared.privacy`).
 """

@@ -1,4 +1,4 @@
-"""Federated quantile estimation (seed 001 §7; NOTES §2b).
+"""Federated quantile estimation (seed 001 §7; docs/methods.md §8).
 
 =============================  ===========================================  ==================
 estimator                      coordinator function (center half)           centers release

@@ -1,4 +1,4 @@
-"""Quantile-loss benchmark (seed 001 §7; NOTES §2b). LEAKS DATA: benchmark only.
+"""Quantile-loss benchmark (seed 001 §7; docs/methods.md §8.7). LEAKS DATA: benchmark only.
 
 The q-quantile minimizes the summed check loss L(u) = Σ_l Σ_i ρ_q(x_i − u) with
 ρ_q(r) = r·(q − 1{r < 0}). Each center returns its own L_l(u) for a candidate u

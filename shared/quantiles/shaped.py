@@ -1,5 +1,7 @@
 """Our estimator: exact table counts, YJ-normal shape inside bins ("YJ shaped").
 
+See also docs/methods.md §8.3.
+
 Idea. The federated table pins the CDF down at every limit: F(c_j) = F_j is (up to the
 K-anonymous sharing-out of counts) the pooled empirical CDF there. The seed's YJ estimators throw
 that away for a global parametric fit, so a misfitting model (Gamma tails are not YJ-normal)

@@ -1,4 +1,4 @@
-"""The seed's quantile simulation (seed 001 §7.3; NOTES §2b design), in-process.
+"""The seed's quantile simulation (seed 001 §7.3; design in docs/methods.md §8.8), in-process.
 
 Each replication draws center scales θ_l = exp(N(0, s²)) with s = ½·log((m + 0.1)/(m − 0.1)),
 m the Gamma(r, 1) median, and n_l values Gamma(r, θ_l) at center l (sizes as in the seed); builds
@@ -46,7 +46,7 @@ functions of :mod:`shared.quantiles` (``yj_shaped`` is ours)."""
 
 
 def scale_sd(shape: float) -> float:
-    """s = ½·log((m + 0.1)/(m − 0.1)), m the Gamma(shape, 1) median (NOTES §2b)."""
+    """s = ½·log((m + 0.1)/(m − 0.1)), m the Gamma(shape, 1) median (docs/methods.md §8.8)."""
     m = float(stats.gamma.median(shape))
     return 0.5 * math.log((m + 0.1) / (m - 0.1))
 

@@ -1,4 +1,4 @@
-"""Quantile estimators on a one-group federated table (seed 001 §7; NOTES §2b).
+"""Quantile estimators on a one-group federated table (seed 001 §7; docs/methods.md §8).
 
 The table has limits c_0 < c_1 < ... < c_B and counts f_1..f_B (bin j is (c_{j−1}, c_j]); F_j is
 the cumulative share at c_j (F_0 = 0, F_B = 1). c_0 and c_B are privacy buffers (or ±inf); the
@@ -33,7 +33,7 @@ from shared.quantiles.yeojohnson import YJNormal, yeojohnson
 FloatArray = NDArray[np.float64]
 
 LAMBDA_BOUNDS = (0.0, 2.0)
-"""λ range of the table-based YJ fits (NOTES §2b); on it YJ(·; λ) maps R onto R."""
+"""λ range of the table-based YJ fits (docs/methods.md §8.2); on it YJ(·; λ) maps R onto R."""
 
 
 def _neg_correlation(lmbda: float, c: FloatArray, z: FloatArray) -> float:

@@ -1,8 +1,8 @@
 """Wire models for the YJ data and quantile-loss exchanges between coordinator and centers.
 
 The one wire layer of :mod:`shared.protocol` (``WireModel``: the same serialization, so request
-keys are hashed alike everywhere); each
-release converts to and from the pure result of :mod:`shared.quantiles`:
+keys are hashed alike everywhere) and its field types (:mod:`shared.fields`); each release
+converts to and from the pure result of :mod:`shared.quantiles`:
 
 * coordinator → center: :class:`YJMomentsRequest` (one λ, ε, public bounds); center →
   coordinator: :class:`YJMomentsRelease` (n and the three noised sums,
@@ -14,9 +14,10 @@ release converts to and from the pure result of :mod:`shared.quantiles`:
 
 from __future__ import annotations
 
-from pydantic import Field, FiniteFloat, model_validator
+from pydantic import Field, FiniteFloat
 
-from shared.protocol import MIN_EPSILON, WireModel, check_public_bounds
+from shared.fields import MAX_BOUND, Bounds, Epsilon
+from shared.protocol import WireModel
 from shared.quantiles.loss import QuantileLoss
 from shared.quantiles.yj_data import YJMoments
 
@@ -34,13 +35,8 @@ class YJMomentsRequest(WireModel):
     variable: str = Field(min_length=1)
     group: str | None = None
     lmbda: float = Field(ge=-10.0, le=10.0, allow_inf_nan=False)
-    epsilon: float = Field(ge=MIN_EPSILON, le=100.0, allow_inf_nan=False)
-    bounds: tuple[float, float]
-
-    @model_validator(mode="after")
-    def _bounds(self) -> YJMomentsRequest:
-        check_public_bounds(self.bounds, "bounds")
-        return self
+    epsilon: Epsilon
+    bounds: Bounds
 
 
 class YJMomentsRelease(WireModel):
@@ -78,7 +74,7 @@ class QuantileLossRequest(WireModel):
 
     variable: str = Field(min_length=1)
     group: str | None = None
-    u: float = Field(ge=-1e15, le=1e15, allow_inf_nan=False)
+    u: float = Field(ge=-MAX_BOUND, le=MAX_BOUND, allow_inf_nan=False)
     level: float = Field(gt=0.0, lt=1.0)
 
 

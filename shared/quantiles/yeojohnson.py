@@ -3,10 +3,10 @@
     YJ(x; λ) = ((x + 1)^λ − 1)/λ            x >= 0, λ != 0     (log(x + 1) if λ = 0)
     YJ(x; λ) = −((1 − x)^(2−λ) − 1)/(2 − λ)  x < 0,  λ != 2     (−log(1 − x) if λ = 2)
 
-the definition of NOTES §2b and of ``scipy.stats.yeojohnson``. Both branches are computed as
-``expm1(λ·log1p(x))/λ`` so that they stay accurate for λ near 0 or 2 and x near 0. For λ in
-[0, 2] the transform maps the real line onto itself; outside that range one branch is bounded and
-the inverse of a value beyond the bound is ±inf.
+the definition of seed 001 §7 and of ``scipy.stats.yeojohnson`` (docs/methods.md §8.1). Both
+branches are computed as ``expm1(λ·log1p(x))/λ`` so that they stay accurate for λ near 0 or 2 and
+x near 0. For λ in [0, 2] the transform maps the real line onto itself; outside that range one
+branch is bounded and the inverse of a value beyond the bound is ±inf.
 
 A YJ-normal variable X has YJ(X; λ) ~ N(μ, σ²); its q-quantile is YJ⁻¹(μ + σ·Φ⁻¹(q); λ) and its
 CDF is Φ((YJ(x; λ) − μ)/σ) (:class:`YJNormal`).
@@ -113,7 +113,7 @@ class YJNormal:
             raise ValueError(f"`scale` must be > 0, got {self.scale!r}")
 
     def ppf(self, q: ArrayLike) -> FloatArray:
-        """YJ⁻¹(μ + σ·Φ⁻¹(q); λ) (NOTES §2b)."""
+        """YJ⁻¹(μ + σ·Φ⁻¹(q); λ) (docs/methods.md §8.1)."""
         z = special.ndtri(np.asarray(q, dtype=np.float64))
         return inverse_yeojohnson(self.loc + self.scale * z, self.lmbda)
 

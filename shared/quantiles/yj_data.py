@@ -1,4 +1,4 @@
-"""YJ data: federated maximum likelihood for the Yeo-Johnson λ from moment sums (NOTES §2b).
+"""YJ data: federated maximum likelihood for the Yeo-Johnson λ (seed 001 §7; docs/methods.md §8.4).
 
 Center half, :func:`yj_moments`: for the λ the coordinator asks about, a center releases
 
@@ -41,11 +41,9 @@ from shared.quantiles.yeojohnson import YJNormal, _check_lmbda, yeojohnson
 
 DEFAULT_BRACKET = (-2.0, 2.0)
 DEFAULT_MAX_EVALUATIONS = 40
-DP_MAX_EVALUATIONS = 24
-"""λ evaluations a fit on ε-DP sums may use: each costs ε / DP_MAX_EVALUATIONS per center, and
-with the looser :data:`DP_TOL` Brent needs fewer (benchmarks/sim_quantiles.py --dp)."""
 DP_TOL = 1e-3
-"""Brent's relative tolerance on noisy sums (about 3e-3 in λ): tighter only chases the noise."""
+"""Brent's relative tolerance on noisy sums (about 3e-3 in λ): tighter only chases the noise, and
+lets a fit stay within the ``shared.fields.DP_MAX_EVALUATIONS`` releases ε is split over."""
 BRENT_TOL = 1.48e-8
 """``scipy.optimize.brent``'s default relative tolerance."""
 _SHIFT = 3.0

@@ -146,7 +146,7 @@ async def test_refinement_of_a_peer_table(client: httpx.AsyncClient, app: FastAP
     r = await client.post(REFINE, json=body, headers=AUTH)
     assert r.status_code == 200, r.text
     release = RefinementRelease.model_validate_json(r.content)
-    cells = refined_limits(existing.limits, release)
+    cells = refined_limits(existing.limits, release.to_result())
     for g, values in enumerate(arrays(app)):
         runs = release.runs[g]
         totals = np.asarray(runs.totals)
@@ -155,7 +155,7 @@ async def test_refinement_of_a_peer_table(client: httpx.AsyncClient, app: FastAP
         np.testing.assert_array_equal(
             np.bincount(runs.run_of_cell, weights=per_cell, minlength=totals.size), totals
         )
-    merged = apply_refinement(existing, release)
+    merged = apply_refinement(existing, release.to_result())
     x, y = arrays(app)
     np.testing.assert_allclose(merged.counts.sum(axis=1), [300 + x.size, 300 + y.size])
     # The refined limits are stated and signed for the next center, naming their parent.

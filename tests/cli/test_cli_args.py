@@ -222,6 +222,15 @@ def test_simulate_passes_options_to_the_benchmark_script(capfd: pytest.CaptureFi
     assert "--replications" in capfd.readouterr().out
 
 
+def test_simulate_boxplot_takes_its_own_options_and_usage_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "boxplot", "--help"]) == 0
+    assert "--reps" in capsys.readouterr().out
+    assert main(["simulate", "boxplot", "--reps", "many"]) == 2
+    assert "--reps" in capsys.readouterr().err
+
+
 VIEW: dict[str, Any] = {
     "id": "s1", "status": "succeeded", "created_at": "2026-11-29T00:00:00Z",
     "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -14,25 +16,23 @@ from typing import Any, TypeVar
 
 import httpx
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from coordinator.core.config import RetryPolicy, Settings
-from coordinator.local import InProcessCenter, LocalDataset, in_process_federation
+from coordinator.local import InProcessCenter, in_process_federation
 from shared.binning import BinTable
 from shared.federation import apply_refinement
+from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
     BinTableRelease,
     Budget,
     CenterInfo,
     Health,
     LimitsStatement,
-    MWURelease,
-    MWURequest,
     RefinementRelease,
-    RefinementRequest,
-    TableRequest,
 )
-from shared.quantiles.wire import YJMomentsRelease, YJMomentsRequest
 
 T = TypeVar("T")
 
@@ -59,32 +59,52 @@ def make_data(seed: int = 20261129, shift: float = 0.3) -> dict[str, Arrays]:
     }
 
 
-def local_dataset(x: NDArray[np.float64], y: NDArray[np.float64]) -> LocalDataset:
-    labels = np.array(["ctl"] * x.size + ["trt"] * y.size)
-    return LocalDataset({"crp": np.concatenate([x, y])}, groups=labels, levels=("ctl", "trt"))
+def cohort(path: Path, x: NDArray[np.float64], y: NDArray[np.float64]) -> dict[str, Any]:
+    """X and Y as levels ctl and trt of one variable ``crp``, written to ``path`` (Parquet) and
+    declared as a center declares a dataset (a budget no test exhausts)."""
+    labels = ["ctl"] * x.size + ["trt"] * y.size
+    pq.write_table(pa.table({"crp": pa.array(np.concatenate([x, y]), pa.float64()),
+                             "group": pa.array(labels, pa.string())}), path)
+    return {"source": {"kind": "parquet", "path": str(path)}, "variables": ["crp"],
+            "group": {"column": "group", "levels": ["ctl", "trt"]},
+            "epsilon_total": 1e6, "epsilon_per_request": 1e6}
 
 
 def in_process_centers(
-    data: Mapping[str, Arrays], k: int = K, **settings: Any
+    data: Mapping[str, Arrays], directory: Path, k: int = K, **settings: Any
 ) -> dict[str, InProcessCenter]:
-    """One real center app per id, its ``cohort`` dataset the id's (X, Y) as levels ctl and trt;
-    each trusts the others' signed tables. The caller closes them (:class:`Federations`)."""
+    """One real center app per id, its ``cohort`` dataset the id's (X, Y) as levels ctl and trt
+    (written to ``directory``); each trusts the others' signed tables. The caller closes them
+    (:class:`Federations`)."""
     return in_process_federation(
-        {cid: {"cohort": local_dataset(x, y)} for cid, (x, y) in data.items()}, k=k, **settings
+        {cid: {"cohort": cohort(directory / f"{cid}.parquet", x, y)}
+         for cid, (x, y) in data.items()},
+        k=k, **settings,
     )
 
 
 class Federations:
     """Makes in-process federations (``make_data()``'s by default) and closes every center it
-    made (their ledgers and temporary folders go with them)."""
+    made (their ledgers, temporary folders and data files go with them)."""
 
     def __init__(self) -> None:
         self.made: list[InProcessCenter] = []
+        self.data = Path(tempfile.mkdtemp(prefix="fedstats-data-"))
+        self._files = 0
+
+    def dataset(self, x: NDArray[np.float64], y: NDArray[np.float64]) -> dict[str, Any]:
+        """A ``cohort``-like dataset of X and Y (:func:`cohort`), for a center made elsewhere."""
+        self._files += 1
+        return cohort(self.data / f"extra-{self._files}.parquet", x, y)
 
     def __call__(
         self, data: Mapping[str, Arrays] | None = None, *, k: int = K, **settings: Any
     ) -> dict[str, InProcessCenter]:
-        centers = in_process_centers(make_data() if data is None else data, k=k, **settings)
+        self._files += 1
+        directory = self.data / f"federation-{self._files}"
+        directory.mkdir()
+        centers = in_process_centers(make_data() if data is None else data, directory, k=k,
+                                     **settings)
         self.made.extend(centers.values())
         return centers
 
@@ -100,6 +120,7 @@ class Federations:
     async def aclose(self) -> None:
         while self.made:
             await self.made.pop().aclose()
+        shutil.rmtree(self.data, ignore_errors=True)
 
     def close(self) -> None:
         """For synchronous tests (no event loop running)."""
@@ -168,34 +189,10 @@ class CountingCenter:
         await self._enter("budget")
         return await self.port.budget()
 
-    async def table(self, dataset: str, request: TableRequest) -> BinTableRelease:
-        return await self._forward("table", self.port.table(dataset, request))
-
-    async def refine(self, dataset: str, request: RefinementRequest) -> RefinementRelease:
-        return await self._forward("refine", self.port.refine(dataset, request))
-
-    async def mwu(self, dataset: str, request: MWURequest) -> MWURelease:
-        return await self._forward("mwu", self.port.mwu(dataset, request))
-
-    async def dp_quantiles(self, dataset: str, request: Any) -> Any:
-        return await self._forward("dp_quantiles", self.port.dp_quantiles(dataset, request))
-
-    async def dp_boxplot(self, dataset: str, request: Any) -> Any:
-        return await self._forward("dp_boxplot", self.port.dp_boxplot(dataset, request))
-
-    async def dp_extremes(self, dataset: str, request: Any) -> Any:
-        return await self._forward("dp_extremes", self.port.dp_extremes(dataset, request))
-
-    async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
-        return await self._forward("dp_tree_histogram",
-                                   self.port.dp_tree_histogram(dataset, request))
-
-    async def dp_threshold_counts(self, dataset: str, request: Any) -> Any:
-        return await self._forward("dp_threshold_counts",
-                                   self.port.dp_threshold_counts(dataset, request))
-
-    async def yj_moments(self, dataset: str, request: YJMomentsRequest) -> YJMomentsRelease:
-        return await self._forward("yj_moments", self.port.yj_moments(dataset, request))
+    async def release(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
+        """Counted and kept under the kind's name (``calls["table"]``, ``answers["refine"]``)."""
+        release: Rel = await self._forward(kind.name, self.port.release(kind, dataset, request))
+        return release
 
 
 # -- independent checks of releases against the raw data ----------------------------------------
@@ -290,7 +287,7 @@ def fold_releases(
     table, order, digest = built.to_table(), [builder], built.signed.statement.digest()
     while digest in by_parent:
         center, release = by_parent.pop(digest)
-        table = apply_refinement(table, release)
+        table = apply_refinement(table, release.to_result())
         order.append(center)
         assert release.signed is not None
         np.testing.assert_array_equal(release.signed.statement.limits, table.limits)

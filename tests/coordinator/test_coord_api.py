@@ -35,6 +35,7 @@ from scipy import stats
 from coordinator.core.config import Settings
 from coordinator.local import InProcessCenter
 from coordinator.main import create_app
+from shared import kinds
 from shared.mwu import mann_whitney, sum_test
 from shared.protocol import MWURequest, RefinementRequest, TableRequest
 
@@ -360,11 +361,13 @@ def healthy_center(
         body = request.read()
         out: BaseModel
         if path.endswith("/table"):
-            out = await port.table("cohort", TableRequest.model_validate_json(body))
+            out = await port.release(kinds.TABLE, "cohort",
+                                     TableRequest.model_validate_json(body))
         elif path.endswith("/refine"):
-            out = await port.refine("cohort", RefinementRequest.model_validate_json(body))
+            out = await port.release(kinds.REFINE, "cohort",
+                                     RefinementRequest.model_validate_json(body))
         else:
-            out = await port.mwu("cohort", MWURequest.model_validate_json(body))
+            out = await port.release(kinds.MWU, "cohort", MWURequest.model_validate_json(body))
         return httpx.Response(200, content=out.model_dump_json().encode())
 
     return handle
@@ -479,7 +482,9 @@ async def test_concurrent_listings_share_one_round_of_questions(
 class StuckRefine(CountingCenter):
     """Answers everything except a refinement, which never returns (a process about to die)."""
 
-    async def refine(self, dataset: str, request: Any) -> Any:
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        if kind is not kinds.REFINE:
+            return await super().release(kind, dataset, request)
         self.calls["refine"] += 1
         await asyncio.Event().wait()
 
@@ -595,8 +600,10 @@ async def test_odd_requests_get_typed_errors_never_a_500(
 
 
 class Buggy(CountingCenter):
-    async def mwu(self, dataset: str, request: Any) -> Any:
-        raise RuntimeError("secret internals /srv/data/cohort.csv")
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        if kind is kinds.MWU:
+            raise RuntimeError("secret internals /srv/data/cohort.csv")
+        return await super().release(kind, dataset, request)
 
 
 async def test_an_unexpected_error_fails_the_study_without_details(

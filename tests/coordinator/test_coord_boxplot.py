@@ -12,6 +12,7 @@ from coordinator_helpers import SIZES, CountingCenter, Federations, K
 
 from coordinator.core.errors import AnalysisFailed, CenterFailure, TooFewCenters
 from coordinator.protocols import federated_dp_boxplot
+from shared import kinds
 from shared.dp.pooled import TreeHistogram, pooled_range, pooled_result, pooled_whiskers
 from shared.privacy import PrivacySpent
 
@@ -81,19 +82,8 @@ class Odd(CountingCenter):
             return release.model_copy(update=self.change[name])
         return release
 
-    async def dp_boxplot(self, dataset: str, request: Any) -> Any:
-        return await self._altered("dp_boxplot", await super().dp_boxplot(dataset, request))
-
-    async def dp_extremes(self, dataset: str, request: Any) -> Any:
-        return await self._altered("dp_extremes", await super().dp_extremes(dataset, request))
-
-    async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
-        release = await super().dp_tree_histogram(dataset, request)
-        return await self._altered("dp_tree_histogram", release)
-
-    async def dp_threshold_counts(self, dataset: str, request: Any) -> Any:
-        release = await super().dp_threshold_counts(dataset, request)
-        return await self._altered("dp_threshold_counts", release)
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        return await self._altered(kind.name, await super().release(kind, dataset, request))
 
 
 def with_beta(federation: Federations, **change: Any) -> list[Any]:
@@ -152,8 +142,10 @@ async def test_an_unknown_level_is_named(federation: Federations) -> None:
 class Drowned(CountingCenter):
     """A center whose tree histogram came out of its noise with every node below zero."""
 
-    async def dp_tree_histogram(self, dataset: str, request: Any) -> Any:
-        release = await super().dp_tree_histogram(dataset, request)
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        release = await super().release(kind, dataset, request)
+        if kind is not kinds.DP_TREE_HISTOGRAM:
+            return release
         levels = [[-abs(v) for v in level] for level in release.levels]
         return release.model_copy(update={"levels": levels})
 

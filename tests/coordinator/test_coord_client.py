@@ -13,6 +13,7 @@ from coordinator_helpers import CENTER_TOKENS, center_info_json, json_response
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
+from shared import kinds
 from shared.protocol import MWURequest, TableRequest
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +67,7 @@ def assert_clean(failure: CenterFailure) -> None:
 async def test_answers_are_validated_into_wire_models() -> None:
     handler = Recorder(json_response(200, TABLE))
     port = center(handler)
-    release = await port.table("cohort", REQ)
+    release = await port.release(kinds.TABLE, "cohort", REQ)
     assert release.counts == [[10, 20], [0, 30]] and release.limits[0] == float("-inf")
     sent = handler.requests[0]
     assert sent.url == "http://alpha.test:8700/v1/datasets/cohort/table"
@@ -76,7 +77,8 @@ async def test_answers_are_validated_into_wire_models() -> None:
     assert (await port.info()).datasets[0].n_by_group == {"ctl": 100, "trt": 100}
     handler.answers = [json_response(200, {"statistic": 3.0, "variance": 9.0, "n_x": 20,
                                            "n_y": 30})]
-    mwu = await port.mwu("cohort", MWURequest(variable="crp", groups=("ctl", "trt")))
+    mwu = await port.release(kinds.MWU, "cohort",
+                             MWURequest(variable="crp", groups=("ctl", "trt")))
     assert mwu.noise_variance == 0.0
     await port.aclose()
 
@@ -120,7 +122,7 @@ async def test_transport_failures_of_a_get(answer: Exception, kind: str) -> None
 async def test_a_post_is_retried_when_its_connection_failed(dropped: Exception) -> None:
     handler = Recorder(dropped, json_response(200, TABLE))
     port = center(handler)
-    assert (await port.table("cohort", REQ)).k == 10
+    assert (await port.release(kinds.TABLE, "cohort", REQ)).k == 10
     assert len(handler.requests) == 2
 
 
@@ -128,12 +130,12 @@ async def test_a_post_is_not_retried_when_slow_or_answered() -> None:
     slow = Recorder(httpx.ReadTimeout("timed out"))
     port = center(slow)
     with pytest.raises(CenterFailure) as caught:
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)
     assert caught.value.kind == "timeout" and len(slow.requests) == 1
     busy = Recorder(json_response(503, {"error": "busy", "detail": "later"}))
     port = center(busy)
     with pytest.raises(CenterFailure) as caught:
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)
     assert caught.value.kind == "error" and len(busy.requests) == 1
 
 
@@ -165,7 +167,7 @@ async def test_a_post_is_not_retried_when_slow_or_answered() -> None:
 async def test_error_answers(status: int, body: Any, kind: str, code: str | None) -> None:
     port = center(Recorder(json_response(status, body)))
     with pytest.raises(CenterFailure) as caught:
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)
     failure = caught.value
     assert (failure.kind, failure.center_error) == (kind, code)
     assert f"HTTP {status}" in failure.detail or failure.kind == "refused" or status == 401
@@ -187,7 +189,7 @@ async def test_error_answers(status: int, body: Any, kind: str, code: str | None
 async def test_malformed_answers(body: bytes) -> None:
     port = center(Recorder(httpx.Response(200, content=body)))
     with pytest.raises(CenterFailure) as caught:
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)
     assert caught.value.kind == "malformed"
     assert "BinTableRelease" in caught.value.detail
     assert_clean(caught.value)
@@ -205,7 +207,7 @@ async def test_an_oversized_answer_is_not_read() -> None:
                               "counts": [[10.0] * 4999]})
     port = center(Recorder(big), max_bytes=10_000)
     with pytest.raises(CenterFailure) as caught:
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)
     assert caught.value.kind == "malformed" and "exceeds 10000 bytes" in caught.value.detail
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -219,4 +221,4 @@ async def test_an_oversized_answer_is_not_read() -> None:
     port = center(Recorder(httpx.Response(200)), max_bytes=10_000)
     port._client._transport = httpx.MockTransport(chunked)
     with pytest.raises(CenterFailure, match="exceeds 10000 bytes"):
-        await port.table("cohort", REQ)
+        await port.release(kinds.TABLE, "cohort", REQ)

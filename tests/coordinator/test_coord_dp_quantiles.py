@@ -50,8 +50,8 @@ class Odd(CountingCenter):
         super().__init__(port)
         self.update = update
 
-    async def dp_quantiles(self, dataset: str, request: Any) -> Any:
-        release = await super().dp_quantiles(dataset, request)
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        release = await super().release(kind, dataset, request)
         return release.model_copy(update=self.update)
 
 

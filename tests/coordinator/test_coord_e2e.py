@@ -33,10 +33,11 @@ from center_agent.core.config import load_settings as load_center_settings
 from center_agent.gate.keys import write_key_pair
 from center_agent.main import create_app as create_center
 from coordinator.main import create_app
+from shared.fields import DP_MAX_EVALUATIONS
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
 from shared.protocol import BinTableRelease, MWURelease, RefinementRelease
 from shared.quantiles.wire import YJMomentsRelease
-from shared.quantiles.yj_data import DP_MAX_EVALUATIONS, DP_TOL, yj_data_quantiles
+from shared.quantiles.yj_data import DP_TOL, yj_data_quantiles
 
 pytestmark = pytest.mark.anyio
 EPSILON_TOTAL = 3.0

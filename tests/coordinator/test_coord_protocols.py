@@ -21,7 +21,6 @@ from coordinator_helpers import (
     check_built_table,
     check_refined_runs,
     fold_received,
-    local_dataset,
     make_data,
 )
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -29,9 +28,11 @@ from scipy import integrate, stats
 
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.local import InProcessCenter
+from coordinator.models import StudySpec
 from coordinator.protocols import federated_bin_table, federated_mwu, survey_centers
 from coordinator.protocols.parallel import all_or_first_failure
-from coordinator.study import StudySpec, run_study
+from coordinator.study import run_study
+from shared import kinds
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 from shared.protocol import (
     BinTableRelease,
@@ -240,8 +241,8 @@ async def test_survey_names_a_center_without_the_dataset_variable_or_level(
     federation: Federations,
 ) -> None:
     good = federation.ports()
-    odd = federation.adopt(InProcessCenter("delta",
-                                           {"other": local_dataset(*make_data()["gamma"])}))
+    odd = federation.adopt(InProcessCenter(
+        "delta", {"other": federation.dataset(*make_data()["gamma"])}))
     with pytest.raises(CenterFailure) as caught:
         await survey_centers([*good, odd], dataset="cohort", variable="crp", groups=GROUPS)
     assert (caught.value.center, caught.value.center_error) == ("delta", "unknown_dataset")
@@ -253,7 +254,8 @@ async def test_survey_names_a_center_without_the_dataset_variable_or_level(
     # The code a center answers for an undeclared level (a DP analysis of one level relays it).
     assert caught.value.center_error == "unknown_level"
     with pytest.raises(CenterFailure) as caught:
-        await good[0].mwu("cohort", MWURequest(variable="crp", groups=("ctl", "placebo")))
+        await good[0].release(kinds.MWU, "cohort",
+                              MWURequest(variable="crp", groups=("ctl", "placebo")))
     assert caught.value.center_error == "unknown_level"
     with pytest.raises(CenterFailure) as caught:
         await survey_centers(good, dataset="cohort", variable="crp", groups=GROUPS, k=5)
@@ -275,23 +277,15 @@ class Tampered(CountingCenter):
         super().__init__(port)
         self.change = change
 
-    async def table(self, dataset: str, request: Any) -> BinTableRelease:
-        release = await super().table(dataset, request)
-        if "table" in self.change:
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        release = await super().release(kind, dataset, request)
+        if kind.name not in self.change:
+            return release
+        if kind is kinds.TABLE:
             return BinTableRelease.model_validate(self.change["table"](release.model_dump()))
-        return release
-
-    async def refine(self, dataset: str, request: Any) -> RefinementRelease:
-        release = await super().refine(dataset, request)
-        if "refine" in self.change:
+        if kind is kinds.REFINE:
             return RefinementRelease.model_validate(self.change["refine"](release.model_dump()))
-        return release
-
-    async def mwu(self, dataset: str, request: Any) -> Any:
-        release = await super().mwu(dataset, request)
-        if "mwu" in self.change:
-            return release.model_copy(update=self.change["mwu"])
-        return release
+        return release.model_copy(update=self.change[kind.name])
 
 
 def small_count(release: dict[str, Any]) -> dict[str, Any]:
@@ -474,25 +468,29 @@ async def test_the_in_process_center_is_the_real_center(federation: Federations)
     x, y = data["beta"]
     info = await beta.info()
     assert info.signing_key == beta.signing_key
-    table = await beta.table("cohort", TableRequest(variable="crp", groups=GROUPS, k=K))
+    table = await beta.release(kinds.TABLE, "cohort",
+                               TableRequest(variable="crp", groups=GROUPS, k=K))
     check_built_table(table, (x, y))
     assert table.signed is not None and verifies(table.signed, beta.signing_key)
     assert not verifies(table.signed, alpha.signing_key)
     # Another wording of the question: the same limits (one canonical table per variable).
-    swapped = await beta.table("cohort", TableRequest(variable="crp", groups=GROUPS[::-1], k=K))
+    swapped = await beta.release(kinds.TABLE, "cohort",
+                                 TableRequest(variable="crp", groups=GROUPS[::-1], k=K))
     assert swapped.limits == table.limits and swapped.counts == table.counts[::-1]
-    pooled = await beta.table("cohort", TableRequest(variable="crp", k=K))
+    pooled = await beta.release(kinds.TABLE, "cohort", TableRequest(variable="crp", k=K))
     assert pooled.limits == table.limits
     np.testing.assert_array_equal(pooled.counts[0], np.sum(table.counts, axis=0))
 
-    built = await alpha.table("cohort", TableRequest(variable="crp", groups=GROUPS, k=K))
+    built = await alpha.release(kinds.TABLE, "cohort",
+                                TableRequest(variable="crp", groups=GROUPS, k=K))
     assert built.signed is not None
     request = RefinementRequest(variable="crp", groups=GROUPS, k=K, table=built.signed)
-    refined = await beta.refine("cohort", request)
+    refined = await beta.release(kinds.REFINE, "cohort", request)
     check_refined_runs(refined, (x, y))
     assert refined.signed is not None and verifies(refined.signed, beta.signing_key)
     assert refined.signed.statement.parent == built.signed.statement.digest()
-    assert await beta.refine("cohort", request) == refined  # asked again: the stored answer
+    # Asked again: the stored answer.
+    assert await beta.release(kinds.REFINE, "cohort", request) == refined
 
     # Refused before any data is read: limits moved by the caller under alpha's signature
     # (which no longer verifies), a table of a center beta does not know, and one of a center
@@ -502,14 +500,15 @@ async def test_the_in_process_center_is_the_real_center(federation: Federations)
                                                     statement.limits[-1]]})
     forged = [built.signed.model_copy(update={"statement": moved})]
     for name in ("delta", "alpha"):
-        other = federation.adopt(InProcessCenter(name, {"cohort": local_dataset(x, y)}))
-        signed = (await other.table("cohort", TableRequest(variable="crp", groups=GROUPS,
-                                                           k=K))).signed
+        other = federation.adopt(InProcessCenter(name, {"cohort": federation.dataset(x, y)}))
+        signed = (await other.release(kinds.TABLE, "cohort",
+                                      TableRequest(variable="crp", groups=GROUPS, k=K))).signed
         assert signed is not None and signed.statement.center_id == name
         forged.append(signed)
     for signed in forged:
         with pytest.raises(CenterFailure) as caught:
-            await beta.refine("cohort", request.model_copy(update={"table": signed}))
+            await beta.release(kinds.REFINE, "cohort",
+                               request.model_copy(update={"table": signed}))
         assert (caught.value.kind, caught.value.center_error) == ("refused", "untrusted_table")
 
 
@@ -550,9 +549,10 @@ class SlowRefine(CountingCenter):
         super().__init__(port)
         self.refine_gate = gate
 
-    async def refine(self, dataset: str, request: Any) -> Any:
-        await self.refine_gate.wait()
-        return await super().refine(dataset, request)
+    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
+        if kind is kinds.REFINE:
+            await self.refine_gate.wait()
+        return await super().release(kind, dataset, request)
 
 
 async def test_a_study_runs_its_analyses_at_once_and_builds_one_table(

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.main import create_app
+from coordinator.models import StudySpec
 from coordinator.runner import StudyRunner
 from coordinator.services import Services
-from coordinator.study import StudySpec
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed")
 from schemathesis.checks import not_a_server_error  # noqa: E402

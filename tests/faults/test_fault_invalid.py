@@ -208,7 +208,7 @@ def resigned(keys: CenterKeys, request: httpx.Request, path: str, body: Any) -> 
         if path.endswith("/refine"):
             parent = RefinementRequest.model_validate_json(request.content).table.statement
             release = RefinementRelease.model_validate({**body, "signed": None})
-            limits = refined_limits(parent.limits, release).tolist()
+            limits = refined_limits(parent.limits, release.to_result()).tolist()
         else:
             limits = body["limits"]
         restated = LimitsStatement.model_validate({**statement, "limits": limits})

@@ -67,7 +67,7 @@ def test_one_group_tables_are_k_anonymous(k, data, seed):
 
 
 def test_end_of_data_rule():
-    # NOTES §2b: 39 values give bins of 10, 10 and 19 (the authors' code gives 10 and 29).
+    # docs/methods.md §1.2: 39 values give bins of 10, 10 and 19 (the authors' code: 10 and 29).
     table = bin_table(np.arange(39.0), k=10, rng=rng())
     np.testing.assert_array_equal(table.counts, [[10, 10, 19]])
     # Fewer than 2K left: the rest is one bin; exactly 2K: two bins of K.

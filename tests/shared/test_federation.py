@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -92,7 +94,8 @@ def test_every_refinement_step_releases_only_k_anonymous_numbers(case, seed):
     for x, y in data[1:]:
         release = refine_table(table.limits, x, y, k=k, rng=g)
         # Wire round trip: the coordinator sees exactly the JSON.
-        release = RefinementRelease.model_validate_json(release.model_dump_json())
+        wire = RefinementRelease.from_result(release).model_dump_json()
+        release = RefinementRelease.model_validate_json(wire).to_result()
         table_after = apply_refinement(table, release)
         limits = table_after.limits
         for grp, v in enumerate((x, y)):
@@ -141,26 +144,21 @@ def test_bad_releases_are_refused():
     table = bin_table(np.linspace(0, 1, 20), np.linspace(0, 1, 20), k=10, rng=rng())
     good = refine_table(table.limits, np.linspace(0, 1, 10), np.linspace(0, 1, 10), k=10,
                         rng=rng())
-    bad_total = good.model_copy(
-        update={"runs": [good.runs[0].model_copy(update={"totals": [3.0]}), good.runs[1]]}
-    )
+    bad_total = replace(good, runs=[replace(good.runs[0], totals=[3.0]), good.runs[1]])
     with pytest.raises(ValueError, match="between 1 and k-1"):
         apply_refinement(table, bad_total)
     with pytest.raises(ValueError, match="made for k=5"):
-        apply_refinement(table, good.model_copy(update={"k": 5}))
+        apply_refinement(table, replace(good, k=5))
     with pytest.raises(ValueError, match="runs do not cover"):
         apply_refinement(
             table,
-            good.model_copy(
-                update={"runs": [good.runs[0].model_copy(update={"run_of_cell": []}),
-                                 good.runs[1]]}
-            ),
+            replace(good, runs=[replace(good.runs[0], run_of_cell=[]), good.runs[1]]),
         )
     with pytest.raises(ValueError, match="lie strictly inside their bins"):
-        apply_refinement(table, good.model_copy(update={"split_bins": [0],
-                                                        "split_limits": [99.0]}))
+        apply_refinement(table, replace(good, split_bins=[0], split_limits=[99.0]))
     with pytest.raises(ValueError, match="same length"):
-        RefinementRelease(k=10, split_bins=[0], split_limits=[], runs=good.runs)
+        RefinementRelease(k=10, split_bins=[0], split_limits=[],
+                          runs=RefinementRelease.from_result(good).runs)
     with pytest.raises(KAnonymityError):
         refine_table(table.limits, np.arange(4.0), np.arange(20.0), k=10, rng=rng())
     with pytest.raises(ValueError, match="strictly increasing"):

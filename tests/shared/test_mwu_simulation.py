@@ -1,4 +1,5 @@
-"""The seed's testing simulation (NOTES §2b design): level under H0, power against pooling.
+"""The seed's testing simulation (design: docs/methods.md §3.8): level under H0, power against
+pooling.
 
 2000 replications per setting with a fixed seed: the Monte-Carlo standard error of a rejection
 rate near 0.05 is 0.0049, so [0.035, 0.065] is about ±3 SE. Power differences are paired (same

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from coordinator.api.deps import RegistryDep
-from coordinator.api.schemas import CenterStatus
+from coordinator.models import CenterStatus
 
 router = APIRouter(tags=["centers"])
 

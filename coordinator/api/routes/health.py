@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coordinator.api.schemas import Health
+from coordinator.models import Health
 
 router = APIRouter(tags=["service"])
 

@@ -10,18 +10,20 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from coordinator import figures
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
-from coordinator.api.schemas import (
+from coordinator.core.errors import Conflict, NotFound, StudyNotFound
+from coordinator.db import ReleaseRecord, StudyRecord
+from coordinator.figures import FigureFormat
+from coordinator.models import (
+    DPBoxplotResult,
     Provenance,
     StudyCreated,
     StudyError,
+    StudyResult,
+    StudySpec,
+    StudyStatus,
     StudySummary,
     StudyView,
 )
-from coordinator.core.errors import Conflict, NotFound, StudyNotFound
-from coordinator.db import ReleaseRecord, StudyRecord, StudyStatus
-from coordinator.figures import FigureFormat
-from coordinator.results import DPBoxplotResult, StudyResult
-from coordinator.study import StudySpec
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 

@@ -1,4 +1,5 @@
-"""The pooled DP boxplot protocol (NOTES §3): tree histogram, consistency, reading, budget."""
+"""The pooled DP boxplot protocol (docs/methods.md §6): tree histogram, consistency, reading,
+budget."""
 
 import math
 from itertools import pairwise

@@ -1,4 +1,5 @@
-"""Fisher-optimal noise (seed 002): golden values of NOTES §4, invariants, sampler, refusals."""
+"""Fisher-optimal noise (seed 002): golden values (docs/methods.md §7.4-§7.5), invariants,
+sampler, refusals."""
 
 import doctest
 import itertools
@@ -17,7 +18,7 @@ from shared.mechanisms import FisherOptimal, FisherOptimalBox
 R_MAX = 1 / 3 - 2 / math.pi**2  # second moment of the raised cosine on [−1, 1]
 N_DRAWS = 100_000
 
-# --- golden values (NOTES §4) -------------------------------------------------------------------
+# --- golden values (docs/methods.md §7.4-§7.5) --------------------------------------------------
 
 
 @pytest.mark.parametrize("a", [0.3, 1.0, 4.7])
@@ -28,14 +29,15 @@ def test_raised_cosine_when_the_constraint_is_inactive(a, slack):
     assert noise.multiplier == 0.0
     assert noise.fisher_information == pytest.approx(math.pi**2 / a**2, rel=1e-12)
     assert noise.variance == pytest.approx(a**2 * (1 / 3 - 2 / math.pi**2), rel=1e-12)
-    # p(w) = cos²(πw/(2a))/a is scipy's cosine law with scale a/π (NOTES §4)
+    # p(w) = cos²(πw/(2a))/a is scipy's cosine law with scale a/π (docs/methods.md §7.4)
     w = np.linspace(-1.2 * a, 1.2 * a, 301)
     law = stats.cosine(scale=a / math.pi)
     np.testing.assert_allclose(noise.pdf(w), law.pdf(w), rtol=0, atol=1e-12 / a)
     np.testing.assert_allclose(noise.cdf(w), law.cdf(w), rtol=0, atol=1e-12)
 
 
-# ψ ∝ (1 − w²/a²)·exp(−w²/(4a²)) solves −4ψ'' + w²ψ/a⁴ = (10/a²)ψ with ψ(±a) = 0 (NOTES §4)
+# ψ ∝ (1 − w²/a²)·exp(−w²/(4a²)) solves −4ψ'' + w²ψ/a⁴ = (10/a²)ψ with ψ(±a) = 0
+# (docs/methods.md §7.5)
 EXACT_RHO = 0.130100991256
 EXACT_J = 9.869899008744
 
@@ -64,7 +66,7 @@ def test_exact_case(a):
     np.testing.assert_allclose(noise.pdf(w), exact, rtol=0, atol=1e-6 / a)
 
 
-# a = 1: (ρ, λ, J*) from NOTES §4, printed to the digits shown
+# a = 1: (ρ, λ, J*) from docs/methods.md §7.5, printed to the digits shown
 REFERENCE = [(0.05, 397.896, 20.01236), (0.10, 66.2107, 10.79963), (0.12, 19.4453, 9.970936)]
 
 

@@ -2,7 +2,8 @@
 
 The competitors are computed independently of the solver: a scaled symmetric Beta family (closed
 form, itself checked by quadrature) and two Gaussians smoothed to zero at the walls (quadrature of
-p'²/p). One of the latter contains the exact ground state of NOTES §4, where equality must hold.
+p'²/p). One of the latter contains the exact ground state of docs/methods.md §7.5, where equality
+must hold.
 """
 
 import math

@@ -1,4 +1,4 @@
-"""The seed's quantile simulation claims (seed 001 §7.3; NOTES §2b), at 1000 replications.
+"""The seed's quantile simulation claims at 1000 replications (seed 001 §7.3; docs/methods.md §8.8).
 
 Setting: r = 4, 3 centers (698, 476, 326), θ_l = exp(N(0, s²)); errors (q̂ − Q)/√r.
 

@@ -1,0 +1,454 @@
+"""The analyst API's models, in one module: the study spec an analyst sends and the names it is
+written in, the result a study stores, and the bodies the routes answer with.
+
+* the spec: :class:`StudySpec` and its analyses (``TableAnalysis``, ``MWUAnalysis``,
+  ``DPBoxplotAnalysis``, ``QuantilesAnalysis``, ``DPQuantilesAnalysis``; how a study runs is
+  :mod:`coordinator.study`) and its vocabulary (:data:`MWUTest`, :data:`Estimator`);
+* the result: :class:`StudyResult`, one entry per analysis (built from the protocols' outputs
+  by :mod:`coordinator.results`);
+* the answers: :class:`StudyView` (status, spec, result, error and provenance of a study),
+  :class:`StudySummary`, :class:`StudyCreated`, :class:`CenterStatus`, :class:`Health`, and the
+  statuses a study goes through (:data:`StudyStatus`, :mod:`coordinator.db`).
+
+A leaf: it imports no other coordinator module, only pydantic and the core's field types, so
+the protocols and the store take their names from here and ``fedstats study run`` validates a
+study file without loading the protocols.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared.fields import (
+    DP_MAX_EVALUATIONS,
+    MIN_EPSILON,
+    Alternative,
+    Bounds,
+    DPQuantileAlgorithm,
+    Epsilon,
+    Extreme,
+    FiniteExtreme,
+    Levels,
+    check_leaves,
+    epsilon_field,
+)
+
+# -- the names a spec is written in --------------------------------------------------------------
+
+MWUTest = Literal["sum", "weighted", "fisher", "table"]
+MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
+Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]
+ESTIMATOR_NAMES: tuple[Estimator, ...] = (
+    "yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"
+)
+TABLE_ESTIMATORS: tuple[Estimator, ...] = (
+    "yj_table", "interpolation", "extrapolation", "yj_shaped"
+)
+StudyStatus = Literal["pending", "running", "succeeded", "failed", "failed_resumable"]
+STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
+
+# -- the spec ------------------------------------------------------------------------------------
+
+
+class _Spec(BaseModel):
+    """A part of a study spec: frozen, and a field it does not declare is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableAnalysis(_Spec):
+    """The federated K-anonymous bin table of the variable (one group, or X and Y)."""
+
+    kind: Literal["table"]
+    lower: FiniteExtreme = "buffer"
+    upper: FiniteExtreme = "buffer"
+
+
+class MWUAnalysis(_Spec):
+    """Federated Mann-Whitney tests of X against Y (needs ``groups``)."""
+
+    kind: Literal["mwu"]
+    tests: list[MWUTest] = Field(
+        default_factory=lambda: list(MWU_TESTS), min_length=1,
+        max_length=4,
+    )
+    alternative: Alternative = "two-sided"
+    epsilon: Epsilon | None = Field(
+        default=None,
+        description="ε each center spends to noise its local U (none: no noise, no spending)",
+    )
+
+    @field_validator("tests")
+    @classmethod
+    def _distinct(cls, tests: list[MWUTest]) -> list[MWUTest]:
+        if len(set(tests)) != len(tests):
+            raise ValueError("tests must be distinct")
+        return tests
+
+
+class DPBoxplotAnalysis(_Spec):
+    """ε-DP boxplots of one group level (or every record): each center's own and/or the pooled
+    box (docs/methods.md §6). Each center spends ``epsilon`` per box asked (so 2ε for both)."""
+
+    kind: Literal["dp_boxplot"]
+    # The pooled box's smallest round spends ε/8, and every release needs ε >= MIN_EPSILON.
+    epsilon: Annotated[float, epsilon_field(8 * MIN_EPSILON)]
+    bounds: Bounds = Field(description="public bounds the data are clipped to")
+    group: str | None = Field(default=None, min_length=1, max_length=128,
+                              description="one declared level; none for every record")
+    per_center: bool = True
+    pooled: bool = True
+    depth: int = Field(default=6, ge=1, le=16, description="pooled grid: branching**depth leaves")
+    branching: int = Field(default=4, ge=2, le=16)
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        if not (self.per_center or self.pooled):
+            raise ValueError("ask for the per-center boxes, the pooled box, or both")
+        check_leaves(self.branching, self.depth)
+        return self
+
+
+class QuantilesAnalysis(_Spec):
+    """Quantiles from the study's federated table (no further release: costs the centers
+    nothing), and with ``yj_data`` from the centers' YJ moment sums; with ``groups``, each
+    group's own."""
+
+    kind: Literal["quantiles"]
+    levels: Levels = Field(description="strictly increasing, each in (0, 1)")
+    estimators: list[Estimator] = Field(
+        default_factory=lambda: list(TABLE_ESTIMATORS),
+        min_length=1, max_length=len(ESTIMATOR_NAMES),
+        description="yj_data asks every center for ε-DP moment sums at each λ Brent tries "
+                    "(needs `epsilon` and `bounds`); the others read the federated table only",
+    )
+    # Each λ Brent tries spends ε / DP_MAX_EVALUATIONS, and every release needs ε >= MIN_EPSILON.
+    epsilon: Annotated[float, epsilon_field(DP_MAX_EVALUATIONS * MIN_EPSILON)] | None = Field(
+        default=None, description="yj_data: the ε each center spends per group on the fit",
+    )
+    bounds: Bounds | None = Field(
+        default=None, description="yj_data: public bounds the values are clipped to"
+    )
+
+    @model_validator(mode="after")
+    def _yj_data_needs_privacy(self) -> Self:
+        if "yj_data" in self.estimators:
+            if self.epsilon is None or self.bounds is None:
+                raise ValueError("yj_data needs `epsilon` and `bounds`: centers release only "
+                                 "ε-DP moment sums of values clipped to public bounds")
+        return self
+
+    @field_validator("estimators")
+    @classmethod
+    def _distinct(cls, estimators: list[Estimator]) -> list[Estimator]:
+        if len(set(estimators)) != len(estimators):
+            raise ValueError("estimators must be distinct")
+        return estimators
+
+
+class DPQuantilesAnalysis(_Spec):
+    """Each center's ε-DP quantiles of one group level (or every record); ε per center."""
+
+    kind: Literal["dp_quantiles"]
+    epsilon: Epsilon
+    bounds: Bounds = Field(description="public bounds the data are clipped to")
+    levels: Levels
+    algorithm: DPQuantileAlgorithm = "joint_exp"
+    group: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+Analysis = Annotated[
+    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis,
+    Field(discriminator="kind"),
+]
+
+
+class StudySpec(_Spec):
+    """What an analyst asks for. Nothing here is secret; it is stored and echoed as given."""
+
+    dataset: str = Field(min_length=1, max_length=128, pattern=r"^[a-z][a-z0-9_-]*$")
+    variable: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    groups: tuple[str, str] | None = Field(
+        default=None, description="the two group levels (X, Y); none for a one-group table"
+    )
+    k: int = Field(default=10, ge=2, le=100_000, description="no released count in 1..k-1")
+    analyses: list[Analysis] = Field(min_length=1, max_length=16)
+    centers: list[str] | None = Field(
+        default=None, min_length=1, description="registry ids to ask; all when absent"
+    )
+    allow_partial: bool = Field(
+        default=False,
+        description="leave out failing centers (recorded) while at least min_centers remain",
+    )
+
+    @field_validator("groups")
+    @classmethod
+    def _levels(cls, groups: tuple[str, str] | None) -> tuple[str, str] | None:
+        if groups is not None:
+            if groups[0] == groups[1]:
+                raise ValueError("the two group levels must differ")
+            if not all(0 < len(g) <= 128 for g in groups):
+                raise ValueError("group levels must be 1 to 128 characters")
+        return groups
+
+    @field_validator("centers")
+    @classmethod
+    def _distinct_centers(cls, centers: list[str] | None) -> list[str] | None:
+        if centers is not None and len(set(centers)) != len(centers):
+            raise ValueError("centers must be distinct")
+        return centers
+
+    @model_validator(mode="after")
+    def _mwu_needs_groups(self) -> Self:
+        if self.groups is None and any(a.kind == "mwu" for a in self.analyses):
+            raise ValueError("an mwu analysis needs `groups` (the two levels X and Y)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_table(self) -> Self:
+        # A study builds one federated table and every analysis that needs a table shares it.
+        closings = {(a.lower, a.upper) for a in self.analyses if isinstance(a, TableAnalysis)}
+        if len(closings) > 1:
+            raise ValueError(
+                "every table analysis of a study must close the table the same way "
+                "(`lower`, `upper`): a study builds one federated table"
+            )
+        return self
+
+    @property
+    def table_closing(self) -> tuple[Extreme, Extreme]:
+        """(lower, upper) of the study's one table; the MWU table test uses it too."""
+        for analysis in self.analyses:
+            if isinstance(analysis, TableAnalysis):
+                return analysis.lower, analysis.upper
+        return "buffer", "buffer"
+
+
+# -- the result ----------------------------------------------------------------------------------
+
+
+class _Result(BaseModel):
+    """A part of a study's result: frozen; infinite table limits serialize as ``"±Infinity"``."""
+
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
+
+
+class ExcludedCenter(_Result):
+    """A center left out of an analysis (``allow_partial``), and why."""
+
+    center: str
+    kind: str
+    detail: str
+    center_error: str | None = None
+
+
+class TableResult(_Result):
+    kind: Literal["table"] = "table"
+    k: int
+    limits: list[float]
+    counts: list[list[float]]
+    totals: list[float]
+    order: list[str] = Field(description="the builder first, then each refining center")
+    center_totals: dict[str, list[float]] = Field(description="per-group totals each released")
+    excluded: list[ExcludedCenter]
+
+
+class TestPart(_Result):
+    """One center's part of a test (for the table test: the federated table as a whole)."""
+
+    center: str
+    statistic: float
+    variance: float
+    zstatistic: float
+    pvalue: float
+    weight: float
+
+
+class TestResult(_Result):
+    method: str
+    statistic: float
+    pvalue: float
+    df: int | None = Field(default=None, description="degrees of freedom of Fisher's χ² (T)")
+    parts: list[TestPart]
+
+
+class Effect(_Result):
+    """The probabilistic index θ = P(Y > X) + ½P(Y = X) with its 95 % interval
+    (``shared.effects``): ``center`` one center's, or "stratified" over every center (the
+    estimand of the sum test)."""
+
+    center: str
+    estimate: float
+    low: float
+    high: float
+    level: float
+    n_x: int
+    n_y: int
+    method: str
+
+
+class MWUResult(_Result):
+    kind: Literal["mwu"] = "mwu"
+    alternative: str
+    tests: dict[str, TestResult]
+    effects: list[Effect] = Field(
+        default_factory=list,
+        description="the probabilistic index of each center, then the stratified one")
+    table: TableResult | None = Field(description="the federated table behind the table test")
+    excluded: list[ExcludedCenter]
+
+
+class Box(_Result):
+    """A seven-number summary; outliers are DP counts, not points."""
+
+    lower_outliers: int
+    lower_whisker: float
+    q1: float
+    median: float
+    q3: float
+    upper_whisker: float
+    upper_outliers: int
+    n: int
+    lower_branch: str
+    upper_branch: str
+    epsilon: float
+    method: str
+    outlier_halfwidth: float | None = Field(
+        default=None, description="each outlier count is within ± this of the true count with "
+                                  "probability 95 % (Laplace noise)")
+
+
+class PooledBoxResult(Box):
+    grid: tuple[float, float]
+    centers: list[str] = Field(description="the centers whose records the box holds")
+
+
+class DPBoxplotResult(_Result):
+    kind: Literal["dp_boxplot"] = "dp_boxplot"
+    group: str | None
+    per_center: dict[str, Box]
+    pooled: PooledBoxResult | None
+    spent: dict[str, float] = Field(description="ε each center reported spending")
+    excluded: list[ExcludedCenter]
+
+
+class EstimateResult(_Result):
+    quantiles: list[float] | None
+    error: str | None = None
+
+
+class QuantilesResult(_Result):
+    kind: Literal["quantiles"] = "quantiles"
+    levels: list[float]
+    estimates: dict[str, dict[str, EstimateResult]] = Field(
+        description="estimator -> group ('all' without groups) -> quantiles or the reason"
+    )
+    table_totals: list[float] = Field(description="records per group in the federated table")
+
+
+class DPQuantilesResult(_Result):
+    kind: Literal["dp_quantiles"] = "dp_quantiles"
+    group: str | None
+    algorithm: str
+    levels: list[float]
+    per_center: dict[str, list[float]]
+    spent: dict[str, float] = Field(description="ε each center reported spending")
+    rank_halfwidth: dict[str, float | None] = Field(
+        default_factory=dict,
+        description="each center's 95 % rank error of its values, in records (data locally "
+                    "evenly spread; none for ApproxQuantile)")
+    n: dict[str, int | None] = Field(
+        default_factory=dict, description="each center's size, rounded down to its K")
+    excluded: list[ExcludedCenter]
+
+
+AnalysisResult = Annotated[
+    TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult,
+    Field(discriminator="kind"),
+]
+
+
+class StudyResult(_Result):
+    analyses: list[AnalysisResult]
+    centers: list[str] = Field(description="the centers the study asked")
+    excluded: list[ExcludedCenter] = Field(description="left out at the survey (sizes) step")
+
+
+# -- the answers ---------------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class CenterProblem(BaseModel):
+    kind: str
+    detail: str
+
+
+class CenterStatus(BaseModel):
+    """One registered center as the coordinator sees it now."""
+
+    id: str
+    url: str | None = Field(description="base URL (none for an in-process center)")
+    healthy: bool
+    problem: CenterProblem | None = Field(description="why health or budget failed")
+    remaining_epsilon: dict[str, float] | None = Field(
+        description="remaining ε per dataset (none when the budget could not be read)"
+    )
+
+
+class StudyCreated(BaseModel):
+    id: str
+    status: StudyStatus
+    status_url: str
+
+
+class StudySummary(BaseModel):
+    id: str
+    status: StudyStatus
+    dataset: str
+    variable: str
+    created_by: str | None = Field(description="fingerprint of the analyst's token")
+    created_at: str
+    updated_at: str
+
+
+class StudyError(BaseModel):
+    """Why a study failed: the coordinator's error body (``center``/``kind`` for a center)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    detail: str
+
+
+class Provenance(BaseModel):
+    """One answer a center gave the study, as received (after validation)."""
+
+    center: str
+    call: str = Field(description="info, table, refine or mwu")
+    dataset: str | None
+    request: dict[str, object] | None = Field(description="the body sent (none for info)")
+    response: dict[str, object]
+    received_at: str
+
+
+class StudyView(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+    id: str
+    status: StudyStatus
+    spec: StudySpec
+    result: StudyResult | None
+    error: StudyError | None
+    provenance: list[Provenance] | None = Field(
+        description="every answer the centers gave, in the order received; none when the "
+                    "request asked ?provenance=false (cheap polling)"
+    )
+    releases_received: int = Field(description="how many answers the centers gave so far")
+    created_by: str | None = Field(description="fingerprint of the analyst's token")
+    created_at: str
+    updated_at: str

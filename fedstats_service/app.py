@@ -1,0 +1,77 @@
+"""The app factory both services share: a FastAPI app with the error handlers, the bearer gate
+and the body limits of ``fedstats_service``, around a service's own router.
+
+Order of the guards on every request: the bearer token (``BearerGate``; only the health check
+and, in dev mode, the docs are public), then the body's size and time (``BodySizeLimit``), then
+the route, whose router checks the token again (``fedstats_service.auth.bearer_auth``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+
+from fedstats_service import handlers
+from fedstats_service.auth import check_bearer
+from fedstats_service.middleware import BearerGate, BodySizeLimit
+from fedstats_service.settings import ServiceSettings
+
+HEALTH_PATH = "/v1/health"
+DOCS_PATHS = ("/docs", "/openapi.json")
+
+
+def create_service_app(
+    settings: ServiceSettings,
+    router: APIRouter,
+    *,
+    title: str,
+    services: object,
+    close: Callable[[], Awaitable[None]],
+) -> FastAPI:
+    """An app serving ``router``, with ``services`` in ``app.state.services`` (what the
+    service's dependencies read) and ``close`` awaited at shutdown.
+
+    ``/docs`` and ``/openapi.json`` are served only in dev mode (every endpoint but health needs
+    a token).
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await close()
+
+    dev = settings.dev_mode
+    app = FastAPI(
+        title=title,
+        version="1",
+        lifespan=lifespan,
+        docs_url="/docs" if dev else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if dev else None,
+    )
+    app.state.services = services
+    handlers.install(app, settings.SERVICE)
+    # Added last, run first: the token is checked before the body is read.
+    app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
+                       body_timeout_s=settings.body_timeout_s)
+    public = {HEALTH_PATH, *(DOCS_PATHS if dev else ())}
+    app.add_middleware(BearerGate, public=public,
+                       check=lambda token: check_bearer(token, settings.bearer_tokens,
+                                                        settings.SERVICE))
+    app.include_router(router)
+    return app
+
+
+def services_part(name: str) -> Callable[[Request], Any]:
+    """A dependency giving ``services.<name>`` of the app (``create_service_app``'s
+    ``services``: what the service built once at start-up). A service's ``api/deps.py`` gives it
+    its type: ``StoreDep = Annotated[Store, Depends(services_part("store"))]``."""
+
+    def get(request: Request) -> Any:
+        return getattr(request.app.state.services, name)
+
+    get.__name__ = f"get_{name}"
+    return get

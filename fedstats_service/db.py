@@ -1,0 +1,79 @@
+"""A service's own database (the center's ledger, the coordinator's store): SQLite (the default)
+or PostgreSQL, both pooled, opened with its tables by :class:`Database`.
+
+SQLite runs in WAL mode with ``synchronous=FULL`` (a committed transaction survives a power cut)
+and foreign keys on; a connection waits up to ``busy_timeout_s`` for another writer. With
+``begin_immediate`` every transaction opens with ``BEGIN IMMEDIATE``, so writers are serialized by
+the database itself, across threads and processes, from the transaction's first statement (the
+center's ledger needs that: it reads a budget and then spends it). PostgreSQL connections are
+checked before use (``pool_pre_ping``); a caller waits up to ``busy_timeout_s`` for one.
+
+A SQLite connection costs its pragmas on every open, so the pool keeps connections open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import QueuePool
+
+from fedstats_service.settings import check_database_url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_deferred_to_sqlalchemy(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's own handling defers it).
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin_immediate(conn: Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, what: str, busy_timeout_s: float,
+                begin_immediate: bool = False) -> Engine:
+    """An engine on ``url`` (SQLite or PostgreSQL; ``what`` names the database in the error)."""
+    check_database_url(url, what)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_size=5, max_overflow=10, pool_timeout=busy_timeout_s,
+                             pool_pre_ping=True)
+    engine = create_engine(
+        parsed,
+        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        poolclass=QueuePool, pool_size=5, max_overflow=20,
+    )
+    if begin_immediate:
+        event.listen(engine, "connect", _sqlite_deferred_to_sqlalchemy)
+        event.listen(engine, "begin", _sqlite_begin_immediate)
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Database:
+    """The engine on ``url`` with the tables of ``metadata`` created (arguments as for
+    :func:`make_engine`). A service's store subclasses it with its queries."""
+
+    def __init__(self, url: str, metadata: MetaData, *, what: str, busy_timeout_s: float,
+                 begin_immediate: bool = False) -> None:
+        self.url = url
+        self.engine = make_engine(url, what=what, busy_timeout_s=busy_timeout_s,
+                                  begin_immediate=begin_immediate)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+        try:
+            metadata.create_all(self.engine)
+        except DBAPIError:  # another process created the tables at the same moment
+            metadata.create_all(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,128 @@
+"""The import graph of the packages, read from the source: no cycles, and every arrow points down.
+
+Imports inside functions count (they still tie the modules together); those under
+``if TYPE_CHECKING:`` do not. Layers, top to bottom:
+
+* packages: ``fedstats_cli`` → ``center_agent``, ``coordinator`` → ``fedstats_service``,
+  ``shared``; ``shared`` imports none of the others;
+* the coordinator: ``main`` → ``api`` → services (``services``, ``runner``, ``registry``) →
+  studies (``study``, ``results``, ``figures``) → ``protocols`` and the ports' implementations →
+  ``ports``, ``db`` → ``models``, ``core`` (``models`` a leaf the CLI imports cheaply).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("shared", "fedstats_service", "center_agent", "coordinator", "fedstats_cli")
+PACKAGE_LAYER = {"shared": 0, "fedstats_service": 0, "center_agent": 1, "coordinator": 1,
+                 "fedstats_cli": 2}
+COORDINATOR_LAYERS = (
+    ("coordinator.models", "coordinator.core"),
+    ("coordinator.db", "coordinator.ports"),
+    ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording"),
+    ("coordinator.study", "coordinator.results", "coordinator.figures"),
+    ("coordinator.services", "coordinator.runner", "coordinator.registry"),
+    ("coordinator.api",),
+    ("coordinator.main", "coordinator.__main__"),
+)
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imported(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            continue
+        if isinstance(child, ast.Import):
+            yield from (alias.name for alias in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            base = child.module or ""
+            if child.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                package = package[: len(package) - child.level + 1]
+                base = ".".join([*package, *([base] if base else [])])
+            # ``from package import module`` names the module; anything else names the package.
+            yield from (f"{base}.{alias.name}" for alias in child.names)
+        else:
+            yield from _imported(child, module, is_package)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        targets = {_resolve(name) for name in _imported(tree, module, path.name == "__init__.py")}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _layer(module: str) -> int | None:
+    for rank, prefixes in enumerate(COORDINATOR_LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def test_no_cycles() -> None:
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            pytest.fail("import cycle: " + " → ".join([*path[path.index(module):], module]))
+        if module in done:
+            return
+        for target in sorted(GRAPH[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(GRAPH):
+        visit(module, [])
+
+
+def test_packages_import_only_downwards() -> None:
+    upward = [(m, t) for m, targets in GRAPH.items() for t in targets
+              if PACKAGE_LAYER[t.split(".")[0]] > PACKAGE_LAYER[m.split(".")[0]]]
+    assert upward == []
+
+
+def test_the_coordinator_imports_only_downwards() -> None:
+    upward = []
+    for module, targets in GRAPH.items():
+        here = _layer(module)
+        for target in targets:
+            there = _layer(target)
+            if here is not None and there is not None and there > here:
+                upward.append((module, target))
+    assert upward == []
+
+
+def test_the_api_models_are_a_leaf() -> None:
+    assert {t for t in GRAPH["coordinator.models"] if t.startswith("coordinator")} == set()
+    assert GRAPH["coordinator.models"] <= {"shared.fields"}  # no algorithm behind the vocabulary
