@@ -35,18 +35,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +58,8 @@ from center_agent.gate.keys import write_key_pair
 from coordinator.local import in_process_federation
 from coordinator.models import StudySpec
 from coordinator.study import run_study
-from fedstats_cli.procs import await_health
+from fedstats_cli.procs import ProcessGroup, child_env, free_ports
+from fedstats_cli.settings_files import write_toml
 from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
 from shared.privacy import Neighbouring
 from shared.protocol import (
@@ -89,7 +87,6 @@ from shared.releases import (
     yj_moments_release,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 K = 10
 EPSILON_TOTAL = 10.0  # per center; a quarter of it per request (the default cap) pays ε = 1
 NEIGHBOURING: Neighbouring = "add_remove"  # the centers' default
@@ -113,40 +110,6 @@ WARM_UP_SPEC: dict[str, Any] = {
     **SPEC, "variable": WARM_UP_VARIABLE,
     "analyses": [*SPEC["analyses"][:2], {**SPEC["analyses"][2], "bounds": [0.0, 120.0]}],
 }
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (all held open until all are chosen)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def toml(value: Any) -> str:
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml(v)}" for k, v in value.items()) + " }"
-    raise TypeError(value)
-
-
-def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]]) -> Path:
-    lines = [f"{k} = {toml(v)}" for k, v in top.items()]
-    for name, table in tables.items():
-        lines += [f"\n[{name}]", *(f"{k} = {toml(v)}" for k, v in table.items())]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def dataset_config(path: Path) -> dict[str, Any]:
@@ -186,41 +149,9 @@ def write_parquet(h: Hospital, path: Path, seed: int) -> Path:
     return path
 
 
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_")}
-    out["PYTHONPATH"] = str(REPO) + os.pathsep + out.get("PYTHONPATH", "")
-    return out
-
-
-@contextlib.contextmanager
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        yield procs
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=15)
-
-
-def spawn(procs: list[subprocess.Popen[bytes]], module: str, config: Path,
-          log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", module, "--config", str(config)],
-                                env=env(), stdout=subprocess.DEVNULL, stderr=f)
-    procs.append(proc)
-    return proc
-
-
-def wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    await_health(proc, f"http://127.0.0.1:{port}", timeout_s=300,
-                 output=lambda: log.read_text()[-2000:])
+def serve(module: str, config: Path) -> list[str]:
+    """The command that serves ``module`` (a center or the coordinator) as deployed."""
+    return [sys.executable, "-m", module, "--config", str(config)]
 
 
 def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]:
@@ -236,8 +167,8 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
         *center_ports, coord_port = free_ports(len(files) + 1)
         ports = dict(zip(files, center_ports, strict=True))
         keys, peers = signing_keys(work, list(files))
-        with processes() as procs:
-            started = []
+        env = child_env()
+        with ProcessGroup() as group:
             for cid, path in files.items():
                 config = write_toml(
                     work / f"{cid}.toml",
@@ -245,8 +176,9 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                      "ledger_url": f"sqlite:///{work / f'{cid}-ledger.sqlite'}",
                      "signing_key_file": str(keys[cid]), "peer_keys_dir": str(peers)},
                     {"datasets.cohort": dataset_config(path)})
-                log = work / f"{cid}.log"
-                started.append((spawn(procs, "center_agent", config, log), ports[cid], log))
+                group.start(cid, serve("center_agent", config),
+                            url=f"http://127.0.0.1:{ports[cid]}", log=work / f"{cid}.log",
+                            env=env)
             coord_config = write_toml(
                 work / "coordinator.toml",
                 {"analyst_tokens": [analyst], "min_centers": 2, "port": coord_port,
@@ -254,10 +186,10 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                  "store_url": f"sqlite:///{work / 'coordinator.sqlite'}"},
                 {f"centers.{cid}": {"url": f"http://127.0.0.1:{ports[cid]}",
                                     "token": tokens[cid]} for cid in files})
-            log = work / "coordinator.log"
-            started.append((spawn(procs, "coordinator", coord_config, log), coord_port, log))
-            for proc, port, log in started:
-                wait_healthy(proc, port, log)
+            coordinator = group.start("coordinator", serve("coordinator", coord_config),
+                                      url=f"http://127.0.0.1:{coord_port}",
+                                      log=work / "coordinator.log", env=env)
+            group.wait_healthy(timeout_s=300)
             for cid in files:  # each port is the center we started there
                 info = httpx.get(f"http://127.0.0.1:{ports[cid]}/v1/info", timeout=600,
                                  headers={"Authorization": f"Bearer {tokens[cid]}"})
@@ -270,8 +202,8 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                     view = client.get(run_to_end(client, WARM_UP_SPEC), params=BRIEF).json()
                     if view["status"] != "succeeded":
                         raise SystemExit(f"warm-up study {view['status']}: {view.get('error')}")
-                pids = {cid: proc.pid for cid, (proc, _, _) in zip(files, started, strict=False)}
-                coord_pid = started[-1][0].pid
+                pids = {c.name: c.proc.pid for c in group.children if c is not coordinator}
+                coord_pid = coordinator.proc.pid
                 cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
                 coord_before = cpu_seconds(coord_pid)
                 start = time.perf_counter()

@@ -3,7 +3,8 @@
 Layout (FastAPI full-stack template):
 
 * ``core/config.py`` — the one settings class (TOML file + ``FEDSTATS_CENTER_*`` environment);
-* ``core/errors.py`` — the domain error hierarchy, rendered once as ``{"error", "detail"}``;
+* ``core/errors.py`` — the center's errors and their codes (the base and the JSON body are
+  ``fedstats_service.errors``');
 * ``data/`` — CSV, Parquet and SQL sources behind one ``Dataset.population()``;
 * ``gate/`` — the release gate every answer leaves through: the release kinds, disclosure
   control, data epochs, the center's keys (``docs/privacy.md``);

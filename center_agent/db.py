@@ -19,7 +19,6 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from sqlalchemy import (
@@ -40,6 +39,7 @@ from sqlalchemy import (
 )
 
 from fedstats_service.db import Database
+from fedstats_service.db import utcnow as utcnow
 
 EPSILON_UNIT = Decimal("1e-9")
 
@@ -148,10 +148,6 @@ audit_log = Table(
     Column("epsilon_units", BigInteger, nullable=False),
     Column("outcome", String(32), nullable=False),
 )
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def spend_units(epsilon: float) -> int:

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
+from fedstats_service.errors import dotted
 from fedstats_service.serving import CLIENT_KEEPALIVE_S
 from shared.kinds import Kind, Rel, Req
 from shared.protocol import Budget, CenterInfo, ErrorBody, Health
@@ -57,7 +58,7 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 def _validation_summary(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(body)"
+    where = dotted(first["loc"]) or "(body)"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {first['msg']}{more}"
 

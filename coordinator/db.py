@@ -20,7 +20,6 @@ The store is synchronous (short transactions); async code calls it through ``asy
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from coordinator.models import StudyStatus
-from fedstats_service.db import Database
+from fedstats_service.db import Database, utcnow
 from fedstats_service.errors import error_body
 
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
@@ -83,7 +82,7 @@ releases = Table(
 
 def now() -> str:
     """UTC, ISO 8601 with microseconds: sorts as text, the same on every backend."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+    return utcnow().isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from shared.fields import (
     MIN_EPSILON,
     Alternative,
     Bounds,
+    Distinct,
     DPQuantileAlgorithm,
     Epsilon,
     Extreme,
@@ -70,7 +71,7 @@ class MWUAnalysis(_Spec):
     """Federated Mann-Whitney tests of X against Y (needs ``groups``)."""
 
     kind: Literal["mwu"]
-    tests: list[MWUTest] = Field(
+    tests: Annotated[list[MWUTest], Distinct] = Field(
         default_factory=lambda: list(MWU_TESTS), min_length=1,
         max_length=4,
     )
@@ -79,13 +80,6 @@ class MWUAnalysis(_Spec):
         default=None,
         description="ε each center spends to noise its local U (none: no noise, no spending)",
     )
-
-    @field_validator("tests")
-    @classmethod
-    def _distinct(cls, tests: list[MWUTest]) -> list[MWUTest]:
-        if len(set(tests)) != len(tests):
-            raise ValueError("tests must be distinct")
-        return tests
 
 
 class DPBoxplotAnalysis(_Spec):
@@ -118,7 +112,7 @@ class QuantilesAnalysis(_Spec):
 
     kind: Literal["quantiles"]
     levels: Levels = Field(description="strictly increasing, each in (0, 1)")
-    estimators: list[Estimator] = Field(
+    estimators: Annotated[list[Estimator], Distinct] = Field(
         default_factory=lambda: list(TABLE_ESTIMATORS),
         min_length=1, max_length=len(ESTIMATOR_NAMES),
         description="yj_data asks every center for ε-DP moment sums at each λ Brent tries "
@@ -139,13 +133,6 @@ class QuantilesAnalysis(_Spec):
                 raise ValueError("yj_data needs `epsilon` and `bounds`: centers release only "
                                  "ε-DP moment sums of values clipped to public bounds")
         return self
-
-    @field_validator("estimators")
-    @classmethod
-    def _distinct(cls, estimators: list[Estimator]) -> list[Estimator]:
-        if len(set(estimators)) != len(estimators):
-            raise ValueError("estimators must be distinct")
-        return estimators
 
 
 class DPQuantilesAnalysis(_Spec):
@@ -175,7 +162,7 @@ class StudySpec(_Spec):
     )
     k: int = Field(default=10, ge=2, le=100_000, description="no released count in 1..k-1")
     analyses: list[Analysis] = Field(min_length=1, max_length=16)
-    centers: list[str] | None = Field(
+    centers: Annotated[list[str] | None, Distinct] = Field(
         default=None, min_length=1, description="registry ids to ask; all when absent"
     )
     allow_partial: bool = Field(
@@ -192,13 +179,6 @@ class StudySpec(_Spec):
             if not all(0 < len(g) <= 128 for g in groups):
                 raise ValueError("group levels must be 1 to 128 characters")
         return groups
-
-    @field_validator("centers")
-    @classmethod
-    def _distinct_centers(cls, centers: list[str] | None) -> list[str] | None:
-        if centers is not None and len(set(centers)) != len(centers):
-            raise ValueError("centers must be distinct")
-        return centers
 
     @model_validator(mode="after")
     def _mwu_needs_groups(self) -> Self:

@@ -30,7 +30,6 @@ from coordinator.core.errors import (
     AnalysisFailed,
     Busy,
     Conflict,
-    CoordinatorError,
     InvalidStudy,
     ServiceError,
     StudyNotFound,
@@ -40,6 +39,7 @@ from coordinator.models import StudySpec
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
 from coordinator.study import run_study
+from fedstats_service.errors import describe_errors
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +134,13 @@ class StudyRunner:
         ports = [RecordedCenter(self.centers[c], store, study_id) for c in selected]
         try:
             result = await run_study(spec, ports, min_centers=self.min_centers)
-        except (CoordinatorError, ValidationError) as exc:
+        except (ServiceError, ValidationError) as exc:
             if isinstance(exc, ValidationError):
                 # The spec allowed a request the wire models refuse: a gap between the two,
                 # reported as the analysis failing (and logged to be fixed), never a trace.
                 log.warning("study %s: a request failed validation: %s", study_id, exc)
-                exc = AnalysisFailed("a request to the centers would be invalid: " + "; ".join(
-                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                    for e in exc.errors(include_url=False, include_input=False)))
+                problems = describe_errors(exc.errors(include_url=False, include_input=False))
+                exc = AnalysisFailed(f"a request to the centers would be invalid: {problems}")
             log.info("study %s failed: %s", study_id, exc.detail)
             await asyncio.to_thread(store.set_status, study_id, "failed",
                                     error=json.dumps(exc.body()))

@@ -30,6 +30,8 @@ from center_agent.gate.keys import write_key_pair
 from fedstats_cli import synth
 from fedstats_cli.procs import ProcessGroup, child_env, free_port, terminate_on_sigterm
 from fedstats_cli.report import render_html, summary
+from fedstats_cli.settings_files import toml_value as toml_value  # still importable from here
+from fedstats_cli.settings_files import write_toml
 from fedstats_cli.study import StudyFileError, analyst_client, check_spec, run_study, write_view
 
 MARKER = ".fedstats-demo"
@@ -37,31 +39,6 @@ K = 10
 EPSILON_TOTAL = 10.0
 DP_EPSILON = 1.0
 LEVELS = [0.1, 0.25, 0.5, 0.75, 0.9]
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (str, Path)):
-        return json.dumps(str(value))  # a JSON string is a valid TOML basic string
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML for {type(value).__name__}")
-
-
-def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]]) -> Path:
-    """Top-level keys, then one ``[name]`` table each; readable by its owner only (tokens)."""
-    lines = [f"{k} = {toml_value(v)}" for k, v in top.items()]
-    for name, table in tables.items():
-        lines.append(f"\n[{name}]")
-        lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
-    path.touch(mode=0o600)
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def prepare_workdir(workdir: Path) -> None:

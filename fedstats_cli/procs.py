@@ -26,11 +26,21 @@ import httpx
 GRACE_S = 10.0
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 now (each held until all are chosen, so
+    none is chosen twice; another process could take one before we bind it)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            s = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (another process could take it before we bind it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now (see :func:`free_ports`)."""
+    return free_ports(1)[0]
 
 
 class Terminated(Exception):

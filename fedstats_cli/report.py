@@ -14,8 +14,8 @@ import io
 import itertools
 import json
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import matplotlib
 
@@ -23,6 +23,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from shared.dp.boxplot import bxp_stats
+
+T = TypeVar("T")
 
 BOX_KEYS = ("lower_whisker", "q1", "median", "q3", "upper_whisker")
 
@@ -123,18 +125,28 @@ def analyses_of(view: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [a for a in result.get("analyses", []) if a.get("kind") == kind]
 
 
-def boxes(node: Any, label: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every seven-number summary inside a result, labelled by the keys that lead to it."""
+def found_in(
+    node: Any, match: Callable[[dict[str, Any]], T | None], default: str, label: str = ""
+) -> Iterator[tuple[str, T]]:
+    """What ``match`` finds in every object of a result (not inside what it found), labelled by
+    the object's ``center``, else the keys that lead to it, else ``default``."""
     if isinstance(node, dict):
-        if all(k in node for k in BOX_KEYS):
-            yield (str(node.get("center") or label or "boxplot"), node)
+        found = match(node)
+        if found is not None:
+            yield (str(node.get("center") or label or default), found)
             return
         for key, value in node.items():
-            yield from boxes(value, str(key) if not label else f"{label} {key}")
+            yield from found_in(value, match, default, str(key) if not label else f"{label} {key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):
             name = value.get("center") if isinstance(value, dict) else None
-            yield from boxes(value, str(name) if name else (label or str(i)))
+            yield from found_in(value, match, default, str(name) if name else (label or str(i)))
+
+
+def boxes(node: Any, label: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every seven-number summary inside a result, labelled by the keys that lead to it."""
+    return found_in(node, lambda d: d if all(k in d for k in BOX_KEYS) else None, "boxplot",
+                    label)
 
 
 def dp_boxes(analysis: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -170,19 +182,17 @@ def rank_error(value: Any) -> str:
     return f"± {math.ceil(number(value))}" if value is not None else "n/a"
 
 
+def _levels_and_values(node: dict[str, Any]) -> tuple[list[Any], list[Any]] | None:
+    levels, values = node.get("levels"), node.get("values")
+    if isinstance(levels, list) and isinstance(values, list) and len(levels) == len(values):
+        return levels, values
+    return None
+
+
 def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], list[Any]]]:
     """Every (levels, values) pair inside a result, labelled by the keys that lead to it."""
-    if isinstance(node, dict):
-        levels, values = node.get("levels"), node.get("values")
-        if isinstance(levels, list) and isinstance(values, list) and len(levels) == len(values):
-            yield (str(node.get("center") or label or "quantiles"), levels, values)
-            return
-        for key, value in node.items():
-            yield from quantile_rows(value, str(key) if not label else f"{label} {key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            name = value.get("center") if isinstance(value, dict) else None
-            yield from quantile_rows(value, str(name) if name else (label or str(i)))
+    for name, (levels, values) in found_in(node, _levels_and_values, "quantiles", label):
+        yield name, levels, values
 
 
 # -- text ----------------------------------------------------------------------------------------

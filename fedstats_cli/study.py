@@ -33,6 +33,7 @@ import httpx
 from pydantic import ValidationError
 
 from coordinator.models import StudySpec
+from fedstats_service.errors import describe_errors
 
 FINAL = frozenset({"succeeded", "failed", "failed_resumable"})
 
@@ -55,11 +56,9 @@ def check_spec(spec: dict[str, Any], *, source: str = "study") -> None:
     try:
         StudySpec.model_validate(spec)
     except ValidationError as exc:
-        lines = [
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors(include_url=False, include_input=False)
-        ]
-        raise StudyFileError(f"{source}: " + "; ".join(lines)) from None
+        problems = describe_errors(exc.errors(include_url=False, include_input=False),
+                                   empty="(top level)")
+        raise StudyFileError(f"{source}: {problems}") from None
 
 
 def run_study(

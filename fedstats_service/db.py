@@ -13,6 +13,7 @@ A SQLite connection costs its pragmas on every open, so the pool keeps connectio
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, MetaData, create_engine, event
@@ -21,6 +22,11 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
 
 from fedstats_service.settings import check_database_url
+
+
+def utcnow() -> datetime:
+    """The time a service stamps its records with: aware, in UTC (never the host's zone)."""
+    return datetime.now(UTC)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

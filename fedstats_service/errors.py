@@ -1,9 +1,23 @@
-"""The error base of both services: an HTTP status, a stable machine code and a human detail,
+"""The one error base of both services: an HTTP status, a stable machine code and a human detail,
 rendered once as ``{"error": ..., "detail": ..., **extra}`` (:func:`error_body`; sent by
-``fedstats_service.handlers`` and, before a route runs, by ``fedstats_service.middleware``)."""
+``fedstats_service.handlers`` and, before a route runs, by ``fedstats_service.middleware``).
+
+The errors every service can answer with, whatever its domain::
+
+    ServiceError                500 internal_error
+    ├── BadRequest              400 bad_request        (e.g. an invalid Content-Length header)
+    ├── AuthenticationError     401 unauthenticated
+    ├── NotFound                404 not_found          (a service's own 404s refine the code)
+    ├── RequestTimeout          408 request_timeout    (the body did not arrive in time)
+    ├── RequestTooLarge         413 request_too_large
+    └── InvalidFields           422 validation_error   (names each bad field in ``fields``)
+
+Each service's ``core/errors.py`` derives its own errors from these.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 
@@ -11,6 +25,18 @@ def error_body(error: str, detail: str, **extra: Any) -> dict[str, Any]:
     """The JSON body of every error answer (and of a study's stored error): ``error`` and
     ``detail`` first, then any extras."""
     return {"error": error, "detail": detail, **extra}
+
+
+def dotted(location: Sequence[Any]) -> str:
+    """A pydantic error's location as one dotted key (``body.epsilon``, ``datasets.a.path``)."""
+    return ".".join(str(part) for part in location)
+
+
+def describe_errors(errors: Iterable[Mapping[str, Any]], *, empty: str = "") -> str:
+    """Pydantic errors as ``key: message; key: message`` (``empty`` stands for the key of an
+    error of the whole input). Never the offending input: it may be a secret or data."""
+    return "; ".join(f"{dotted(err.get('loc', ())) or empty}: {err.get('msg', 'invalid')}"
+                     for err in errors)
 
 
 class ServiceError(Exception):
@@ -36,6 +62,11 @@ class ServiceError(Exception):
         return error_body(self.error, self.detail, **self.extra)
 
 
+class BadRequest(ServiceError):
+    status_code = 400
+    error = "bad_request"
+
+
 class AuthenticationError(ServiceError):
     status_code = 401
     error = "unauthenticated"
@@ -49,9 +80,25 @@ class NotFound(ServiceError):
     error = "not_found"
 
 
+class RequestTimeout(ServiceError):
+    status_code = 408
+    error = "request_timeout"
+
+
 class RequestTooLarge(ServiceError):
     status_code = 413
     error = "request_too_large"
+
+
+class InvalidFields(ServiceError):
+    """A request that does not validate; ``fields`` lists the dotted key of each bad field."""
+
+    status_code = 422
+    error = "validation_error"
+
+    def __init__(self, errors: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(describe_errors(errors, empty="(request)"),
+                         extra={"fields": [dotted(err.get("loc", ())) for err in errors]})
 
 
 def error_responses() -> dict[int | str, dict[str, Any]]:

@@ -9,37 +9,40 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fedstats_service.errors import ServiceError, error_body
+from fedstats_service.errors import (
+    AuthenticationError,
+    InvalidFields,
+    NotFound,
+    RequestTooLarge,
+    ServiceError,
+    error_body,
+)
 
 log = logging.getLogger(__name__)
 
+# Starlette's own errors, by status, in the services' vocabulary.
 _HTTP_CODES = {
-    401: "unauthenticated",
+    **{cls.status_code: cls.error for cls in (AuthenticationError, NotFound, RequestTooLarge)},
     403: "forbidden",
-    404: "not_found",
     405: "method_not_allowed",
-    413: "request_too_large",
 }
+
+
+def _answer(exc: ServiceError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
 
 async def service_error_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     if exc.status_code >= 500:
         log.error("%s %s failed: %s", request.method, request.url.path, exc.detail)
-    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+    return _answer(exc)
 
 
 async def validation_error_handler(request: Request, exc: Exception) -> JSONResponse:
     """422 naming each bad field (``body.epsilon: ...``); the offending input is not echoed."""
     assert isinstance(exc, RequestValidationError)
-    problems = []
-    for err in exc.errors():
-        field = ".".join(str(part) for part in err.get("loc", ())) or "(request)"
-        problems.append(f"{field}: {err.get('msg', 'invalid')}")
-    fields = [".".join(str(p) for p in err.get("loc", ())) for err in exc.errors()]
-    return JSONResponse(
-        error_body("validation_error", "; ".join(problems), fields=fields), status_code=422
-    )
+    return _answer(InvalidFields(exc.errors()))
 
 
 async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
@@ -57,9 +60,7 @@ def install(app: FastAPI, service: str) -> None:
     async def unhandled_error_handler(request: Request, exc: Exception) -> JSONResponse:
         """Anything unexpected: logged here with its trace, answered with a bare 500."""
         log.error("%s %s raised", request.method, request.url.path, exc_info=exc)
-        return JSONResponse(
-            ServiceError(f"the {service} could not answer this request").body(), status_code=500
-        )
+        return _answer(ServiceError(f"the {service} could not answer this request"))
 
     app.add_exception_handler(ServiceError, service_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)

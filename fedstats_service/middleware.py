@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fedstats_service.errors import AuthenticationError, RequestTooLarge, error_body
+from fedstats_service.errors import (
+    AuthenticationError,
+    BadRequest,
+    RequestTimeout,
+    RequestTooLarge,
+    ServiceError,
+)
+from fedstats_service.serving import BODY_TIMEOUT_S
 
 
 class BearerGate:
@@ -45,14 +51,15 @@ class BearerGate:
         try:
             caller = self.check(token)
         except AuthenticationError as exc:
-            await send_error(send, exc.status_code, exc.body(), exc.headers)
+            await send_error(send, exc)
             return
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
 
 
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, body_timeout_s: float = 30.0) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int,
+                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
@@ -66,8 +73,7 @@ class BodySizeLimit:
             try:
                 too_large = int(declared) > self.max_body_bytes
             except ValueError:
-                await send_error(send, 400, error_body("bad_request",
-                                                       "invalid Content-Length header"))
+                await send_error(send, BadRequest("invalid Content-Length header"))
                 return
             if too_large:
                 await self._refuse_too_large(send)
@@ -90,8 +96,7 @@ class BodySizeLimit:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            await send_error(send, 408, error_body(
-                "request_timeout",
+            await send_error(send, RequestTimeout(
                 f"the request body did not arrive within {self.body_timeout_s:g} s"))
             return
 
@@ -107,23 +112,22 @@ class BodySizeLimit:
         await self.app(scope, replay, send)
 
     async def _refuse_too_large(self, send: Send) -> None:
-        refusal = RequestTooLarge(f"request body exceeds the limit of {self.max_body_bytes} bytes")
-        await send_error(send, refusal.status_code, refusal.body())
+        await send_error(send, RequestTooLarge(
+            f"request body exceeds the limit of {self.max_body_bytes} bytes"))
 
 
-async def send_error(send: Send, status: int, body: dict[str, Any],
-                     headers: Mapping[str, str] | None = None) -> None:
-    """Answer with an error body before any route ran, closing the connection (the rest of the
+async def send_error(send: Send, error: ServiceError) -> None:
+    """Answer with ``error`` before any route ran, closing the connection (the rest of the
     request is not read)."""
-    encoded = json.dumps(body).encode()
+    encoded = json.dumps(error.body()).encode()
     await send({
         "type": "http.response.start",
-        "status": status,
+        "status": error.status_code,
         "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(encoded)).encode()),
             *((name.lower().encode("latin-1"), value.encode("latin-1"))
-              for name, value in (headers or {}).items()),
+              for name, value in (error.headers or {}).items()),
             (b"connection", b"close"),
         ],
     })

@@ -16,7 +16,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +34,7 @@ from pydantic_settings import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from fedstats_service.errors import describe_errors
 from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -57,7 +66,8 @@ class ConfigError(ValueError):
 
 
 def check_tokens(tokens: list[SecretStr], *, dev_mode: bool, what: str) -> list[SecretStr]:
-    """Refuse placeholder or short tokens outside dev mode (warn inside it)."""
+    """Refuse placeholder or short tokens outside dev mode (warn inside it); ``what`` names
+    them in the message."""
     for i, token in enumerate(tokens):
         value = token.get_secret_value()
         weak = value.strip().lower() in PLACEHOLDER_SECRETS or len(value) < MIN_TOKEN_LENGTH
@@ -71,15 +81,41 @@ def check_tokens(tokens: list[SecretStr], *, dev_mode: bool, what: str) -> list[
     return tokens
 
 
-def check_database_url(url: str, what: str) -> str:
-    """A SQLAlchemy URL of SQLite or PostgreSQL."""
+def strong_tokens(what: str) -> AfterValidator:
+    """The validator of a settings field of bearer tokens: :func:`check_tokens`, in the dev mode
+    the settings declare (``dev_mode`` is validated first)."""
+
+    def check(tokens: list[SecretStr], info: ValidationInfo) -> list[SecretStr]:
+        return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)), what=what)
+
+    return AfterValidator(check)
+
+
+def check_sql_url(url: str) -> str:
+    """A URL SQLAlchemy can parse (any database)."""
     try:
-        backend = make_url(url).get_backend_name()
+        make_url(url)
     except ArgumentError as exc:
         raise ValueError(f"not a SQLAlchemy database URL: {exc}") from None
+    return url
+
+
+SqlUrl = Annotated[str, AfterValidator(check_sql_url)]
+
+
+def check_database_url(url: str, what: str) -> str:
+    """A SQLAlchemy URL of SQLite or PostgreSQL, the databases a service keeps its own records
+    in (``what`` names that database in the message)."""
+    backend = make_url(check_sql_url(url)).get_backend_name()
     if backend not in ("sqlite", "postgresql"):
         raise ValueError(f"the {what} runs on sqlite or postgresql, not {backend!r}")
     return url
+
+
+def database_url(what: str) -> AfterValidator:
+    """The validator of a settings field naming a service's own database
+    (:func:`check_database_url`)."""
+    return AfterValidator(lambda url: check_database_url(url, what))
 
 
 def sources(
@@ -96,12 +132,9 @@ def sources(
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per error, each naming the dotted key; the offending input is never shown."""
-    lines = []
-    for err in exc.errors(include_url=False, include_input=False, include_context=False):
-        key = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        lines.append(f"{key}: {err['msg']}")
-    return "; ".join(lines)
+    """One part per error, each naming the dotted key; the offending input is never shown."""
+    return describe_errors(exc.errors(include_url=False, include_input=False),
+                           empty="(top level)")
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from numpy.typing import ArrayLike, NDArray
 from shared import _greedy
 from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_int
+from shared.privacy import isolating
 
 FloatArray = NDArray[np.float64]
 Extreme = Literal["infinite", "buffer"] | float
@@ -101,26 +102,6 @@ def randomized_limits(
 def mean_gap(lowest: float, highest: float, count: float) -> float:
     """Mean difference between consecutive sorted values of a bin with ``count`` records."""
     return (highest - lowest) / (count - 1) if count > 1 else 0.0
-
-
-def extreme_limit(
-    choice: Extreme, side: Literal["lower", "upper"], edge: float, gap: float
-) -> float:
-    """Close the table at one end.
-
-    ``edge`` is the extreme data value and ``gap`` the mean gap of its bin.
-    """
-    if choice == "infinite":
-        return -np.inf if side == "lower" else np.inf
-    if choice == "buffer":
-        return edge - gap if side == "lower" else edge + gap
-    natural = float(choice)
-    if (side == "lower" and natural > edge) or (side == "upper" and natural < edge):
-        raise ValueError(
-            f"natural `{side}` limit {natural} excludes data ({'min' if side == 'lower' else 'max'}"
-            f" is {edge}); a natural limit must hold every value"
-        )
-    return natural
 
 
 def check_extreme(choice: object, name: str) -> Extreme:
@@ -209,7 +190,7 @@ def bin_groups(
     end = np.full(1, n_distinct, dtype=np.int64)
     chain, visited, final = _greedy.walk(nxt, start, seg_end)
     _, cuts = _greedy.close_chains(counts, chain, visited, final, start, end, k)
-    table = _assemble(u, counts, cuts, k, rng, "buffer", "buffer")
+    table = _assemble(u, counts, cuts, k, rng)
     return close_table(table, lower, upper)
 
 
@@ -236,7 +217,7 @@ def coarsen_table(table: BinTable, k: int) -> BinTable:
     """
     k = check_int(k, "k", 2)
     totals = table.totals
-    if np.any((totals > 0) & (totals < k)):
+    if isolating(totals, k).any():
         raise KAnonymityError(f"a group total is between 1 and k-1 = {k - 1}")
     keep = np.zeros(max(table.n_bins - 1, 0), dtype=bool)
     running = np.zeros(table.n_groups)
@@ -302,10 +283,9 @@ def _assemble(
     cuts: NDArray[np.signedinteger[Any]],
     k: int,
     rng: np.random.Generator,
-    lower: Extreme,
-    upper: Extreme,
 ) -> BinTable:
-    """Limits and counts of a table whose bins end at ``cuts`` (the last one being D)."""
+    """Limits and counts of a table whose bins end at ``cuts`` (the last one being D), its ends
+    closed by privacy buffers (:func:`close_table` then closes them as the caller asked)."""
     bounds = np.concatenate([[0], cuts])
     at = counts[:, bounds]
     bin_counts = np.diff(at, axis=1).astype(np.float64)
@@ -317,14 +297,8 @@ def _assemble(
                            float(u[0]), float(u[-1]), n)
     last_gap = buffer_gap(mean_gap(u[bounds[-2]], u[-1], float(pooled[-1] - pooled[-2])),
                           float(u[0]), float(u[-1]), n)
-    lo = extreme_limit(lower, "lower", float(u[0]), first_gap)
-    hi = extreme_limit(upper, "upper", float(u[-1]), last_gap)
     # A buffer of 0 (every value equal) would put a data value in the table: open that end.
-    if lower == "buffer" and first_gap <= 0:
-        lo = -np.inf
-    if upper == "buffer" and last_gap <= 0:
-        hi = np.inf
-    if lo >= hi:
-        raise ValueError("natural limits `lower` and `upper` must differ")
+    lo = float(u[0]) - first_gap if first_gap > 0 else -np.inf
+    hi = float(u[-1]) + last_gap if last_gap > 0 else np.inf
     limits = np.concatenate([[lo], inner, [hi]])
     return BinTable(limits=limits, counts=bin_counts, k=k)

@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from scipy import optimize, special
 
 from shared._validation import check_open_unit
-from shared.mwu import MannWhitneyResult
+from shared.mwu import MannWhitneyResult, released_centers
 from shared.noisy_null import NoisyNormal
 
 
@@ -81,16 +81,11 @@ def probabilistic_index(
     interval (module docstring). A center's release is U (possibly noised), n, m and its noise
     variance; nothing else is used."""
     level = check_open_unit(level, "level")
-    if len(centers) == 0:
-        raise ValueError("`centers` must hold at least one center's release")
-    u = np.array([c.statistic for c in centers], dtype=np.float64)
-    n = np.array([c.n_x for c in centers], dtype=np.float64)
-    m = np.array([c.n_y for c in centers], dtype=np.float64)
+    released = released_centers(centers)
+    u, n, m = released.u, released.n, released.m
     noise = np.array([c.noise_variance for c in centers], dtype=np.float64)
     if np.any(n < 1) or np.any(m < 1):
         raise ValueError("every center must hold records of both groups")
-    if not (np.isfinite(u).all() and np.isfinite(noise).all()) or np.any(noise < 0):
-        raise ValueError("every statistic must be finite and every noise variance >= 0")
     pairs = n * m
     total = float(pairs.sum())
     weights = pairs / total
@@ -99,9 +94,7 @@ def probabilistic_index(
     alpha = 1.0 - level
     z = float(special.ndtri(1.0 - alpha / 2.0))
 
-    laws = tuple(c.noise for c in centers if c.noise is not None)
-    if noise_var > 0 and len(laws) != sum(1 for c in centers if c.noise_variance > 0):
-        raise ValueError("every noisy release must state its noise law")
+    laws = tuple(law for law in released.noise if law is not None)
 
     def variance(theta: float) -> float:
         return float(np.sum(weights**2 * newcombe_variance(theta, n, m))) + noise_var

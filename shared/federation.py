@@ -45,6 +45,7 @@ from shared.binning import (
     mean_gap,
     randomized_limits,
 )
+from shared.privacy import isolating
 
 IntArray = NDArray[np.signedinteger[Any]]
 FloatArray = NDArray[np.float64]
@@ -140,7 +141,7 @@ def refine_table(
     cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
     cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
     loose = cell_counts[:, ~fixed].sum(axis=1)
-    if np.any((loose > 0) & (loose < k)):
+    if isolating(loose, k).any():
         sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
         cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
         cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
@@ -324,7 +325,7 @@ def apply_refinement(table: BinTable, release: Refinement) -> BinTable:
         t = np.asarray(runs.totals, dtype=np.float64)
         if r.size != n_cells or (r.size and (r.min() < 0 or r.max() >= t.size)):
             raise ValueError(f"group {g}: runs do not cover the {n_cells} refined cells")
-        if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any((t > 0) & (t < k)):
+        if not np.all(np.isfinite(t)) or np.any(t < 0) or isolating(t, k).any():
             raise ValueError(f"group {g}: a run total is negative or between 1 and k-1")
         if np.any(np.bincount(r, minlength=t.size)[r[fixed]] != 1):
             raise ValueError(f"group {g}: a sub-cell of a split bin shares its run")

@@ -38,6 +38,7 @@ __all__ = [
     "Alternative",
     "Bounds",
     "DPQuantileAlgorithm",
+    "Distinct",
     "Epsilon",
     "Extreme",
     "ExtremeKind",
@@ -98,6 +99,16 @@ def check_leaves(branching: int, depth: int) -> None:
     """A tree histogram's grid of at most MAX_LEAVES leaves."""
     if branching**depth > MAX_LEAVES:
         raise ValueError(f"branching**depth must be at most {MAX_LEAVES} leaves")
+
+
+def _distinct(values: Sequence[Any] | None, info: ValidationInfo) -> Sequence[Any] | None:
+    if values is not None and len(set(values)) != len(values):
+        raise ValueError(f"{info.field_name} must be distinct")
+    return values
+
+
+Distinct = AfterValidator(_distinct)
+"""A list field whose items must differ: ``Annotated[list[str], Distinct]``."""
 
 
 def _bounds(value: tuple[float, float], info: ValidationInfo) -> tuple[float, float]:

@@ -228,7 +228,7 @@ def released_result(
 
 
 @dataclass(frozen=True)
-class _Centers:
+class ReleasedCenters:
     """The released numbers of the centers, checked: U_l (+ w_l), V_l, V_l + σ_l², sizes, laws."""
 
     u: FloatArray
@@ -267,7 +267,9 @@ class _Centers:
         return np.where(noisy, exact, _z_pvalue(_z(self.u, self.total), alternative))
 
 
-def _parts(centers: Sequence[MannWhitneyResult]) -> _Centers:
+def released_centers(centers: Sequence[MannWhitneyResult]) -> ReleasedCenters:
+    """The centers' releases as arrays, checked once for every federated statistic: finite U and
+    V >= 0, σ² >= 0 and each noisy release's law agreeing with its σ²."""
     if len(centers) == 0:
         raise ValueError("`centers` must hold at least one center's release")
     u = np.array([c.statistic for c in centers], dtype=np.float64)
@@ -294,14 +296,14 @@ def _parts(centers: Sequence[MannWhitneyResult]) -> _Centers:
             )
     # noisy releases: Var(U_l + w_l) = V_l + σ_l² in the displayed Z, the weights and the parts
     noise = tuple(c.noise for c in centers)
-    return _Centers(u, v, v + s2, n, m, noise)
+    return ReleasedCenters(u, v, v + s2, n, m, noise)
 
 
 def _result(
     method: str,
     statistic: float,
     pvalue: float,
-    c: _Centers,
+    c: ReleasedCenters,
     w: FloatArray,
     alternative: str,
     df: int | None = None,
@@ -323,7 +325,7 @@ def sum_test(
     With noise the p-value is that of Σ_l (U_l + w_l) under N(0, Σ V_l) + Σ_l w_l.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    c = _parts(centers)
+    c = released_centers(centers)
     z = float(_z(np.asarray(c.u.sum()), np.asarray(c.total.sum())))
     if c.noisy:
         law = NoisyNormal(float(c.v.sum()), tuple(n for n in c.noise if n is not None))
@@ -336,14 +338,14 @@ def sum_test(
 def weighted_coefficients(centers: Sequence[MannWhitneyResult]) -> FloatArray:
     """c_l with Z_w = Σ_l c_l·statistic_l: w_l/(√(V_l + σ_l²)·√Σ w_l²), w_l = n_l·m_l/√(V_l + σ_l²)
     (0 for a center with V_l + σ_l² = 0, and all 0 when every weight is)."""
-    return _coefficients(_parts(centers))
+    return _coefficients(released_centers(centers))
 
 
-def _weights(c: _Centers) -> FloatArray:
+def _weights(c: ReleasedCenters) -> FloatArray:
     return np.where(c.total > 0, c.n * c.m / np.sqrt(np.where(c.total > 0, c.total, 1.0)), 0.0)
 
 
-def _coefficients(c: _Centers) -> FloatArray:
+def _coefficients(c: ReleasedCenters) -> FloatArray:
     w = _weights(c)
     norm = float(np.sqrt(np.sum(w * w)))
     if norm == 0:
@@ -361,7 +363,7 @@ def weighted_test(
     (:func:`weighted_coefficients`).
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    c = _parts(centers)
+    c = released_centers(centers)
     w = _weights(c)
     norm = float(np.sqrt(np.sum(w * w)))
     z = float(np.dot(w, _z(c.u, c.total)) / norm) if norm > 0 else 0.0
@@ -389,7 +391,7 @@ def fisher_test(
     significant direction, ``df`` = 2L.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
-    c = _parts(centers)
+    c = released_centers(centers)
     dof = 2 * c.u.size
     upper, lower = c.log_tails
 
@@ -426,5 +428,5 @@ def table_test(
     v = tie_variance(float(fx.sum()), float(fy.sum()), fx + fy)
     z = float(_z(np.asarray(u), np.asarray(v)))
     ua, va = np.array([u]), np.array([v])
-    c = _Centers(ua, va, va, np.array([fx.sum()]), np.array([fy.sum()]), (None,))
+    c = ReleasedCenters(ua, va, va, np.array([fx.sum()]), np.array([fy.sum()]), (None,))
     return _result("table", z, float(_z_pvalue(z, alternative)), c, np.ones(1), alternative)

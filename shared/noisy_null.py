@@ -88,6 +88,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
+from shared._validation import check_positive
+
 FloatArray = NDArray[np.float64]
 NoiseKind = Literal["laplace", "gaussian", "raised_cosine", "pdf"]
 Method = Literal["auto", "inversion"]
@@ -109,16 +111,6 @@ _BUDGET: Final = 2**21
 
 _PDF_NODES: Final = 256
 """Gauss-Legendre nodes for a ``pdf`` law's M and its derivatives at real arguments."""
-
-
-def _check_scale(value: float, name: str) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}")
-    return v
 
 
 @functools.lru_cache(maxsize=32)
@@ -162,31 +154,31 @@ class NoiseLaw:
     def __post_init__(self) -> None:
         if self.kind not in NOISE_KINDS:
             raise ValueError(f"`kind` must be one of {set(NOISE_KINDS)}, got {self.kind!r}")
-        object.__setattr__(self, "scale", _check_scale(self.scale, "scale"))
+        object.__setattr__(self, "scale", check_positive(self.scale, "scale"))
         if (self.kind == "pdf") != (self.pdf is not None):
             raise ValueError("`pdf` must be given for kind 'pdf' and only for it")
         if self.kind == "pdf":
             var = self.pdf_variance
             if var is None:
                 raise ValueError("a 'pdf' law needs its variance (use NoiseLaw.from_pdf)")
-            object.__setattr__(self, "pdf_variance", _check_scale(var, "pdf_variance"))
+            object.__setattr__(self, "pdf_variance", check_positive(var, "pdf_variance"))
         elif self.pdf_variance is not None:
             raise ValueError("`pdf_variance` is only for kind 'pdf'")
 
     @classmethod
     def laplace(cls, b: float) -> NoiseLaw:
         """Laplace(0, b): density e^{−|w|/b}/(2b)."""
-        return cls("laplace", _check_scale(b, "b"))
+        return cls("laplace", check_positive(b, "b"))
 
     @classmethod
     def gaussian(cls, sigma: float) -> NoiseLaw:
         """N(0, σ²)."""
-        return cls("gaussian", _check_scale(sigma, "sigma"))
+        return cls("gaussian", check_positive(sigma, "sigma"))
 
     @classmethod
     def raised_cosine(cls, half_width: float) -> NoiseLaw:
         """Density cos²(πw/(2a))/a on [−a, a] (``scipy.stats.cosine(scale=a/π)``)."""
-        return cls("raised_cosine", _check_scale(half_width, "half_width"))
+        return cls("raised_cosine", check_positive(half_width, "half_width"))
 
     @classmethod
     def from_pdf(cls, pdf: Pdf, half_width: float, *, variance: float | None = None) -> NoiseLaw:
@@ -195,7 +187,7 @@ class NoiseLaw:
         Checked once on 256 Gauss-Legendre nodes: finite, >= 0, symmetric and of mass 1 (to
         1e-5; the inversion normalizes by the computed mass). ``variance`` defaults to ∫w²p.
         """
-        a = _check_scale(half_width, "half_width")
+        a = check_positive(half_width, "half_width")
         x, g = _legendre(_PDF_NODES)
         p = np.asarray(pdf(a * x), dtype=np.float64)
         if p.shape != x.shape or not np.isfinite(p).all() or (p < 0).any():
@@ -207,7 +199,7 @@ class NoiseLaw:
             raise ValueError(f"`pdf` must integrate to 1 on [-a, a], got {mass:.8g}")
         if variance is None:
             variance = a**3 * float(g @ (x * x * p)) / mass
-        return cls("pdf", a, pdf, _check_scale(variance, "variance"))
+        return cls("pdf", a, pdf, check_positive(variance, "variance"))
 
     @property
     def variance(self) -> float:
@@ -222,7 +214,7 @@ class NoiseLaw:
 
     def scaled(self, c: float) -> NoiseLaw:
         """The law of c·w, c > 0."""
-        c = _check_scale(c, "c")
+        c = check_positive(c, "c")
         if self.kind != "pdf":
             return NoiseLaw(self.kind, self.scale * c)
         assert self.pdf is not None and self.pdf_variance is not None

@@ -1,4 +1,4 @@
-"""The privacy vocabulary every DP function speaks: neighbouring relations and spent budget.
+"""The privacy vocabulary: neighbouring relations and spent budget (DP), the K-anonymity rule.
 
 The privacy unit is one patient's record. Two data sets are neighbours under
 
@@ -6,7 +6,8 @@ The privacy unit is one patient's record. Two data sets are neighbours under
 * ``"swap"``: one record's value is replaced by another (n is treated as public).
 
 Every DP function takes ``neighbouring`` explicitly and returns a :class:`PrivacySpent` so that a
-ledger can debit exactly what was released.
+ledger can debit exactly what was released. Exact releases instead keep every count they show,
+alone or combined, out of 1..K-1 (:func:`isolating`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 Neighbouring = Literal["add_remove", "swap"]
 NEIGHBOURING_RELATIONS: tuple[Neighbouring, ...] = ("add_remove", "swap")
+
+
+def isolating(counts: ArrayLike, k: int) -> NDArray[np.bool_]:
+    """Which ``counts`` lie in 1..K-1: a set of that many records is one no K-anonymous release,
+    nor any combination of releases, may show (K-anonymity as seed 001 uses it: a count is 0 or
+    at least K)."""
+    c = np.asarray(counts)
+    return np.asarray((c > 0) & (c < k), dtype=bool)
 
 
 @dataclass(frozen=True)

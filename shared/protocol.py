@@ -13,11 +13,12 @@ release kinds that pair a request with its release are declared in :mod:`shared.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Any, Literal, Self, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
@@ -33,6 +34,8 @@ from shared.mwu import Alternative, MannWhitneyResult, released_result
 from shared.noisy_null import NoiseLaw
 from shared.privacy import Neighbouring, PrivacySpent
 
+_Result = TypeVar("_Result")
+
 
 class WireModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
@@ -40,6 +43,20 @@ class WireModel(BaseModel):
     def to_payload(self) -> Any:
         """Plain JSON-compatible data (infinities as strings), e.g. for a ledger to store."""
         return json.loads(self.model_dump_json())
+
+    @classmethod
+    def _from_fields(cls, result: Any, **values: Any) -> Self:
+        """The model whose fields are the same-named fields of ``result`` (a core dataclass),
+        then ``values`` (fields the result names otherwise or lacks)."""
+        shared = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+                  if f.name in cls.model_fields and f.name not in values}
+        return cls(**shared, **values)
+
+    def _to_fields(self, result_type: type[_Result], **values: Any) -> _Result:
+        """The ``result_type`` dataclass made of this model's same-named fields, then ``values``."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(result_type)  # type: ignore[arg-type]
+                  if f.init and f.name in type(self).model_fields and f.name not in values}
+        return result_type(**shared, **values)
 
 
 class BinTableRelease(WireModel):
@@ -351,14 +368,8 @@ class MWURelease(WireModel):
 
     @classmethod
     def from_result(cls, result: MannWhitneyResult) -> MWURelease:
-        return cls(
-            statistic=result.statistic,
-            variance=result.variance,
-            noise_variance=result.noise_variance,
-            n_x=result.n_x,
-            n_y=result.n_y,
-            noise=None if result.noise is None else MWUNoise.from_law(result.noise),
-        )
+        return cls._from_fields(
+            result, noise=None if result.noise is None else MWUNoise.from_law(result.noise))
 
     def noise_law(self) -> NoiseLaw | None:
         """The law of the release's noise (None without noise); ``ValueError`` when it disagrees
@@ -475,20 +486,10 @@ class DPBoxplotRelease(WireModel):
         # Each outlier count is a Laplace count at its part of the budget (sensitivity 1).
         counts = [p.epsilon for n, p in result.budget if n.endswith("outlier count")]
         scale = 1.0 / counts[0] if counts else None
-        return cls(
-            lower_outliers=result.lower_outliers,
-            lower_whisker=result.lower_whisker,
-            q1=result.q1,
-            median=result.median,
-            q3=result.q3,
-            upper_whisker=result.upper_whisker,
-            upper_outliers=result.upper_outliers,
-            n=result.n,
-            lower_branch=result.lower_branch,
-            upper_branch=result.upper_branch,
+        return cls._from_fields(
+            result,
             epsilon=result.spent.epsilon,
             budget=[BudgetPart(name=n, epsilon=p.epsilon) for n, p in result.budget],
-            method=result.method,
             outlier_scale=scale,
             outlier_halfwidth=laplace_halfwidth(scale) if scale is not None else None,
         )
@@ -543,6 +544,12 @@ class ThresholdCountsRequest(DPRequest):
 
     lower: float = Field(allow_inf_nan=False)
     upper: float = Field(allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ThresholdCountsRequest:
+        if self.lower > self.upper:
+            raise ValueError(f"`lower` must be <= `upper`, got {self.lower!r} > {self.upper!r}")
+        return self
 
 
 class ThresholdCountsRelease(WireModel):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
@@ -41,8 +41,6 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from fedstats_service.settings import ConfigError as ConfigError
 from fedstats_service.settings import (
@@ -51,8 +49,9 @@ from fedstats_service.settings import (
     Port,
     Section,
     ServiceSettings,
-    check_database_url,
-    check_tokens,
+    SqlUrl,
+    database_url,
+    strong_tokens,
 )
 from shared.privacy import Neighbouring
 
@@ -77,16 +76,7 @@ def _qualified_identifier(value: str) -> str:
     return value
 
 
-def _sql_url(value: str) -> str:
-    try:
-        make_url(value)
-    except ArgumentError as exc:
-        raise ValueError(f"not a SQLAlchemy database URL: {exc}") from None
-    return value
-
-
 Identifier = Annotated[str, AfterValidator(_identifier)]
-SqlUrl = Annotated[str, AfterValidator(_sql_url)]
 
 
 class CsvSource(Section):
@@ -194,11 +184,12 @@ class Settings(ServiceSettings):
     datasets: dict[str, DatasetConfig] = Field(min_length=1)
     k: int = Field(default=10, ge=2, description="no released count lies in 1..k-1")
     neighbouring: Neighbouring = "add_remove"
-    tokens: list[SecretStr] = Field(min_length=1, description="bearer tokens allowed to call")
+    tokens: Annotated[list[SecretStr], strong_tokens("token")] = Field(
+        min_length=1, description="bearer tokens allowed to call")
     allow_quantile_loss: bool = Field(
         default=False, description="quantile-loss values leak data; benchmark use only"
     )
-    ledger_url: SqlUrl = "sqlite:///./center_ledger.sqlite"
+    ledger_url: Annotated[str, database_url("ledger")] = "sqlite:///./center_ledger.sqlite"
     # Brent on λ needs 14 evaluations typically, 30 at most on Gamma studies (shared.quantiles);
     # every call is ε-DP and paid, the caps bound the number of them besides.
     yj_max_calls: int = Field(default=400, ge=1,
@@ -244,18 +235,6 @@ class Settings(ServiceSettings):
                 )
         return datasets
 
-    @field_validator("ledger_url")
-    @classmethod
-    def _ledger_backend(cls, url: str) -> str:
-        return check_database_url(url, "ledger")
-
-    @field_validator("tokens")
-    @classmethod
-    def _no_placeholder_tokens(
-        cls, tokens: list[SecretStr], info: ValidationInfo
-    ) -> list[SecretStr]:
-        return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)), what="token")
-
     @field_validator("peers")
     @classmethod
     def _peer_keys(cls, peers: dict[str, str]) -> dict[str, str]:
@@ -290,9 +269,6 @@ class Settings(ServiceSettings):
         return self.tls_certfile, self.tls_keyfile
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or ``FEDSTATS_CENTER_CONFIG``).
-
-    Raises :class:`ConfigError` naming the environment variable or the bad keys.
-    """
-    return Settings.load(config_file, **overrides)
+load_settings = Settings.load
+"""Read and validate the settings (file from the argument or ``FEDSTATS_CENTER_CONFIG``);
+raises :class:`ConfigError` naming the environment variable or the bad keys."""

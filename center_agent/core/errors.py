@@ -1,33 +1,31 @@
-"""Every error the center agent answers with, rendered once as ``{"error": ..., "detail": ...}``.
+"""The center's own errors, under the one base of both services (``fedstats_service.errors``,
+which also holds the errors every service answers with: 401, 404, 413, 422 ``validation_error``)::
 
-Hierarchy::
-
-    ServiceError                500 internal_error (``fedstats_service``: status, code, detail)
-    ├── AuthenticationError     401 unauthenticated      (``fedstats_service``)
-    ├── RequestTooLarge         413 request_too_large    (``fedstats_service``)
-    ├── NotFound                404 not_found            (``fedstats_service``)
+    ServiceError                500 internal_error
+    ├── ReleaseFailed           500 internal_error (a fault in the core; logged, no detail)
+    ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
+    ├── InvalidRequest          422 invalid_request (values the statistics cannot use)
+    ├── NotFound                404 not_found
     │   ├── UnknownDataset      404 unknown_dataset
     │   ├── UnknownVariable     404 unknown_variable
     │   └── UnknownLevel        404 unknown_level
-    └── CenterError         (the center's own errors)
-        ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
-        ├── InvalidRequest          422 invalid_request (values the statistics cannot use)
-        └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
-            ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
-            ├── EpsilonCapExceeded  403 epsilon_cap_exceeded (per request or per period)
-            ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
-            ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls)
-            ├── KAnonymityRefusal   403 k_anonymity_refused (a K or a level too small)
-            ├── UntrustedTable      403 untrusted_table (limits no trusted center signed)
-            ├── DisclosureStateFull 403 release_limit_reached (caps on stored releases)
-            ├── DataChanged         409 data_changed (the data changed; the check failed)
-            └── HistoryNotSafe      409 data_changed (earlier releases unsafe on forced data)
+    └── PrivacyRefusal          403 privacy_refusal (the request is fine; releasing it is not)
+        ├── BudgetExceeded      403 budget_exceeded (carries ``remaining_epsilon``)
+        ├── EpsilonCapExceeded  403 epsilon_cap_exceeded (per request or per period)
+        ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
+        ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls)
+        ├── KAnonymityRefusal   403 k_anonymity_refused (a K or a level too small)
+        ├── UntrustedTable      403 untrusted_table (limits no trusted center signed)
+        ├── DisclosureStateFull 403 release_limit_reached (caps on stored releases)
+        ├── DataChanged         409 data_changed (the data changed; the check failed)
+        └── HistoryNotSafe      409 data_changed (earlier releases unsafe on forced data)
 
-A :class:`PrivacyRefusal` is the center working as designed: the coordinator tells it apart from a
-failure by its ``error`` code (and by the class in-process). **Every refusal and every error text
-is built from the request's fields and public settings only** (never from the data: a refusal that
-depended on the data would be an oracle). Request validation errors are rendered by
-``fedstats_service.handlers`` as 422 ``validation_error`` naming the field.
+These codes are the center's vocabulary on the wire: the coordinator relays them as a failure's
+``center_error`` and, where it refuses on a center's behalf from its ``/v1/info`` (the survey),
+uses the same classes' codes. A :class:`PrivacyRefusal` is the center working as designed: the
+coordinator tells it apart from a failure by its status (403/409) and code. **Every refusal and
+every error text is built from the request's fields and public settings only** (never from the
+data: a refusal that depended on the data would be an oracle).
 """
 
 from __future__ import annotations
@@ -36,16 +34,10 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fedstats_service.errors import AuthenticationError as AuthenticationError
 from fedstats_service.errors import NotFound as NotFound
-from fedstats_service.errors import RequestTooLarge as RequestTooLarge
 from fedstats_service.errors import ServiceError as ServiceError
 
 log = logging.getLogger(__name__)
-
-
-class CenterError(ServiceError):
-    """Base of the center's own errors (the common ones come from ``fedstats_service``)."""
 
 
 class UnknownDataset(NotFound):
@@ -69,7 +61,7 @@ class UnknownLevel(NotFound):
         super().__init__(f"dataset {dataset!r} declares no group level {level!r}")
 
 
-class InvalidRequest(CenterError):
+class InvalidRequest(ServiceError):
     """Well-formed JSON whose values the statistics cannot use (decided from the request
     alone); the detail says what to change."""
 
@@ -77,13 +69,13 @@ class InvalidRequest(CenterError):
     error = "invalid_request"
 
 
-class DataSourceError(CenterError):
+class DataSourceError(ServiceError):
     """The data behind a dataset could not be read; details go to the log, never to the client."""
 
     error = "data_source_error"
 
 
-class PrivacyRefusal(CenterError):
+class PrivacyRefusal(ServiceError):
     """A well-formed request whose answer would break a privacy guard."""
 
     status_code = 403
@@ -177,7 +169,7 @@ def core_errors() -> Iterator[None]:
         raise ReleaseFailed("the release could not be computed") from None
 
 
-class ReleaseFailed(CenterError):
+class ReleaseFailed(ServiceError):
     """A fault while computing a release (logged with its trace; the detail holds no data)."""
 
     error = "internal_error"

@@ -245,8 +245,10 @@ class Dataset:
             declared = self.levels
         keep &= codes >= 0
         counts = np.bincount(codes[keep], minlength=len(declared))
-        included = tuple(lv for lv, c in zip(declared, counts, strict=True) if c >= self.k)
-        excluded = tuple(lv for lv, c in zip(declared, counts, strict=True) if c < self.k)
+        # The one rule of the population: a level of fewer than K complete rows is left out.
+        enough = dict(zip(declared, (counts >= self.k).tolist(), strict=True))
+        included = tuple(lv for lv in declared if enough[lv])
+        excluded = tuple(lv for lv in declared if not enough[lv])
         index = {lv: i for i, lv in enumerate(declared)}
         kept_codes = codes[keep]
         by_variable: dict[str, dict[str, NDArray[np.float64]]] = {}

@@ -51,6 +51,7 @@ from sqlalchemy import Connection, delete, func, select
 from center_agent.core.errors import DisclosureStateFull, HistoryNotSafe
 from center_agent.data import Population
 from center_agent.db import atom_snapshots, release_sets, released_limits, utcnow
+from shared.privacy import isolating
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -177,9 +178,7 @@ def atom_totals(key: IntArray, counts: IntArray) -> IntArray:
 
 def small(key: IntArray, counts: IntArray, k: int) -> NDArray[np.bool_]:
     """Which (level, cell) pairs lie in an atom of 1..k-1 records."""
-    totals = atom_totals(key, counts)
-    bad = (totals >= 1) & (totals < k)
-    return np.asarray(bad[key], dtype=bool)
+    return isolating(atom_totals(key, counts), k)[key]
 
 
 # -- the memory --------------------------------------------------------------------------------

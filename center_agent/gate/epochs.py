@@ -32,6 +32,7 @@ from center_agent.core.errors import DataChanged
 from center_agent.data import Population
 from center_agent.db import epochs, utcnow
 from center_agent.gate.disclosure import Disclosure
+from shared.privacy import isolating
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,6 @@ class Epoch:
     @property
     def n(self) -> int:
         return sum(self.sizes.values())
-
-
-def _small_change(delta: int, k: int) -> bool:
-    return 0 < abs(delta) < k
 
 
 class Epochs:
@@ -90,11 +87,11 @@ class Epochs:
         for epoch in self.all(conn, dataset):
             for level in sorted(set(epoch.sizes) | set(new_sizes)):
                 delta = new_sizes.get(level, 0) - epoch.sizes.get(level, 0)
-                if _small_change(delta, k):
+                if isolating(abs(delta), k):
                     problems.append(f"epoch {epoch.number}: the size of level {level!r} changed "
                                     f"by {delta:+d}")
             delta = population.n - epoch.n
-            if _small_change(delta, k):
+            if isolating(abs(delta), k):
                 problems.append(f"epoch {epoch.number}: the dataset's size changed by {delta:+d}")
         snapshots = self.disclosure.snapshots(conn, dataset)
         latest: dict[str, int] = {}
@@ -104,13 +101,12 @@ class Epochs:
             if variable not in population.values:
                 continue
             after = snapshot.recount(population, variable)
-            changed = int(((after != snapshot.totals)
-                           & (abs(after - snapshot.totals) < k)).sum())
+            changed = int(isolating(abs(after - snapshot.totals), k).sum())
             if changed:
                 problems.append(f"epoch {number}: {changed} released set(s) of {variable!r} "
                                 f"changed by 1..K-1 records")
             if latest[variable] == number:
-                small = int(((after > 0) & (after < k)).sum())
+                small = int(isolating(after, k).sum())
                 if small:
                     problems.append(f"{small} released set(s) of {variable!r} would hold "
                                     f"1..K-1 records of the new data")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -166,7 +166,11 @@ class ReleaseKind(Generic[Req, Rel]):
         return self.wire.release
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
+        """The variable, and the level when the request names one (``group``)."""
         dataset.check_variable(self.variable(request))
+        group = getattr(request, "group", None)
+        if group is not None:
+            dataset.check_level(group)
 
     def variable(self, request: Req) -> str:
         return str(request.variable)  # type: ignore[attr-defined]
@@ -233,7 +237,29 @@ def _extreme_kind(choice: object) -> ExtremeKind:
     return "natural" if isinstance(choice, float) else choice  # type: ignore[return-value]
 
 
-class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
+# The requests of the exact kinds: each names a variable, its ``groups`` and a ``k``.
+ExactRequest = TypeVar("ExactRequest", TableRequest, RefinementRequest)
+
+
+class ExactKind(ReleaseKind[ExactRequest, Rel]):
+    """A K-anonymous release of one variable (a table, a refinement): of one group, two declared
+    levels or every record, for a K no lower than the center's; every group asked must show at
+    least the request's K records in ``/v1/info``."""
+
+    tag = "tables"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: ExactRequest) -> None:
+        dataset.check_variable(request.variable)
+        dataset.check_levels(request.groups)
+        gate.check_k(request.k)
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: ExactRequest) -> None:
+        for level in request.groups or (None,):
+            dataset.require(population, level, request.k)
+
+
+class TableKind(ExactKind[TableRequest, BinTableRelease]):
     """This center's K-anonymous table of one variable: one group, two declared levels, or all.
 
     Every table of a variable in an epoch is a view of one canonical table (every declared level
@@ -244,13 +270,10 @@ class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
     """
 
     wire = kinds.TABLE
-    tag = "tables"
     summary = "this center's K-anonymous table of one variable"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: TableRequest) -> None:
         super().check(gate, dataset, request)
-        dataset.check_levels(request.groups)
-        gate.check_k(request.k)
         try:
             lower, upper = check_extreme(request.lower, "lower"), check_extreme(request.upper,
                                                                                "upper")
@@ -261,11 +284,6 @@ class TableKind(ReleaseKind[TableRequest, BinTableRelease]):
 
     def question(self, gate: ReleaseGate, dataset: Dataset, request: TableRequest) -> Question:
         return Question(request.variable, {"table": request.variable})
-
-    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
-                request: TableRequest) -> None:
-        for level in request.groups or (None,):
-            dataset.require(population, level, request.k)
 
     def compute(self, ctx: Context, request: TableRequest) -> JSON:
         levels = ctx.population.levels
@@ -341,20 +359,17 @@ class RefineCandidate:
                                self.without_splits)
 
 
-class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
+class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
     """This center's refinement of a table whose limits a trusted center signed (Algorithms
     4-6): randomized split limits, K-anonymous run totals, moved buffer limits, and the signed
     statement of the refined limits for the next center. Limits no trusted center signed are
     refused: placed around one record, they would make the runs an emptiness oracle."""
 
     wire = kinds.REFINE
-    tag = "tables"
     summary = "this center's refinement of a signed table"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: RefinementRequest) -> None:
         super().check(gate, dataset, request)
-        dataset.check_levels(request.groups)
-        gate.check_k(request.k)
         statement = request.table.statement
         if not gate.keys.trusts(request.table):
             raise UntrustedTable(
@@ -377,11 +392,6 @@ class RefineKind(ReleaseKind[RefinementRequest, RefinementRelease]):
         return Question(request.variable, {"refine": request.variable, "groups": groups,
                                            "k": request.k,
                                            "table": request.table.statement.digest()})
-
-    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
-                request: RefinementRequest) -> None:
-        for level in request.groups or (None,):
-            dataset.require(population, level, request.k)
 
     def compute(self, ctx: Context, request: RefinementRequest) -> JSON:
         population = ctx.population
@@ -484,17 +494,15 @@ class DPKind(ReleaseKind[Req, Rel]):
 
     tag = "differential privacy"
     compute_release: ClassVar[Callable[..., WireModel]]
-
-    def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
-        super().check(gate, dataset, request)
-        group = getattr(request, "group", None)
-        if group is not None:
-            dataset.check_level(group)
+    uses_k: ClassVar[bool] = False
+    """Whether ``compute_release`` takes the center's K (it releases a size rounded down to K)."""
 
     def compute(self, ctx: Context, request: Req) -> JSON:
         x = ctx.population.selection(self.variable(request), getattr(request, "group", None))
         settings = ctx.gate.settings
-        release = type(self).compute_release(x, request, settings.neighbouring, fresh_rng())
+        center_k = {"k": settings.k} if self.uses_k else {}
+        release = type(self).compute_release(x, request, settings.neighbouring, rng=fresh_rng(),
+                                             **center_k)
         return release.to_payload()
 
 
@@ -502,24 +510,16 @@ class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
     wire = kinds.DP_QUANTILES
     summary = ("ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or "
                "the unbounded walk (ε split evenly)")
-
-    def compute(self, ctx: Context, request: DPQuantilesRequest) -> JSON:
-        x = ctx.population.selection(request.variable, request.group)
-        settings = ctx.gate.settings
-        return dp_quantiles_release(x, request, settings.neighbouring, fresh_rng(),
-                                    k=settings.k).to_payload()
+    compute_release = staticmethod(dp_quantiles_release)
+    uses_k = True
 
 
 class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
     wire = kinds.DP_BOXPLOT
     summary = ("ε-DP boxplot (DPBoxplot); under add/remove the whisker buffer uses a public "
                "size: n_public, or this center's size rounded down to a multiple of K")
-
-    def compute(self, ctx: Context, request: DPBoxplotRequest) -> JSON:
-        x = ctx.population.selection(request.variable, request.group)
-        settings = ctx.gate.settings
-        return dp_boxplot_release(x, request, settings.neighbouring, settings.k,
-                                  fresh_rng()).to_payload()
+    compute_release = staticmethod(dp_boxplot_release)
+    uses_k = True
 
 
 class ExtremesKind(DPKind[ExtremesRequest, ExtremesRelease]):
@@ -584,8 +584,6 @@ class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
                 "(setting allow_quantile_loss)"
             )
         super().check(gate, dataset, request)
-        if request.group is not None:
-            dataset.check_level(request.group)
 
     def compute(self, ctx: Context, request: QuantileLossRequest) -> JSON:
         x = ctx.population.selection(request.variable, request.group)

@@ -1,1 +1,2 @@
-"""HTTP layer: dependencies, middleware, error rendering and one router per resource."""
+"""HTTP layer: dependencies and one router per resource (the guards and the rendering of
+errors are ``fedstats_service``'s, installed by its app factory)."""

@@ -30,8 +30,7 @@ center tokens) have no default and are never echoed, not even in those messages.
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Annotated, ClassVar, Self
 
 from pydantic import (
     AnyHttpUrl,
@@ -51,8 +50,9 @@ from fedstats_service.settings import (
     Port,
     Section,
     ServiceSettings,
-    check_database_url,
     check_tokens,
+    database_url,
+    strong_tokens,
 )
 
 CONFIG_ENV = "FEDSTATS_COORDINATOR_CONFIG"
@@ -100,13 +100,14 @@ class Settings(ServiceSettings):
     SERVICE: ClassVar[str] = "coordinator"
     CONFIG_ENV: ClassVar[str] = CONFIG_ENV
 
-    analyst_tokens: list[SecretStr] = Field(min_length=1, description="bearer tokens of analysts")
+    analyst_tokens: Annotated[list[SecretStr], strong_tokens("analyst token")] = Field(
+        min_length=1, description="bearer tokens of analysts")
     centers: dict[str, CenterConfig] = Field(min_length=1, description="the registry, by id")
     min_centers: int = Field(default=2, ge=1, description="fewest centers a study may use")
     connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
     read_timeout_s: float = Field(default=120.0, gt=0, le=3600)
     retry: RetryPolicy = RetryPolicy()
-    store_url: str = "sqlite:///./coordinator.sqlite"
+    store_url: Annotated[str, database_url("store")] = "sqlite:///./coordinator.sqlite"
     max_body_bytes: MaxBodyBytes = Field(default=100_000, description="analysts' requests")
     max_concurrency: MaxConcurrency = 256
     max_running_studies: int = Field(
@@ -133,19 +134,6 @@ class Settings(ServiceSettings):
                          what=f"the token of center {center_id!r}")
         return centers
 
-    @field_validator("analyst_tokens")
-    @classmethod
-    def _no_placeholder_tokens(
-        cls, tokens: list[SecretStr], info: ValidationInfo
-    ) -> list[SecretStr]:
-        return check_tokens(tokens, dev_mode=bool(info.data.get("dev_mode", False)),
-                            what="analyst token")
-
-    @field_validator("store_url")
-    @classmethod
-    def _store_backend(cls, url: str) -> str:
-        return check_database_url(url, "store")
-
     @model_validator(mode="after")
     def _enough_centers(self) -> Self:
         if self.min_centers > len(self.centers):
@@ -160,10 +148,6 @@ class Settings(ServiceSettings):
         return self.analyst_tokens
 
 
-def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read and validate the settings (file from the argument or
-    ``FEDSTATS_COORDINATOR_CONFIG``).
-
-    Raises :class:`ConfigError` naming the environment variable or the bad keys.
-    """
-    return Settings.load(config_file, **overrides)
+load_settings = Settings.load
+"""Read and validate the settings (file from the argument or ``FEDSTATS_COORDINATOR_CONFIG``);
+raises :class:`ConfigError` naming the environment variable or the bad keys."""

@@ -1,20 +1,16 @@
-"""Every error the coordinator answers with, rendered once as ``{"error": ..., "detail": ...}``.
+"""The coordinator's own errors, under the one base of both services (``fedstats_service.errors``,
+which also holds the errors every service answers with: 401, 404, 413, 422 ``validation_error``)::
 
-Hierarchy::
-
-    ServiceError                500 internal_error (``fedstats_service``: status, code, detail)
-    ├── AuthenticationError     401 unauthenticated      (``fedstats_service``)
-    ├── RequestTooLarge         413 request_too_large    (``fedstats_service``)
-    ├── NotFound                404 not_found            (``fedstats_service``)
+    ServiceError                500 internal_error
+    ├── NotFound                404 not_found
     │   └── StudyNotFound       404 study_not_found
-    └── CoordinatorError    (the coordinator's own errors)
-        ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
-        ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
-        ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
-        │                                a pooled DP histogram that is empty after its noise)
-        ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
-        ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
-        └── Busy                    503 busy (``max_running_studies`` studies are running)
+    ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
+    ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
+    ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
+    │                                a pooled DP histogram that is empty after its noise)
+    ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
+    ├── TooFewCenters           503 too_few_centers (fewer than ``min_centers`` answered)
+    └── Busy                    503 busy (``max_running_studies`` studies are running)
 
 A :class:`CenterFailure` has one ``kind`` of :data:`FailureKind`:
 
@@ -33,20 +29,13 @@ Details relay what the center said (truncated), never the coordinator's tokens.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
-from fedstats_service.errors import AuthenticationError as AuthenticationError
 from fedstats_service.errors import NotFound as NotFound
-from fedstats_service.errors import RequestTooLarge as RequestTooLarge
 from fedstats_service.errors import ServiceError as ServiceError
 
 FailureKind = Literal["unreachable", "timeout", "refused", "error", "malformed", "implausible"]
-FAILURE_KINDS: tuple[str, ...] = get_args(FailureKind)
 MAX_RELAYED_DETAIL = 500
-
-
-class CoordinatorError(ServiceError):
-    """Base of the coordinator's own errors (the common ones come from ``fedstats_service``)."""
 
 
 class StudyNotFound(NotFound):
@@ -56,24 +45,24 @@ class StudyNotFound(NotFound):
         super().__init__(f"no study with id {study_id!r}")
 
 
-class Conflict(CoordinatorError):
+class Conflict(ServiceError):
     status_code = 409
     error = "conflict"
 
 
-class InvalidStudy(CoordinatorError):
+class InvalidStudy(ServiceError):
     status_code = 422
     error = "invalid_study"
 
 
-class AnalysisFailed(CoordinatorError):
+class AnalysisFailed(ServiceError):
     """Every center answered, but the numbers admit no result (the detail says why)."""
 
     status_code = 422
     error = "analysis_failed"
 
 
-class CenterFailure(CoordinatorError):
+class CenterFailure(ServiceError):
     """One center did not give a usable answer; ``center`` and ``kind`` say who and how."""
 
     status_code = 502
@@ -98,7 +87,7 @@ class CenterFailure(CoordinatorError):
         self.reason = detail
 
 
-class Busy(CoordinatorError):
+class Busy(ServiceError):
     status_code = 503
     error = "busy"
 
@@ -107,7 +96,7 @@ class Busy(CoordinatorError):
                          "once; try again later", headers={"Retry-After": "30"})
 
 
-class TooFewCenters(CoordinatorError):
+class TooFewCenters(ServiceError):
     """Fewer centers than ``min_centers`` gave usable answers; ``failures`` says why."""
 
     status_code = 503

@@ -15,7 +15,6 @@ release without noise, |U| <= n·m.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ from dataclasses import dataclass
 from coordinator.core.errors import CenterFailure
 from coordinator.models import MWU_TESTS, MWUTest
 from coordinator.ports import CenterPort
+from coordinator.protocols.parallel import ask_all
 from coordinator.protocols.survey import Survey, require, survey_centers
-from coordinator.protocols.table import FederatedTable, federated_bin_table
+from coordinator.protocols.table import FederatedTable, federated_bin_table, isolates
 from shared import kinds
 from shared.binning import Extreme
 from shared.mwu import (
@@ -67,7 +67,7 @@ def check_mwu_release(
     was asked for ``epsilon`` (its noise the Laplace noise the request implies, or none)."""
     n, m = release.n_x, release.n_y
     for name, size, bound in (("n_x", n, bounds[0]), ("n_y", m, bounds[1])):
-        if 0 < size < k:
+        if isolates(size, k):
             raise CenterFailure(center, "implausible", f"{name}={size} is between 1 and k-1")
         if size > bound:
             raise CenterFailure(center, "implausible",
@@ -104,23 +104,11 @@ async def _local_releases(
     allow_partial: bool,
 ) -> tuple[dict[str, MWURelease], list[CenterFailure]]:
     request = MWURequest(variable=variable, groups=groups, epsilon=epsilon)
-    ports = survey.usable
-    answers = await asyncio.gather(*(p.release(kinds.MWU, dataset, request) for p in ports),
-                                   return_exceptions=True)
-    releases: dict[str, MWURelease] = {}
-    failures: list[CenterFailure] = []
-    for port, answer in zip(ports, answers, strict=True):
-        try:
-            if isinstance(answer, BaseException):
-                raise answer
-            check_mwu_release(port.center_id, answer, k=k, bounds=survey.bounds[port.center_id],
-                              epsilon=epsilon)
-            releases[port.center_id] = answer
-        except CenterFailure as failure:
-            if not allow_partial:
-                raise
-            failures.append(failure)
-    return releases, failures
+    return await ask_all(
+        survey.usable, lambda p: p.release(kinds.MWU, dataset, request),
+        lambda c, r: check_mwu_release(c, r, k=k, bounds=survey.bounds[c], epsilon=epsilon),
+        allow_partial=allow_partial,
+    )
 
 
 async def federated_mwu(

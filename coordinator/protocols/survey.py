@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from center_agent.core.errors import (
+    KAnonymityRefusal,
+    UnknownDataset,
+    UnknownLevel,
+    UnknownVariable,
+)
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.ports import CenterPort
+from coordinator.protocols.parallel import ask_all
 from shared.protocol import CenterInfo
 
 
@@ -37,21 +43,24 @@ def _check(
     groups: tuple[str, str] | None,
     k: int | None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The center's declared sizes of the groups asked and the most records each can hold."""
+    """The center's declared sizes of the groups asked and the most records each can hold.
+
+    What the center would refuse is refused here, from its ``/v1/info``, with the code the center
+    would answer (its error classes': one vocabulary), so no release is asked in vain."""
     if info.k < 2:
         raise CenterFailure(center_id, "implausible", f"declares K = {info.k}")
     if k is not None and k < info.k:
         raise CenterFailure(center_id, "refused",
                             f"releases only with K >= {info.k}; the study asks K = {k}",
-                            center_error="k_anonymity_refused")  # the center's own code
+                            center_error=KAnonymityRefusal.error)
     found = next((d for d in info.datasets if d.name == dataset), None)
     if found is None:
         raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",
-                            center_error="unknown_dataset")
+                            center_error=UnknownDataset.error)
     if variable not in found.variables:
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} exposes no variable {variable!r}",
-                            center_error="unknown_variable")
+                            center_error=UnknownVariable.error)
     if found.n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
         raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1
@@ -62,7 +71,7 @@ def _check(
     if missing:
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} declares no group level {missing[0]!r}",
-                            center_error="unknown_level")  # the center's own code for it
+                            center_error=UnknownLevel.error)
     per_group = tuple(found.n_by_group.get(level, 0) for level in groups)
     return per_group, tuple(n + slack for n in per_group)
 
@@ -90,25 +99,15 @@ async def survey_centers(
     Without ``allow_partial`` the first failing center (in the given order) is raised; with it,
     failing centers are left out and recorded.
     """
-    answers = await asyncio.gather(*(c.info() for c in centers), return_exceptions=True)
-    usable: list[CenterPort] = []
-    sizes: dict[str, int] = {}
     declared: dict[str, tuple[int, ...]] = {}
     bounds: dict[str, tuple[int, ...]] = {}
-    keys: dict[str, str | None] = {}
-    failures: list[CenterFailure] = []
-    for port, answer in zip(centers, answers, strict=True):
-        cid = port.center_id
-        try:
-            if isinstance(answer, BaseException):
-                raise answer
-            declared[cid], bounds[cid] = _check(cid, answer, dataset, variable, groups, k)
-            sizes[cid] = sum(declared[cid])
-            keys[cid] = answer.signing_key
-            usable.append(port)
-        except CenterFailure as failure:
-            if not allow_partial:
-                raise
-            failures.append(failure)
-    require(min_centers, [p.center_id for p in usable], failures)
-    return Survey(tuple(usable), sizes, bounds, tuple(failures), declared, keys)
+
+    def check(cid: str, info: CenterInfo) -> None:
+        declared[cid], bounds[cid] = _check(cid, info, dataset, variable, groups, k)
+
+    infos, failures = await ask_all(centers, lambda c: c.info(), check,
+                                    allow_partial=allow_partial)
+    usable = tuple(port for port in centers if port.center_id in infos)
+    require(min_centers, list(infos), failures)
+    return Survey(usable, {cid: sum(declared[cid]) for cid in infos}, bounds, tuple(failures),
+                  declared, {cid: info.signing_key for cid, info in infos.items()})

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
@@ -31,6 +32,7 @@ from coordinator.protocols.survey import Survey, require, survey_centers
 from shared import kinds
 from shared.binning import BinTable, Extreme
 from shared.federation import apply_refinement
+from shared.privacy import isolating
 from shared.protocol import (
     RELEASE_RTOL,
     BinTableRelease,
@@ -60,6 +62,21 @@ def _implausible(center: str, detail: str) -> CenterFailure:
     return CenterFailure(center, "implausible", detail)
 
 
+def isolates(counts: npt.ArrayLike, k: int) -> bool:
+    """Whether any of ``counts`` lies in 1..K-1: no K-anonymous release holds such a count, so
+    a center that sends one is ``implausible``."""
+    return bool(isolating(np.asarray(counts, dtype=np.float64), k).any())
+
+
+def _check_made_for(center: str, what: str, release_k: int, released_groups: int, *, k: int,
+                    n_groups: int) -> None:
+    """A release made for the K and the number of groups asked (``what`` names it)."""
+    if release_k != k:
+        raise _implausible(center, f"{what} made for k={release_k}, k={k} was asked")
+    if released_groups != n_groups:
+        raise _implausible(center, f"{what} has {released_groups} groups, {n_groups} asked")
+
+
 def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ...],
                   floors: tuple[int, ...] | None = None) -> None:
     """Each group's total within what the center declared: at most ``bounds`` and, with
@@ -76,7 +93,7 @@ def _check_totals(center: str, totals: np.ndarray, k: int, bounds: tuple[int, ..
                 center, f"group {g} totals {total:g} records, fewer than its declared size "
                 f"({floors[g]})"
             )
-        if 0 < total < k:
+        if isolates(total, k):
             raise _implausible(center, f"group {g} totals {total:g}, between 1 and k-1={k - 1}")
 
 
@@ -85,12 +102,9 @@ def check_table_release(
     floors: tuple[int, ...] | None = None,
 ) -> tuple[float, ...]:
     """The per-group totals of a plausible one-center table; raises ``implausible`` otherwise."""
-    if release.k != k:
-        raise _implausible(center, f"table made for k={release.k}, k={k} was asked")
-    if len(release.counts) != n_groups:
-        raise _implausible(center, f"table has {len(release.counts)} groups, {n_groups} asked")
+    _check_made_for(center, "table", release.k, len(release.counts), k=k, n_groups=n_groups)
     counts = np.asarray(release.counts, dtype=np.float64)
-    if np.any((counts > 0) & (counts < k)):
+    if isolates(counts, k):
         raise _implausible(center, f"table holds a count between 1 and k-1={k - 1}")
     totals = counts.sum(axis=1)
     _check_totals(center, totals, k, bounds, floors)
@@ -102,14 +116,11 @@ def check_refinement(
     floors: tuple[int, ...] | None = None,
 ) -> tuple[float, ...]:
     """The per-group totals of a plausible refinement; raises ``implausible`` otherwise."""
-    if release.k != k:
-        raise _implausible(center, f"refinement made for k={release.k}, k={k} was asked")
-    if len(release.runs) != n_groups:
-        raise _implausible(center, f"refinement has {len(release.runs)} groups, {n_groups} asked")
+    _check_made_for(center, "refinement", release.k, len(release.runs), k=k, n_groups=n_groups)
     totals = []
     for g, runs in enumerate(release.runs):
         t = np.asarray(runs.totals, dtype=np.float64)
-        if not np.all(np.isfinite(t)) or np.any(t < 0) or np.any((t > 0) & (t < k)):
+        if not np.all(np.isfinite(t)) or np.any(t < 0) or isolates(t, k):
             raise _implausible(
                 center, f"group {g}: a run total is negative or between 1 and k-1={k - 1}"
             )

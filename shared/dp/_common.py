@@ -10,17 +10,33 @@ width is -inf and every weight built from it stays -inf, so no special case is n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-from shared._validation import check_levels
-from shared.privacy import PrivacySpent
+from shared._sorting import ascending
+from shared._validation import (
+    as_finite_1d,
+    check_bounds,
+    check_epsilon,
+    check_generator,
+    check_levels,
+    check_neighbouring,
+)
+from shared.privacy import Neighbouring, PrivacySpent
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
+
+SortedQuantiles = Callable[
+    [FloatArray, tuple[float, ...], float, tuple[float, float], Neighbouring, np.random.Generator],
+    FloatArray,
+]
+"""A quantile mechanism on validated input: (sorted data, levels, ε, bounds, neighbouring, rng)
+→ the estimates, one per level."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,28 @@ class QuantilesResult:
     values: tuple[float, ...]
     spent: PrivacySpent
     method: str
+
+
+def quantiles_result(
+    mechanism: SortedQuantiles, method: str, x: ArrayLike, levels: tuple[float, ...], *,
+    epsilon: float, bounds: tuple[float, float], neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> QuantilesResult:
+    """The public face of every DP quantile mechanism: the arguments validated once, the data
+    sorted, ``mechanism`` run, its estimates wrapped with the ε they spent (``levels`` are
+    checked by the caller, which knows whether it takes one level or several)."""
+    epsilon = check_epsilon(epsilon)
+    bounds = check_bounds(bounds)
+    neighbouring = check_neighbouring(neighbouring)
+    rng = check_generator(rng)
+    data = ascending(as_finite_1d(x, "x"))
+    values = mechanism(data, levels, epsilon, bounds, neighbouring, rng)
+    return QuantilesResult(
+        levels=levels,
+        values=tuple(float(v) for v in values),
+        spent=PrivacySpent(epsilon),
+        method=method,
+    )
 
 
 def check_single_level(q: Any) -> float:

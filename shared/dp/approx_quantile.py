@@ -21,18 +21,10 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shared._sorting import ascending
-from shared._validation import (
-    as_finite_1d,
-    check_bounds,
-    check_epsilon,
-    check_generator,
-    check_levels,
-    check_neighbouring,
-)
-from shared.dp._common import FloatArray, QuantilesResult
+from shared._validation import check_levels
+from shared.dp._common import FloatArray, QuantilesResult, quantiles_result
 from shared.dp.private_quantile import private_quantile_sorted
-from shared.privacy import Neighbouring, PrivacySpent
+from shared.privacy import Neighbouring
 
 
 def approx_quantiles_sorted(
@@ -108,16 +100,5 @@ def approx_quantiles(
 
     Parameters are those of :func:`shared.dp.joint_exp.joint_exp`. Time O(n log n + n log m).
     """
-    epsilon = check_epsilon(epsilon)
-    bounds = check_bounds(bounds)
-    neighbouring = check_neighbouring(neighbouring)
-    levels = check_levels(q, "q")
-    rng = check_generator(rng)
-    data = ascending(as_finite_1d(x, "x"))
-    values = approx_quantiles_sorted(data, levels, epsilon, bounds, neighbouring, rng)
-    return QuantilesResult(
-        levels=levels,
-        values=tuple(float(v) for v in values),
-        spent=PrivacySpent(epsilon),
-        method="approx_quantile",
-    )
+    return quantiles_result(approx_quantiles_sorted, "approx_quantile", x, check_levels(q, "q"),
+                            epsilon=epsilon, bounds=bounds, neighbouring=neighbouring, rng=rng)

@@ -49,24 +49,19 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shared._sorting import ascending
 from shared._validation import (
-    as_finite_1d,
-    check_bounds,
-    check_epsilon,
-    check_generator,
     check_levels,
-    check_neighbouring,
 )
 from shared.dp._common import (
     FloatArray,
     IntArray,
     QuantilesResult,
     log_widths,
+    quantiles_result,
     sample_rows,
     uniform_in_intervals,
 )
-from shared.privacy import Neighbouring, PrivacySpent
+from shared.privacy import Neighbouring
 
 
 def joint_exp_sensitivity(levels: tuple[float, ...], neighbouring: Neighbouring) -> float:
@@ -298,19 +293,8 @@ def joint_exp(
 
     Returns sorted estimates. Time O(n log n + m²·n).
     """
-    epsilon = check_epsilon(epsilon)
-    bounds = check_bounds(bounds)
-    neighbouring = check_neighbouring(neighbouring)
-    levels = check_levels(q, "q")
-    rng = check_generator(rng)
-    data = ascending(as_finite_1d(x, "x"))
-    values = joint_exp_sorted(data, levels, epsilon, bounds, neighbouring, rng)
-    return QuantilesResult(
-        levels=levels,
-        values=tuple(float(v) for v in values),
-        spent=PrivacySpent(epsilon),
-        method="joint_exp",
-    )
+    return quantiles_result(joint_exp_sorted, "joint_exp", x, check_levels(q, "q"),
+                            epsilon=epsilon, bounds=bounds, neighbouring=neighbouring, rng=rng)
 
 
 def joint_exp_sorted(

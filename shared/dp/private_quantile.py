@@ -16,23 +16,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shared._sorting import ascending
-from shared._validation import (
-    as_finite_1d,
-    check_bounds,
-    check_epsilon,
-    check_generator,
-    check_neighbouring,
-)
 from shared.dp._common import (
     FloatArray,
     QuantilesResult,
     check_single_level,
     log_widths,
+    quantiles_result,
     sample_rows,
     uniform_in_intervals,
 )
-from shared.privacy import Neighbouring, PrivacySpent
+from shared.privacy import Neighbouring
 
 
 def private_quantile_sensitivity(q: float, neighbouring: Neighbouring) -> float:
@@ -79,20 +72,10 @@ def private_quantile(
 
     Time O(n log n) (the sort).
     """
-    epsilon = check_epsilon(epsilon)
-    bounds = check_bounds(bounds)
-    neighbouring = check_neighbouring(neighbouring)
-    level = check_single_level(q)
-    rng = check_generator(rng)
-    data = ascending(as_finite_1d(x, "x"))
-
-    value = private_quantile_sorted(data, level, epsilon, bounds, neighbouring, rng)[0]
-    return QuantilesResult(
-        levels=(level,),
-        values=(float(value),),
-        spent=PrivacySpent(epsilon),
-        method="private_quantile",
-    )
+    return quantiles_result(
+        lambda data, levels, *rest: private_quantile_sorted(data, levels[0], *rest),
+        "private_quantile", x, (check_single_level(q),), epsilon=epsilon, bounds=bounds,
+        neighbouring=neighbouring, rng=rng)
 
 
 def private_quantile_sorted(

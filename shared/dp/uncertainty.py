@@ -65,8 +65,13 @@ def laplace_sum_halfwidth(scales: Sequence[float], level: float = 0.95) -> float
     level = check_open_unit(level, "level")
     if not bs:
         raise ValueError("`scales` must hold at least one scale")
+    # The half-width scales with the noise: invert the sum of L_l / max b (scales in (0, 1]),
+    # where the integrals are well-conditioned whatever ε made the scales; a scale below 1e-12
+    # of the largest moves t by less than floating point resolves.
+    top = max(bs)
+    bs = [b / top for b in bs if b >= 1e-12 * top]
     if len(bs) == 1:
-        return laplace_halfwidth(bs[0], level)
+        return top * laplace_halfwidth(1.0, level)
 
     def cf(s: float) -> float:
         return math.prod(1.0 / (1.0 + (b * s) ** 2) for b in bs)
@@ -79,8 +84,8 @@ def laplace_sum_halfwidth(scales: Sequence[float], level: float = 0.95) -> float
         return 1.0 - 2.0 / math.pi * (near + far)
 
     sd = math.sqrt(sum(2.0 * b * b for b in bs))
-    return float(optimize.brentq(lambda t: outside(t) - (1.0 - level), 1e-9 * sd, 20.0 * sd,
-                                 xtol=1e-9 * sd))
+    return top * float(optimize.brentq(lambda t: outside(t) - (1.0 - level), 1e-9 * sd,
+                                       20.0 * sd, xtol=1e-9 * sd))
 
 
 def laplace_bridge_halfwidth(scale: float, steps: int, position: int,

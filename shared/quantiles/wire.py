@@ -50,22 +50,10 @@ class YJMomentsRelease(WireModel):
 
     @classmethod
     def from_result(cls, moments: YJMoments) -> YJMomentsRelease:
-        return cls(
-            lmbda=moments.lmbda,
-            n=moments.n,
-            sum_log=moments.sum_log,
-            sum_yj=moments.sum_yj,
-            sum_yj_sq=moments.sum_yj_sq,
-        )
+        return cls._from_fields(moments)
 
     def to_result(self) -> YJMoments:
-        return YJMoments(
-            lmbda=self.lmbda,
-            n=self.n,
-            sum_log=self.sum_log,
-            sum_yj=self.sum_yj,
-            sum_yj_sq=self.sum_yj_sq,
-        )
+        return self._to_fields(YJMoments)
 
 
 class QuantileLossRequest(WireModel):
@@ -88,7 +76,7 @@ class QuantileLossRelease(WireModel):
 
     @classmethod
     def from_result(cls, loss: QuantileLoss) -> QuantileLossRelease:
-        return cls(u=loss.u, level=loss.level, n=loss.n, loss=loss.loss)
+        return cls._from_fields(loss)
 
     def to_result(self) -> QuantileLoss:
-        return QuantileLoss(u=self.u, level=self.level, n=self.n, loss=self.loss)
+        return self._to_fields(QuantileLoss)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from adv_helpers import Center, center_process
-from center_helpers import AUTH, TOKEN
+
+from tests.helpers.center import AUTH, TOKEN, Center, center_process
+
+pytestmark = pytest.mark.process
 
 HEAD_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0

@@ -13,8 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
-from adv_helpers import Center, budget, center_config, center_process, small_counts
-from center_helpers import AUTH, K, running_center
+
+from tests.helpers.attacks import budget, small_counts
+from tests.helpers.center import AUTH, Center, K, center_config, center_process
+from tests.helpers.processes import running_center
+
+pytestmark = pytest.mark.process
 
 TOTAL = 3.0
 DATASETS = {"repeat": TOTAL, "vary": TOTAL, "race": TOTAL, "same": TOTAL, "mixed": TOTAL}

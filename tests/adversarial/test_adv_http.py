@@ -15,9 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from adv_helpers import Center, center_process, coordinator_process, small_counts
-from center_helpers import TOKEN, K, free_port, toml_value
-from coordinator_helpers import ANALYST_TOKEN
+
+from tests.helpers.attacks import small_counts
+from tests.helpers.center import TOKEN, Center, K, center_process
+from tests.helpers.coordinator import ANALYST_TOKEN, coordinator_config
+from tests.helpers.processes import running_coordinator
+
+pytestmark = pytest.mark.process
 
 
 @dataclass
@@ -31,18 +35,9 @@ class Services:
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     workdir = tmp_path_factory.mktemp("http")
     with center_process(workdir, {"cohort": 3.0}) as center:
-        port = free_port()
-        config = workdir / "coordinator.toml"
-        config.write_text("\n".join([
-            f"analyst_tokens = {toml_value([ANALYST_TOKEN])}",
-            "min_centers = 1",
-            f"port = {port}",
-            f"store_url = {toml_value('sqlite:///' + str(workdir / 'coordinator.sqlite'))}",
-            "[centers.alpha]",
-            f"url = {toml_value(center.url)}",
-            f"token = {toml_value(TOKEN)}",
-        ]) + "\n")
-        with coordinator_process(config, port):
+        config, port = coordinator_config(workdir / "coordinator.toml", {"alpha": center.url},
+                                          min_centers=1)
+        with running_coordinator(config, port):
             yield Services(center, port, workdir)
 
 

@@ -16,10 +16,9 @@ that would spend the whole budget.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,20 @@ import httpx
 import numpy as np
 import pyarrow as pa
 import pytest
-from adv_helpers import Center, center_config, center_process, small_counts
-from center_helpers import AUTH, K, child_env, make_table, running_center, write_csv
+
+from tests.helpers.attacks import small_counts
+from tests.helpers.center import (
+    AUTH,
+    Center,
+    K,
+    center_config,
+    center_process,
+    make_table,
+    write_csv,
+)
+from tests.helpers.processes import run_module, running_center
+
+pytestmark = pytest.mark.process
 
 DATASETS = {f"d{i}": 3.0 for i in range(10)}  # one isolated memory per attack
 
@@ -44,6 +55,16 @@ def center(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Center]:
 def client(center: Center) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=center.url, headers=AUTH, timeout=60) as c:
         yield c
+
+
+@contextlib.contextmanager
+def own_center(tmp_path: Path, name: str, epsilon: float = 3.0,
+               **extra: Any) -> Iterator[tuple[httpx.Client, str, Path]]:
+    """A center of the attack's own (dataset ``d`` over ``<name>.csv``), running: a client with
+    the token, the URL of the center's API (``.../v1``) and its configuration file."""
+    config, port = center_config(tmp_path, {"d": epsilon}, name=name, **extra)
+    with running_center(config, port), httpx.Client(headers=AUTH, timeout=60) as c:
+        yield c, f"http://127.0.0.1:{port}/v1", config
 
 
 def population_x(center: Center, levels: tuple[str, ...] = ("a", "b")) -> dict[str, np.ndarray]:
@@ -298,10 +319,8 @@ def test_a_record_appended_between_two_requests_is_not_revealed(tmp_path: Path) 
     see which bin the record joined and its rank. Every release is paused (409 data_changed)
     until the operator starts a new epoch, which the operator's check refuses while one record
     is all that changed; /v1/info keeps the epoch's sizes."""
-    config, port = center_config(tmp_path, {"d": 3.0}, name="t5")
     csv = tmp_path / "t5.csv"
-    url = f"http://127.0.0.1:{port}/v1"
-    with running_center(config, port), httpx.Client(headers=AUTH, timeout=60) as c:
+    with own_center(tmp_path, "t5") as (c, url, config):
         tab = c.post(f"{url}/datasets/d/table", json={"variable": "x", "groups": ["a", "b"],
                                                       "k": K})
         mwu = c.post(f"{url}/datasets/d/mwu", json={"variable": "x", "groups": ["a", "b"]})
@@ -327,9 +346,8 @@ def test_a_record_appended_between_two_requests_is_not_revealed(tmp_path: Path) 
         assert paused["datasets"][0]["n_by_group"] == info["datasets"][0]["n_by_group"]
         assert paused["datasets"][0]["paused"] is True
         # The operator's check names the problem and refuses to roll without --force.
-        check = subprocess.run([sys.executable, "-m", "fedstats_cli", "center", "epoch",
-                                "--config", str(config), "--roll"], env=child_env(),
-                               capture_output=True, text=True, timeout=120)
+        check = run_module("fedstats_cli", "center", "epoch", "--config", str(config), "--roll",
+                           timeout_s=120)
         assert check.returncode == 1, check.stdout + check.stderr
         assert "changed by +1" in check.stdout and "not rolled" in check.stdout
         still = c.post(f"{url}/datasets/d/mwu", json={"variable": "x", "groups": ["b", "a"]})
@@ -344,10 +362,8 @@ def test_a_record_appended_between_two_requests_is_not_revealed(tmp_path: Path) 
 def test_many_records_appended_at_once_start_a_new_epoch(tmp_path: Path) -> None:
     """The data grow by a block of K records at one point: every released set and size changes
     by 0 or >= K, so the version check passes and releases resume in epoch 2."""
-    config, port = center_config(tmp_path, {"d": 3.0}, name="t5b")
     csv = tmp_path / "t5b.csv"
-    url = f"http://127.0.0.1:{port}/v1"
-    with running_center(config, port), httpx.Client(headers=AUTH, timeout=60) as c:
+    with own_center(tmp_path, "t5b") as (c, url, _):
         first = c.post(f"{url}/datasets/d/table", json={"variable": "x", "groups": ["a", "b"],
                                                         "k": K})
         assert first.status_code == 200
@@ -374,9 +390,8 @@ def test_yj_moments_are_never_exact_and_newton_recovers_nothing(tmp_path: Path) 
     csv = tmp_path / "small.csv"
     values = np.round(np.random.default_rng(5).uniform(1, 9, 10), 3)
     csv.write_text("x,y,arm\n" + "".join(f"{v},{v},a\n" for v in values))
-    config, port = center_config(tmp_path, {"d": 1000.0}, name="small")  # reads small.csv
-    url = f"http://127.0.0.1:{port}/v1/datasets/d/yj-moments"
-    with running_center(config, port), httpx.Client(headers=AUTH, timeout=60) as c:
+    with own_center(tmp_path, "small", 1000.0) as (c, api, _):  # reads small.csv
+        url = f"{api}/datasets/d/yj-moments"
         for study in ("s1", "s2", "s3", "s4", "s5"):
             r = c.post(url, json={"variable": "x", "lmbda": 1.0, "study": study})
             assert r.status_code == 422
@@ -476,10 +491,8 @@ def test_released_state_is_capped(tmp_path: Path) -> None:
     every later admission, grow without bound (12 refinements of 55k limits once made tables
     ~100x slower). Past max_releases_per_variable the center refuses (403
     release_limit_reached), decided from the count of earlier releases."""
-    config, port = center_config(tmp_path, {"d": 3.0}, name="capped",
-                                 max_releases_per_variable=4)
-    url = f"http://127.0.0.1:{port}/v1/datasets/d"
-    with running_center(config, port), httpx.Client(headers=AUTH, timeout=60) as c:
+    with own_center(tmp_path, "capped", max_releases_per_variable=4) as (c, api, _):
+        url = f"{api}/datasets/d"
         codes = []
         for k, groups in itertools.product((K, K + 1, K + 2), (["a", "b"], None)):
             signed = c.post(f"{url}/table", json={"variable": "x", "groups": groups,

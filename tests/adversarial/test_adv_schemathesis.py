@@ -13,15 +13,20 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from adv_helpers import center_process, coordinator_process, small_counts
-from center_helpers import AUTH, TOKEN, free_port, toml_value
-from coordinator_helpers import ANALYST_TOKEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS
 from schemathesis.core.failures import FailureGroup
+
+from tests.helpers.attacks import small_counts
+from tests.helpers.center import AUTH, center_process
+from tests.helpers.coordinator import ANALYST_TOKEN, coordinator_config
+from tests.helpers.fuzzing import aim_center, aim_study, operations
+from tests.helpers.processes import running_coordinator
+
+pytestmark = pytest.mark.process
 
 EXAMPLES = 20  # per operation and generation mode
 
@@ -34,27 +39,7 @@ def every_check() -> list[Any]:
     return checks
 
 
-def aim_center(case: Any) -> None:
-    if "dataset" in (case.path_parameters or {}):
-        case.path_parameters["dataset"] = "cohort"
-    body = case.body
-    if isinstance(body, dict):
-        if "variable" in body:
-            body["variable"] = "x"
-        if "groups" in body:
-            body["groups"] = ["a", "b"]
-        if body.get("group") is not None:
-            body["group"] = "a"
-
-
-def aim_coordinator(case: Any) -> None:
-    body = case.body
-    if isinstance(body, dict):
-        body.update(dataset="cohort", variable="x")
-        if "groups" in body:
-            body["groups"] = ["a", "b"]
-        if isinstance(body.get("centers"), list):
-            body["centers"] = ["alpha"]
+aim_coordinator = aim_study("x", ["a", "b"], ["alpha"])
 
 
 def property_test(operation: Any, mode: GenerationMode, base_url: str, headers: dict[str, str],
@@ -88,9 +73,9 @@ def fuzz(schema: Any, base_url: str, headers: dict[str, str],
          aim: Callable[[Any], None]) -> list[str]:
     """Every operation, positive then negative cases; returns the distinct check failures."""
     failures: list[str] = []
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert operations
-    for operation in operations:
+    found = operations(schema)
+    assert found
+    for operation in found:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             try:
                 property_test(operation, mode, base_url, headers, aim, failures)()
@@ -103,19 +88,9 @@ def fuzz(schema: Any, base_url: str, headers: dict[str, str],
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     workdir = tmp_path_factory.mktemp("schemathesis")
     with center_process(workdir, {"cohort": 1e6}, dev_mode=True) as center:
-        port = free_port()
-        config = workdir / "coordinator.toml"
-        config.write_text("\n".join([
-            f"analyst_tokens = {toml_value([ANALYST_TOKEN])}",
-            "min_centers = 1",
-            "dev_mode = true",
-            f"port = {port}",
-            f"store_url = {toml_value('sqlite:///' + str(workdir / 'coordinator.sqlite'))}",
-            "[centers.alpha]",
-            f"url = {toml_value(center.url)}",
-            f"token = {toml_value(TOKEN)}",
-        ]) + "\n")
-        with coordinator_process(config, port):
+        config, port = coordinator_config(workdir / "coordinator.toml", {"alpha": center.url},
+                                          min_centers=1, dev_mode=True)
+        with running_coordinator(config, port):
             yield center.url, f"http://127.0.0.1:{port}"
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx
 import pytest
-from center_helpers import AUTH, OTHER_TOKEN, TOKEN, K, write_toml
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
@@ -15,6 +14,8 @@ from center_agent.api.deps import authenticate
 from center_agent.core.config import load_settings
 from center_agent.core.errors import DataChanged
 from center_agent.main import create_app
+from tests.helpers.center import AUTH, OTHER_TOKEN, TOKEN, K
+from tests.helpers.config import write_toml
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from center_helpers import TOKEN, write_toml
 
 from center_agent.core.config import CONFIG_ENV, ConfigError, load_settings
+from tests.helpers.center import TOKEN
+from tests.helpers.config import write_toml
 
 
 def _with(config: dict[str, Any], tmp_path: Path, **changes: Any) -> Path:

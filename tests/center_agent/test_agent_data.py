@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
-from center_helpers import K, make_table, write_csv, write_parquet, write_sql
 
 from center_agent.core.config import DatasetConfig
 from center_agent.core.errors import DataSourceError, KAnonymityRefusal, UnknownVariable
 from center_agent.data import ALL, Dataset, Population, round_down
+from tests.helpers.center import K, make_table, write_csv, write_parquet, write_sql
 
 TABLE = make_table()
 

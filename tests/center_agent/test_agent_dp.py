@@ -6,7 +6,6 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-from center_helpers import AUTH
 from fastapi import FastAPI
 
 from shared.dp.pooled import (
@@ -24,6 +23,7 @@ from shared.protocol import (
     ThresholdCountsRelease,
     TreeHistogramRelease,
 )
+from tests.helpers.center import AUTH
 
 pytestmark = pytest.mark.anyio
 DP = "/v1/datasets/cohort/dp"
@@ -88,6 +88,10 @@ async def test_dp_bad_input(client: httpx.AsyncClient) -> None:
         "variable": "x", "epsilon": 1, "bounds": [0, 100], "grid": [0, 100],
         "depth": 16, "branching": 16})
     assert r.status_code == 422 and "65536" in r.text
+    # Thresholds out of order are the caller's mistake (a 422), not a 500 from the mechanism.
+    r = await client.post(f"{DP}/threshold-counts", headers=AUTH, json={
+        "variable": "x", "epsilon": 0.125, "bounds": [0, 100], "lower": 60, "upper": 40})
+    assert r.status_code == 422 and "lower" in r.json()["detail"], r.text
     # Bounds whose width overflows (or that lose every digit of the data) are a 422, never a
     # 500 from an overflow in a mechanism.
     for bounds in ([-1.7e308, 1.7e308], [0, 1e30], [-1e16, 0]):

@@ -31,12 +31,14 @@ from typing import Any
 import anyio
 import httpx
 import numpy as np
-from center_helpers import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table, write_toml
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from center_agent.core.config import load_settings
 from center_agent.main import create_app
+from tests.helpers.center import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table
+from tests.helpers.config import write_toml
 
 LEVELS = ("a", "b", "c")
 OFFSET = 0.37  # raw values all carry these digits, so a raw value in a text is recognizable
@@ -189,6 +191,7 @@ def _numbers_in(value: Any) -> set[float]:
     return found
 
 
+@pytest.mark.slow  # 150 random sequences of releases, each over a fresh center: ~30 s
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), case=datasets())
 def test_no_sequence_of_requests_isolates_fewer_than_k_records(

@@ -9,16 +9,14 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from center_helpers import child_env
 
 from center_agent.core.errors import (
     BudgetExceeded,
@@ -28,8 +26,14 @@ from center_agent.core.errors import (
 )
 from center_agent.db import Store, releases, spend_units, total_units
 from center_agent.ledger import Caps, Ledger, request_key
+from tests.helpers.ledger_worker import at_once
+from tests.helpers.processes import clean_env
 
-WORKER = Path(__file__).with_name("_ledger_worker.py")
+
+def worker(*args: str, **pipes: Any) -> subprocess.Popen[Any]:
+    """A separate process hitting the ledger (``tests.helpers.ledger_worker``)."""
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers.ledger_worker", *args],
+                            env=clean_env(), **pipes)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -167,35 +171,14 @@ def test_call_cap_counts_per_scope_and_refuses_past_the_cap(ledger: Ledger) -> N
 
 
 def test_call_cap_holds_under_concurrency(ledger: Ledger) -> None:
-    n = 40
-    barrier = threading.Barrier(n)
-
-    def one(_: int) -> bool:
-        barrier.wait()
-        try:
-            ledger.count_call("d", "s", "yj_moments", 7)
-            return True
-        except CallCapExceeded:
-            return False
-
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        assert sum(pool.map(one, range(n))) == 7
+    assert at_once(40, lambda _: ledger.count_call("d", "s", "yj_moments", 7),
+                   CallCapExceeded) == 7
 
 
 def test_200_concurrent_threads_never_overspend(ledger: Ledger) -> None:
-    n = 200
-    barrier = threading.Barrier(n)
-
-    def one(i: int) -> bool:
-        barrier.wait()
-        try:
-            ledger.release("d", f"t{i}", 0.1, lambda: time.sleep(0.001) or {"i": i})
-            return True
-        except BudgetExceeded:
-            return False
-
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        ok = sum(pool.map(one, range(n)))
+    ok = at_once(200, lambda i: ledger.release("d", f"t{i}", 0.1,
+                                               lambda: time.sleep(0.001) or {"i": i}),
+                 BudgetExceeded)
     assert ok == 50
     assert ledger.spent("d") == 5.0
     with ledger.store.engine.connect() as conn:
@@ -203,17 +186,13 @@ def test_200_concurrent_threads_never_overspend(ledger: Ledger) -> None:
     assert stored == 50
 
 
+@pytest.mark.process
 def test_200_concurrent_requests_from_4_processes_never_overspend(
     ledger: Ledger, ledger_url: str
 ) -> None:
     procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), "spend", ledger_url, "d", "50", "0.1"],
-            env=child_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        worker("spend", ledger_url, "d", "50", "0.1", stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
     outputs = []
@@ -232,17 +211,13 @@ def test_200_concurrent_requests_from_4_processes_never_overspend(
     assert ledger.spent("d") == 5.0
 
 
+@pytest.mark.process
 def test_sigkill_mid_release_loses_no_recorded_spend(store: Store, ledger_url: str) -> None:
     """Kill a releasing process inside compute(); every answered release stays paid for, the
     interrupted one is neither paid nor stored, and a restarted ledger continues from there."""
     store.ensure_budgets({"big": 1000.0})
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER), "loop", ledger_url, "big", "0.5"],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = worker("loop", ledger_url, "big", "0.5", stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE, text=True)
     released = -1
     try:
         assert proc.stdout is not None
@@ -282,6 +257,7 @@ def test_sigkill_mid_release_loses_no_recorded_spend(store: Store, ledger_url: s
     fresh.store.close()
 
 
+@pytest.mark.process
 def test_random_sigkills_keep_spent_equal_to_stored_releases(
     store: Store, ledger_url: str
 ) -> None:
@@ -289,12 +265,8 @@ def test_random_sigkills_keep_spent_equal_to_stored_releases(
     store.ensure_budgets({"big": 1000.0})
     rng = random.Random(5)
     for _ in range(3):
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), "loop", ledger_url, "big", "0.25"],
-            env=child_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = worker("loop", ledger_url, "big", "0.25", stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
         time.sleep(1.0 + rng.random())
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

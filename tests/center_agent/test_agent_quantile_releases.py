@@ -9,7 +9,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from center_helpers import AUTH, OTHER_TOKEN, write_toml
 from fastapi import FastAPI
 
 from center_agent.core.config import load_settings
@@ -17,6 +16,8 @@ from center_agent.main import create_app
 from shared.quantiles import quantile_loss, yj_moments
 from shared.quantiles.wire import QuantileLossRelease, YJMomentsRelease
 from shared.releases import yj_moments_sensitivity
+from tests.helpers.center import AUTH, OTHER_TOKEN
+from tests.helpers.config import write_toml
 
 pytestmark = pytest.mark.anyio
 YJ = "/v1/datasets/cohort/yj-moments"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-from center_helpers import AUTH, PEER_ID, K, peer_table
 from fastapi import FastAPI
 
 from center_agent.gate.keys import decode_public_key
@@ -17,6 +16,7 @@ from shared.binning import bin_table
 from shared.federation import apply_refinement, refined_limits
 from shared.mwu import mann_whitney, tie_variance
 from shared.protocol import BinTableRelease, LimitsStatement, MWURelease, RefinementRelease
+from tests.helpers.center import AUTH, PEER_ID, K, peer_table
 
 pytestmark = pytest.mark.anyio
 

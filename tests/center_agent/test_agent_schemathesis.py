@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 import schemathesis
-from center_helpers import AUTH, write_toml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
 
 from center_agent.core.config import load_settings
 from center_agent.main import create_app
+from tests.helpers.center import AUTH
+from tests.helpers.config import write_toml
+from tests.helpers.fuzzing import aim_center, never_a_server_error, operations
 
 
 @pytest.fixture
@@ -28,34 +27,9 @@ def center_schema(tmp_path: Path, base_config: dict[str, Any]) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
-def aim_at_data(case: Any) -> None:
-    if "dataset" in (case.path_parameters or {}):
-        case.path_parameters["dataset"] = "cohort"
-    body = case.body
-    if isinstance(body, dict):
-        if "variable" in body:
-            body["variable"] = "x"
-        if "groups" in body:
-            body["groups"] = ["a", "b"]
-        if body.get("group") is not None:
-            body["group"] = "a"
-
-
 def test_no_request_makes_a_server_error(center_schema: Any) -> None:
-    # Operations are driven by hand: schemathesis' pytest plugin does not load under pytest 9.
-    operations = [result.ok() for result in center_schema.get_all_operations()]
-    assert len(operations) >= 10
-
-    for operation in operations:
-
-        @given(case=operation.as_strategy(), aim=st.booleans())
-        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-        def run(case: Any, aim: bool) -> None:
-            if aim:
-                # Random names only meet 404s; aim half the cases at the real dataset so the
-                # generated numbers (ε, bounds, levels, limits, grids) reach the statistics.
-                aim_at_data(case)
-            response = case.call(headers=AUTH)
-            case.validate_response(response, checks=[not_a_server_error])
-
-        run()
+    # Random names only meet 404s; half the cases are aimed at the real dataset so the generated
+    # numbers (ε, bounds, levels, limits, grids) reach the statistics.
+    found = operations(center_schema)
+    assert len(found) >= 10
+    never_a_server_error(found, AUTH, aim_center, max_examples=40)

@@ -1,56 +1,22 @@
 """The center as operators run it: ``python -m center_agent`` under uvicorn on a loopback port,
-plain and with TLS (a self-signed certificate made here)."""
+plain and with TLS (a self-signed certificate, ``tests.helpers.tls``)."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import ssl
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from center_helpers import AUTH, child_env, free_port, running_center, write_toml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from fedstats_cli.procs import free_port
+from tests.helpers.center import AUTH
+from tests.helpers.config import write_toml
+from tests.helpers.processes import run_module, running_center
+from tests.helpers.tls import self_signed
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedstats test center")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
+pytestmark = pytest.mark.process
 
 
 def test_real_uvicorn_process(tmp_path: Path, base_config: dict[str, Any]) -> None:
@@ -78,7 +44,7 @@ def test_real_uvicorn_process(tmp_path: Path, base_config: dict[str, Any]) -> No
 
 
 def test_tls_with_a_self_signed_certificate(tmp_path: Path, base_config: dict[str, Any]) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     port = free_port()
     config = write_toml(
         tmp_path / "center.toml",
@@ -99,13 +65,7 @@ def test_a_bad_configuration_stops_start_up_naming_the_key(
     tmp_path: Path, base_config: dict[str, Any]
 ) -> None:
     config = write_toml(tmp_path / "center.toml", {**base_config, "k": 1})
-    done = subprocess.run(
-        [sys.executable, "-m", "center_agent", "--config", str(config)],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_module("center_agent", "--config", str(config))
     assert done.returncode == 2
     assert "k: Input should be greater than or equal to 2" in done.stderr
     assert "Traceback" not in done.stderr

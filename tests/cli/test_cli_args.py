@@ -10,18 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import REPO
 
 from fedstats_cli import synth
 from fedstats_cli.cli import build_parser, main
 from fedstats_cli.procs import free_port
 from fedstats_cli.report import boxes, render_html, summary
 from fedstats_cli.study import StudyFileError, load_spec
-
-
-@pytest.fixture(autouse=True)
-def _no_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("FEDSTATS_ANALYST_TOKEN", raising=False)
+from tests.helpers.processes import REPO
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,25 +226,30 @@ def test_simulate_boxplot_takes_its_own_options_and_usage_errors(
     assert "--reps" in capsys.readouterr().err
 
 
-VIEW: dict[str, Any] = {
-    "id": "s1", "status": "succeeded", "created_at": "2026-11-29T00:00:00Z",
-    "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
-             "k": 10, "analyses": []},
-    "error": None, "provenance": [],
-    "result": {"centers": ["a", "b"], "excluded": [], "analyses": [
-        {"kind": "future_dp_quantiles", "centers": [
-            {"center": "a", "levels": [0.25, 0.5], "values": [2.0, 4.0]}]},
-        {"kind": "quantiles", "levels": [0.5], "table_totals": [30.0, 30.0], "estimates": {
-            "interpolation": {"control": {"quantiles": [4.5], "error": None}},
-            "yj_table": {"control": {"quantiles": None, "error": "did not converge"}}}},
-        {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
-         "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0}, "excluded": []},
-        {"kind": "dp_boxplot", "per_center": {"a": {
-            "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 12.0}},
-         "pooled": {"lower_whisker": 0.4, "q1": 2.1, "median": 4.2, "q3": 6.3,
-                    "upper_whisker": 13.0}},
-    ]},
-}
+def study_view(study_id: str, created_at: str, analyses: list[Any]) -> dict[str, Any]:
+    """A succeeded study's view as the coordinator answers it, with ``analyses``' results."""
+    return {
+        "id": study_id, "status": "succeeded", "created_at": created_at,
+        "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
+                 "k": 10, "analyses": []},
+        "error": None, "provenance": [],
+        "result": {"centers": ["a", "b"], "excluded": [], "analyses": analyses},
+    }
+
+
+VIEW = study_view("s1", "2026-11-29T00:00:00Z", [
+    {"kind": "future_dp_quantiles", "centers": [
+        {"center": "a", "levels": [0.25, 0.5], "values": [2.0, 4.0]}]},
+    {"kind": "quantiles", "levels": [0.5], "table_totals": [30.0, 30.0], "estimates": {
+        "interpolation": {"control": {"quantiles": [4.5], "error": None}},
+        "yj_table": {"control": {"quantiles": None, "error": "did not converge"}}}},
+    {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
+     "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0}, "excluded": []},
+    {"kind": "dp_boxplot", "per_center": {"a": {
+        "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 12.0}},
+     "pooled": {"lower_whisker": 0.4, "q1": 2.1, "median": 4.2, "q3": 6.3,
+                "upper_whisker": 13.0}},
+])
 
 
 def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() -> None:
@@ -268,39 +268,33 @@ def test_the_report_shows_results_it_knows_and_those_it_does_not_know_by_name() 
     assert "3.25" in html and "3.25" in text
 
 
-MWU_VIEW: dict[str, Any] = {
-    "id": "s2", "status": "succeeded", "created_at": "2026-11-30T00:00:00Z",
-    "spec": {"dataset": "cohort", "variable": "los_days", "groups": ["control", "treated"],
-             "k": 10, "analyses": []},
-    "error": None, "provenance": [],
-    "result": {"centers": ["a", "b"], "excluded": [], "analyses": [
-        {"kind": "table", "limits": ["-Infinity", 1.5, 3.25, "Infinity"],
-         "counts": [[10.0, 12.5, 7.5], [0.0, 20.0, 10.0]], "totals": [30.0, 30.0],
-         "center_totals": {"a": [20, 10], "b": [10, 20]}, "order": ["a", "b"]},
-        {"kind": "mwu", "alternative": "two-sided", "table": None, "excluded": [],
-         "tests": {
-             "sum": {"method": "sum", "statistic": 1.5, "pvalue": 0.13, "df": None,
-                     "parts": [{"center": "a", "statistic": 40.0, "variance": 900.0,
-                                "zstatistic": 1.3, "pvalue": 0.19, "weight": 1.0}]},
-             "fisher": {"method": "fisher", "statistic": 7.25, "pvalue": 0.12, "df": 4,
-                        "parts": []}},
-         "effects": [
-             {"center": "a", "estimate": 0.61, "low": 0.45, "high": 0.75, "level": 0.95,
-              "n_x": 20, "n_y": 10, "method": "newcombe_score"},
-             {"center": "stratified", "estimate": 0.58, "low": 0.47, "high": 0.69,
-              "level": 0.95, "n_x": 30, "n_y": 30, "method": "newcombe_score_stratified"}]},
-        {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
-         "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0},
-         "rank_halfwidth": {"a": 7.2}, "n": {"a": 10}, "excluded": []},
-        {"kind": "dp_boxplot", "group": None, "spent": {"a": 1.0}, "excluded": [],
-         "per_center": {"a": {
-             "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 6.0,
-             "lower_outliers": 0, "upper_outliers": 48, "n": 30, "lower_branch": "extreme",
-             "upper_branch": "extreme", "epsilon": 1.0, "method": "dp_boxplot",
-             "outlier_halfwidth": 47.93}},
-         "pooled": None},
-    ]},
-}
+MWU_VIEW = study_view("s2", "2026-11-30T00:00:00Z", [
+    {"kind": "table", "limits": ["-Infinity", 1.5, 3.25, "Infinity"],
+     "counts": [[10.0, 12.5, 7.5], [0.0, 20.0, 10.0]], "totals": [30.0, 30.0],
+     "center_totals": {"a": [20, 10], "b": [10, 20]}, "order": ["a", "b"]},
+    {"kind": "mwu", "alternative": "two-sided", "table": None, "excluded": [],
+     "tests": {
+         "sum": {"method": "sum", "statistic": 1.5, "pvalue": 0.13, "df": None,
+                 "parts": [{"center": "a", "statistic": 40.0, "variance": 900.0,
+                            "zstatistic": 1.3, "pvalue": 0.19, "weight": 1.0}]},
+         "fisher": {"method": "fisher", "statistic": 7.25, "pvalue": 0.12, "df": 4,
+                    "parts": []}},
+     "effects": [
+         {"center": "a", "estimate": 0.61, "low": 0.45, "high": 0.75, "level": 0.95,
+          "n_x": 20, "n_y": 10, "method": "newcombe_score"},
+         {"center": "stratified", "estimate": 0.58, "low": 0.47, "high": 0.69,
+          "level": 0.95, "n_x": 30, "n_y": 30, "method": "newcombe_score_stratified"}]},
+    {"kind": "dp_quantiles", "group": "treated", "algorithm": "joint_exp",
+     "levels": [0.5], "per_center": {"a": [3.25]}, "spent": {"a": 1.0},
+     "rank_halfwidth": {"a": 7.2}, "n": {"a": 10}, "excluded": []},
+    {"kind": "dp_boxplot", "group": None, "spent": {"a": 1.0}, "excluded": [],
+     "per_center": {"a": {
+         "lower_whisker": 0.5, "q1": 2.0, "median": 4.0, "q3": 6.0, "upper_whisker": 6.0,
+         "lower_outliers": 0, "upper_outliers": 48, "n": 30, "lower_branch": "extreme",
+         "upper_branch": "extreme", "epsilon": 1.0, "method": "dp_boxplot",
+         "outlier_halfwidth": 47.93}},
+     "pooled": None},
+])
 
 
 def test_the_report_gives_effects_laws_uncertainty_and_bins_as_defined() -> None:

@@ -22,7 +22,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from cli_helpers import REPO, clean_env, fedstats, wait_gone
 
 from center_agent.core.config import CONFIG_ENV as CENTER_CONFIG_ENV
 from center_agent.core.config import ENV_PREFIX as CENTER_PREFIX
@@ -31,6 +30,7 @@ from coordinator.core.config import CONFIG_ENV as COORDINATOR_CONFIG_ENV
 from coordinator.core.config import ENV_PREFIX as COORDINATOR_PREFIX
 from coordinator.core.config import Settings as CoordinatorSettings
 from fedstats_cli.procs import ProcessGroup, free_port
+from tests.helpers.processes import REPO, clean_env, fedstats, wait_gone
 
 COMPOSE = REPO / "docker-compose.yml"
 EXAMPLE_ENV = REPO / "deploy" / "example.env"
@@ -228,6 +228,7 @@ def _expand(value: str, secrets_env: dict[str, str]) -> str:
     return VARIABLE.sub(lambda m: secrets_env[m.group(1)], value)
 
 
+@pytest.mark.process
 def test_the_entry_commands_run_as_compose_runs_them(
     compose: dict[str, Any], tmp_path: Path
 ) -> None:

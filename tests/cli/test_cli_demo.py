@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cli_helpers import clean_env, fedstats, wait_gone
 
 from fedstats_cli import synth
 from fedstats_cli.demo import K, demo_spec
 from shared.binning import BinTable
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
+from tests.helpers.processes import clean_env, fedstats, wait_gone
+
+pytestmark = pytest.mark.process
 
 # Calls whose answers are K-anonymous, and where their counts are.
 K_ANONYMOUS_CALLS = ("info", "table", "refine", "mwu", "yj_moments")

@@ -4,6 +4,7 @@ with results and provenance, center faults named in the study, restart and resum
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -14,7 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
-from coordinator_helpers import (
+from fastapi import FastAPI
+from pydantic import BaseModel
+from scipy import stats
+
+from coordinator.core.config import Settings
+from coordinator.local import InProcessCenter
+from coordinator.main import create_app
+from shared import kinds
+from shared.mwu import mann_whitney, sum_test
+from shared.protocol import MWURequest, RefinementRequest, TableRequest
+from tests.helpers.coordinator import (
     ANALYST_TOKEN,
     AUTH,
     CENTER_TOKENS,
@@ -28,16 +39,6 @@ from coordinator_helpers import (
     settings_for,
     sqlite_url,
 )
-from fastapi import FastAPI
-from pydantic import BaseModel
-from scipy import stats
-
-from coordinator.core.config import Settings
-from coordinator.local import InProcessCenter
-from coordinator.main import create_app
-from shared import kinds
-from shared.mwu import mann_whitney, sum_test
-from shared.protocol import MWURequest, RefinementRequest, TableRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -89,11 +90,21 @@ async def start(settings: Settings, **seams: Any) -> Running:
     return Running(app, await open_client(app))
 
 
+@contextlib.asynccontextmanager
+async def serving(settings: Settings, **seams: Any) -> AsyncIterator[Running]:
+    """:func:`start`, closed however the block ends."""
+    r = await start(settings, **seams)
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
 @pytest.fixture
 async def running(tmp_path: Path, federation: Federations) -> AsyncIterator[Running]:
-    r = await start(settings_for(sqlite_url(tmp_path)), centers=counting_centers(federation))
-    yield r
-    await r.close()
+    async with serving(settings_for(sqlite_url(tmp_path)),
+                       centers=counting_centers(federation)) as r:
+        yield r
 
 
 def assert_no_secret(text: str) -> None:
@@ -414,9 +425,8 @@ def transports(beta: Callable[[httpx.Request], Any], federation: Federations) ->
 async def test_a_failing_center_fails_the_study_naming_it(
     tmp_path: Path, federation: Federations, fault: str, kind: str
 ) -> None:
-    r = await start(settings_for(sqlite_url(tmp_path)),
-                    transports=transports(broken(fault), federation))
-    try:
+    async with serving(settings_for(sqlite_url(tmp_path)),
+                       transports=transports(broken(fault), federation)) as r:
         spec = {**SPEC, "analyses": [{"kind": "mwu", "tests": ["sum", "table"]}]}
         view = await r.run(spec)
         assert view["status"] == "failed"
@@ -428,16 +438,13 @@ async def test_a_failing_center_fails_the_study_naming_it(
         mwu = partial["result"]["analyses"][0]
         assert [p["center"] for p in mwu["tests"]["sum"]["parts"]] == ["alpha", "gamma"]
         assert {(e["center"], e["kind"]) for e in mwu["excluded"]} == {("beta", kind)}
-    finally:
-        await r.close()
 
 
 async def test_centers_listing_shows_health_and_budgets(
     tmp_path: Path, federation: Federations
 ) -> None:
-    r = await start(settings_for(sqlite_url(tmp_path)),
-                    transports=transports(broken("down"), federation))
-    try:
+    async with serving(settings_for(sqlite_url(tmp_path)),
+                       transports=transports(broken("down"), federation)) as r:
         answer = await r.client.get("/v1/centers", headers=AUTH)
         assert answer.status_code == 200
         by_id = {c["id"]: c for c in answer.json()}
@@ -446,8 +453,6 @@ async def test_centers_listing_shows_health_and_budgets(
         assert by_id["alpha"]["url"] == "http://alpha.test:8700"
         assert not by_id["beta"]["healthy"] and by_id["beta"]["problem"]["kind"] == "unreachable"
         assert_no_secret(answer.text)
-    finally:
-        await r.close()
 
 
 async def test_concurrent_listings_share_one_round_of_questions(
@@ -457,8 +462,7 @@ async def test_concurrent_listings_share_one_round_of_questions(
     gate = asyncio.Event()
     for center in centers.values():
         center.gate = gate  # every center call waits until the 20 listings are all in
-    r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
-    try:
+    async with serving(settings_for(sqlite_url(tmp_path)), centers=centers) as r:
         listings = [asyncio.ensure_future(r.client.get("/v1/centers", headers=AUTH))
                     for _ in range(20)]
         while not all(c.calls["health"] for c in centers.values()):
@@ -472,8 +476,6 @@ async def test_concurrent_listings_share_one_round_of_questions(
         assert all(c.calls == {"health": 1, "budget": 1} for c in centers.values())
         await r.client.get("/v1/centers", headers=AUTH)  # a later listing asks again
         assert all(c.calls["health"] == 2 for c in centers.values())
-    finally:
-        await r.close()
 
 
 # -- restart ---------------------------------------------------------------------------------
@@ -489,12 +491,18 @@ class StuckRefine(CountingCenter):
         await asyncio.Event().wait()
 
 
+def stuck_at_gamma(federation: Federations) -> dict[str, CountingCenter]:
+    """:func:`counting_centers`, gamma's refinement never returning (:class:`StuckRefine`)."""
+    centers = counting_centers(federation)
+    centers["gamma"] = StuckRefine(centers["gamma"].port)
+    return centers
+
+
 async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_twice(
     tmp_path: Path, federation: Federations
 ) -> None:
     settings = settings_for(sqlite_url(tmp_path))
-    first_centers = counting_centers(federation)
-    first_centers["gamma"] = StuckRefine(first_centers["gamma"].port)
+    first_centers = stuck_at_gamma(federation)
     first = await start(settings, centers=first_centers)
     # The MWU table test uses the same table as the table analysis (both buffered).
     spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "mwu"}]}
@@ -545,24 +553,20 @@ async def test_a_study_interrupted_by_a_restart_is_resumable_and_asks_nothing_tw
 async def test_too_many_running_studies_are_refused(
     tmp_path: Path, federation: Federations
 ) -> None:
-    centers = counting_centers(federation)
-    centers["gamma"] = StuckRefine(centers["gamma"].port)
-    r = await start(settings_for(sqlite_url(tmp_path), max_running_studies=1), centers=centers)
-    try:
+    centers = stuck_at_gamma(federation)
+    async with serving(settings_for(sqlite_url(tmp_path), max_running_studies=1),
+                       centers=centers) as r:
         first = await r.client.post("/v1/studies", json=SPEC, headers=AUTH)
         assert first.status_code == 202
         busy = await r.client.post("/v1/studies", json=SPEC, headers=AUTH)
         assert busy.status_code == 503 and busy.json()["error"] == "busy"
         assert busy.headers["Retry-After"] == "30"
-    finally:
-        await r.close()
 
 
 async def test_shutdown_leaves_running_studies_resumable(
     tmp_path: Path, federation: Federations
 ) -> None:
-    centers = counting_centers(federation)
-    centers["gamma"] = StuckRefine(centers["gamma"].port)
+    centers = stuck_at_gamma(federation)
     r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
     study_id = (await r.client.post("/v1/studies", json=SPEC, headers=AUTH)).json()["id"]
     while centers["gamma"].calls["refine"] == 0:
@@ -570,7 +574,6 @@ async def test_shutdown_leaves_running_studies_resumable(
     await r.close()
     record = r.app.state.services.store.get_study(study_id)
     assert record is not None and record.status == "failed_resumable"
-
 
 
 @pytest.mark.parametrize(
@@ -611,27 +614,21 @@ async def test_an_unexpected_error_fails_the_study_without_details(
 ) -> None:
     centers = counting_centers(federation)
     centers["beta"] = Buggy(centers["beta"].port)
-    r = await start(settings_for(sqlite_url(tmp_path)), centers=centers)
-    try:
+    async with serving(settings_for(sqlite_url(tmp_path)), centers=centers) as r:
         view = await r.run(SPEC)
         assert view["status"] == "failed"
         assert view["error"] == {"error": "internal_error",
                                  "detail": "the study failed unexpectedly"}
         assert "/srv/data" not in json.dumps(view)
-    finally:
-        await r.close()
 
 
 async def test_center_tokens_never_reach_the_logs(
     tmp_path: Path, federation: Federations, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    r = await start(settings_for(sqlite_url(tmp_path)),
-                    transports=transports(broken("500"), federation))
-    try:
+    async with serving(settings_for(sqlite_url(tmp_path)),
+                       transports=transports(broken("500"), federation)) as r:
         assert (await r.run(SPEC))["status"] == "failed"
         await r.client.get("/v1/centers", headers=AUTH)
-    finally:
-        await r.close()
     assert caplog.records  # the failure and the HTTP calls were logged ...
     assert_no_secret(caplog.text)  # ... without any token

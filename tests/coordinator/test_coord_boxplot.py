@@ -8,13 +8,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import SIZES, CountingCenter, Federations, K
 
 from coordinator.core.errors import AnalysisFailed, CenterFailure, TooFewCenters
 from coordinator.protocols import federated_dp_boxplot
 from shared import kinds
 from shared.dp.pooled import TreeHistogram, pooled_range, pooled_result, pooled_whiskers
 from shared.privacy import PrivacySpent
+from tests.helpers.coordinator import (
+    SIZES,
+    CountingCenter,
+    Federations,
+    K,
+    lying,
+    named_implausible,
+)
 
 pytestmark = pytest.mark.anyio
 BOUNDS = (0.0, 100.0)
@@ -68,28 +75,6 @@ async def test_per_center_boxes_are_relayed_and_both_cost_two_epsilon(
     assert [await spent(c) for c in centers] == pytest.approx([1.0] * 3)
 
 
-class Odd(CountingCenter):
-    """A center whose DP releases are altered by ``change`` (per method) before they leave."""
-
-    def __init__(self, port: Any, **change: Any) -> None:
-        super().__init__(port)
-        self.change = change
-
-    async def _altered(self, name: str, release: Any) -> Any:
-        if name in self.change:
-            if isinstance(self.change[name], Exception):
-                raise self.change[name]
-            return release.model_copy(update=self.change[name])
-        return release
-
-    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
-        return await self._altered(kind.name, await super().release(kind, dataset, request))
-
-
-def with_beta(federation: Federations, **change: Any) -> list[Any]:
-    return [Odd(p, **change) if p.center_id == "beta" else p for p in federation.ports()]
-
-
 @pytest.mark.parametrize(
     ("change", "match"),
     [
@@ -103,30 +88,31 @@ def with_beta(federation: Federations, **change: Any) -> list[Any]:
 async def test_implausible_dp_releases_are_named(
     federation: Federations, change: dict[str, Any], match: str
 ) -> None:
-    with pytest.raises(CenterFailure, match=match) as caught:
-        await federated_dp_boxplot(with_beta(federation, **change), dataset="cohort",
-                                   variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS)
-    assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
+    await named_implausible("beta", match, federated_dp_boxplot(
+        lying(federation, "beta", **change), dataset="cohort", variable="crp", group="trt",
+        epsilon=1.0, bounds=BOUNDS))
 
 
 async def test_partial_pooled_box_leaves_out_a_center_failing_early(
     federation: Federations,
 ) -> None:
     down = CenterFailure("beta", "unreachable", "cannot connect")
-    fed = await federated_dp_boxplot(with_beta(federation, dp_extremes=down), dataset="cohort",
-                                     variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS,
-                                     per_center=False, allow_partial=True, min_centers=2)
+    fed = await federated_dp_boxplot(lying(federation, "beta", dp_extremes=down),
+                                     dataset="cohort", variable="crp", group="trt", epsilon=1.0,
+                                     bounds=BOUNDS, per_center=False, allow_partial=True,
+                                     min_centers=2)
     assert fed.pooled is not None and fed.pooled.centers == ("alpha", "gamma")
     assert [(f.center, f.kind) for f in fed.excluded] == [("beta", "unreachable")]
     assert set(fed.spent) == {"alpha", "gamma"}
     with pytest.raises(TooFewCenters):
-        await federated_dp_boxplot(with_beta(federation, dp_extremes=down), dataset="cohort",
-                                   variable="crp", group="trt", epsilon=1.0, bounds=BOUNDS,
-                                   per_center=False, allow_partial=True, min_centers=3)
+        await federated_dp_boxplot(lying(federation, "beta", dp_extremes=down),
+                                   dataset="cohort", variable="crp", group="trt", epsilon=1.0,
+                                   bounds=BOUNDS, per_center=False, allow_partial=True,
+                                   min_centers=3)
     # Round 3 cannot leave a center out: its records are already in the pooled histogram.
     late = CenterFailure("beta", "timeout", "no answer")
     with pytest.raises(CenterFailure, match="no answer"):
-        await federated_dp_boxplot(with_beta(federation, dp_threshold_counts=late),
+        await federated_dp_boxplot(lying(federation, "beta", dp_threshold_counts=late),
                                    dataset="cohort", variable="crp", group="trt", epsilon=1.0,
                                    bounds=BOUNDS, per_center=False, allow_partial=True,
                                    min_centers=2)

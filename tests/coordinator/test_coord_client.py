@@ -8,13 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from coordinator_helpers import CENTER_TOKENS, center_info_json, json_response
 
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
 from shared import kinds
 from shared.protocol import MWURequest, TableRequest
+from tests.helpers.coordinator import CENTER_TOKENS, center_info_json, json_response
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from coordinator_helpers import ANALYST_TOKEN, CENTER_TOKENS
 
 from coordinator.core.config import ConfigError, load_settings
+from tests.helpers.coordinator import ANALYST_TOKEN, CENTER_TOKENS
 
 TOML = f"""
 analyst_tokens = ["{ANALYST_TOKEN}"]

@@ -8,10 +8,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import CountingCenter, Federations, make_data
 
-from coordinator.core.errors import CenterFailure
 from coordinator.protocols import center_dp_quantiles
+from tests.helpers.coordinator import (
+    CountingCenter,
+    Federations,
+    lying,
+    make_data,
+    named_implausible,
+)
 
 pytestmark = pytest.mark.anyio
 BOUNDS = (0.0, 100.0)
@@ -45,16 +50,6 @@ async def test_every_algorithm_answers_near_the_truth(
             np.median(np.concatenate([x, y])), abs=5.0)
 
 
-class Odd(CountingCenter):
-    def __init__(self, port: Any, **update: Any) -> None:
-        super().__init__(port)
-        self.update = update
-
-    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
-        release = await super().release(kind, dataset, request)
-        return release.model_copy(update=self.update)
-
-
 @pytest.mark.parametrize(
     ("update", "match"),
     [
@@ -67,11 +62,10 @@ class Odd(CountingCenter):
 async def test_implausible_releases_are_named(
     federation: Federations, update: dict[str, Any], match: str
 ) -> None:
-    centers = [Odd(p, **update) if p.center_id == "gamma" else p for p in federation.ports()]
-    with pytest.raises(CenterFailure, match=match) as caught:
-        await center_dp_quantiles(centers, dataset="cohort", variable="crp", group="trt",
-                                  levels=LEVELS, epsilon=1.0, bounds=BOUNDS)
-    assert (caught.value.center, caught.value.kind) == ("gamma", "implausible")
+    centers = lying(federation, "gamma", dp_quantiles=update)
+    await named_implausible("gamma", match, center_dp_quantiles(
+        centers, dataset="cohort", variable="crp", group="trt", levels=LEVELS, epsilon=1.0,
+        bounds=BOUNDS))
     partial = await center_dp_quantiles(centers, dataset="cohort", variable="crp", group="trt",
                                         levels=LEVELS, epsilon=1.0, bounds=BOUNDS,
                                         allow_partial=True, min_centers=2)

@@ -6,7 +6,6 @@ core's on the raw data."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from coordinator_helpers import (
-    AUTH,
-    CENTER_TOKENS,
-    SIZES,
-    K,
-    check_built_table,
-    check_refined_runs,
-    fold_releases,
-    make_data,
-    settings_for,
-    sqlite_url,
-)
 from fastapi import FastAPI
 from scipy import stats
 
@@ -38,25 +25,29 @@ from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
 from shared.protocol import BinTableRelease, MWURelease, RefinementRelease
 from shared.quantiles.wire import YJMomentsRelease
 from shared.quantiles.yj_data import DP_TOL, yj_data_quantiles
+from tests.helpers.coordinator import (
+    AUTH,
+    CENTER_TOKENS,
+    SIZES,
+    K,
+    check_built_table,
+    check_refined_runs,
+    csv_cohort,
+    fold_releases,
+    make_data,
+    settings_for,
+    sqlite_url,
+)
 
 pytestmark = pytest.mark.anyio
 EPSILON_TOTAL = 3.0
 EPSILON_PER_REQUEST = 2.0  # the DP-quantile study below asks each center for ε = 2 at once
 
 
-def write_csv(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
-    rows = [f"{float(v)!r},ctl" for v in x] + [f"{float(v)!r},trt" for v in y]
-    path.write_text("crp,arm\n" + "\n".join(rows) + "\n")
-    return path
-
-
 @pytest.fixture
 def centers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[dict[str, FastAPI]]:
-    for name in list(os.environ):
-        if name.startswith("FEDSTATS_CENTER_"):
-            monkeypatch.delenv(name)
     data = getattr(request, "param", None) or make_data()
     # Each center signs its tables with its own key and trusts the others' (peers/), so each
     # refines the table the one before it signed.
@@ -73,13 +64,9 @@ def centers(
             ledger_url=f"sqlite:///{tmp_path / f'{cid}-ledger.sqlite'}",
             signing_key_file=tmp_path / f"{cid}.key",
             peer_keys_dir=peers,
-            datasets={"cohort": {
-                "source": {"kind": "csv", "path": str(write_csv(tmp_path / f"{cid}.csv", x, y))},
-                "variables": ["crp"],
-                "group": {"column": "arm", "levels": ["ctl", "trt"]},
-                "epsilon_total": EPSILON_TOTAL,
-                "epsilon_per_request": EPSILON_PER_REQUEST,
-            }},
+            datasets={"cohort": csv_cohort(tmp_path / f"{cid}.csv", x, y,
+                                           epsilon_total=EPSILON_TOTAL,
+                                           epsilon_per_request=EPSILON_PER_REQUEST)},
         )
         apps[cid] = create_center(settings)
     yield apps

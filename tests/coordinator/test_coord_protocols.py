@@ -12,17 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import (
-    SIZES,
-    CountingCenter,
-    Federations,
-    K,
-    check_atoms,
-    check_built_table,
-    check_refined_runs,
-    fold_received,
-    make_data,
-)
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from scipy import integrate, stats
 
@@ -35,13 +24,24 @@ from coordinator.study import run_study
 from shared import kinds
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 from shared.protocol import (
-    BinTableRelease,
     MWUNoise,
     MWURequest,
-    RefinementRelease,
     RefinementRequest,
     SignedLimits,
     TableRequest,
+)
+from tests.helpers.coordinator import (
+    SIZES,
+    CountingCenter,
+    Federations,
+    K,
+    check_atoms,
+    check_built_table,
+    check_refined_runs,
+    fold_received,
+    lying,
+    make_data,
+    named_implausible,
 )
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +54,16 @@ def counting(federation: Federations, data: Any = None) -> list[CountingCenter]:
     return [CountingCenter(p) for p in federation.ports(data)]
 
 
+Counted = tuple[dict[str, Any], list[CountingCenter]]
+
+
+@pytest.fixture
+def counted(federation: Federations) -> Counted:
+    """``make_data()`` and its federation, each center wrapped to keep what it released."""
+    data = make_data()
+    return data, counting(federation, data)
+
+
 def check_releases(centers: list[CountingCenter], groups: dict[str, Any]) -> None:
     """Every table and refinement the centers released, against their raw values."""
     for c in centers:
@@ -63,11 +73,8 @@ def check_releases(centers: list[CountingCenter], groups: dict[str, Any]) -> Non
             check_refined_runs(refined, groups[c.center_id])
 
 
-async def test_two_group_table_is_the_fold_of_what_the_centers_released(
-    federation: Federations,
-) -> None:
-    data = make_data()
-    centers = counting(federation, data)
+async def test_two_group_table_is_the_fold_of_what_the_centers_released(counted: Counted) -> None:
+    data, centers = counted
     fed = await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS,
                                     k=K)
     assert fed.order == ("alpha", "beta", "gamma")  # largest first
@@ -99,11 +106,10 @@ async def test_one_group_table_is_k_anonymous_per_release_with_consistent_totals
     assert [c.calls["refine"] for c in centers] == [0, 1, 1]
 
 
-async def test_natural_limits_clip_values_into_the_extreme_bins(federation: Federations) -> None:
+async def test_natural_limits_clip_values_into_the_extreme_bins(counted: Counted) -> None:
     """Natural limits inside the data are public inputs: values beyond them are counted in the
     extreme bins at every center (nothing refused, nothing left out)."""
-    data = make_data()
-    centers = counting(federation, data)
+    data, centers = counted
     lower, upper = 40.0, 60.0  # inside the data: make_data() draws around 50 ± 10
     assert all(x.min() < lower and upper < y.max() for x, y in data.values())
     fed = await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS,
@@ -116,13 +122,12 @@ async def test_natural_limits_clip_values_into_the_extreme_bins(federation: Fede
 
 
 async def test_tables_with_other_limits_are_answered_and_never_isolate_records(
-    federation: Federations,
+    counted: Counted,
 ) -> None:
     """Centers no longer refuse a second table whose limits differ (``differencing_refused``):
     each answers every table, coarsened as needed, so that no combination of its releases
     isolates 1..K-1 records. Checked from the raw data over every release each center made."""
-    data = make_data()
-    centers = counting(federation, data)
+    data, centers = counted
     closings: list[tuple[Any, Any, int]] = [
         ("buffer", "buffer", K), (40.0, 60.0, K), ("infinite", "infinite", 2 * K)]
     for lower, upper, k in closings:
@@ -136,11 +141,8 @@ async def test_tables_with_other_limits_are_answered_and_never_isolate_records(
     check_releases(centers, data)
 
 
-async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers(
-    federation: Federations,
-) -> None:
-    data = make_data()
-    centers = counting(federation, data)
+async def test_mwu_p_values_equal_the_core_for_the_same_released_numbers(counted: Counted) -> None:
+    data, centers = counted
     fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS,
                               k=K, alternative="less")
     local = [mann_whitney(x, y) for x, y in data.values()]
@@ -270,24 +272,6 @@ async def test_survey_names_a_center_without_the_dataset_variable_or_level(
     assert too_few.value.body()["usable"] == ["alpha", "beta", "gamma"]
 
 
-class Tampered(CountingCenter):
-    """A center whose releases are altered by ``change`` before they leave."""
-
-    def __init__(self, port: Any, **change: Any) -> None:
-        super().__init__(port)
-        self.change = change
-
-    async def release(self, kind: Any, dataset: str, request: Any) -> Any:
-        release = await super().release(kind, dataset, request)
-        if kind.name not in self.change:
-            return release
-        if kind is kinds.TABLE:
-            return BinTableRelease.model_validate(self.change["table"](release.model_dump()))
-        if kind is kinds.REFINE:
-            return RefinementRelease.model_validate(self.change["refine"](release.model_dump()))
-        return release.model_copy(update=self.change[kind.name])
-
-
 def small_count(release: dict[str, Any]) -> dict[str, Any]:
     release["counts"][0][0] = 3.0
     return release
@@ -335,31 +319,29 @@ def forged(release: dict[str, Any]) -> dict[str, Any]:
     return release
 
 
+# Who lies, in which release, how, and what the coordinator then names.
+LIES: dict[tuple[str, str], list[tuple[Any, str]]] = {
+    ("alpha", "table"): [(forged, "does not verify"), (small_count, "count between 1 and k-1"),
+                         (inflated, "more than its declared size"), (wrong_k, "k=20"),
+                         (unsigned, "no signed statement"), (restated, "states other limits")],
+    ("beta", "refine"): [(forged, "does not verify"), (small_run, "run total"),
+                         (misplaced_split, "does not fit the table"),
+                         (unsigned, "no signed statement")],
+    ("gamma", "refine"): [(short_runs, "does not fit the table"), (wrong_k, "k=20"),
+                          (restated, "states other limits")],
+}
+
+
 @pytest.mark.parametrize(
     ("who", "change", "match"),
-    [
-        ("alpha", {"table": forged}, "does not verify"),
-        ("beta", {"refine": forged}, "does not verify"),
-        ("alpha", {"table": small_count}, "count between 1 and k-1"),
-        ("alpha", {"table": inflated}, "more than its declared size"),
-        ("alpha", {"table": wrong_k}, "k=20"),
-        ("alpha", {"table": unsigned}, "no signed statement"),
-        ("alpha", {"table": restated}, "states other limits"),
-        ("beta", {"refine": small_run}, "run total"),
-        ("beta", {"refine": misplaced_split}, "does not fit the table"),
-        ("beta", {"refine": unsigned}, "no signed statement"),
-        ("gamma", {"refine": short_runs}, "does not fit the table"),
-        ("gamma", {"refine": wrong_k}, "k=20"),
-        ("gamma", {"refine": restated}, "states other limits"),
-    ],
+    [pytest.param(who, {kind: lie}, match, id=f"{who}-{kind}-{lie.__name__}")
+     for (who, kind), lies in LIES.items() for lie, match in lies],
 )
 async def test_implausible_table_releases_are_named(
     federation: Federations, who: str, change: Any, match: str
 ) -> None:
-    centers = [Tampered(p, **change) if p.center_id == who else p for p in federation.ports()]
-    with pytest.raises(CenterFailure, match=match) as caught:
-        await federated_bin_table(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K)
-    assert (caught.value.center, caught.value.kind) == (who, "implausible")
+    await named_implausible(who, match, federated_bin_table(
+        lying(federation, who, **change), dataset="cohort", variable="crp", groups=GROUPS, k=K))
 
 
 @pytest.mark.parametrize(
@@ -379,12 +361,9 @@ async def test_implausible_table_releases_are_named(
 async def test_implausible_mwu_releases_are_named(
     federation: Federations, update: dict[str, Any], match: str
 ) -> None:
-    centers = [Tampered(p, mwu=update) if p.center_id == "beta" else p
-               for p in federation.ports()]
-    with pytest.raises(CenterFailure, match=match) as caught:
-        await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
-                            tests=["sum"])
-    assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
+    await named_implausible("beta", match, federated_mwu(
+        lying(federation, "beta", mwu=update), dataset="cohort", variable="crp", groups=GROUPS,
+        k=K, tests=["sum"]))
 
 
 @pytest.mark.parametrize(
@@ -408,20 +387,16 @@ async def test_a_release_noised_otherwise_than_asked_is_named(
 ) -> None:
     # beta holds 190 records per group: Laplace(2·190/0.5) = Laplace(760) at ε = 0.5.
     assert SIZES["beta"] == 190
-    centers = [Tampered(p, mwu=update) if p.center_id == "beta" else p
-               for p in federation.ports()]
-    with pytest.raises(CenterFailure, match=match) as caught:
-        await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
-                            tests=["sum"], epsilon=epsilon)
-    assert (caught.value.center, caught.value.kind) == ("beta", "implausible")
+    await named_implausible("beta", match, federated_mwu(
+        lying(federation, "beta", mwu=update), dataset="cohort", variable="crp", groups=GROUPS,
+        k=K, tests=["sum"], epsilon=epsilon))
 
 
 async def test_partial_studies_leave_a_failing_center_out_and_record_it(
     federation: Federations,
 ) -> None:
     data = make_data()
-    centers = [Tampered(p, refine=small_run, mwu={"n_x": 5}) if p.center_id == "beta" else p
-               for p in federation.ports(data)]
+    centers = lying(federation, "beta", data, refine=small_run, mwu={"n_x": 5})
     fed = await federated_mwu(centers, dataset="cohort", variable="crp", groups=GROUPS, k=K,
                               allow_partial=True, min_centers=2)
     assert fed.centers == ("alpha", "gamma")

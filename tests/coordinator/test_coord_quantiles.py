@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from coordinator_helpers import CountingCenter, Federations, K, fold_received, make_data
 
 from coordinator.protocols import federated_bin_table
 from coordinator.protocols.quantiles import ESTIMATORS, table_quantiles
@@ -20,6 +19,7 @@ from shared.quantiles import (
     yj_shaped_quantiles,
     yj_table_quantiles,
 )
+from tests.helpers.coordinator import CountingCenter, Federations, K, fold_received, make_data
 
 pytestmark = pytest.mark.anyio
 LEVELS = [0.1, 0.25, 0.5, 0.75, 0.9]

@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coordinator_helpers import AUTH, Federations, settings_for, sqlite_url
+import schemathesis
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from coordinator.main import create_app
 from coordinator.models import StudySpec
 from coordinator.runner import StudyRunner
 from coordinator.services import Services
+from tests.helpers.coordinator import AUTH, Federations, settings_for, sqlite_url
+from tests.helpers.fuzzing import aim_study, never_a_server_error, operations
 
-schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed")
-from schemathesis.checks import not_a_server_error  # noqa: E402
+aim = aim_study("crp", ["ctl", "trt"], ["alpha", "beta"])
 
 
 class NotStarting(StudyRunner):
@@ -47,32 +47,10 @@ def schema(tmp_path: Path) -> Any:
     federation.close()
 
 
-def aim(case: Any) -> None:
-    body = case.body
-    if isinstance(body, dict):
-        body.update(dataset="cohort", variable="crp")
-        if "groups" in body:
-            body["groups"] = ["ctl", "trt"]
-        if isinstance(body.get("centers"), list):
-            body["centers"] = ["alpha", "beta"]
-
-
 def test_no_request_makes_a_server_error(schema: Any) -> None:
-    # Operations are driven by hand: schemathesis' pytest plugin does not load under pytest 9.
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 5
-
-    for operation in operations:
-
-        @given(case=operation.as_strategy(), aimed=st.booleans())
-        @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-        def run(case: Any, aimed: bool) -> None:
-            if aimed:
-                aim(case)
-            response = case.call(headers=AUTH)
-            case.validate_response(response, checks=[not_a_server_error])
-
-        run()
+    found = operations(schema)
+    assert len(found) >= 5
+    never_a_server_error(found, AUTH, aim, max_examples=30)
 
 
 def test_generated_studies_run_to_a_typed_end(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from coordinator_helpers import sqlite_url
 
 from coordinator.db import Store
+from tests.helpers.coordinator import sqlite_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

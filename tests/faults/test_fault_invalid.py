@@ -22,9 +22,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from adv_helpers import center_config, small_counts
-from center_helpers import K
-from coordinator_helpers import AUTH, CENTER_TOKENS, settings_for, sqlite_url
 from pydantic import ValidationError
 
 from center_agent.core.config import load_settings
@@ -34,6 +31,9 @@ from coordinator.main import create_app as coordinator_app
 from coordinator.services import Services
 from shared.federation import refined_limits
 from shared.protocol import LimitsStatement, RefinementRelease, RefinementRequest
+from tests.helpers.attacks import small_counts
+from tests.helpers.center import K, center_config
+from tests.helpers.coordinator import AUTH, CENTER_TOKENS, settings_for, sqlite_url
 
 pytestmark = pytest.mark.anyio
 SIZES = {"alpha": (420, 1), "beta": (310, 2), "gamma": (200, 3)}

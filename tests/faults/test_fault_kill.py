@@ -18,18 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
-from adv_helpers import (
-    center_config,
-    coordinator_process,
-    small_counts,
-    spawn_center,
-    stop,
-    wait_healthy,
-)
-from center_helpers import AUTH as CENTER_AUTH
-from center_helpers import TOKEN, K, free_port, toml_value
-from coordinator_helpers import ANALYST_TOKEN, AUTH
-from fault_helpers import Proxy, proxied
+
+from tests.helpers.attacks import small_counts
+from tests.helpers.center import AUTH as CENTER_AUTH
+from tests.helpers.center import K, center_config
+from tests.helpers.coordinator import AUTH, coordinator_config
+from tests.helpers.faults import Proxy, proxied
+from tests.helpers.processes import running_coordinator, spawn, stop, wait_healthy
+
+pytestmark = pytest.mark.process
 
 SIZES = {"alpha": (420, 1), "beta": (310, 2), "gamma": (200, 3)}  # alpha builds the table
 STEPS = {  # case -> (path of the step, the center killed there)
@@ -66,17 +63,14 @@ class CenterProc:
     def start(self) -> None:
         """``python -m center_agent``, its stderr appended to ``<config>.log`` (a pipe nobody
         reads would fill with the tracebacks of a killed step and block the center)."""
-        self.proc = spawn_center(self.config)
+        self.proc = spawn("center_agent", self.config)
 
     def current(self) -> subprocess.Popen[bytes]:
         assert self.proc is not None
         return self.proc
 
-    def log(self) -> str:
-        return self.config.with_suffix(".log").read_text(errors="replace")[-20_000:]
-
     def wait_healthy(self) -> None:
-        wait_healthy(self.current(), self.port, output=self.log)
+        wait_healthy(self.current(), self.port, self.config)
 
     def ensure_running(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -117,22 +111,12 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
               proxied(centers["beta"].port, centers["beta"].current) as pb,
               proxied(centers["gamma"].port, centers["gamma"].current) as pg):
             proxies = {"alpha": pa, "beta": pb, "gamma": pg}
-            port = free_port()
-            lines = [
-                f"analyst_tokens = {toml_value([ANALYST_TOKEN])}",
-                "min_centers = 2",
-                f"port = {port}",
-                f"read_timeout_s = {READ_TIMEOUT_S}",
-                "connect_timeout_s = 1.0",
-                f"store_url = {toml_value('sqlite:///' + str(workdir / 'coordinator.sqlite'))}",
-                "[retry]", "attempts = 2", "backoff_initial_s = 0.1", "backoff_max_s = 0.2",
-            ]
-            for cid, proxy in proxies.items():
-                lines += [f"[centers.{cid}]", f'url = "http://127.0.0.1:{proxy.port}"',
-                          f"token = {toml_value(TOKEN)}"]
-            config = workdir / "coordinator.toml"
-            config.write_text("\n".join(lines) + "\n")
-            with (coordinator_process(config, port),
+            config, port = coordinator_config(
+                workdir / "coordinator.toml",
+                {cid: f"http://127.0.0.1:{proxy.port}" for cid, proxy in proxies.items()},
+                min_centers=2, read_timeout_s=READ_TIMEOUT_S, connect_timeout_s=1.0,
+                retry={"attempts": 2, "backoff_initial_s": 0.1, "backoff_max_s": 0.2})
+            with (running_coordinator(config, port),
                   httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH,
                                timeout=30) as client):
                 yield Federation(centers, proxies, client)

@@ -18,14 +18,14 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from adv_helpers import center_config, coordinator_process, spawn_center, stop, wait_healthy
-from center_helpers import AUTH as CENTER_AUTH
-from center_helpers import TOKEN, K, free_port, toml_value
-from coordinator_helpers import ANALYST_TOKEN, AUTH
 
 from center_agent.core.config import load_settings
+from tests.helpers.center import AUTH as CENTER_AUTH
+from tests.helpers.center import K, center_config
+from tests.helpers.coordinator import AUTH, coordinator_config
+from tests.helpers.processes import running_coordinator, spawn, stop, wait_healthy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.process]
 
 CENTERS = 10
 ANALYSTS = 50
@@ -90,23 +90,16 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for config, _ in centers:
-            procs.append(spawn_center(config))  # its stderr to <config>.log, never a pipe
+            procs.append(spawn("center_agent", config))  # its stderr to <config>.log
         for i, (proc, (config, cport)) in enumerate(zip(procs, centers, strict=True)):
-            log = config.with_suffix(".log")
-            wait_healthy(proc, cport, output=lambda log=log: log.read_text(errors="replace"))
+            wait_healthy(proc, cport, config)
             info = httpx.get(f"http://127.0.0.1:{cport}/v1/info", headers=CENTER_AUTH)
             assert info.json()["center_id"] == f"c{i}"  # not another process on a reused port
-        port = free_port()
-        lines = [f"analyst_tokens = {toml_value([ANALYST_TOKEN])}", "min_centers = 2",
-                 f"port = {port}", f"max_running_studies = {ANALYSTS + 10}",
-                 "read_timeout_s = 60.0",
-                 f"store_url = {toml_value('sqlite:///' + str(workdir / 'coord.sqlite'))}"]
-        for i, (_, cport) in enumerate(centers):
-            lines += [f"[centers.c{i}]", f'url = "http://127.0.0.1:{cport}"',
-                      f"token = {toml_value(TOKEN)}"]
-        config = workdir / "coordinator.toml"
-        config.write_text("\n".join(lines) + "\n")
-        with coordinator_process(config, port):
+        config, port = coordinator_config(
+            workdir / "coordinator.toml",
+            {f"c{i}": f"http://127.0.0.1:{cport}" for i, (_, cport) in enumerate(centers)},
+            min_centers=2, max_running_studies=ANALYSTS + 10, read_timeout_s=60.0)
+        with running_coordinator(config, port):
             latencies: list[tuple[str, float]] = []
             start = time.perf_counter()
 

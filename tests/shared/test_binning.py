@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.binning import KAnonymityError, bin_table, randomized_limits
-from tests.shared.kanon import bin_counts, is_k_anonymous
+from tests.helpers.kanon import bin_counts, is_k_anonymous
 
 
 def rng(seed: int = 0) -> np.random.Generator:

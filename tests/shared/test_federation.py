@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from shared.binning import BinTable, KAnonymityError, bin_table
 from shared.federation import apply_refinement, federated_table, refine_table
 from shared.protocol import BinTableRelease, RefinementRelease
-from tests.shared.kanon import bin_counts, is_k_anonymous
+from tests.helpers.kanon import bin_counts, is_k_anonymous
 
 
 def rng(seed: int = 0) -> np.random.Generator:

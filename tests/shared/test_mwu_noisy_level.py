@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -291,25 +292,26 @@ def standard_error(alpha: float) -> float:
     return math.sqrt(alpha * (1.0 - alpha) / REPLICATIONS)
 
 
+def off_level(table: dict[Any, Any], too_far: Callable[[float, float], bool]) -> list[Any]:
+    """Every (setting, configuration, test, alternative, α, rate) of ``table`` whose rate under
+    the exact laws is ``too_far(α, rate)``."""
+    return [(name, config, *key, alpha, r)
+            for (name, config), rates in table.items()
+            for key, rate in rates.exact.items()
+            for alpha, r in zip(ALPHAS, rate, strict=True) if too_far(alpha, r)]
+
+
 @pytest.mark.slow
 def test_exact_laws_hold_the_level_with_continuous_data(study: Study) -> None:
-    failures = []
-    for (name, config), rates in study.continuous.items():
-        for key, rate in rates.exact.items():
-            for alpha, r in zip(ALPHAS, rate, strict=True):
-                if abs(r - alpha) > SE_TOLERANCE * standard_error(alpha):
-                    failures.append((name, config, *key, alpha, r))
+    failures = off_level(study.continuous, lambda alpha, r:
+                         abs(r - alpha) > SE_TOLERANCE * standard_error(alpha))
     assert not failures, failures
 
 
 @pytest.mark.slow
 def test_exact_laws_are_conservative_with_ties(study: Study) -> None:
-    failures = []
-    for (name, config), rates in study.ties.items():
-        for key, rate in rates.exact.items():
-            for alpha, r in zip(ALPHAS, rate, strict=True):
-                if r > alpha + SE_TOLERANCE * standard_error(alpha):
-                    failures.append((name, config, *key, alpha, r))
+    failures = off_level(study.ties, lambda alpha, r:
+                         r > alpha + SE_TOLERANCE * standard_error(alpha))
     assert not failures, failures
 
 

@@ -1,6 +1,6 @@
 """The null laws of noisy statistics (shared.noisy_null) against independent references.
 
-References (tests/shared/noisy_reference.py) are adaptive quadratures of positive integrands,
+References (tests/helpers/noisy_reference.py) are adaptive quadratures of positive integrands,
 never the code under test; the Gaussian case against scipy's normal. Tolerances: the issue asks
 for 1e-6 absolute where p runs from 1e-4 to 0.5; the laws do far better, and the tests hold them
 to what they do (relative error in the far tails too), so that a regression shows.
@@ -14,7 +14,7 @@ from scipy import stats
 
 from shared.mechanisms import FisherOptimal, Gaussian, Laplace
 from shared.noisy_null import NoiseLaw, NoisyNormal, noise_law_of
-from tests.shared import noisy_reference as ref
+from tests.helpers import noisy_reference as ref
 
 # Upper-tail probabilities the tests visit: the issue's range 1e-4..0.5 and the far tails.
 TAILS = np.array([0.5, 0.3, 0.1, 0.05, 0.01, 1e-3, 1e-4, 1e-6, 1e-9, 1e-12])
@@ -212,6 +212,7 @@ def test_fisher_optimal_laws_match_their_sampling_tables(mech, tol, tail_tol):
     assert mech.noise_law.variance == mech.variance
 
 
+@pytest.mark.slow  # Kolmogorov-Smirnov on 4 × 2·10⁵ draws: ~4 s
 def test_dp_mechanisms_expose_their_laws_with_samplers_scale():
     lap, gau = Laplace(0.5, 10.0), Gaussian(4.0, rho=0.1)
     assert lap.noise_law == NoiseLaw.laplace(20.0) and lap.noise_law.variance == lap.variance

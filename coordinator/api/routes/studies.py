@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from coordinator import figures
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
 from coordinator.core.errors import Conflict, NotFound, StudyNotFound
-from coordinator.db import ReleaseRecord, StudyRecord
+from coordinator.db import ReleaseRecord, Store, StudyRecord
 from coordinator.figures import FigureFormat
 from coordinator.models import (
     DPBoxplotResult,
@@ -26,6 +26,14 @@ from coordinator.models import (
 )
 
 router = APIRouter(prefix="/studies", tags=["studies"])
+
+
+async def _study(store: Store, study_id: str) -> StudyRecord:
+    # Not a dependency: the route's own parameters are validated first (422 before 404).
+    record = await asyncio.to_thread(store.get_study, study_id)
+    if record is None:
+        raise StudyNotFound(study_id)
+    return record
 
 
 def _created(record: StudyRecord, request: Request, response: Response) -> StudyCreated:
@@ -81,9 +89,7 @@ async def get_study(
 
     Infinite table limits are the strings ``"Infinity"``/``"-Infinity"``, as on the wire.
     """
-    record = await asyncio.to_thread(store.get_study, study_id)
-    if record is None:
-        raise StudyNotFound(study_id)
+    record = await _study(store, study_id)
     released = await asyncio.to_thread(store.releases_of, study_id) if provenance else None
     count = len(released) if released is not None else await asyncio.to_thread(
         store.count_releases, study_id)
@@ -114,9 +120,7 @@ async def boxplot_figure(
     format: FigureFormat = "svg",
 ) -> Response:
     """The boxplots of a finished ``dp_boxplot`` analysis (``index`` in the spec) as SVG or PNG."""
-    record = await asyncio.to_thread(store.get_study, study_id)
-    if record is None:
-        raise StudyNotFound(study_id)
+    record = await _study(store, study_id)
     if record.status != "succeeded" or record.result is None:
         raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
     analyses = StudyResult.model_validate_json(record.result).analyses

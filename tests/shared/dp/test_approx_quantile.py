@@ -5,7 +5,7 @@ import pytest
 
 from shared.dp.approx_quantile import approx_quantiles, approx_quantiles_sorted
 from shared.privacy import PrivacySpent
-from tests.shared.dp import brute
+from tests.helpers import brute
 
 
 def test_result_is_sorted_accurate_and_accounted():

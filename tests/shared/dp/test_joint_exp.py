@@ -17,7 +17,7 @@ from shared.dp.joint_exp import (
     log_toeplitz_lower,
 )
 from shared.privacy import PrivacySpent
-from tests.shared.dp import brute
+from tests.helpers import brute
 
 TIED = [0.1, 0.3, 0.3, 0.3, 0.7, 1.0]
 
@@ -182,6 +182,7 @@ def test_sampler_matches_brute_force_distribution(x, levels, eps, neighbouring):
     assert p_value > 1e-3
 
 
+@pytest.mark.slow  # 3000 draws: ~2 s
 def test_public_function_draws_like_the_sampler():
     rng = np.random.default_rng(5)
     levels = (0.25, 0.5, 0.75)

@@ -9,7 +9,7 @@ from shared.dp.private_quantile import (
     private_quantile_sorted,
 )
 from shared.privacy import PrivacySpent
-from tests.shared.dp import brute
+from tests.helpers import brute
 
 # Ties (0.3 three times) and a point on the upper bound give zero-width intervals.
 TIED = [0.1, 0.3, 0.3, 0.3, 0.7, 1.0]

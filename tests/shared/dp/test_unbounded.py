@@ -10,7 +10,7 @@ from shared.dp.unbounded import (
     unbounded_sorted,
 )
 from shared.privacy import PrivacySpent
-from tests.shared.dp import brute
+from tests.helpers import brute
 
 BETA = 2.0
 BOUNDS = (0.0, 30.0)  # releases l + β^k − 1: 0, 1, 3, 7, 15, then 30 (clamped)

@@ -5,6 +5,7 @@ error's coverage by simulation on evenly spread data (where the docstring says i
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -43,6 +44,20 @@ def test_sum_inversion_matches_the_closed_forms(scale: float) -> None:
         laplace_difference_halfwidth(scale), rel=1e-6)
 
 
+@pytest.mark.parametrize("scales", [[2e6, 2e6], [3e5, 7e5, 2e6], [1.0, 1e6], [1e-300, 1e-300]])
+def test_sum_inversion_is_scale_invariant_at_any_epsilon(scales: list[float]) -> None:
+    # Pooled outlier counts at ε ~ 1e-5 have scales ~ 1e6: the inversion once warned (and a
+    # study failed) there. t(c·b) = c·t(b) exactly, so the answer is the unit-scale one, rescaled.
+    top = max(scales)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = laplace_sum_halfwidth(scales)
+    unit = laplace_sum_halfwidth([b / top for b in scales if b / top > 1e-12])
+    assert t == pytest.approx(top * unit, rel=1e-9)
+    if len(set(scales)) == 1:  # the closed form of two equal scales, at this scale
+        assert t == pytest.approx(laplace_difference_halfwidth(top), rel=1e-6)
+
+
 def test_sum_inversion_matches_monte_carlo_for_unequal_scales() -> None:
     scales = [1.0, 4.0, 0.5, 10.0]
     t = laplace_sum_halfwidth(scales)
@@ -72,6 +87,7 @@ def test_private_quantile_rank_halfwidth_covers_on_even_data(epsilon: float) -> 
     assert covered == pytest.approx(0.95, abs=0.015)
 
 
+@pytest.mark.slow  # 1500 draws of the joint exponential mechanism: ~2 s
 def test_joint_exp_rank_halfwidth_covers_each_level_on_even_data() -> None:
     n, levels, epsilon = 1000, (0.25, 0.5, 0.75), 1.0
     data = np.arange(n, dtype=np.float64) + 0.5

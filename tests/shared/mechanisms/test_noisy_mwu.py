@@ -2,7 +2,7 @@
 law of normal + noise (the level itself: tests/shared/test_mwu_noisy_level.py, slow).
 
 p-value references are independent of shared.noisy_null: adaptive quadrature and partial
-fractions (tests/shared/noisy_reference.py).
+fractions (tests/helpers/noisy_reference.py).
 """
 
 import dataclasses
@@ -24,7 +24,7 @@ from shared.mwu import (
 )
 from shared.noisy_null import NoiseLaw, NoisyNormal
 from shared.protocol import MWUNoise, MWURelease
-from tests.shared import noisy_reference as ref
+from tests.helpers import noisy_reference as ref
 
 
 def _data(seed, n=30, m=40, shift=0.2):

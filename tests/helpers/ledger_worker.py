@@ -1,7 +1,9 @@
 """A separate process hitting a ledger (run by the ledger tests; not a test module).
 
-    python _ledger_worker.py spend URL DATASET N EPSILON   # N concurrent releases (threads)
-    python _ledger_worker.py loop URL DATASET EPSILON      # release forever, announcing each step
+    python -m tests.helpers.ledger_worker spend URL DATASET N EPSILON
+        N concurrent releases (threads)
+    python -m tests.helpers.ledger_worker loop URL DATASET EPSILON
+        release forever, announcing each step
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from center_agent.core.errors import BudgetExceeded
@@ -18,21 +21,28 @@ from center_agent.db import Store
 from center_agent.ledger import Ledger
 
 
-def spend(url: str, dataset: str, n: int, epsilon: float) -> None:
-    ledger = Ledger(Store(url))
+def at_once(n: int, attempt: Callable[[int], object], refused: type[Exception]) -> int:
+    """How many of ``n`` threads, all released at the same moment, get through ``attempt(i)``
+    without ``refused``."""
     barrier = threading.Barrier(n)
 
     def one(i: int) -> bool:
         barrier.wait()
         try:
-            ledger.release(dataset, f"{os.getpid()}-{i}", epsilon, lambda: time.sleep(0.001))
+            attempt(i)
             return True
-        except BudgetExceeded:
+        except refused:
             return False
 
     with ThreadPoolExecutor(max_workers=n) as pool:
-        results = list(pool.map(one, range(n)))
-    print(json.dumps({"ok": sum(results), "refused": n - sum(results)}), flush=True)
+        return sum(pool.map(one, range(n)))
+
+
+def spend(url: str, dataset: str, n: int, epsilon: float) -> None:
+    ledger = Ledger(Store(url))
+    ok = at_once(n, lambda i: ledger.release(dataset, f"{os.getpid()}-{i}", epsilon,
+                                             lambda: time.sleep(0.001)), BudgetExceeded)
+    print(json.dumps({"ok": ok, "refused": n - ok}), flush=True)
 
 
 def loop(url: str, dataset: str, epsilon: float) -> None:

@@ -1,7 +1,7 @@
-"""Helpers shared by the coordinator tests: tokens, settings, in-process centers with known data
-(real center apps that trust each other's signed tables), a wrapper around a port that counts
-the calls it forwards and keeps the answers, independent checks of a center's releases against
-its raw data, and a mock center answering from a handler."""
+"""The coordinator under test: tokens, settings and configuration files, in-process centers with
+known data (real center apps that trust each other's signed tables), wrappers around a port that
+count the calls it forwards and keep the answers (or alter them), independent checks of a
+center's releases against its raw data, and a mock center's answers."""
 
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from numpy.typing import NDArray
 
 from coordinator.core.config import RetryPolicy, Settings
+from coordinator.core.errors import CenterFailure
 from coordinator.local import InProcessCenter, in_process_federation
+from fedstats_cli.procs import free_port
 from shared.binning import BinTable
 from shared.federation import apply_refinement
 from shared.kinds import Kind, Rel, Req
@@ -33,6 +36,8 @@ from shared.protocol import (
     LimitsStatement,
     RefinementRelease,
 )
+from tests.helpers.center import TOKEN
+from tests.helpers.config import write_toml
 
 T = TypeVar("T")
 
@@ -45,7 +50,6 @@ CENTER_TOKENS = {
 AUTH = {"Authorization": f"Bearer {ANALYST_TOKEN}"}
 K = 10
 SIZES = {"alpha": 260, "beta": 190, "gamma": 120}  # distinct after rounding to multiples of K
-PG_USERS = ("postgres", "root")
 
 Arrays = tuple[NDArray[np.float64], NDArray[np.float64]]
 
@@ -68,6 +72,17 @@ def cohort(path: Path, x: NDArray[np.float64], y: NDArray[np.float64]) -> dict[s
     return {"source": {"kind": "parquet", "path": str(path)}, "variables": ["crp"],
             "group": {"column": "group", "levels": ["ctl", "trt"]},
             "epsilon_total": 1e6, "epsilon_per_request": 1e6}
+
+
+def csv_cohort(path: Path, x: NDArray[np.float64], y: NDArray[np.float64], *,
+               epsilon_total: float = 3.0, **declared: Any) -> dict[str, Any]:
+    """X and Y as levels ctl and trt of one variable ``crp`` (group column ``arm``), written to
+    ``path`` (CSV, every value exact) and declared as a center declares a dataset."""
+    rows = [f"{float(v)!r},ctl" for v in x] + [f"{float(v)!r},trt" for v in y]
+    path.write_text("crp,arm\n" + "\n".join(rows) + "\n")
+    return {"source": {"kind": "csv", "path": str(path)}, "variables": ["crp"],
+            "group": {"column": "arm", "levels": ["ctl", "trt"]},
+            "epsilon_total": epsilon_total, **declared}
 
 
 def in_process_centers(
@@ -146,6 +161,22 @@ def settings_for(
     return Settings(**values)
 
 
+def coordinator_config(path: Path, centers: Mapping[str, str], *,
+                       tokens: Mapping[str, str] | None = None,
+                       **settings: Any) -> tuple[Path, int]:
+    """A ``python -m coordinator`` TOML at ``path`` and its free port: the analyst token, a
+    SQLite store next to ``path``, ``settings``, and one ``[centers."id"]`` table per center URL
+    (each center's token from ``tokens``, else the center tests' ``TOKEN``)."""
+    port = free_port()
+    write_toml(path, {
+        "analyst_tokens": [ANALYST_TOKEN], "port": port,
+        "store_url": f"sqlite:///{path.with_suffix('.sqlite')}", **settings,
+        "centers": {cid: {"url": url, "token": (tokens or {}).get(cid, TOKEN)}
+                    for cid, url in centers.items()},
+    })
+    return path, port
+
+
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'coordinator.sqlite'}"
 
@@ -193,6 +224,42 @@ class CountingCenter:
         """Counted and kept under the kind's name (``calls["table"]``, ``answers["refine"]``)."""
         release: Rel = await self._forward(kind.name, self.port.release(kind, dataset, request))
         return release
+
+
+class Tampered(CountingCenter):
+    """A center whose releases of the kinds named are altered before they leave: a function of
+    the release's JSON (``table=forged``), fields to replace (``dp_quantiles={"epsilon": 0.1}``)
+    or an exception raised instead (``dp_boxplot=CenterFailure(...)``)."""
+
+    def __init__(self, port: Any, **change: Any) -> None:
+        super().__init__(port)
+        self.change = change
+
+    async def release(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
+        release = await super().release(kind, dataset, request)
+        change = self.change.get(kind.name)
+        if change is None:
+            return release
+        if isinstance(change, BaseException):
+            raise change
+        if callable(change):
+            return type(release).model_validate(change(release.model_dump()))
+        return release.model_copy(update=dict(change))
+
+
+def lying(federation: Federations, who: str, data: Mapping[str, Arrays] | None = None,
+          **change: Any) -> list[Any]:
+    """The ports of a new federation (:meth:`Federations.ports`), ``who``'s releases altered by
+    ``change`` (:class:`Tampered`)."""
+    return [Tampered(p, **change) if p.center_id == who else p for p in federation.ports(data)]
+
+
+async def named_implausible(who: str, match: str, answer: Awaitable[Any]) -> None:
+    """``answer`` fails naming ``who``'s release ``implausible``, for a reason matching
+    ``match``."""
+    with pytest.raises(CenterFailure, match=match) as caught:
+        await answer
+    assert (caught.value.center, caught.value.kind) == (who, "implausible")
 
 
 # -- independent checks of releases against the raw data ----------------------------------------

@@ -1,17 +1,17 @@
-"""Helpers shared by the center agent tests: tokens, a small dataset in every source format,
-TOML writing, and a real ``python -m center_agent`` process on a loopback port."""
+"""The center under test: tokens, a peer center that signs tables, a small dataset (numeric x,
+y with holes, a group with undeclared and missing labels) in every source format, and a real
+``python -m center_agent`` over it on a loopback port (several datasets may be declared over the
+one file, so one process serves isolated ledgers and auditors)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
-import socket
 import subprocess
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,16 +20,16 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from center_agent.gate.keys import CenterKeys
-from fedstats_cli.procs import await_health
+from center_agent.gate.keys import CenterKeys, write_key_pair
+from fedstats_cli.procs import free_port
 from shared.protocol import LimitsStatement
+from tests.helpers.config import write_toml
+from tests.helpers.processes import running_center
 
 TOKEN = "tok-" + "a1b2c3d4e5f6a7b8c9d0"
 OTHER_TOKEN = "tok-" + "ffeeddccbbaa99887766"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 K = 10
-PG_USERS = ("postgres", "root")
-REPO = Path(__file__).resolve().parents[2]
 
 
 # A peer center whose tables the test center trusts (settings `peers`): its key is made once
@@ -110,79 +110,59 @@ def dataset_config(source: dict[str, Any], epsilon_total: float = 3.0) -> dict[s
     }
 
 
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (str, Path)):
-        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(value)
+@dataclass
+class Center:
+    """A running ``python -m center_agent``: its URL, config file and process."""
+
+    url: str
+    port: int
+    config: Path
+    proc: subprocess.Popen[bytes]
+    x: np.ndarray  # the raw values of variable x (for the attacker's oracle only)
+    arm: list[str | None]
 
 
-def write_toml(path: Path, config: dict[str, Any]) -> Path:
-    """A TOML file: top-level scalars, then one [datasets.NAME] table per dataset."""
-    lines = []
-    for key, value in config.items():
-        if key != "datasets":
-            lines.append(f"{key} = {toml_value(value)}")
-    for name, ds in config.get("datasets", {}).items():
-        lines.append(f"\n[datasets.{toml_value(name)}]")
-        for key, value in ds.items():
-            lines.append(f"{key} = {toml_value(value)}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDSTATS_CENTER_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
-
-
-@contextlib.contextmanager
-def service_log(path: Path) -> Iterator[tuple[IO[bytes], Callable[[], str]]]:
-    """A file for a child service's stderr, and a reader of its tail.
-
-    Never ``stderr=subprocess.PIPE`` for a long-lived child nobody reads: a child that logs
-    (say tracebacks) fills the pipe and blocks, and the test waits for it for ever.
-    """
-    with open(path, "ab") as handle:
-        yield handle, lambda: path.read_text(errors="replace")[-20_000:]
+def center_config(
+    tmp_path: Path, datasets: Mapping[str, float], *, port: int | None = None,
+    name: str = "center", n: int = 157, seed: int = 20261129, **extra: Any,
+) -> tuple[Path, int]:
+    """A center TOML over ``make_table(n, seed)``'s CSV with one dataset per name (ε total as
+    given)."""
+    csv = tmp_path / f"{name}.csv"
+    if not csv.exists():
+        write_csv(make_table(n, seed), csv)
+    port = port or free_port()
+    # Every center made in one folder trusts the others: its public key goes to peers/.
+    key = tmp_path / f"{name}.key"
+    if not key.exists():
+        write_key_pair(key)
+    peers = tmp_path / "peers"
+    peers.mkdir(exist_ok=True)
+    (peers / f"{name}.pub").write_text(key.with_name(key.name + ".pub").read_text())
+    config = {
+        "center_id": name,
+        "k": K,
+        "tokens": [TOKEN],
+        "port": port,
+        "ledger_url": f"sqlite:///{tmp_path / f'{name}-ledger.sqlite'}",
+        "signing_key_file": str(key),
+        "peer_keys_dir": str(peers),
+        **extra,
+        "datasets": {
+            ds: dataset_config({"kind": "csv", "path": str(csv)}, epsilon_total=eps)
+            for ds, eps in datasets.items()
+        },
+    }
+    return write_toml(tmp_path / f"{name}.toml", config), port
 
 
 @contextlib.contextmanager
-def running_center(
-    config_file: Path, port: int, *, scheme: str = "http", verify: Any = True
-) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m center_agent`` on a loopback port; waits for /v1/health, always stopped.
-    Its stderr goes to ``<config>.log``."""
-    with service_log(config_file.with_suffix(".log")) as (log, output):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "center_agent", "--config", str(config_file)],
-            env=child_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        try:
-            await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=30, verify=verify,
-                         output=output)
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+def center_process(
+    tmp_path: Path, datasets: Mapping[str, float], **extra: Any
+) -> Iterator[Center]:
+    """:func:`center_config`'s center, running (:func:`~tests.helpers.processes.running`)."""
+    config, port = center_config(tmp_path, datasets, **extra)
+    table = make_table()
+    with running_center(config, port) as proc:
+        yield Center(f"http://127.0.0.1:{port}", port, config, proc,
+                     np.asarray(table["x"].to_numpy()), table["arm"].to_pylist())

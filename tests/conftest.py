@@ -1,0 +1,120 @@
+"""Fixtures every test folder shares: the anyio backend, no ``FEDSTATS_*`` setting of the
+developer's shell, a throw-away PostgreSQL schema; and the ``process`` marker enforced: a test
+that starts a process (``subprocess``, ``multiprocessing``) without the marker fails, so that
+``pytest -m "not process"`` never starts one. Helpers are in ``tests/helpers/``."""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import os
+import subprocess
+import uuid
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.helpers import postgres
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _clean_fedstats_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FEDSTATS_* variable of the developer's shell leaks into a test."""
+    for name in list(os.environ):
+        if name.startswith("FEDSTATS_"):
+            monkeypatch.delenv(name)
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_base_url() -> str:
+    url = postgres.base_url()
+    if url is None:
+        pytest.skip(postgres.UNREACHABLE)
+    return url
+
+
+@pytest.fixture
+def pg_url(pg_base_url: str) -> Iterator[str]:
+    """A URL whose search_path is a fresh schema, dropped (with everything in it) afterwards."""
+    schema = f"fedstats_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_base_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield f"{pg_base_url}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+# -- the process marker -------------------------------------------------------------------------
+
+_running: list[pytest.Item] = []  # the test whose setup, call or teardown runs now
+_unmarked: dict[str, list[str]] = {}  # test id -> the processes it started without the marker
+
+
+def _started(what: str) -> None:
+    """Called as a process starts: remembered (and refused) when the test is not marked."""
+    if _running and _running[-1].get_closest_marker("process") is None:
+        item = _running[-1]
+        _unmarked.setdefault(item.nodeid, []).append(what)
+        raise RuntimeError(f"{item.nodeid} starts a process ({what}) but is not marked "
+                           "'process' (pytest.mark.process)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _processes_are_marked() -> Iterator[None]:
+    """Every ``subprocess.Popen`` and ``multiprocessing`` start passes :func:`_started`."""
+    popen_init = subprocess.Popen.__init__
+    process_start = multiprocessing.process.BaseProcess.start
+
+    def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        _started(repr(args))
+        popen_init(self, args, *rest, **kwargs)
+
+    def start(self: multiprocessing.process.BaseProcess) -> None:
+        _started(f"multiprocessing {self.name}")
+        process_start(self)
+
+    subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = start  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = popen_init  # type: ignore[method-assign]
+        multiprocessing.process.BaseProcess.start = process_start  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[
+        None, object, object]:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+        None, pytest.TestReport, pytest.TestReport]:
+    """A test that started a process without the marker fails, even if it caught the error."""
+    report = yield
+    started = _unmarked.pop(item.nodeid, None)
+    if started and not report.failed:
+        report.outcome = "failed"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+        report.longrepr = (f"{item.nodeid} starts processes but is not marked 'process': "
+                           + "; ".join(started))
+    return report
