@@ -17,7 +17,7 @@ study file without loading the protocols.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -213,6 +213,14 @@ class _Result(BaseModel):
     """A part of a study's result: frozen; infinite table limits serialize as ``"±Infinity"``."""
 
     model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
+
+    @classmethod
+    def of(cls, source: object, **values: Any) -> Self:
+        """The part made of ``source``'s same-named attributes (a core result or a release),
+        then ``values`` (what the source names otherwise or lacks)."""
+        shared = {name: getattr(source, name) for name in cls.model_fields
+                  if name not in values and hasattr(source, name)}
+        return cls(**shared, **values)
 
 
 class ExcludedCenter(_Result):

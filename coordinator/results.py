@@ -59,16 +59,14 @@ def mwu_test_result(result: FederatedMWUResult, centers: Sequence[str]) -> TestR
         method=result.method, statistic=result.statistic, pvalue=result.pvalue,
         df=result.df,
         parts=[
-            TestPart(center=c, statistic=p.statistic, variance=p.variance,
-                     zstatistic=p.zstatistic, pvalue=p.pvalue, weight=p.weight)
+            TestPart.of(p, center=c)
             for c, p in zip(centers, result.parts, strict=True)
         ],
     )
 
 
 def effect(center: str, index: ProbabilisticIndex) -> Effect:
-    return Effect(center=center, estimate=index.estimate, low=index.low, high=index.high,
-                  level=index.level, n_x=index.n_x, n_y=index.n_y, method=index.method)
+    return Effect.of(index, center=center)
 
 
 def mwu_result(fed: FederatedMWU, alternative: str) -> MWUResult:
@@ -99,13 +97,7 @@ def box(released: DPBoxplotRelease | BoxplotResult,
             outlier_halfwidth = released.outlier_halfwidth
     else:
         eps = released.spent.epsilon
-    return Box(
-        lower_outliers=released.lower_outliers, lower_whisker=released.lower_whisker,
-        q1=released.q1, median=released.median, q3=released.q3,
-        upper_whisker=released.upper_whisker, upper_outliers=released.upper_outliers,
-        n=released.n, lower_branch=released.lower_branch, upper_branch=released.upper_branch,
-        epsilon=eps, method=released.method, outlier_halfwidth=outlier_halfwidth,
-    )
+    return Box.of(released, epsilon=eps, outlier_halfwidth=outlier_halfwidth)
 
 
 def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResult:
