@@ -212,12 +212,16 @@ def test_200_concurrent_requests_from_4_processes_never_overspend(
 
 
 @pytest.mark.process
-def test_sigkill_mid_release_loses_no_recorded_spend(store: Store, ledger_url: str) -> None:
+def test_sigkill_mid_release_loses_no_recorded_spend(
+    store: Store, ledger_url: str, tmp_path: Path
+) -> None:
     """Kill a releasing process inside compute(); every answered release stays paid for, the
     interrupted one is neither paid nor stored, and a restarted ledger continues from there."""
     store.ensure_budgets({"big": 1000.0})
-    proc = worker("loop", ledger_url, "big", "0.5", stdout=subprocess.PIPE,
-                  stderr=subprocess.PIPE, text=True)
+    # stdout is read line by line below; stderr goes to a file (an unread pipe could fill).
+    with open(tmp_path / "worker.log", "w") as log:
+        proc = worker("loop", ledger_url, "big", "0.5", stdout=subprocess.PIPE, stderr=log,
+                      text=True)
     released = -1
     try:
         assert proc.stdout is not None
@@ -237,9 +241,7 @@ def test_sigkill_mid_release_loses_no_recorded_spend(store: Store, ledger_url: s
         proc.wait(timeout=10)
         if proc.stdout:
             proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    assert proc.returncode == -signal.SIGKILL, (tmp_path / "worker.log").read_text()
     assert released >= 5
 
     fresh = Ledger(Store(ledger_url))
