@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 
 from fedstats_service import handlers
-from fedstats_service.auth import check_bearer
+from fedstats_service.auth import Authenticator, static_tokens
 from fedstats_service.middleware import BearerGate, BodySizeLimit
 from fedstats_service.settings import ServiceSettings
 
@@ -30,9 +30,12 @@ def create_service_app(
     title: str,
     services: object,
     close: Callable[[], Awaitable[None]],
+    authenticate: Authenticator | None = None,
 ) -> FastAPI:
     """An app serving ``router``, with ``services`` in ``app.state.services`` (what the
-    service's dependencies read) and ``close`` awaited at shutdown.
+    service's dependencies read) and ``close`` awaited at shutdown. ``authenticate`` decides
+    who a bearer token belongs to (default: the settings' ``bearer_tokens``,
+    ``fedstats_service.auth.static_tokens``).
 
     ``/docs`` and ``/openapi.json`` are served only in dev mode (every endpoint but health needs
     a token).
@@ -53,14 +56,14 @@ def create_service_app(
         openapi_url="/openapi.json" if dev else None,
     )
     app.state.services = services
+    check = authenticate or static_tokens(settings)
+    app.state.authenticate = check
     handlers.install(app, settings.SERVICE)
     # Added last, run first: the token is checked before the body is read.
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
                        body_timeout_s=settings.body_timeout_s)
     public = {HEALTH_PATH, *(DOCS_PATHS if dev else ())}
-    app.add_middleware(BearerGate, public=public,
-                       check=lambda token: check_bearer(token, settings.bearer_tokens,
-                                                        settings.SERVICE))
+    app.add_middleware(BearerGate, public=public, check=check)
     app.include_router(router)
     return app
 

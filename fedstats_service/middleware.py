@@ -27,11 +27,12 @@ from fedstats_service.serving import BODY_TIMEOUT_S
 
 
 class BearerGate:
-    """401 unless ``check(token)`` accepts the request's bearer token (paths in ``public``
-    excepted). ``check`` raises :class:`AuthenticationError` or returns the caller's id, which
-    is put in ``scope["state"]["caller"]``."""
+    """401 unless ``check(token, path)`` accepts the request's bearer token (paths in
+    ``public`` excepted). ``check`` (a ``fedstats_service.auth.Authenticator``) raises
+    :class:`AuthenticationError` or returns the caller, which is put in
+    ``scope["state"]["caller"]``."""
 
-    def __init__(self, app: ASGIApp, check: Callable[[str | None], str],
+    def __init__(self, app: ASGIApp, check: Callable[[str | None, str], object],
                  public: Collection[str]) -> None:
         self.app = app
         self.check = check
@@ -49,7 +50,7 @@ class BearerGate:
                     token = credentials.strip() or None
                 break  # the first Authorization header is the one read
         try:
-            caller = self.check(token)
+            caller = self.check(token, scope.get("path", ""))
         except AuthenticationError as exc:
             await send_error(send, exc)
             return

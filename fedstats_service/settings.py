@@ -14,16 +14,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    FilePath,
     SecretStr,
     ValidationError,
     ValidationInfo,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -200,6 +202,24 @@ class ServiceSettings(BaseSettings):
     max_concurrency: MaxConcurrency
     header_timeout_s: HeaderTimeout = HEADER_TIMEOUT_S
     body_timeout_s: BodyTimeout = BODY_TIMEOUT_S
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text: one timestamped line per event; json: one object")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    tls_certfile: FilePath | None = Field(
+        default=None, description="PEM certificate (chain) to serve HTTPS with")
+    tls_keyfile: FilePath | None = Field(default=None, description="its PEM private key")
+    tls_client_ca: FilePath | None = Field(
+        default=None,
+        description="mutual TLS: PEM file of the CA(s) a client certificate must be signed by; "
+                    "a caller without one cannot connect (needs tls_certfile)")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> Self:
+        if (self.tls_certfile is None) != (self.tls_keyfile is None):
+            raise ValueError("tls_certfile and tls_keyfile must be given together")
+        if self.tls_client_ca is not None and self.tls_certfile is None:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_certfile and tls_keyfile")
+        return self
 
     @property
     def bearer_tokens(self) -> list[SecretStr]:
@@ -207,9 +227,16 @@ class ServiceSettings(BaseSettings):
         raise NotImplementedError
 
     @property
+    def tls(self) -> bool:
+        """Whether the service serves HTTPS itself."""
+        return self.tls_certfile is not None
+
+    @property
     def tls_files(self) -> tuple[Path, Path] | None:
         """(certificate, key) to serve HTTPS with; none: plain HTTP (TLS in front, or loopback)."""
-        return None
+        if self.tls_certfile is None or self.tls_keyfile is None:
+            return None
+        return self.tls_certfile, self.tls_keyfile
 
     @classmethod
     def settings_customise_sources(

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import (
@@ -36,7 +35,6 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -222,8 +220,6 @@ class Settings(ServiceSettings):
     max_body_bytes: MaxBodyBytes = 1_000_000
     max_concurrency: MaxConcurrency = 128
     port: Port = 8700
-    tls_certfile: FilePath | None = None
-    tls_keyfile: FilePath | None = None
 
     @field_validator("datasets")
     @classmethod
@@ -247,26 +243,10 @@ class Settings(ServiceSettings):
                 raise ValueError(f"peer {center_id!r}: {exc}") from None
         return peers
 
-    @field_validator("tls_keyfile")
-    @classmethod
-    def _tls_pair(cls, keyfile: Path | None, info: ValidationInfo) -> Path | None:
-        if (info.data.get("tls_certfile") is None) != (keyfile is None):
-            raise ValueError("tls_certfile and tls_keyfile must be given together")
-        return keyfile
-
-    @property
-    def tls(self) -> bool:
-        return self.tls_certfile is not None
-
     @property
     def bearer_tokens(self) -> list[SecretStr]:
         return self.tokens
 
-    @property
-    def tls_files(self) -> tuple[Path, Path] | None:
-        if self.tls_certfile is None or self.tls_keyfile is None:
-            return None
-        return self.tls_certfile, self.tls_keyfile
 
 
 load_settings = Settings.load

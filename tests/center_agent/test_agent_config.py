@@ -136,7 +136,7 @@ def test_placeholder_token_is_accepted_only_in_dev_mode(
 def test_tls_needs_both_files(tmp_path: Path, base_config: dict[str, Any]) -> None:
     cert = tmp_path / "cert.pem"
     cert.write_text("not checked here")
-    with pytest.raises(ConfigError, match=r"tls_keyfile: .*together"):
+    with pytest.raises(ConfigError, match=r"tls_certfile and tls_keyfile must be given together"):
         load_settings(_with(base_config, tmp_path, tls_certfile=str(cert)))
 
 
