@@ -25,4 +25,4 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
     return create_service_app(built.settings, api_router,
                               title=f"fedstats center agent ({built.settings.center_id})",
-                              services=built, close=close)
+                              services=built, close=close, trust_context_ids=True)

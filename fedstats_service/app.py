@@ -1,8 +1,9 @@
 """The app factory both services share: a FastAPI app with the error handlers, the bearer gate
 and the body limits of ``fedstats_service``, around a service's own router.
 
-Order of the guards on every request: the bearer token (``BearerGate``; only the health check
-and, in dev mode, the docs are public), then the body's size and time (``BodySizeLimit``), then
+Order of the guards on every request: the call context (request id,
+``CallContextMiddleware``), the bearer token (``BearerGate``; only the health check and, in dev
+mode, the docs are public), then the body's size and time (``BodySizeLimit``), then
 the route, whose router checks the token again (``fedstats_service.auth.bearer_auth``).
 """
 
@@ -16,7 +17,7 @@ from fastapi import APIRouter, FastAPI, Request
 
 from fedstats_service import handlers
 from fedstats_service.auth import Authenticator, static_tokens
-from fedstats_service.middleware import BearerGate, BodySizeLimit
+from fedstats_service.middleware import BearerGate, BodySizeLimit, CallContextMiddleware
 from fedstats_service.settings import ServiceSettings
 
 HEALTH_PATH = "/v1/health"
@@ -31,11 +32,13 @@ def create_service_app(
     services: object,
     close: Callable[[], Awaitable[None]],
     authenticate: Authenticator | None = None,
+    trust_context_ids: bool = False,
 ) -> FastAPI:
     """An app serving ``router``, with ``services`` in ``app.state.services`` (what the
     service's dependencies read) and ``close`` awaited at shutdown. ``authenticate`` decides
     who a bearer token belongs to (default: the settings' ``bearer_tokens``,
-    ``fedstats_service.auth.static_tokens``).
+    ``fedstats_service.auth.static_tokens``). ``trust_context_ids``: take the study and analyst
+    ids from the request's headers (``fedstats_service.middleware.CallContextMiddleware``).
 
     ``/docs`` and ``/openapi.json`` are served only in dev mode (every endpoint but health needs
     a token).
@@ -64,6 +67,7 @@ def create_service_app(
                        body_timeout_s=settings.body_timeout_s)
     public = {HEALTH_PATH, *(DOCS_PATHS if dev else ())}
     app.add_middleware(BearerGate, public=public, check=check)
+    app.add_middleware(CallContextMiddleware, trust_ids=trust_context_ids)
     app.include_router(router)
     return app
 

@@ -1,4 +1,8 @@
-"""Pure ASGI guards run before any route: the bearer token, then the body's size and time.
+"""Pure ASGI guards run before any route: the call context, the bearer token, then the body's
+size and time.
+
+* :class:`CallContextMiddleware` binds the request's ids (``fedstats_service.context``) for
+  everything that runs for it, and answers with its ``X-Request-ID``.
 
 * :class:`BearerGate` answers 401 to a request without a valid token **before its body is read**
   (an unauthenticated client cannot make a service buffer megabytes, or wait for them).
@@ -16,6 +20,7 @@ from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from fedstats_service import context
 from fedstats_service.errors import (
     AuthenticationError,
     BadRequest,
@@ -24,6 +29,47 @@ from fedstats_service.errors import (
     ServiceError,
 )
 from fedstats_service.serving import BODY_TIMEOUT_S
+
+
+class CallContextMiddleware:
+    """Bind the request's :class:`fedstats_service.context.CallContext` and echo its id.
+
+    The request id is the caller's ``X-Request-ID`` when well formed, a new one otherwise. The
+    study and analyst ids are taken from their headers only when ``trust_ids`` (a center: they
+    come from the coordinator holding its token, and are recorded as the coordinator's claim);
+    the coordinator learns the analyst from the token, never from a header.
+    """
+
+    def __init__(self, app: ASGIApp, *, trust_ids: bool) -> None:
+        self.app = app
+        self.trust_ids = trust_ids
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1")
+                   for name, value in scope.get("headers") or []}
+
+        def header(name: str) -> str | None:
+            return context.clean_id(headers.get(name.lower()))
+
+        request_id = header(context.REQUEST_ID_HEADER) or context.new_request_id()
+        ids = {"request_id": request_id}
+        if self.trust_ids:
+            ids |= {"study_id": header(context.STUDY_HEADER),
+                    "analyst_id": header(context.ANALYST_HEADER)}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [
+                    *message.get("headers", []),
+                    (context.REQUEST_ID_HEADER.lower().encode(), request_id.encode()),
+                ]}
+            await send(message)
+
+        with context.bound(**ids):
+            await self.app(scope, receive, send_with_id)
 
 
 class BearerGate:
