@@ -55,7 +55,7 @@ class CallContextMiddleware:
             return context.clean_id(headers.get(name.lower()))
 
         request_id = header(context.REQUEST_ID_HEADER) or context.new_request_id()
-        ids = {"request_id": request_id}
+        ids: dict[str, str | None] = {"request_id": request_id}
         if self.trust_ids:
             ids |= {"study_id": header(context.STUDY_HEADER),
                     "analyst_id": header(context.ANALYST_HEADER)}
