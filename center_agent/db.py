@@ -9,6 +9,9 @@ the dataset's budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Stor
 a connection inside one transaction that no other ledger or gate transaction on the same dataset
 can interleave with; it commits on a clean exit and rolls back on any exception.
 
+Tables are created when missing; a column added to a table after its first release is added to
+an existing ledger by :func:`migrate` when a store opens (an old ledger keeps working).
+
 ε amounts are stored as integers in units of 1e-9 (spends rounded up, totals rounded down), so 200
 debits of 0.01 add up exactly and a float rounding error can never let a request through.
 """
@@ -34,6 +37,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    inspect,
     select,
     update,
 )
@@ -135,7 +139,9 @@ secrets_table = Table(
 )
 
 audit_log = Table(
-    # Who asked what, when, and what came of it (released, cached or refused).
+    # Who asked what, when, and what came of it (released, cached or refused): written by the
+    # release gate, read by the operator (center_agent.audit). Columns after `outcome` came
+    # later; :func:`migrate` adds them to a ledger made before, so they must stay nullable.
     "fedstats_audit",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -147,7 +153,46 @@ audit_log = Table(
     Column("epoch", Integer, nullable=True),
     Column("epsilon_units", BigInteger, nullable=False),
     Column("outcome", String(32), nullable=False),
+    Column("request_id", String(64), nullable=True),
+    Column("study_id", String(64), nullable=True),
+    Column("analyst_id", String(64), nullable=True),
+    Column("data_fingerprint", String(64), nullable=True),
+    Column("question", Text, nullable=True),
 )
+
+# Columns added to a table after its first release: {table: names}, each nullable.
+ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
+    audit_log: ("request_id", "study_id", "analyst_id", "data_fingerprint", "question"),
+}
+
+
+def migrate(conn: Connection) -> list[str]:
+    """Add the :data:`ADDED_COLUMNS` a ledger made by an older release lacks (``ALTER TABLE ...
+    ADD COLUMN``, SQLite or PostgreSQL); returns ``table.column`` of each added. Idempotent: a
+    column present is left alone, so running it on every start is safe.
+
+    ``create_all`` makes missing tables but never changes an existing one, hence this step.
+    Concurrent starts: SQLite's ``BEGIN IMMEDIATE`` (the ledger's transactions) serializes them
+    before the columns are read; PostgreSQL's ``ADD COLUMN IF NOT EXISTS`` makes a second
+    adder a no-op.
+    """
+    added = []
+    preparer = conn.dialect.identifier_preparer
+    for table, names in ADDED_COLUMNS.items():
+        present = {column["name"] for column in inspect(conn).get_columns(table.name)}
+        for name in names:
+            if name in present:
+                continue
+            column = table.c[name]
+            assert column.nullable, f"{table.name}.{name}: an added column must be nullable"
+            kind = column.type.compile(dialect=conn.dialect)
+            guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+            conn.exec_driver_sql(
+                f"ALTER TABLE {preparer.quote(table.name)} ADD COLUMN {guard}"
+                f"{preparer.quote(name)} {kind}"
+            )
+            added.append(f"{table.name}.{name}")
+    return added
 
 
 def spend_units(epsilon: float) -> int:
@@ -180,6 +225,8 @@ class Store(Database):
     def __init__(self, url: str, *, busy_timeout_s: float = 60.0) -> None:
         super().__init__(url, metadata, what="ledger", busy_timeout_s=busy_timeout_s,
                          begin_immediate=True)
+        with self.engine.begin() as conn:
+            migrate(conn)
 
     def ensure_budgets(self, totals: Mapping[str, float]) -> None:
         """Create a budget row per dataset; a changed total (operator's decision) is updated.

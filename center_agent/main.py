@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from center_agent.api.deps import roles
 from center_agent.api.router import api_router
 from center_agent.core.config import Settings, load_settings
 from center_agent.services import Services
@@ -15,7 +16,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
     The datasets are checked and the ledger opened here, so a bad configuration fails at start-up,
     not at the first request. ``/docs`` and ``/openapi.json`` are served only in dev mode (every
-    endpoint but health needs a token).
+    endpoint but health needs a token). Tokens are the coordinator's or the operator's
+    (``center_agent.api.deps.roles``).
     """
     built = services if services is not None else Services.build(
         settings if settings is not None else load_settings())
@@ -25,4 +27,5 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
     return create_service_app(built.settings, api_router,
                               title=f"fedstats center agent ({built.settings.center_id})",
-                              services=built, close=close, trust_context_ids=True)
+                              services=built, close=close, authenticate=roles(built.settings),
+                              trust_context_ids=True)

@@ -5,7 +5,9 @@
 * ``epoch``: each dataset's epoch and what the version check finds in the data as they are now;
   ``--roll`` starts a new epoch when the check passes (``--force``: even when it does not, after
   reading what it found);
-* ``audit``: the newest records of the audit log (who asked what, when, and what came of it).
+* ``audit``: the audit trail (who asked what, when, on which data, and what came of it), read
+  from the ledger directly, as text or exported as CSV or JSON (``docs/privacy.md``, "Audit
+  trail").
 
 Each prints plain text and returns an exit code (0 ok, 1 a check that found problems or a roll
 refused, 2 bad usage).
@@ -13,12 +15,20 @@ refused, 2 bad usage).
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
+from center_agent.audit import AuditQuery, AuditRecord, read
 from center_agent.core.config import Settings
+from center_agent.db import Store
 from center_agent.gate.keys import read_private_key, write_key_pair
 from center_agent.services import Services
 
@@ -101,13 +111,65 @@ def epoch(settings: Settings, *, dataset: str | None, roll: bool, force: bool,
     return status
 
 
-def audit(settings: Settings, *, dataset: str | None, limit: int, say: Say = print) -> int:
-    services = Services.build(settings, check_sources=False)
+AuditFormat = Literal["text", "csv", "json"]
+TEXT_LIMIT = 100
+"""The records ``audit`` prints as text unless told otherwise (an export takes them all)."""
+
+
+def audit(settings: Settings, *, fmt: AuditFormat = "text", out: Path | None = None,
+          dataset: str | None = None, study: str | None = None, analyst: str | None = None,
+          since: datetime | None = None, until: datetime | None = None,
+          limit: int | None = None, say: Say = print) -> int:
+    """The newest ``limit`` records the filters select, oldest first (``limit`` None: 100 as
+    text, all in an export), printed or written to ``out`` (readable by its owner only: the
+    trail names studies and analysts)."""
+    if limit is not None and limit < 1:
+        print("--limit must be at least 1", file=sys.stderr)
+        return 2
+    if limit is None and fmt == "text":
+        limit = TEXT_LIMIT
+    store = Store(settings.ledger_url)
     try:
-        for row in reversed(services.gate.audit(dataset, limit)):
-            eps = row["epsilon_units"] / 1e9
-            say(f"{row['at']:%Y-%m-%d %H:%M:%S} {row['dataset']} {row['kind']} "
-                f"caller={row['caller']} epoch={row['epoch']} epsilon={eps:g} {row['outcome']}")
+        records = read(store.engine, AuditQuery(
+            since=since, until=until, dataset=dataset, study=study, analyst=analyst,
+            limit=limit, newest=True)).records
     finally:
-        services.close()
+        store.close()
+    text = render(records, fmt)
+    if out is None:
+        if text:
+            say(text.rstrip("\n"))
+        return 0
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    say(f"wrote {len(records)} audit records to {out}")
     return 0
+
+
+FIELDS = tuple(AuditRecord.model_fields)
+
+
+def render(records: Sequence[AuditRecord], fmt: AuditFormat) -> str:
+    """``records`` as text (a line each), CSV (a header row, then a row each) or JSON (an
+    array of objects, one per line)."""
+    if fmt == "json":
+        lines = [json.dumps(r.model_dump(mode="json")) for r in records]
+        return "[\n" + ",\n".join(lines) + "\n]\n" if lines else "[]\n"
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for r in records:
+            writer.writerow({**r.model_dump(mode="json"), "epsilon": f"{r.epsilon:.10g}"})
+        return buffer.getvalue()
+    return "".join(_line(r) + "\n" for r in records)
+
+
+def _line(r: AuditRecord) -> str:
+    who = " ".join(f"{name}={value}" for name, value in (
+        ("study", r.study_id), ("analyst", r.analyst_id), ("request", r.request_id),
+        ("caller", r.caller)) if value is not None)
+    version = f"epoch={r.epoch}" if r.epoch is not None else "epoch=-"
+    return (f"{r.at:%Y-%m-%d %H:%M:%S} {r.dataset} {r.kind} {r.outcome} "
+            f"epsilon={r.epsilon:g} {version} {who} {r.question or ''}").rstrip()

@@ -184,6 +184,10 @@ class Settings(ServiceSettings):
     neighbouring: Neighbouring = "add_remove"
     tokens: Annotated[list[SecretStr], strong_tokens("token")] = Field(
         min_length=1, description="bearer tokens allowed to call")
+    operator_tokens: Annotated[list[SecretStr], strong_tokens("operator token")] = Field(
+        default_factory=list,
+        description="bearer tokens of the center's operator: they read GET /v1/audit and "
+                    "nothing else (default: none, the audit endpoint refuses everyone)")
     allow_quantile_loss: bool = Field(
         default=False, description="quantile-loss values leak data; benchmark use only"
     )
@@ -243,8 +247,20 @@ class Settings(ServiceSettings):
                 raise ValueError(f"peer {center_id!r}: {exc}") from None
         return peers
 
+    @model_validator(mode="after")
+    def _operator_tokens_apart(self) -> Self:
+        # One token in both lists would both release and read the trail: the roles must stay
+        # apart (docs/privacy.md, "Audit trail").
+        released = {token.get_secret_value() for token in self.tokens}
+        if any(token.get_secret_value() in released for token in self.operator_tokens):
+            raise ValueError("operator_tokens: a token may not also be in tokens (the "
+                             "operator reads the audit trail, the coordinator releases)")
+        return self
+
     @property
     def bearer_tokens(self) -> list[SecretStr]:
+        """The coordinator's tokens (the operator's are told apart by the center's
+        authenticator, ``center_agent.api.deps.roles``)."""
         return self.tokens
 
 

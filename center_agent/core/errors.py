@@ -5,6 +5,7 @@ which also holds the errors every service answers with: 401, 404, 413, 422 ``val
     ├── ReleaseFailed           500 internal_error (a fault in the core; logged, no detail)
     ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
     ├── InvalidRequest          422 invalid_request (values the statistics cannot use)
+    ├── Forbidden               403 forbidden (a valid token of the wrong role)
     ├── NotFound                404 not_found
     │   ├── UnknownDataset      404 unknown_dataset
     │   ├── UnknownVariable     404 unknown_variable
@@ -67,6 +68,14 @@ class InvalidRequest(ServiceError):
 
     status_code = 422
     error = "invalid_request"
+
+
+class Forbidden(ServiceError):
+    """A valid token whose role may not use this route (an operator's token on a release route,
+    the coordinator's on the audit trail); the detail says which token it takes."""
+
+    status_code = 403
+    error = "forbidden"
 
 
 class DataSourceError(ServiceError):

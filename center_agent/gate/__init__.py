@@ -21,7 +21,8 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
    e. the answer is **computed**, exact ones **admitted by disclosure control**
       (``gate.disclosure``: coarsened until no combination with earlier releases isolates
       1..K-1 records), and stored;
-   f. an **audit record** (who, what, when, ε, epoch) is written.
+   f. an **audit record** is written (``center_agent.audit``: the caller's fingerprint, the
+      study, analyst and request ids, the question, ε, the epoch and its data fingerprint).
    Anything that fails rolls all of it back: nothing spent, nothing stored, nothing released.
 4. The answer to *this* wording is presented from the stored one (post-processing only).
 
@@ -35,8 +36,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
+from center_agent import audit as trail
 from center_agent.core.config import Settings
 from center_agent.core.errors import (
     DataChanged,
@@ -47,9 +47,9 @@ from center_agent.core.errors import (
     core_errors,
 )
 from center_agent.data import Datasets, Population, round_down
-from center_agent.db import Store, UnknownLedgerDataset, audit_log, spend_units, utcnow
+from center_agent.db import Store, UnknownLedgerDataset
 from center_agent.gate.disclosure import Disclosure
-from center_agent.gate.epochs import Epoch, Epochs
+from center_agent.gate.epochs import Epochs
 from center_agent.gate.keys import CenterKeys
 from center_agent.gate.kinds import KINDS, Context, ReleaseKind
 from center_agent.ledger import Caps, Ledger, request_key
@@ -111,15 +111,22 @@ class ReleaseGate:
         if kind not in KINDS:
             raise TypeError(f"{kind!r} is not a release kind declared to the gate")
         dataset = self.datasets[dataset_name]
-        epsilon = float(getattr(request, "epsilon", None) or 0.0)
+        # What the audit record shows of the question: the request as validated (parameters,
+        # never data).
+        asked = trail.question_text(request.to_payload())
         try:
             kind.check(self, dataset, request)
             question = kind.question(self, dataset, request)
             population = dataset.population()
-            stored = self._transaction(kind, dataset.name, request, question, population, caller)
+            stored, outcome = self._transaction(kind, dataset.name, request, question,
+                                                population, caller, asked)
         except PrivacyRefusal as refusal:
-            self._audit_refusal(dataset.name, kind.name, caller, epsilon, refusal)
+            log.info("%s release of %r refused: %s", kind.name, dataset.name, refusal.error)
+            self._audit_refusal(dataset.name, kind.name, caller, asked, refusal)
             raise
+        # After the commit, and never a value: what was asked, and how it went.
+        log.info("%s release of %r (variable %r): %s, epsilon %g", kind.name, dataset.name,
+                 question.variable, outcome, question.epsilon)
         return kind.present(self, dataset, stored, request)
 
     def describe(self, dataset_name: str) -> DatasetState:
@@ -160,7 +167,9 @@ class ReleaseGate:
     # -- internals ------------------------------------------------------------------------
 
     def _transaction(self, kind: ReleaseKind[Any, Any], dataset: str, request: WireModel,
-                     question: Any, population: Population, caller: str) -> Any:
+                     question: Any, population: Population, caller: str,
+                     asked: str) -> tuple[Any, str]:
+        """The stored answer and the outcome (``released``, or ``cached``: asked before)."""
         ds = self.datasets[dataset]
         try:
             with self.store.locked(dataset) as (conn, total, spent):
@@ -182,36 +191,26 @@ class ReleaseGate:
                         payload = kind.compute(ctx, request)
                     stored = self.ledger.keep(conn, dataset, key, units, payload)
                     outcome = "released"
-                self._audit(conn, dataset, kind.name, caller, key, epoch, units, outcome)
-                return stored
+                trail.record(conn, dataset=dataset, kind=kind.name, caller=caller,
+                             outcome=outcome, epsilon_units=units, question=asked,
+                             request_key=key, epoch=epoch.number,
+                             data_fingerprint=epoch.fingerprint)
+                return stored, outcome
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
 
-    @staticmethod
-    def _audit(conn: Any, dataset: str, kind: str, caller: str, key: str | None,
-               epoch: Epoch | None, units: int, outcome: str) -> None:
-        conn.execute(audit_log.insert().values(
-            at=utcnow(), dataset=dataset, kind=kind, caller=caller, request_key=key,
-            epoch=epoch.number if epoch is not None else None, epsilon_units=units,
-            outcome=outcome,
-        ))
-
-    def _audit_refusal(self, dataset: str, kind: str, caller: str, epsilon: float,
+    def _audit_refusal(self, dataset: str, kind: str, caller: str, asked: str,
                        refusal: ServiceError) -> None:
+        # Nothing was spent (the transaction rolled back): ε 0, so a dataset's records add up
+        # to its spent budget; the ε asked is in the question.
         try:
             with self.store.engine.begin() as conn:
-                conn.execute(audit_log.insert().values(
-                    at=utcnow(), dataset=dataset, kind=kind, caller=caller, request_key=None,
-                    epoch=None, epsilon_units=spend_units(epsilon),
-                    outcome=f"refused:{refusal.error}",
-                ))
+                trail.record(conn, dataset=dataset, kind=kind, caller=caller,
+                             outcome=f"refused:{refusal.error}", epsilon_units=0,
+                             question=asked)
         except Exception:  # the refusal stands whether or not its record could be written
             log.exception("could not record a refusal in the audit log")
 
-    def audit(self, dataset: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest audit records (for the operator's CLI)."""
-        query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
-        if dataset is not None:
-            query = query.where(audit_log.c.dataset == dataset)
-        with self.store.engine.connect() as conn:
-            return [dict(row._mapping) for row in conn.execute(query)]
+    def audit(self, query: trail.AuditQuery) -> trail.AuditPage:
+        """The audit records ``query`` selects (``GET /v1/audit``, the operator's CLI)."""
+        return trail.read(self.store.engine, query)

@@ -24,6 +24,7 @@ per change of the data, not per request, and never a count.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
@@ -33,6 +34,8 @@ from center_agent.data import Population
 from center_agent.db import epochs, utcnow
 from center_agent.gate.disclosure import Disclosure
 from shared.privacy import isolating
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class Epochs:
     def __init__(self, k: int, disclosure: Disclosure) -> None:
         self.k = k
         self.disclosure = disclosure
+        # (dataset, fingerprint) of changed data already reported as paused: a paused dataset
+        # is checked again on every request, and its operator needs one line, not one per call.
+        self._reported: set[tuple[str, str]] = set()
 
     def all(self, conn: Connection, dataset: str) -> list[Epoch]:
         rows = conn.execute(
@@ -71,11 +77,22 @@ class Epochs:
         check passes); :class:`DataChanged` when the data changed and the check fails."""
         current = self.current(conn, dataset)
         if current is None:
+            log.info("dataset %r: epoch 1 starts on the data as they are", dataset)
             return self._start(conn, dataset, population, 1, "first release")
         if current.fingerprint == population.fingerprint:
             return current
-        if self.check(conn, dataset, population):
+        problems = self.check(conn, dataset, population)
+        if problems:
+            if (dataset, population.fingerprint) not in self._reported:
+                self._reported.add((dataset, population.fingerprint))
+                # How many problems, never what they are: their words hold counts.
+                log.warning("dataset %r: the data changed and the version check found %d "
+                            "problem(s); releases are paused in epoch %d until the operator "
+                            "starts a new one (fedstats center epoch --roll)", dataset,
+                            len(problems), current.number)
             raise DataChanged(dataset, current.number)
+        log.warning("dataset %r: the data changed and passed the version check; epoch %d "
+                    "starts", dataset, current.number + 1)
         return self._start(conn, dataset, population, current.number + 1, "data changed")
 
     def check(self, conn: Connection, dataset: str, population: Population) -> list[str]:
@@ -124,6 +141,9 @@ class Epochs:
             return None, problems
         number = 1 if current is None else current.number + 1
         reason = "operator, forced" if problems else "operator"
+        log.warning("dataset %r: the operator starts epoch %d%s", dataset, number,
+                    f", accepting {len(problems)} problem(s) of the version check"
+                    if problems else "")
         return self._start(conn, dataset, population, number, reason), problems
 
     @staticmethod
