@@ -50,7 +50,7 @@ from center_agent.core.errors import (
     UnknownLevel,
     UnknownVariable,
 )
-from center_agent.data.sources import DataSource, open_source
+from center_agent.data.sources import DataSource, SourceProblem, open_source, to_float
 from shared.releases import public_size
 
 log = logging.getLogger(__name__)
@@ -185,24 +185,33 @@ class Dataset:
         return levels
 
     def check_columns(self) -> None:
-        """Every declared column exists in the source (run at start-up)."""
+        """Start-up: every declared column is in the source and readable, and one full read
+        succeeds (a number or a missing marker in every variable's every row): what would
+        otherwise fail every request is found before the center serves. Raises
+        :class:`DataSourceError` whose detail is one line for the operator: dataset, column,
+        table or row, and the fix (never a data value; ``docs/deploy.md``, "Start-up checks")."""
         declared = [*self.variables, *([self.group_column] if self.group_column else [])]
-        present = set(self._guard(self.source.columns))
-        missing = [c for c in declared if c not in present]
+        missing = self._guard(lambda: self.source.missing(declared), at_start=True)
         if missing:
             raise DataSourceError(
-                f"dataset {self.name!r}: declared columns {missing} are not in its source"
+                f"dataset {self.name!r}: declared columns {missing} are not in its source; "
+                f"check their spelling under [datasets.{self.name}] (variables, group.column) "
+                "against the source's column names"
             )
+        self._population(at_start=True)
 
     def population(self) -> Population:
         """The dataset's population, read once per version of its source."""
-        version = self._guard(self.source.version)
+        return self._population(at_start=False)
+
+    def _population(self, *, at_start: bool) -> Population:
+        version = self._guard(self.source.version, at_start=at_start)
         if version is None:
-            return self._read()
+            return self._guard(self._read, at_start=at_start)
         with self._lock:
             if self._kept is not None and self._kept[0] == version:
                 return self._kept[1]
-            population = self._read()
+            population = self._guard(self._read, at_start=at_start)
             # The version was taken before the read: a file changed meanwhile is read again.
             self._kept = (version, population)
             return population
@@ -229,12 +238,12 @@ class Dataset:
         group = self.group_column
         text = [group] if group is not None else []
         columns = [*self.variables, *text]
-        table = self._guard(lambda: self.source.read(columns, text=text))
+        table = self.source.read(columns, text=text)
         n_rows = table.num_rows
         keep = np.ones(n_rows, dtype=bool)
         values = {}
         for i, variable in enumerate(self.variables):
-            v = self._as_float(table.column(i))
+            v = self._as_float(table.column(i), variable)
             keep &= np.isfinite(v)
             values[variable] = v
         if group is None:
@@ -293,32 +302,56 @@ class Dataset:
         codes = pc.fill_null(pc.index_in(labels, value_set=value_set), UNDECLARED)
         return np.array(codes.to_numpy(zero_copy_only=False), dtype=np.intp)
 
-    def _as_float(self, column: pa.ChunkedArray) -> NDArray[np.float64]:
-        try:
-            floats = pc.cast(column, pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            log.error("dataset %r: column is not numeric: %s", self.name, exc)
-            raise DataSourceError(f"dataset {self.name!r}: a variable is not numeric") from None
+    @staticmethod
+    def _as_float(column: pa.ChunkedArray, variable: str) -> NDArray[np.float64]:
+        """The variable's values, NaN where missing (sources give float64 already; any other
+        source's column is held to the same rule, :func:`to_float`)."""
+        floats = to_float(column, variable)
         return np.asarray(pc.fill_null(floats, np.nan).to_numpy(), dtype=np.float64)
 
     def _as_text(self, column: _Arrow) -> _Arrow:
         try:
             return pc.cast(column, pa.string())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            log.error("dataset %r: group column cannot be read as text: %s", self.name, exc)
-            raise DataSourceError(f"dataset {self.name!r}: unreadable group column") from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            group = self.group_column
+            raise SourceProblem(
+                f"group column {group!r} holds {column.type} values, which cannot be read as "
+                "labels", "declare a column of text or integer labels as the group column",
+            ) from None
 
-    def _guard(self, read: Callable[[], _T]) -> _T:
-        """Run a read; any I/O or driver error becomes a DataSourceError (details only logged)."""
+    def _guard(self, read: Callable[[], _T], *, at_start: bool = False) -> _T:
+        """Run a read; any error becomes a DataSourceError. On a request its detail is generic
+        (what went wrong goes to the log: a caller learns nothing of the data); at start-up
+        it says what to fix (``at_start``: the operator reads it)."""
         try:
             return read()
         except DataSourceError:
             raise
-        except Exception:
-            log.exception("dataset %r: reading the source failed", self.name)
-            raise DataSourceError(
-                f"dataset {self.name!r}: the data source could not be read"
-            ) from None
+        except SourceProblem as exc:
+            told = f"dataset {self.name!r}: {exc}"
+            if at_start:
+                raise DataSourceError(told) from None
+            log.error("%s", told)
+        except OSError as exc:
+            if at_start:
+                reason = exc.strerror or type(exc).__name__
+                raise DataSourceError(
+                    f"dataset {self.name!r}: its source could not be read ({reason}: "
+                    f"{exc.filename}); check the path and that the service's user may read it"
+                ) from None
+            log.error("dataset %r: reading the source failed: %s", self.name, exc)
+        except Exception as exc:
+            # The message of an unexpected error may quote a value of the data: its type only.
+            log.error("dataset %r: reading the source failed (%s)", self.name,
+                      type(exc).__name__)
+            log.debug("dataset %r: the failure in full", self.name, exc_info=True)
+            if at_start:
+                raise DataSourceError(
+                    f"dataset {self.name!r}: its source could not be read "
+                    f"({type(exc).__name__}); check the source's settings and format") from None
+        raise DataSourceError(
+            f"dataset {self.name!r}: the data source could not be read (the center's log says "
+            "why)")
 
 
 class Datasets(Mapping[str, Dataset]):
@@ -345,8 +378,14 @@ class Datasets(Mapping[str, Dataset]):
         return len(self._datasets)
 
     def check_columns(self) -> None:
-        for dataset in self._datasets.values():
-            dataset.check_columns()
+        """Start-up: :meth:`Dataset.check_columns` of each; the first failure closes every
+        source (the center will not start, and a database connection must not linger)."""
+        try:
+            for dataset in self._datasets.values():
+                dataset.check_columns()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         for dataset in self._datasets.values():

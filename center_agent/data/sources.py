@@ -3,21 +3,76 @@
 A source only ever reads the columns it is asked for, and those names have already been checked
 against the configuration (``center_agent.data.Dataset``); SQL identifiers are additionally quoted
 by SQLAlchemy, never formatted into a statement.
+
+**What "numeric" means** (the same at start-up and on every request, ``docs/deploy.md``,
+"Start-up checks"). Every declared variable is read as float64. A value is numeric when Arrow
+parses it as a number (``'.'`` as the decimal point, an optional exponent, ``inf``; in a CSV file
+surrounding spaces are ignored) or when it is a *missing marker*: a NULL, or in a CSV file one of
+:data:`MISSING_MARKERS` (a blank, ``NA``, ``n/a``, ``NULL``, ``NaN`` ...). A missing (or
+infinite) value leaves its row out of the complete cases the population counts; anything else
+(``12,5``, ``<5``, ``unknown``, a date) is a :class:`NotNumeric` problem, which the center
+reports at start-up and refuses to serve from.
+
+**Problems are told without data.** A :class:`SourceProblem` says what is wrong and how to fix it
+with names an operator chose (dataset, column, table, role), a row number and a type at most:
+never a value of the data, and never a database's error text that may quote one (SQLSTATE class
+22, data exceptions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import re
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from center_agent.core.config import CsvSource, ParquetSource, SqlSource
+
+MISSING_MARKERS: tuple[str, ...] = (
+    "", "NA", "N/A", "n/a", "#N/A", "#N/A N/A", "#NA", "NULL", "null", "NaN", "nan", "-NaN",
+    "-nan", "1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN",
+)
+"""CSV cells read as a missing value (Arrow's defaults, spelled out so that what counts as
+missing does not change with the Arrow version)."""
+
+_Arrow = TypeVar("_Arrow", pa.Array, pa.ChunkedArray)
+_R = TypeVar("_R")
+
+
+class SourceProblem(Exception):
+    """Something in a dataset's source its operator must fix: what is wrong and the fix, in one
+    line, without a data value (``str()`` gives both)."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem = problem
+        self.fix = fix
+
+
+class NotNumeric(SourceProblem):
+    """A declared variable holds a value that is neither a number nor missing. ``row`` is the
+    first such data row (from 1, the header not counted) where the source has a stable order;
+    ``kind`` the column's or value's type where that is the reason."""
+
+    def __init__(self, column: str, *, row: int | None = None, kind: str | None = None) -> None:
+        where = f" (first in data row {row}, the header not counted)" if row is not None else ""
+        what = f" holds {kind} values, not numbers" if kind is not None else (
+            " holds a value that is neither a number nor a missing marker")
+        super().__init__(
+            f"variable {column!r}{what}{where}",
+            "clean the column (numbers with '.' as the decimal point; leave a missing value "
+            "blank or write NA) or, if it holds labels, declare it as the dataset's group "
+            "column instead of a variable",
+        )
+        self.column = column
+        self.row = row
 
 
 class DataSource(Protocol):
@@ -25,12 +80,13 @@ class DataSource(Protocol):
 
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
         """The named columns (in that order), every row. ``text`` names the label columns (read
-        as strings, possibly dictionary-encoded, where the format guesses types); every other
-        column is numeric."""
+        as strings, possibly dictionary-encoded); every other column is float64 (a missing value
+        NaN) or the read raises :class:`NotNumeric`."""
         ...
 
-    def columns(self) -> list[str]:
-        """Names of all columns the source has (checked against the config at start-up)."""
+    def missing(self, columns: Sequence[str]) -> list[str]:
+        """Those of ``columns`` the source does not have (checked at start-up, reading no row);
+        raises :class:`SourceProblem` when some cannot be read (a database permission)."""
         ...
 
     def version(self) -> Hashable | None:
@@ -47,22 +103,103 @@ def file_version(path: Path) -> Hashable:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _casts(values: _Arrow) -> bool:
+    try:
+        pc.cast(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
+
+
+def first_unparsable(strings: _Arrow) -> int | None:
+    """Index of the first non-null string Arrow cannot parse as a number, or ``None``.
+
+    Found by halving (each step casts half of what is left: about two casts of the column in
+    all), so it follows Arrow's own parsing rule exactly instead of imitating it."""
+    if _casts(strings):
+        return None
+    lo, hi = 0, len(strings)  # the first bad index lies in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _casts(strings.slice(lo, mid - lo)):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def to_float(column: _Arrow, name: str) -> _Arrow:
+    """``column`` as float64 (nulls kept), or :class:`NotNumeric` naming the first bad row
+    (text) or the column's type (dates, bytes, ...)."""
+    if pa.types.is_dictionary(column.type):
+        column = pc.cast(column, column.type.value_type)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        try:
+            return pc.cast(column, pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise NotNumeric(name, kind=str(column.type)) from None
+    row = first_unparsable(column)
+    if row is None:
+        return pc.cast(column, pa.float64())
+    raise NotNumeric(name, row=row + 1)
+
+
 class CsvFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
-        convert = pa_csv.ConvertOptions(
+    def _options(self, columns: Sequence[str], types: dict[str, pa.DataType]
+                 ) -> pa_csv.ConvertOptions:
+        return pa_csv.ConvertOptions(
             include_columns=list(columns),
-            column_types={name: pa.string() for name in text},
+            column_types=types,
+            null_values=list(MISSING_MARKERS),
             strings_can_be_null=True,
             quoted_strings_can_be_null=True,
         )
-        return pa_csv.read_csv(self.path, convert_options=convert)
 
-    def columns(self) -> list[str]:
-        with pa_csv.open_csv(self.path) as reader:
-            return list(reader.schema.names)
+    def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
+        # Numbers parsed by the reader as float64 (not guessed from the first block): one rule
+        # for every row of a variable, and a bad cell is an error, never a text column.
+        numeric = [c for c in columns if c not in text]
+        types = {name: pa.string() for name in text} | dict.fromkeys(numeric, pa.float64())
+        try:
+            return pa_csv.read_csv(self.path, convert_options=self._options(columns, types))
+        except pa.ArrowInvalid:
+            # Arrow's message quotes the bad cell: dropped; found again (row, not value) below.
+            pass
+        self._locate(numeric)
+        raise self._malformed()  # not a bad number: the file itself
+
+    @staticmethod
+    def _malformed() -> SourceProblem:
+        return SourceProblem(
+            "the file could not be parsed as CSV (a row with more or fewer fields than the "
+            "header, or an unclosed quote)",
+            "check it with a CSV tool: every row as many fields as the header, quotes closed",
+        )
+
+    def _locate(self, numeric: Sequence[str]) -> None:
+        """Raise :class:`NotNumeric` for the first numeric column holding a bad cell."""
+        try:
+            strings = pa_csv.read_csv(
+                self.path,
+                convert_options=self._options(numeric, dict.fromkeys(numeric, pa.string())))
+        except pa.ArrowInvalid:
+            return
+        for name in numeric:
+            # The reader ignores spaces around a number; Arrow's cast does not.
+            row = first_unparsable(pc.utf8_trim_whitespace(strings.column(name)))
+            if row is not None:
+                raise NotNumeric(name, row=row + 1)
+
+    def missing(self, columns: Sequence[str]) -> list[str]:
+        try:  # the reader parses the first block to find the names: it may meet a bad row
+            with pa_csv.open_csv(self.path) as reader:
+                present = set(reader.schema.names)
+        except pa.ArrowInvalid:
+            raise self._malformed() from None
+        return [c for c in columns if c not in present]
 
     def version(self) -> Hashable:
         return file_version(self.path)
@@ -79,16 +216,60 @@ class ParquetFile:
         # Labels dictionary-encoded: a few distinct strings and an index per row, cheaper to
         # read and to map to group codes than a string per row.
         text_columns = [c for c in text if c in columns]
-        return pq.read_table(self.path, columns=list(columns), read_dictionary=text_columns)
+        table = pq.read_table(self.path, columns=list(columns), read_dictionary=text_columns)
+        return pa.table({name: table.column(name) if name in text_columns
+                         else to_float(table.column(name), name) for name in columns})
 
-    def columns(self) -> list[str]:
-        return list(pq.read_schema(self.path).names)
+    def missing(self, columns: Sequence[str]) -> list[str]:
+        present = set(pq.read_schema(self.path).names)
+        return [c for c in columns if c not in present]
 
     def version(self) -> Hashable:
         return file_version(self.path)
 
     def close(self) -> None:
         pass
+
+
+# -- SQL ----------------------------------------------------------------------------------------
+
+INSUFFICIENT_PRIVILEGE = "42501"
+UNDEFINED_COLUMN = "42703"
+UNDEFINED_TABLE = "42P01"
+_DENIED_TABLE = re.compile(r"permission denied for (?:table|relation|view) ([\w.\"]+)")
+
+
+def _sqlstate(exc: sa.exc.DBAPIError) -> str | None:
+    """The SQLSTATE of a driver error (psycopg 3: ``sqlstate``, psycopg2: ``pgcode``)."""
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return str(state) if state else None
+
+
+def _first_line(exc: sa.exc.DBAPIError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else ""
+
+
+def describe_db_error(exc: sa.exc.DBAPIError) -> str:
+    """A driver error for the operator: its class, SQLSTATE and first line, but not the text
+    of a data exception (SQLSTATE class 22 quotes the value that failed) nor any detail line."""
+    state = _sqlstate(exc)
+    name = type(exc.orig).__name__
+    head = f"{name}, SQLSTATE {state}" if state else name
+    if state is not None and state.startswith(("22", "23")):
+        return head
+    line = _first_line(exc)
+    return f"{head}: {line}" if line else head
+
+
+def _undefined_column(exc: sa.exc.DBAPIError) -> bool:
+    if _sqlstate(exc) == UNDEFINED_COLUMN:
+        return True
+    return _first_line(exc).startswith("no such column")  # SQLite has no SQLSTATE
+
+
+def _denied(exc: sa.exc.DBAPIError) -> bool:
+    return _sqlstate(exc) == INSUFFICIENT_PRIVILEGE
 
 
 class SqlTable:
@@ -98,6 +279,7 @@ class SqlTable:
         if (table is None) == (query is None):
             raise ValueError("give exactly one of `table` or `query`")
         self.engine = sa.create_engine(url, pool_pre_ping=True)
+        self.table = table
         self._from: sa.FromClause
         if table is not None:
             schema, _, name = table.rpartition(".")
@@ -107,25 +289,119 @@ class SqlTable:
             # The query is the operator's (from the config file), never the caller's.
             self._from = sa.text(query).columns().subquery("fedstats_src")
 
+    def _select(self, columns: Sequence[str]) -> sa.Select[Any]:
+        wanted: list[sa.ColumnClause[Any]] = [sa.column(c) for c in columns]
+        return sa.select(*wanted).select_from(self._from)
+
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
-        with self.engine.connect() as conn:
-            wanted: list[sa.ColumnClause[Any]] = [sa.column(c) for c in columns]
-            stmt: sa.Select[*tuple[Any, ...]] = sa.select(*wanted).select_from(self._from)
-            rows = conn.execute(stmt).all()
+        rows = self._run(lambda conn: conn.execute(self._select(columns)).all())
         # Transpose in C (zip), then convert each column in one call: numbers (int, float,
         # Decimal incl. NaN, NULL -> NaN) through numpy, ``text`` columns through Arrow.
         cols = list(zip(*rows, strict=True)) if rows else [() for _ in columns]
-        return pa.table(
-            {
-                name: pa.array(col) if name in text else pa.array(np.array(col, dtype=np.float64))
-                for name, col in zip(columns, cols, strict=True)
-            }
+        return pa.table({name: pa.array(col) if name in text else self._floats(name, col)
+                         for name, col in zip(columns, cols, strict=True)})
+
+    @staticmethod
+    def _floats(name: str, values: Sequence[Any]) -> pa.Array:
+        try:
+            return pa.array(np.array(values, dtype=np.float64))
+        except (ValueError, TypeError):
+            pass  # numpy's message quotes the value: dropped
+        for v in values:
+            try:
+                np.float64(v if v is not None else np.nan)
+            except (ValueError, TypeError):
+                # The database returns rows in no fixed order: a row number would mislead.
+                raise NotNumeric(name, kind=type(v).__name__) from None
+        raise NotNumeric(name)
+
+    def missing(self, columns: Sequence[str]) -> list[str]:
+        """Probe the declared columns only: a role granted ``SELECT (a, b)`` on a table may not
+        run ``SELECT *`` on it, so a table is probed with ``SELECT a, b FROM t LIMIT 0`` and,
+        when that fails, column by column, to name the missing and the unreadable ones. A
+        query's columns are those of its answer (``SELECT * FROM (query) LIMIT 0``)."""
+        if self.table is None:
+            star: sa.Select[Any] = (
+                sa.select(sa.literal_column("*")).select_from(self._from).limit(0))
+            names = self._run(lambda conn: list(conn.execute(star).keys()))
+            return [c for c in columns if c not in names]
+        if self._probe(columns) is None:
+            return []
+        missing, denied = [], []
+        for column in columns:
+            exc = self._probe([column])
+            if exc is None:
+                continue
+            if _undefined_column(exc):
+                missing.append(column)
+            elif _denied(exc):
+                denied.append(column)
+            else:
+                raise self._problem(exc)
+        if denied:
+            raise self._denied_problem(denied, None)
+        return missing
+
+    def _probe(self, columns: Sequence[str]) -> sa.exc.DBAPIError | None:
+        """The error of ``SELECT columns FROM table LIMIT 0``, or ``None``."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(self._select(columns).limit(0))
+        except sa.exc.DBAPIError as exc:
+            return exc
+        return None
+
+    def _run(self, work: Callable[[sa.Connection], _R]) -> _R:
+        """``work`` on a connection; a driver error becomes a :class:`SourceProblem`."""
+        try:
+            with self.engine.connect() as conn:
+                return work(conn)
+        except sa.exc.DBAPIError as exc:
+            if _denied(exc):
+                raise self._denied_problem([], exc) from None
+            raise self._problem(exc) from None
+
+    def _role(self) -> str:
+        """The database role the center connects as (for the GRANT it needs)."""
+        try:
+            with self.engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    return str(conn.execute(sa.text("SELECT current_user")).scalar_one())
+        except sa.exc.SQLAlchemyError:
+            pass
+        return self.engine.url.username or "<the center's role>"
+
+    def _denied_problem(self, columns: list[str], exc: sa.exc.DBAPIError | None
+                        ) -> SourceProblem:
+        role = self._role()
+        if self.table is not None:
+            listed = ", ".join(columns) or "<the declared columns>"
+            return SourceProblem(
+                f"role {role!r} may not read columns {columns} of table {self.table} "
+                f"(permission denied, SQLSTATE {INSUFFICIENT_PRIVILEGE})",
+                f"grant them: GRANT SELECT ({listed}) ON {self.table} TO {role}",
+            )
+        found = _DENIED_TABLE.search(_first_line(exc)) if exc is not None else None
+        table = found.group(1) if found else "<the table>"
+        return SourceProblem(
+            f"role {role!r} may not read every column the dataset's query reads "
+            f"(permission denied for table {table}, SQLSTATE {INSUFFICIENT_PRIVILEGE})",
+            f"grant them: GRANT SELECT (<each column of {table} the query uses>) ON {table} "
+            f"TO {role}",
         )
 
-    def columns(self) -> list[str]:
-        with self.engine.connect() as conn:
-            stmt: sa.Select[Any] = sa.select(sa.literal_column("*")).select_from(self._from)
-            return list(conn.execute(stmt.limit(0)).keys())
+    def _problem(self, exc: sa.exc.DBAPIError) -> SourceProblem:
+        what = f"table {self.table}" if self.table is not None else "the dataset's query"
+        if _sqlstate(exc) == UNDEFINED_TABLE or _first_line(exc).startswith("no such table"):
+            told = (f"table {self.table} does not exist" if self.table is not None
+                    else "the dataset's query reads a table that does not exist")
+            return SourceProblem(
+                f"{told} or the role cannot see it ({describe_db_error(exc)})",
+                "check `table` (schema.name) or the query, the database in `url`, and the "
+                "role's USAGE on the schema",
+            )
+        return SourceProblem(f"reading {what} failed ({describe_db_error(exc)})",
+                             "check `url`, the table or query, and the database")
 
     def version(self) -> None:
         # A database gives no cheap change marker that works for every table and query.

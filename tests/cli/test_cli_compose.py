@@ -1,19 +1,23 @@
-"""``docker-compose.yml`` and the ``Dockerfile`` without a Docker engine: the compose file is
-parsed and checked against the settings classes (every ``FEDSTATS_*`` variable is a settings
-field, ports and health checks agree with the configured ports, every center has its own data
-and ledger volumes, its signing key made by its own one-shot keys service in its ledger volume
-and its public key shared with the other centers through the ``peer_keys`` volume, secrets only
-from ``.env``), and the image's entry commands are run directly with the compose environment:
-data, signing keys, three centers, the coordinator, then ``fedstats study run
-examples/study.toml`` against it (its federated table is refined across the centers, so each
-trusts the others' signed tables)."""
+"""``docker-compose.yml`` (the one-host try-out, over ``deploy/demo/``) and the ``Dockerfile``
+without a Docker engine: the compose file is parsed and checked against the settings classes
+(every ``FEDSTATS_*`` variable is a settings field, ports and health checks agree with the
+configured ports, every center has its own data and ledger volumes, its signing key made by its
+own one-shot keys service in its ledger volume and its public key shared with the other centers
+through the ``peer_keys`` volume, secrets only from ``.env``), and the image's entry commands
+are run directly with the compose environment: data, signing keys, three centers, the
+coordinator, then ``fedstats study run examples/study.toml`` against it (its federated table is
+refined across the centers, so each trusts the others' signed tables). Where ``docker compose``
+(v2) or ``docker-compose`` (1.29) is installed, each validates the file (it has no top-level
+``name:``, which 1.29 rejects). The per-site files are ``tests/cli/test_cli_deploy.py``'s."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import secrets
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path, PurePosixPath
@@ -33,7 +37,8 @@ from fedstats_cli.procs import ProcessGroup, free_port
 from tests.helpers.processes import REPO, clean_env, fedstats, wait_gone
 
 COMPOSE = REPO / "docker-compose.yml"
-EXAMPLE_ENV = REPO / "deploy" / "example.env"
+DEMO = REPO / "deploy" / "demo"
+EXAMPLE_ENV = DEMO / "example.env"
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::?[?-][^}]*)?\}")
 CENTERS = ("hospital-a", "hospital-b", "hospital-c")
 PEER_KEYS = "peer_keys"
@@ -183,8 +188,41 @@ def test_secrets_come_from_env_only_and_the_example_lists_them_empty() -> None:
     assert example == dict.fromkeys(used, "")
     # Every use is required (`:?`): compose refuses to start with a missing token.
     assert all(m.group(0).startswith(f"${{{m.group(1)}:?") for m in VARIABLE.finditer(text))
-    for toml in (REPO / "deploy").glob("*.toml"):
+    for toml in DEMO.glob("*.toml"):
         assert "token" not in tomllib.loads(toml.read_text()), toml
+
+
+def test_no_top_level_name_so_that_compose_1_29_reads_it(compose: dict[str, Any]) -> None:
+    """``docker-compose`` 1.29 (Debian's) rejects a top-level ``name:``; without it both it and
+    Compose v2 name the project after the folder (or ``-p``)."""
+    assert set(compose) == {"services", "volumes", "x-image", "x-center", "x-data"}
+    assert "`docker-compose` 1.29" in COMPOSE.read_text().split("\nx-image:")[0]
+
+
+def compose_commands() -> list[tuple[str, list[str]]]:
+    """The compose commands installed: v2 (``docker compose``), 1.x (``docker-compose``)."""
+    found = []
+    for name, argv in (("v2", ["docker", "compose"]), ("1.x", ["docker-compose"])):
+        if shutil.which(argv[0]) is None:
+            continue
+        version = subprocess.run([*argv, "version"], capture_output=True, text=True, timeout=30)
+        if version.returncode == 0:
+            found.append((name, argv))
+    return found
+
+
+@pytest.mark.process
+def test_the_installed_compose_commands_accept_it() -> None:
+    commands = compose_commands()
+    if not commands:
+        pytest.skip("neither `docker compose` (v2) nor `docker-compose` (1.29) is installed: "
+                    "the file was checked by parsing only")
+    secrets_env = {v: secrets.token_urlsafe(32) for v in VARIABLE.findall(COMPOSE.read_text())}
+    for name, argv in commands:
+        done = subprocess.run([*argv, "-f", str(COMPOSE), "config", "-q"], cwd=REPO,
+                              env={**os.environ, **secrets_env}, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
 
 
 def test_the_dockerfile_installs_like_the_readme_and_runs_fedstats() -> None:
