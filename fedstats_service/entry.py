@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from fastapi import FastAPI
 
+from fedstats_service import logging as service_logging
 from fedstats_service.errors import ServiceError
 from fedstats_service.serving import serve
 from fedstats_service.settings import ConfigError, ServiceSettings
@@ -36,10 +37,12 @@ def reporting_errors(service: str, run: Callable[[], int]) -> int:
 
 
 def serve_settings(app: FastAPI, settings: ServiceSettings) -> None:
-    """Serve ``app`` with uvicorn as ``settings`` say (HTTPS when they name TLS files)."""
+    """Serve ``app`` with uvicorn as ``settings`` say (HTTPS when they name TLS files; mutual
+    TLS when they name ``tls_client_ca`` too)."""
     certfile, keyfile = settings.tls_files or (None, None)
     serve(app, host=settings.host, port=settings.port, certfile=certfile, keyfile=keyfile,
-          header_timeout_s=settings.header_timeout_s, max_concurrency=settings.max_concurrency)
+          client_ca=settings.tls_client_ca, header_timeout_s=settings.header_timeout_s,
+          max_concurrency=settings.max_concurrency)
 
 
 def main(
@@ -50,13 +53,16 @@ def main(
     prog: str,
     description: str | None,
 ) -> int:
-    """Parse ``[--config FILE]``, load ``settings_cls`` and serve ``create_app(settings)``."""
+    """Parse ``[--config FILE]``, load ``settings_cls``, configure the process's logging
+    (``fedstats_service.logging``: before the app is built, so that its start-up lines are in
+    the settings' format too) and serve ``create_app(settings)``."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", help=f"TOML file (default: ${settings_cls.CONFIG_ENV})")
     args = parser.parse_args(argv)
 
     def run() -> int:
         settings = settings_cls.load(args.config)
+        service_logging.configure(settings)
         serve_settings(create_app(settings), settings)
         return 0
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fedstats_service import context
+from fedstats_service.auth import fingerprint
 from fedstats_service.errors import (
     AuthenticationError,
     BadRequest,
@@ -29,6 +31,8 @@ from fedstats_service.errors import (
     ServiceError,
 )
 from fedstats_service.serving import BODY_TIMEOUT_S
+
+log = logging.getLogger(__name__)
 
 
 class CallContextMiddleware:
@@ -98,6 +102,9 @@ class BearerGate:
         try:
             caller = self.check(token, scope.get("path", ""))
         except AuthenticationError as exc:
+            # The fingerprint names the token (repeated attempts, a leaked token) without it.
+            log.warning("authentication failed (%s) on %s: %s", exc.error, scope.get("path", ""),
+                        f"token {fingerprint(token)}" if token else "no bearer token")
             await send_error(send, exc)
             return
         scope.setdefault("state", {})["caller"] = caller

@@ -9,11 +9,15 @@
 * Bodies: ``fedstats_service.middleware.BodySizeLimit`` reads a body within ``body_timeout_s``.
 * Concurrency: at most ``max_concurrency`` connections and requests at once; beyond them uvicorn
   answers 503 at once instead of queueing without bound.
+* TLS (:func:`tls_options`): HTTPS with a certificate and its key, TLS 1.2 at least; mutual TLS
+  with a client CA: a client without a certificate that CA signed cannot connect (the handshake
+  fails; ``docs/coordinator.md``, "TLS").
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +87,29 @@ def protocol(header_timeout_s: float) -> type[HeadTimeoutProtocol]:
                 {"header_timeout_s": header_timeout_s})
 
 
+def tls_options(
+    certfile: Path | None, keyfile: Path | None, client_ca: Path | None = None
+) -> dict[str, Any]:
+    """uvicorn's TLS arguments: none without ``certfile``; with it, HTTPS on ``certfile`` and
+    ``keyfile``, and with ``client_ca`` a client certificate signed by it required.
+
+    The context uvicorn builds from them (``ssl.SSLContext(PROTOCOL_TLS_SERVER)``) speaks TLS
+    1.2 at least: Python's default since 3.10, checked by the tests (``tests/cli``).
+    """
+    if certfile is None:
+        if keyfile is not None or client_ca is not None:
+            raise ValueError("a TLS key or client CA needs a certificate (certfile)")
+        return {}
+    options: dict[str, Any] = {
+        "ssl_certfile": str(certfile),
+        "ssl_keyfile": str(keyfile) if keyfile else None,
+        "ssl_version": ssl.PROTOCOL_TLS_SERVER,
+    }
+    if client_ca is not None:
+        options |= {"ssl_ca_certs": str(client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options
+
+
 def serve(
     app: FastAPI,
     *,
@@ -90,19 +117,21 @@ def serve(
     port: int,
     certfile: Path | None = None,
     keyfile: Path | None = None,
+    client_ca: Path | None = None,
     header_timeout_s: float = HEADER_TIMEOUT_S,
     max_concurrency: int = MAX_CONCURRENCY,
 ) -> None:
-    """Run ``app`` until interrupted (TLS when ``certfile`` and ``keyfile`` are given)."""
+    """Run ``app`` until interrupted (TLS when ``certfile`` and ``keyfile`` are given; mutual
+    TLS when ``client_ca`` is too: :func:`tls_options`)."""
     uvicorn.run(
         app,
         host=host,
         port=port,
         http=protocol(header_timeout_s),
-        ssl_certfile=str(certfile) if certfile else None,
-        ssl_keyfile=str(keyfile) if keyfile else None,
+        **tls_options(certfile, keyfile, client_ca),
         timeout_keep_alive=KEEP_ALIVE_S,
         limit_concurrency=max_concurrency,
         server_header=False,
         log_level="info",
+        log_config=None,  # keep fedstats_service.logging's handler and format (one per process)
     )

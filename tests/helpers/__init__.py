@@ -12,7 +12,8 @@
   ledger's spend);
 * :mod:`~tests.helpers.fuzzing`: schemathesis driven by hand over an OpenAPI schema;
 * :mod:`~tests.helpers.faults`: a TCP proxy that kills or delays a center mid-step;
-* :mod:`~tests.helpers.tls`: a self-signed certificate for 127.0.0.1;
+* :mod:`~tests.helpers.tls`: a private CA issuing server and client certificates (mutual TLS),
+  and a self-signed certificate for 127.0.0.1;
 * :mod:`~tests.helpers.postgres`: where the test PostgreSQL server is (the fixtures are in
   ``tests/conftest.py``);
 * references computed independently of the code under test: :mod:`~tests.helpers.kanon`,
