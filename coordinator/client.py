@@ -1,7 +1,9 @@
 """The one HTTP client of the coordinator: :class:`HttpCenter`, a ``CenterPort`` over httpx.
 
 Per center, one ``httpx.AsyncClient`` with the center's base URL, the bearer token the center gave
-us, explicit timeouts and, when configured, the center's CA bundle. Example::
+us, explicit timeouts, the center's CA bundle when configured (else the system's trust store, or
+``SSL_CERT_FILE``) and the coordinator's client certificate for centers that require one (mutual
+TLS; ``fedstats_service.tls``). Example::
 
     center = HttpCenter("hospital_a", settings.centers["hospital_a"],
                         timeout=httpx.Timeout(120, connect=5), retry=settings.retry)
@@ -31,8 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
@@ -40,6 +42,7 @@ from pydantic import BaseModel, ValidationError
 
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
+from fedstats_service import context, tls
 from fedstats_service.errors import dotted
 from fedstats_service.serving import CLIENT_KEEPALIVE_S
 from shared.kinds import Kind, Rel, Req
@@ -53,6 +56,8 @@ M = TypeVar("M", bound=BaseModel)
 REFUSAL_STATUSES = frozenset({403, 409})
 #: Statuses worth another try of an idempotent call (a proxy or a restarting center).
 RETRY_STATUSES = frozenset({502, 503, 504})
+#: How long the TLS diagnosis may take to connect when the client has no connect timeout.
+DEFAULT_CONNECT_S = 5.0
 
 
 def _validation_summary(exc: ValidationError) -> str:
@@ -76,23 +81,30 @@ class HttpCenter:
         max_response_bytes: int = 50_000_000,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        client_cert: tuple[Path, Path] | None = None,
     ) -> None:
         self._id = center_id
         self.base_url = config.base_url
         self.retry = retry
         self.max_response_bytes = max_response_bytes
         self._sleep = sleep
-        verify: ssl.SSLContext | bool = True
-        if config.ca_bundle is not None:
-            verify = ssl.create_default_context(cafile=str(config.ca_bundle))
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20,
+                              keepalive_expiry=CLIENT_KEEPALIVE_S)  # httpx's, but the expiry
+        # The center's CA bundle (else the system's trust or SSL_CERT_FILE), and our client
+        # certificate for a center that requires one (mutual TLS). A handshake the center
+        # refuses is reported as such, not as a bare closed connection (DiagnosingTransport).
+        verify = tls.client_context(config.ca_bundle, client_cert)
+        if transport is None:
+            transport = tls.DiagnosingTransport(
+                verify, client_cert=client_cert is not None, limits=limits,
+                probe_timeout_s=timeout.connect or DEFAULT_CONNECT_S)
         self._client = httpx.AsyncClient(
             base_url=f"{config.base_url}/v1",
             headers={"Authorization": f"Bearer {config.token.get_secret_value()}"},
             timeout=timeout,
             verify=verify,
             transport=transport,
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20,
-                                keepalive_expiry=CLIENT_KEEPALIVE_S),  # httpx's, but the expiry
+            limits=limits,
             follow_redirects=False,
             trust_env=False,
         )
@@ -125,6 +137,17 @@ class HttpCenter:
 
     async def _call(
         self, method: str, path: str, model: type[M], body: BaseModel | None = None
+    ) -> M:
+        """The validated answer; a failure that ends the call (after its retries) is logged
+        here, once, at WARNING (a retry is logged at INFO as it is decided)."""
+        try:
+            return await self._attempts(method, path, model, body)
+        except CenterFailure as failure:
+            log.warning("center call failed: %s", failure.detail)
+            raise
+
+    async def _attempts(
+        self, method: str, path: str, model: type[M], body: BaseModel | None
     ) -> M:
         idempotent = method == "GET"
         what = f"{method} /v1{path}"
@@ -166,8 +189,11 @@ class HttpCenter:
     async def _send(
         self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
     ) -> tuple[int, bytes]:
-        """Status and body, never reading more than ``max_response_bytes`` of it."""
+        """Status and body, never reading more than ``max_response_bytes`` of it. The request
+        carries the call context's ids (``fedstats_service.context``: request, study, analyst),
+        so that the center's log lines and audit records name what it served."""
         limit = self.max_response_bytes
+        headers = {**context.current().headers(), **(headers or {})}
         async with self._client.stream(method, path, content=content, headers=headers) as answer:
             declared = answer.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
@@ -231,6 +257,7 @@ def build_centers(
         center_id: HttpCenter(
             center_id, config, timeout=timeout, retry=settings.retry,
             max_response_bytes=settings.max_response_bytes, transport=transports.get(center_id),
+            client_cert=settings.client_cert,
         )
         for center_id, config in settings.centers.items()
     }

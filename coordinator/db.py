@@ -1,19 +1,32 @@
-"""The coordinator's store: studies, their status and results, and every center release received.
+"""The coordinator's store: studies, their releases, analyst accounts, shares, ε quotas and the
+audit log.
 
 SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or PostgreSQL by URL
-(``fedstats_service.db``).
-Two tables:
+(``fedstats_service.db``). Tables:
 
-* ``coordinator_study`` — one row per study: its spec, status, result and error (JSON text), and
-  who created it (the analyst token's fingerprint, never the token);
+* ``coordinator_study`` — one row per study: its spec, status, result and error (JSON text), the
+  analyst who owns it (``analyst_id``) and the fingerprint of the token that created it
+  (``created_by``, never the token);
 * ``coordinator_release`` — one row per answer a center gave a study (``info``, ``table``,
-  ``refine``, ``mwu``), keyed by (study, center, request key): a study that runs again (resumed
-  after a restart) gets the recorded answer instead of asking the center a second time.
+  ``refine``, ``mwu``, ...), keyed by (study, center, request key): a study that runs again
+  (resumed after a restart) gets the recorded answer instead of asking the center a second time;
+* ``coordinator_analyst`` — analyst accounts: id, name, role (``analyst`` | ``admin``), the
+  argon2 hash of the token (never the token), created and revoked times
+  (:mod:`coordinator.accounts`);
+* ``coordinator_share`` — (study, analyst) pairs: who may read a study besides its owner;
+* ``coordinator_quota`` / ``coordinator_spent`` — per (analyst, center, dataset): the most ε the
+  analyst's studies may spend there, and what they spent (:meth:`Store.reserve`);
+* ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`).
 
 Status values: ``pending`` → ``running`` → ``succeeded`` | ``failed``; a study found ``pending``
 or ``running`` when a coordinator starts was interrupted (the process died) and becomes
 ``failed_resumable`` (:meth:`Store.mark_interrupted`); ``POST /v1/studies/{id}/resume`` runs it
 again from its recorded releases.
+
+Older stores keep opening: new tables are created when the store opens, and the one column added
+to an existing table (``coordinator_study.analyst_id``) is added by :func:`_upgrade` (idempotent;
+studies of before are given to the analyst of the configured token that made them,
+``config-<fingerprint>``, ``coordinator.accounts``).
 
 The store is synchronous (short transactions); async code calls it through ``asyncio.to_thread``.
 """
@@ -26,6 +39,9 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
+    Connection,
+    Engine,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -33,12 +49,20 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
+    case,
+    delete,
     func,
     insert,
+    inspect,
+    literal,
+    or_,
     select,
+    text,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from coordinator.models import StudyStatus
 from fedstats_service.db import Database, utcnow
@@ -62,6 +86,8 @@ studies = Table(
     Column("created_by", String(16), nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
+    # Added after the first release (_upgrade adds it to an older store).
+    Column("analyst_id", String(64), nullable=True, index=True),
 )
 
 releases = Table(
@@ -79,6 +105,62 @@ releases = Table(
     UniqueConstraint("study_id", "center", "request_key"),
 )
 
+analysts = Table(
+    "coordinator_analyst",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("token_hash", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("revoked_at", String(40), nullable=True),
+)
+
+shares = Table(
+    "coordinator_share",
+    metadata,
+    Column("study_id", String(36), ForeignKey("coordinator_study.id", ondelete="CASCADE"),
+           primary_key=True),
+    Column("analyst_id", String(64), primary_key=True, index=True),
+    Column("shared_by", String(64), nullable=True),
+    Column("created_at", String(40), nullable=False),
+)
+
+quotas = Table(
+    "coordinator_quota",
+    metadata,
+    Column("analyst_id", String(64), primary_key=True),
+    Column("center", String(64), primary_key=True),
+    Column("dataset", String(128), primary_key=True),
+    Column("epsilon", Float, nullable=False),
+    Column("set_at", String(40), nullable=False),
+)
+
+spent = Table(
+    "coordinator_spent",
+    metadata,
+    Column("analyst_id", String(64), primary_key=True),
+    Column("center", String(64), primary_key=True),
+    Column("dataset", String(128), primary_key=True),
+    Column("epsilon", Float, nullable=False),
+)
+
+audit = Table(
+    "coordinator_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", String(40), nullable=False),
+    Column("analyst_id", String(64), nullable=True, index=True),
+    Column("token_id", String(16), nullable=True),
+    Column("action", String(32), nullable=False, index=True),
+    Column("target", String(200), nullable=True),
+    Column("request_id", String(64), nullable=True),
+    Column("detail", Text, nullable=True),
+)
+
+# Sums of ε in floating point: a spend that reaches the quota up to rounding still fits.
+EPSILON_TOLERANCE = 1e-9
+
 
 def now() -> str:
     """UTC, ISO 8601 with microseconds: sorts as text, the same on every backend."""
@@ -95,6 +177,7 @@ class StudyRecord:
     created_at: str
     updated_at: str
     created_by: str | None = None
+    analyst_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,30 +189,115 @@ class ReleaseRecord:
     received_at: str
 
 
+@dataclass(frozen=True)
+class AnalystRecord:
+    id: str
+    name: str
+    role: str
+    token_hash: str
+    created_at: str
+    revoked_at: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class ShareRecord:
+    study_id: str
+    analyst_id: str
+    shared_by: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class QuotaRecord:
+    """An analyst's quota at one (center, dataset) (None: no quota, unlimited) and the ε spent
+    there so far."""
+
+    analyst_id: str
+    center: str
+    dataset: str
+    epsilon: float | None
+    spent: float
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    id: int
+    at: str
+    analyst_id: str | None
+    token_id: str | None
+    action: str
+    target: str | None
+    request_id: str | None
+    detail: str | None
+
+
 def _study(row: Any) -> StudyRecord:
     return StudyRecord(row.id, row.spec, row.status, row.result, row.error, row.created_at,
-                       row.updated_at, row.created_by)
+                       row.updated_at, row.created_by, row.analyst_id)
+
+
+def _analyst(row: Any) -> AnalystRecord:
+    return AnalystRecord(row.id, row.name, row.role, row.token_hash, row.created_at,
+                         row.revoked_at)
+
+
+def _upgrade(engine: Engine) -> None:
+    """Bring a store made by an older version up to date; does nothing on a current one.
+
+    ``coordinator_study.analyst_id`` (the owner) is added, indexed, and filled for the studies
+    of before: their ``created_by`` is the fingerprint of a configured analyst token, whose
+    analyst is ``config-<fingerprint>`` (``coordinator.accounts``)."""
+    if "analyst_id" in {c["name"] for c in inspect(engine).get_columns("coordinator_study")}:
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE coordinator_study ADD COLUMN analyst_id VARCHAR(64)"))
+    except DBAPIError:
+        # Another process (the CLI next to a running coordinator) added it at the same moment.
+        if "analyst_id" not in {c["name"] for c in inspect(engine).get_columns(
+                "coordinator_study")}:
+            raise
+    with engine.begin() as conn:
+        conn.execute(text("CREATE INDEX IF NOT EXISTS ix_coordinator_study_analyst_id "
+                          "ON coordinator_study (analyst_id)"))
+        _own_old_studies(conn)
+
+
+def _own_old_studies(conn: Connection) -> None:
+    conn.execute(
+        update(studies)
+        .where(studies.c.analyst_id.is_(None), studies.c.created_by.is_not(None))
+        .values(analyst_id=literal("config-") + studies.c.created_by)
+    )
 
 
 class Store(Database):
-    """Studies and the releases they received."""
+    """Studies and the releases they received; analysts, shares, quotas and the audit log."""
 
     def __init__(self, url: str) -> None:
         super().__init__(url, metadata, what="store", busy_timeout_s=30.0)
+        _upgrade(self.engine)
 
     # -- studies ------------------------------------------------------------------------------
 
     def create_study(
-        self, study_id: str, spec: str, *, created_by: str | None = None
+        self, study_id: str, spec: str, *, created_by: str | None = None,
+        analyst_id: str | None = None,
     ) -> StudyRecord:
-        """A new ``pending`` study; ``created_by`` is the analyst token's fingerprint."""
+        """A new ``pending`` study owned by ``analyst_id``; ``created_by`` is the fingerprint of
+        the token it was created with."""
         stamp = now()
         with self.engine.begin() as conn:
             conn.execute(insert(studies).values(
                 id=study_id, spec=spec, status="pending", result=None, error=None,
-                created_by=created_by, created_at=stamp, updated_at=stamp,
+                created_by=created_by, analyst_id=analyst_id, created_at=stamp, updated_at=stamp,
             ))
-        return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp, created_by)
+        return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp, created_by,
+                           analyst_id)
 
     def get_study(self, study_id: str) -> StudyRecord | None:
         with self.engine.connect() as conn:
@@ -137,12 +305,17 @@ class Store(Database):
         return _study(row) if row is not None else None
 
     def list_studies(
-        self, *, limit: int = 100, offset: int = 0, status: StudyStatus | None = None
+        self, *, limit: int = 100, offset: int = 0, status: StudyStatus | None = None,
+        visible_to: str | None = None,
     ) -> list[StudyRecord]:
-        """Newest first."""
+        """Newest first; with ``visible_to``, only the studies that analyst owns or that were
+        shared with them."""
         stmt = select(studies).order_by(studies.c.created_at.desc(), studies.c.id)
         if status is not None:
             stmt = stmt.where(studies.c.status == status)
+        if visible_to is not None:
+            shared = select(shares.c.study_id).where(shares.c.analyst_id == visible_to)
+            stmt = stmt.where(or_(studies.c.analyst_id == visible_to, studies.c.id.in_(shared)))
         with self.engine.connect() as conn:
             rows = conn.execute(stmt.limit(limit).offset(offset)).all()
         return [_study(r) for r in rows]
@@ -223,3 +396,168 @@ class Store(Database):
             ).all()
         return [ReleaseRecord(r.center, r.kind, r.request, r.response, r.received_at)
                 for r in rows]
+
+    # -- analysts -----------------------------------------------------------------------------
+
+    def add_analyst(self, analyst_id: str, name: str, role: str, token_hash: str) -> AnalystRecord:
+        stamp = now()
+        with self.engine.begin() as conn:
+            conn.execute(insert(analysts).values(id=analyst_id, name=name, role=role,
+                                                 token_hash=token_hash, created_at=stamp,
+                                                 revoked_at=None))
+        return AnalystRecord(analyst_id, name, role, token_hash, stamp, None)
+
+    def get_analyst(self, analyst_id: str) -> AnalystRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(analysts).where(analysts.c.id == analyst_id)).first()
+        return _analyst(row) if row is not None else None
+
+    def list_analysts(self) -> list[AnalystRecord]:
+        """Oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(analysts).order_by(analysts.c.created_at,
+                                                          analysts.c.id)).all()
+        return [_analyst(r) for r in rows]
+
+    def revoke_analyst(self, analyst_id: str) -> AnalystRecord | None:
+        """Revoke the account (its first revocation time is kept); None if there is none."""
+        with self.engine.begin() as conn:
+            conn.execute(update(analysts)
+                         .where(analysts.c.id == analyst_id, analysts.c.revoked_at.is_(None))
+                         .values(revoked_at=now()))
+        return self.get_analyst(analyst_id)
+
+    # -- shares -------------------------------------------------------------------------------
+
+    def share(self, study_id: str, analyst_id: str, *, shared_by: str | None) -> ShareRecord:
+        """Let ``analyst_id`` read the study; sharing twice keeps the first record."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(shares).values(study_id=study_id, analyst_id=analyst_id,
+                                                   shared_by=shared_by, created_at=now()))
+        except IntegrityError:
+            pass  # already shared
+        found = [s for s in self.shares_of(study_id) if s.analyst_id == analyst_id]
+        return found[0]
+
+    def unshare(self, study_id: str, analyst_id: str) -> bool:
+        """Withdraw a share; False if there was none."""
+        with self.engine.begin() as conn:
+            done = conn.execute(delete(shares).where(shares.c.study_id == study_id,
+                                                     shares.c.analyst_id == analyst_id))
+        return done.rowcount == 1
+
+    def shares_of(self, study_id: str) -> list[ShareRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(shares).where(shares.c.study_id == study_id)
+                                .order_by(shares.c.created_at, shares.c.analyst_id)).all()
+        return [ShareRecord(r.study_id, r.analyst_id, r.shared_by, r.created_at) for r in rows]
+
+    def is_shared(self, study_id: str, analyst_id: str) -> bool:
+        with self.engine.connect() as conn:
+            found = conn.execute(select(shares.c.study_id).where(
+                shares.c.study_id == study_id, shares.c.analyst_id == analyst_id)).first()
+        return found is not None
+
+    # -- quotas -------------------------------------------------------------------------------
+
+    def set_quota(self, analyst_id: str, center: str, dataset: str,
+                  epsilon: float | None) -> QuotaRecord:
+        """Set (or with None remove) the analyst's quota at (center, dataset); what was spent
+        there stays counted."""
+        key = (quotas.c.analyst_id == analyst_id, quotas.c.center == center,
+               quotas.c.dataset == dataset)
+        with self.engine.begin() as conn:
+            conn.execute(delete(quotas).where(*key))
+            if epsilon is not None:
+                conn.execute(insert(quotas).values(analyst_id=analyst_id, center=center,
+                                                   dataset=dataset, epsilon=epsilon,
+                                                   set_at=now()))
+        return self.quota(analyst_id, center, dataset)
+
+    def quota(self, analyst_id: str, center: str, dataset: str) -> QuotaRecord:
+        """The quota (None: unlimited) and what the analyst spent at (center, dataset)."""
+        with self.engine.connect() as conn:
+            limit = conn.execute(select(quotas.c.epsilon).where(
+                quotas.c.analyst_id == analyst_id, quotas.c.center == center,
+                quotas.c.dataset == dataset)).scalar_one_or_none()
+            used = conn.execute(select(spent.c.epsilon).where(
+                spent.c.analyst_id == analyst_id, spent.c.center == center,
+                spent.c.dataset == dataset)).scalar_one_or_none()
+        return QuotaRecord(analyst_id, center, dataset, limit, float(used or 0.0))
+
+    def quotas_of(self, analyst_id: str | None = None) -> list[QuotaRecord]:
+        """Every (analyst, center, dataset) with a quota or a spending, by analyst, center and
+        dataset; one analyst's with ``analyst_id``."""
+        with self.engine.connect() as conn:
+            limits = {(r.analyst_id, r.center, r.dataset): float(r.epsilon)
+                      for r in conn.execute(select(quotas)).all()}
+            used = {(r.analyst_id, r.center, r.dataset): float(r.epsilon)
+                    for r in conn.execute(select(spent)).all()}
+        keys = sorted(set(limits) | set(used))
+        return [QuotaRecord(a, c, d, limits.get((a, c, d)), used.get((a, c, d), 0.0))
+                for a, c, d in keys if analyst_id is None or a == analyst_id]
+
+    def reserve(self, analyst_id: str, center: str, dataset: str,
+                epsilon: float) -> QuotaRecord | None:
+        """Count ``epsilon`` as spent by the analyst at (center, dataset) if it fits the quota
+        (or there is none): None. Otherwise nothing is counted and the quota that refuses it is
+        returned.
+
+        One conditional UPDATE, so two studies (or two coordinator processes) cannot both take
+        the last of a quota."""
+        key = and_(spent.c.analyst_id == analyst_id, spent.c.center == center,
+                   spent.c.dataset == dataset)
+        limit = select(quotas.c.epsilon).where(
+            quotas.c.analyst_id == analyst_id, quotas.c.center == center,
+            quotas.c.dataset == dataset).scalar_subquery()
+        dialect = sqlite if self.is_sqlite else postgresql
+        with self.engine.begin() as conn:
+            conn.execute(dialect.insert(spent).values(
+                analyst_id=analyst_id, center=center, dataset=dataset, epsilon=0.0,
+            ).on_conflict_do_nothing())
+            done = conn.execute(
+                update(spent)
+                .where(key, or_(limit.is_(None),
+                                spent.c.epsilon + epsilon <= limit + EPSILON_TOLERANCE))
+                .values(epsilon=spent.c.epsilon + epsilon)
+            )
+        if done.rowcount == 1:
+            return None
+        return self.quota(analyst_id, center, dataset)
+
+    def refund(self, analyst_id: str, center: str, dataset: str, epsilon: float) -> None:
+        """Give back a reservation the center did not spend (never below zero)."""
+        left = spent.c.epsilon - epsilon
+        with self.engine.begin() as conn:
+            conn.execute(update(spent).where(
+                spent.c.analyst_id == analyst_id, spent.c.center == center,
+                spent.c.dataset == dataset,
+            ).values(epsilon=case((left < 0, 0.0), else_=left)))
+
+    # -- audit --------------------------------------------------------------------------------
+
+    def record_audit(
+        self, action: str, *, analyst_id: str | None = None, token_id: str | None = None,
+        target: str | None = None, request_id: str | None = None, detail: str | None = None,
+    ) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(audit).values(
+                at=now(), analyst_id=analyst_id, token_id=token_id, action=action,
+                target=target, request_id=request_id, detail=detail,
+            ))
+
+    def audit_entries(
+        self, *, limit: int = 100, offset: int = 0, analyst_id: str | None = None,
+        action: str | None = None,
+    ) -> list[AuditRecord]:
+        """Newest first, filtered by analyst and action when given."""
+        stmt = select(audit).order_by(audit.c.id.desc())
+        if analyst_id is not None:
+            stmt = stmt.where(audit.c.analyst_id == analyst_id)
+        if action is not None:
+            stmt = stmt.where(audit.c.action == action)
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt.limit(limit).offset(offset)).all()
+        return [AuditRecord(r.id, r.at, r.analyst_id, r.token_id, r.action, r.target,
+                            r.request_id, r.detail) for r in rows]

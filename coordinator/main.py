@@ -25,8 +25,10 @@ def create_app(
     (``FEDSTATS_COORDINATOR_CONFIG``).
 
     The store is opened here (studies a dead process left running become ``failed_resumable``),
-    so a bad store URL fails at start-up. ``centers`` / ``transports`` are the test seams of
-    :meth:`Services.build`. ``/docs`` and ``/openapi.json`` are served only in dev mode.
+    so a bad store URL fails at start-up. Callers are analysts: accounts of the store or the
+    configured ``analyst_tokens`` (``coordinator.accounts``). ``centers`` / ``transports`` are the
+    test seams of :meth:`Services.build`. ``/docs`` and ``/openapi.json`` are served only in dev
+    mode.
     """
     built = services if services is not None else Services.build(
         settings if settings is not None else load_settings(),
@@ -34,4 +36,5 @@ def create_app(
         transports=transports,
     )
     return create_service_app(built.settings, api_router, title="fedstats coordinator",
-                              services=built, close=built.aclose)
+                              services=built, close=built.aclose,
+                              authenticate=built.accounts.authenticate)

@@ -5,10 +5,13 @@ written in, the result a study stores, and the bodies the routes answer with.
   ``DPBoxplotAnalysis``, ``QuantilesAnalysis``, ``DPQuantilesAnalysis``; how a study runs is
   :mod:`coordinator.study`) and its vocabulary (:data:`MWUTest`, :data:`Estimator`);
 * the result: :class:`StudyResult`, one entry per analysis (built from the protocols' outputs
-  by :mod:`coordinator.results`);
+  by :mod:`coordinator.results`): its result, or :class:`FailedAnalysis` (why it gave none),
+  and each center's part in the study (:class:`StudyCenter`);
 * the answers: :class:`StudyView` (status, spec, result, error and provenance of a study),
   :class:`StudySummary`, :class:`StudyCreated`, :class:`CenterStatus`, :class:`Health`, and the
-  statuses a study goes through (:data:`StudyStatus`, :mod:`coordinator.db`).
+  statuses a study goes through (:data:`StudyStatus`, :mod:`coordinator.db`);
+* accounts: :class:`Share`, :class:`AnalystView`, :class:`Quota`, :class:`AuditEntry` and the
+  bodies that make them (docs/coordinator.md, "Analyst accounts").
 
 A leaf: it imports no other coordinator module, only pydantic and the core's field types, so
 the protocols and the store take their names from here and ``fedstats study run`` validates a
@@ -19,7 +22,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from shared.fields import (
     DP_MAX_EVALUATIONS,
@@ -47,8 +58,13 @@ ESTIMATOR_NAMES: tuple[Estimator, ...] = (
 TABLE_ESTIMATORS: tuple[Estimator, ...] = (
     "yj_table", "interpolation", "extrapolation", "yj_shaped"
 )
-StudyStatus = Literal["pending", "running", "succeeded", "failed", "failed_resumable"]
+# partially_failed: some analyses gave their result, some failed (docs/coordinator.md, "Statuses
+# and partial results").
+StudyStatus = Literal[
+    "pending", "running", "succeeded", "partially_failed", "failed", "failed_resumable"
+]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
+AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles"]
 
 # -- the spec ------------------------------------------------------------------------------------
 
@@ -234,6 +250,7 @@ class ExcludedCenter(_Result):
 
 class TableResult(_Result):
     kind: Literal["table"] = "table"
+    status: Literal["succeeded"] = "succeeded"
     k: int
     limits: list[float]
     counts: list[list[float]]
@@ -279,6 +296,7 @@ class Effect(_Result):
 
 class MWUResult(_Result):
     kind: Literal["mwu"] = "mwu"
+    status: Literal["succeeded"] = "succeeded"
     alternative: str
     tests: dict[str, TestResult]
     effects: list[Effect] = Field(
@@ -315,6 +333,7 @@ class PooledBoxResult(Box):
 
 class DPBoxplotResult(_Result):
     kind: Literal["dp_boxplot"] = "dp_boxplot"
+    status: Literal["succeeded"] = "succeeded"
     group: str | None
     per_center: dict[str, Box]
     pooled: PooledBoxResult | None
@@ -329,15 +348,19 @@ class EstimateResult(_Result):
 
 class QuantilesResult(_Result):
     kind: Literal["quantiles"] = "quantiles"
+    status: Literal["succeeded"] = "succeeded"
     levels: list[float]
     estimates: dict[str, dict[str, EstimateResult]] = Field(
         description="estimator -> group ('all' without groups) -> quantiles or the reason"
     )
     table_totals: list[float] = Field(description="records per group in the federated table")
+    excluded: list[ExcludedCenter] = Field(
+        default_factory=list, description="the centers the federated table was built without")
 
 
 class DPQuantilesResult(_Result):
     kind: Literal["dp_quantiles"] = "dp_quantiles"
+    status: Literal["succeeded"] = "succeeded"
     group: str | None
     algorithm: str
     levels: list[float]
@@ -357,11 +380,69 @@ AnalysisResult = Annotated[
     Field(discriminator="kind"),
 ]
 
+class StudyError(BaseModel):
+    """Why a study failed: the coordinator's error body (``center``/``kind`` for a center)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    detail: str
+
+
+class FailedAnalysis(_Result):
+    """An analysis that gave no result, and why: the error body (``center`` and ``kind`` when
+    a center failed it). The study's other analyses keep their results."""
+
+    kind: AnalysisKind
+    status: Literal["failed"] = "failed"
+    error: StudyError
+
+
+def _outcome_tag(value: Any) -> str:
+    """A failed analysis by its status, a result by its kind (results stored before analyses
+    had a status have none: they succeeded)."""
+    if isinstance(value, dict):
+        status, kind = value.get("status", "succeeded"), value.get("kind")
+    else:
+        status, kind = getattr(value, "status", "succeeded"), getattr(value, "kind", None)
+    return "failed" if status == "failed" else str(kind)
+
+
+AnalysisOutcome = Annotated[
+    Annotated[TableResult, Tag("table")]
+    | Annotated[MWUResult, Tag("mwu")]
+    | Annotated[DPBoxplotResult, Tag("dp_boxplot")]
+    | Annotated[QuantilesResult, Tag("quantiles")]
+    | Annotated[DPQuantilesResult, Tag("dp_quantiles")]
+    | Annotated[FailedAnalysis, Tag("failed")],
+    Discriminator(_outcome_tag),
+]
+
+
+class StudyCenter(_Result):
+    """One center the study asked: ``included`` when its releases are in the result of at
+    least one analysis, else ``excluded``; per analysis, where it was used or left out."""
+
+    center: str
+    status: Literal["included", "excluded"]
+    used_in: list[int] = Field(
+        description="the analyses (index in the spec) whose result holds its releases")
+    left_out_of: list[int] = Field(
+        description="the analyses that gave a result without it (allow_partial)")
+    reason: ExcludedCenter | None = Field(
+        description="why it was left out (the first analysis it was left out of); none when "
+                    "every result holds it")
+
 
 class StudyResult(_Result):
-    analyses: list[AnalysisResult]
+    analyses: list[AnalysisOutcome] = Field(
+        description="one entry per analysis of the spec, in its order: the analysis's result "
+                    "(status succeeded) or why it gave none (status failed)")
     centers: list[str] = Field(description="the centers the study asked")
     excluded: list[ExcludedCenter] = Field(description="left out at the survey (sizes) step")
+    center_status: list[StudyCenter] = Field(
+        default_factory=list,
+        description="each center asked: included or excluded, per analysis, and why")
 
 
 # -- the answers ---------------------------------------------------------------------------------
@@ -399,28 +480,29 @@ class StudySummary(BaseModel):
     status: StudyStatus
     dataset: str
     variable: str
-    created_by: str | None = Field(description="fingerprint of the analyst's token")
+    created_by: str | None = Field(description="the id of the analyst who owns the study")
     created_at: str
     updated_at: str
 
 
-class StudyError(BaseModel):
-    """Why a study failed: the coordinator's error body (``center``/``kind`` for a center)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    error: str
-    detail: str
-
-
 class Provenance(BaseModel):
-    """One answer a center gave the study, as received (after validation)."""
+    """One answer a center gave the study. An admin gets the answer as received (after
+    validation); an analyst what it needs to trust the result, without the raw numbers
+    (``coordinator.provenance``)."""
 
     center: str
-    call: str = Field(description="info, table, refine or mwu")
+    call: str = Field(description="info or the release kind (table, refine, mwu, dp_...)")
     dataset: str | None
-    request: dict[str, object] | None = Field(description="the body sent (none for info)")
-    response: dict[str, object]
+    request: dict[str, object] | None = Field(
+        description="the body sent (none for info); for an analyst its public parameters")
+    epsilon: float | None = Field(
+        default=None, description="ε the center spent on it (0 for a K-anonymous release)")
+    mechanism: str | None = Field(
+        default=None, description="how the answer was noised (laplace, gaussian, the DP "
+                                  "algorithm), where it was")
+    noise_scale: float | None = Field(default=None, description="the noise's scale, if stated")
+    response: dict[str, object] | None = Field(
+        default=None, description="the answer as received: admins only")
     received_at: str
 
 
@@ -437,6 +519,74 @@ class StudyView(BaseModel):
                     "request asked ?provenance=false (cheap polling)"
     )
     releases_received: int = Field(description="how many answers the centers gave so far")
-    created_by: str | None = Field(description="fingerprint of the analyst's token")
+    created_by: str | None = Field(description="the id of the analyst who owns the study")
     created_at: str
     updated_at: str
+
+
+# -- accounts ------------------------------------------------------------------------------------
+
+AnalystRole = Literal["analyst", "admin"]
+AnalystId = Annotated[str, Field(min_length=1, max_length=64,
+                                 pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
+
+
+class ShareRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    analyst_id: AnalystId
+
+
+class Share(BaseModel):
+    """An analyst who may read (and resume) a study besides its owner."""
+
+    study_id: str
+    analyst_id: str
+    shared_by: str | None
+    created_at: str
+
+
+class NewAnalyst(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    role: AnalystRole = "analyst"
+
+
+class AnalystView(BaseModel):
+    id: str
+    name: str
+    role: str
+    created_at: str
+    revoked_at: str | None
+
+
+class AnalystCreated(AnalystView):
+    token: str = Field(description="the account's bearer token: shown this once, kept hashed")
+
+
+class QuotaRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    epsilon: float | None = Field(ge=0, le=1e6, allow_inf_nan=False,
+                                  description="the most ε; null removes the quota")
+
+
+class Quota(BaseModel):
+    analyst_id: str
+    center: str
+    dataset: str
+    epsilon: float | None = Field(description="the quota; none: unlimited")
+    spent: float = Field(description="ε the analyst's studies spent there")
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: str
+    analyst_id: str | None = Field(description="none: the operator at the command line, or a "
+                                               "refused token")
+    token_id: str | None = Field(description="fingerprint of the token used")
+    action: str
+    target: str | None
+    request_id: str | None
+    detail: str | None

@@ -5,6 +5,10 @@ and its request body, :func:`release_key`); the same call in the same study is a
 store, so a study that runs again after a restart never asks a center twice for what it already
 received, and its provenance lists exactly what each center released. A release's call is its
 kind's name (``shared.kinds``). Health and budget are not part of a study and pass through.
+
+With the study owner's ``analyst_id``, a release that spends ε is first counted against the
+analyst's quota at that center and dataset (``coordinator.quotas``): over the quota, the study
+fails with ``quota_exceeded`` and the center is not asked. A recorded answer costs nothing again.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from coordinator import audit, quotas
+from coordinator.core.errors import QuotaExceeded
 from coordinator.db import Store
 from coordinator.ports import CenterPort
 from shared.kinds import Kind, Rel, Req
@@ -37,12 +43,15 @@ def release_key(call: str, dataset: str, request: BaseModel | None) -> tuple[str
 
 
 class RecordedCenter:
-    """Wraps ``port`` for one study of ``store``."""
+    """Wraps ``port`` for one study of ``store``, owned by ``analyst_id`` (whose quota its
+    releases spend; None: no quota applies)."""
 
-    def __init__(self, port: CenterPort, store: Store, study_id: str) -> None:
+    def __init__(self, port: CenterPort, store: Store, study_id: str,
+                 analyst_id: str | None = None) -> None:
         self.port = port
         self.store = store
         self.study_id = study_id
+        self.analyst_id = analyst_id
 
     @property
     def center_id(self) -> str:
@@ -74,7 +83,27 @@ class RecordedCenter:
                                         self.center_id, key)
         if found is not None:
             return model.model_validate_json(found)
-        answer = await ask()
+        epsilon = quotas.request_epsilon(request)
+        charged = self.analyst_id is not None and epsilon > 0
+        if charged:
+            await asyncio.to_thread(self._reserve, dataset, epsilon)
+        try:
+            answer = await ask()
+        except Exception as failure:
+            if charged and quotas.refund_after(failure):
+                assert self.analyst_id is not None
+                await asyncio.to_thread(self.store.refund, self.analyst_id, self.center_id,
+                                        dataset, epsilon)
+            raise
         await asyncio.to_thread(self.store.record_release, self.study_id, self.center_id, call,
                                 key, described, answer.model_dump_json())
         return answer
+
+    def _reserve(self, dataset: str, epsilon: float) -> None:
+        assert self.analyst_id is not None
+        try:
+            quotas.reserve(self.store, self.analyst_id, self.center_id, dataset, epsilon)
+        except QuotaExceeded as refused:
+            audit.record(self.store, "quota.refused", analyst_id=self.analyst_id,
+                         target=self.study_id, detail=refused.detail)
+            raise

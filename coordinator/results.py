@@ -1,5 +1,7 @@
 """A study's result from the protocols' outputs: one function per analysis kind, building the
-models of :mod:`coordinator.models` (what the study stores and ``GET /v1/studies/{id}`` shows).
+models of :mod:`coordinator.models` (what the study stores and ``GET /v1/studies/{id}`` shows),
+an analysis that failed (:func:`failed_analysis`) and each center's part in the study
+(:func:`center_status`: included or excluded, per analysis, and why).
 
 The released numbers are copied as the protocols checked them; the only arithmetic here is the
 effect size of the Mann-Whitney tests (``shared.effects.probabilistic_index``).
@@ -9,17 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coordinator.core.errors import CenterFailure
+from coordinator.core.errors import CenterFailure, ServiceError
 from coordinator.models import (
+    AnalysisKind,
+    AnalysisOutcome,
     Box,
     DPBoxplotResult,
     DPQuantilesResult,
     Effect,
     EstimateResult,
     ExcludedCenter,
+    FailedAnalysis,
     MWUResult,
     PooledBoxResult,
     QuantilesResult,
+    StudyCenter,
+    StudyError,
     TableResult,
     TestPart,
     TestResult,
@@ -31,7 +38,6 @@ from coordinator.protocols import (
     FederatedTable,
 )
 from coordinator.protocols.quantiles import Estimate
-from shared.binning import BinTable
 from shared.dp.boxplot import BoxplotResult
 from shared.effects import ProbabilisticIndex, probabilistic_index
 from shared.mwu import FederatedMWUResult
@@ -116,8 +122,10 @@ def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResu
 
 
 def quantiles_result(
-    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: BinTable
+    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: FederatedTable
 ) -> QuantilesResult:
+    """The quantiles read from ``table`` (and the centers' YJ moment sums, which every center
+    usable for the table gave: a failing one fails the analysis)."""
     return QuantilesResult(
         levels=levels,
         estimates={
@@ -127,7 +135,8 @@ def quantiles_result(
             ) for g, e in by_group.items()}
             for name, by_group in estimates.items()
         },
-        table_totals=table.totals.tolist(),
+        table_totals=table.table.totals.tolist(),
+        excluded=[excluded_center(f) for f in table.excluded],
     )
 
 
@@ -143,3 +152,40 @@ def dp_quantiles_result(fed: CenterDPQuantiles, group: str | None) -> DPQuantile
         n={c: r.n_public for c, r in fed.per_center.items()},
         excluded=[excluded_center(f) for f in fed.excluded],
     )
+
+
+def failed_analysis(kind: AnalysisKind, error: ServiceError) -> FailedAnalysis:
+    """An analysis that gave no result: its error body (naming the center and its ``kind``
+    when a center failed it), as a failed study's ``error`` is."""
+    return FailedAnalysis(kind=kind, error=StudyError.model_validate(error.body()))
+
+
+def center_status(
+    centers: Sequence[str],
+    analyses: Sequence[AnalysisOutcome],
+    surveyed_out: Sequence[ExcludedCenter] = (),
+) -> list[StudyCenter]:
+    """Each center asked: where its releases were used and where it was left out.
+
+    A center is ``included`` when the result of at least one analysis holds it, ``excluded``
+    otherwise; ``reason`` is why it was left out: at the survey (``surveyed_out``: then it is
+    left out of every analysis) or else in the first analysis that went on without it. A
+    failed analysis uses nobody: its error names the center that failed it.
+    """
+    out = []
+    for center in centers:
+        used: list[int] = []
+        left_out: list[int] = []
+        reason = next((e for e in surveyed_out if e.center == center), None)
+        for index, analysis in enumerate(analyses):
+            if isinstance(analysis, FailedAnalysis):
+                continue
+            found = next((e for e in analysis.excluded if e.center == center), None)
+            if found is None:
+                used.append(index)
+            else:
+                left_out.append(index)
+                reason = reason or found
+        out.append(StudyCenter(center=center, status="included" if used else "excluded",
+                               used_in=used, left_out_of=left_out, reason=reason))
+    return out

@@ -2,18 +2,25 @@
 
 Lifecycle (statuses of :mod:`coordinator.db`)::
 
-    pending ──start──▶ running ──▶ succeeded
+    pending ──start──▶ running ──▶ succeeded         (every analysis gave its result)
                            │
-                           ├──▶ failed            (a CenterFailure, TooFewCenters, a bad spec:
-                           │                       the error names the center and the kind)
+                           ├──▶ partially_failed  (some did, some failed: each failed one
+                           │                       holds its error, the others their results)
+                           ├──▶ failed            (none did: a CenterFailure, TooFewCenters, a
+                           │                       bad spec; the error names the center and kind)
                            └──▶ failed_resumable  (the coordinator stopped mid-study)
-    failed_resumable ──resume──▶ running ...
+    failed_resumable | partially_failed | failed (unreachable, timeout) ──resume──▶ pending ...
+
+A resumed study keeps the analyses that succeeded and runs the others again; a ``failed`` one is
+resumable only when a center could not be reached in time (``unreachable``, ``timeout``): any
+other failure would come back the same (a refusal, an implausible answer, a bad spec).
 
 Restart policy: a coordinator does **not** resume studies by itself. At start-up every study
 still ``pending`` or ``running`` (its process died) is marked ``failed_resumable``; an analyst
 resumes it with ``POST /v1/studies/{id}/resume``. The rerun goes through
 :class:`coordinator.recording.RecordedCenter`, so every release the study already received is
-taken from the store, not asked again; only the missing ones are requested.
+taken from the store, not asked again; only the missing ones are requested, so a resumed study
+never pays twice.
 """
 
 from __future__ import annotations
@@ -24,10 +31,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from pydantic import ValidationError
-
 from coordinator.core.errors import (
-    AnalysisFailed,
     Busy,
     Conflict,
     InvalidStudy,
@@ -35,15 +39,52 @@ from coordinator.core.errors import (
     StudyNotFound,
 )
 from coordinator.db import Store, StudyRecord
-from coordinator.models import StudySpec
+from coordinator.models import FailedAnalysis, StudyResult, StudySpec, StudyStatus
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
 from coordinator.study import run_study
-from fedstats_service.errors import describe_errors
+from fedstats_service.context import CallContext, current, set_current
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = ServiceError("the study failed unexpectedly").body()
+# A center that could not be reached in time may answer when asked again.
+TRANSIENT_KINDS = frozenset({"unreachable", "timeout"})
+
+
+def resumable(record: StudyRecord) -> bool:
+    """Whether ``record`` may run again: interrupted, partially failed, or failed only because
+    centers could not be reached in time."""
+    if record.status in ("failed_resumable", "partially_failed"):
+        return True
+    if record.status != "failed" or record.error is None:
+        return False
+    error = json.loads(record.error)
+    if error.get("error") == "center_failure":
+        return error.get("kind") in TRANSIENT_KINDS
+    if error.get("error") == "too_few_centers":
+        failures = error.get("failures") or []
+        return bool(failures) and all(f.get("kind") in TRANSIENT_KINDS for f in failures)
+    return False
+
+
+def outcome(result: StudyResult) -> tuple[StudyStatus, str | None, str | None]:
+    """The status a study ends with, the result to store and the error: succeeded when every
+    analysis did, partially_failed when some did (the error is the first failed one's), failed
+    when none did (the first failed one's error, no result: as before analyses had a status)."""
+    failed = [a for a in result.analyses if isinstance(a, FailedAnalysis)]
+    if not failed:
+        return "succeeded", result.model_dump_json(), None
+    error = failed[0].error.model_dump_json()
+    if len(failed) < len(result.analyses):
+        return "partially_failed", result.model_dump_json(), error
+    return "failed", None, error
+
+
+def failures(result: StudyResult) -> str:
+    """The failed analyses and why, for the log."""
+    return "; ".join(f"analysis {i} ({a.kind}): {a.error.detail}"
+                     for i, a in enumerate(result.analyses) if isinstance(a, FailedAnalysis))
 
 
 class StudyRunner:
@@ -82,8 +123,10 @@ class StudyRunner:
         if len(self._tasks) >= self.max_running:
             raise Busy(len(self._tasks))
 
-    async def submit(self, spec: StudySpec, *, created_by: str | None = None) -> StudyRecord:
-        """Record the study and start it; returns at once (status ``pending``).
+    async def submit(self, spec: StudySpec, *, created_by: str | None = None,
+                     analyst_id: str | None = None) -> StudyRecord:
+        """Record the study, owned by ``analyst_id``, and start it; returns at once (status
+        ``pending``).
 
         Refused (503 ``busy``) while ``max_running`` studies run."""
         self.check(spec)
@@ -91,30 +134,37 @@ class StudyRunner:
         study_id = uuid.uuid4().hex
         record = await asyncio.to_thread(
             lambda: self.store.create_study(study_id, spec.model_dump_json(),
-                                            created_by=created_by)
+                                            created_by=created_by, analyst_id=analyst_id)
         )
         self._start(study_id, spec)
         return record
 
     async def resume(self, study_id: str) -> StudyRecord:
-        """Run a ``failed_resumable`` study again from its recorded releases."""
+        """Run a study that did not succeed again from its recorded releases (see
+        :func:`resumable`); the analyses it has results of keep them, the others run."""
         record = await asyncio.to_thread(self.store.get_study, study_id)
         if record is None:
             raise StudyNotFound(study_id)
         self._room()
-        moved = await asyncio.to_thread(
-            self.store.set_status, study_id, "pending", only_from=("failed_resumable",)
+        # Moved only from the status read (and so with the result read): two resumes of one
+        # study cannot both start it. The result is kept while it runs again.
+        moved = resumable(record) and await asyncio.to_thread(
+            self.store.set_status, study_id, "pending", result=record.result,
+            only_from=(record.status,),
         )
         if not moved:
-            raise Conflict(f"study {study_id!r} is {record.status}; only a failed_resumable "
-                           "study can be resumed")
-        self._start(study_id, StudySpec.model_validate_json(record.spec))
+            raise Conflict(f"study {study_id!r} is {record.status}; only a failed_resumable or "
+                           "partially_failed study, or one that failed because a center was "
+                           "unreachable or timed out, can be resumed")
+        log.info("study %s pending: resumed (was %s)", study_id, record.status)
+        previous = StudyResult.model_validate_json(record.result) if record.result else None
+        self._start(study_id, StudySpec.model_validate_json(record.spec), previous)
         updated = await asyncio.to_thread(self.store.get_study, study_id)
         assert updated is not None
         return updated
 
-    def _start(self, study_id: str, spec: StudySpec) -> None:
-        task = asyncio.create_task(self._run(study_id, spec), name=f"study-{study_id}")
+    def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None) -> None:
+        task = asyncio.create_task(self._run(study_id, spec, previous), name=f"study-{study_id}")
         self._tasks[study_id] = task
         task.add_done_callback(self._finished)
 
@@ -127,33 +177,41 @@ class StudyRunner:
             # the study stays pending/running and becomes failed_resumable at the next start.
             log.error("study %s could not be recorded", study_id, exc_info=task.exception())
 
-    async def _run(self, study_id: str, spec: StudySpec) -> None:
+    async def _run(self, study_id: str, spec: StudySpec,
+                   previous: StudyResult | None = None) -> None:
         store = self.store
-        await asyncio.to_thread(store.set_status, study_id, "running")
+        # The owner goes with every center call (the client's headers) and pays its quota.
+        record = await asyncio.to_thread(store.get_study, study_id)
+        owner = record.analyst_id if record is not None else None
+        set_current(CallContext(request_id=current().request_id, study_id=study_id,
+                                analyst_id=owner))
+        # A resumed study shows the results it keeps while it runs (and keeps them if the
+        # coordinator stops again).
+        kept = previous.model_dump_json() if previous is not None else None
+        await asyncio.to_thread(store.set_status, study_id, "running", result=kept)
+        log.info("study %s running", study_id)
         selected = spec.centers or list(self.centers)
-        ports = [RecordedCenter(self.centers[c], store, study_id) for c in selected]
+        ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner)
+                 for c in selected]
         try:
-            result = await run_study(spec, ports, min_centers=self.min_centers)
-        except (ServiceError, ValidationError) as exc:
-            if isinstance(exc, ValidationError):
-                # The spec allowed a request the wire models refuse: a gap between the two,
-                # reported as the analysis failing (and logged to be fixed), never a trace.
-                log.warning("study %s: a request failed validation: %s", study_id, exc)
-                problems = describe_errors(exc.errors(include_url=False, include_input=False))
-                exc = AnalysisFailed(f"a request to the centers would be invalid: {problems}")
-            log.info("study %s failed: %s", study_id, exc.detail)
-            await asyncio.to_thread(store.set_status, study_id, "failed",
-                                    error=json.dumps(exc.body()))
+            result = await run_study(spec, ports, min_centers=self.min_centers,
+                                     previous=previous)
         except asyncio.CancelledError:
             # Shutting down: leave the study resumable (mark_interrupted does it in close()).
             raise
         except Exception:
             log.exception("study %s raised", study_id)
+            log.info("study %s failed: %s", study_id, INTERNAL_ERROR["detail"])
             await asyncio.to_thread(store.set_status, study_id, "failed",
                                     error=json.dumps(INTERNAL_ERROR))
         else:
-            await asyncio.to_thread(store.set_status, study_id, "succeeded",
-                                    result=result.model_dump_json())
+            status, stored, error = outcome(result)
+            if status == "succeeded":
+                log.info("study %s succeeded", study_id)
+            else:
+                log.info("study %s %s: %s", study_id, status, failures(result))
+            await asyncio.to_thread(store.set_status, study_id, status, result=stored,
+                                    error=error)
 
     async def wait(self, study_id: str) -> None:
         """Until the study's task (if any) is done; for tests and graceful shutdown."""
@@ -163,6 +221,8 @@ class StudyRunner:
 
     async def close(self) -> None:
         """Cancel running studies; they are left ``failed_resumable``."""
+        for study_id in self._tasks:
+            log.info("study %s failed_resumable: the coordinator is stopping", study_id)
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

@@ -1,4 +1,5 @@
-"""What one running coordinator holds: settings, store, center ports and the study runner."""
+"""What one running coordinator holds: settings, store, accounts, center ports and the study
+runner."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from coordinator.accounts import Accounts
 from coordinator.client import HttpCenter, build_centers
 from coordinator.core.config import Settings
 from coordinator.db import Store
@@ -25,6 +27,7 @@ class Services:
     centers: dict[str, CenterPort]
     runner: StudyRunner
     registry: Registry
+    accounts: Accounts
 
     @classmethod
     def build(
@@ -34,7 +37,8 @@ class Services:
         centers: Mapping[str, CenterPort] | None = None,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     ) -> Services:
-        """Open the store, mark interrupted studies resumable, and make one port per center.
+        """Open the store, mark interrupted studies resumable, load the accounts (warning
+        about configured tokens, or about there being no way in), and make one port per center.
 
         ``centers`` replaces the HTTP ports (in-process centers); ``transports`` keeps them but
         routes a center's requests through a given transport (``httpx.ASGITransport`` or
@@ -51,7 +55,9 @@ class Services:
         runner = StudyRunner(store, ports, min_centers=settings.min_centers,
                              max_running=settings.max_running_studies)
         urls = {cid: c.base_url for cid, c in settings.centers.items()}
-        return cls(settings, store, ports, runner, Registry(ports, urls))
+        accounts = Accounts(store, settings.analyst_tokens)
+        warn_about_access(accounts)
+        return cls(settings, store, ports, runner, Registry(ports, urls), accounts)
 
     async def aclose(self) -> None:
         """Stop the studies (left resumable), close the HTTP clients and the store."""
@@ -60,3 +66,19 @@ class Services:
             if isinstance(port, HttpCenter):
                 await port.aclose()
         self.store.close()
+
+
+ADD_ACCOUNT = ("fedstats coordinator analyst add --config <this file> --name NAME "
+               "[--role admin]")
+
+
+def warn_about_access(accounts: Accounts) -> None:
+    """The start-up warnings of the migration to accounts (docs/coordinator.md)."""
+    configured = len(accounts.config_tokens)
+    if configured:
+        log.warning("%d analyst token(s) configured in analyst_tokens: each works as its own "
+                    "analyst (config-<fingerprint>); accounts are recommended instead (hashed "
+                    "tokens, revocable at once, roles, quotas): %s", configured, ADD_ACCOUNT)
+    elif accounts.count_active() == 0:
+        log.warning("no analyst can call this coordinator: no analyst_tokens and no active "
+                    "account; add one with: %s", ADD_ACCOUNT)

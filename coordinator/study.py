@@ -20,19 +20,30 @@ The ε is per DP analysis, not per study (each center spends it once per box or 
 :func:`run_study` surveys the centers once (sizes, declared names), then runs the analyses
 concurrently; its result is a list with one entry per analysis, in the spec's order. A study
 builds one federated table: the table, quantiles and MWU table-test analyses share it.
+
+Each analysis ends on its own: one that fails (a center failing it, too few centers left, numbers
+that admit no answer) is recorded as failed with its error, and the others keep their results
+(docs/coordinator.md, "Statuses and partial results"). The study's status follows from the
+entries (:mod:`coordinator.runner`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
+from coordinator.core.errors import AnalysisFailed, ServiceError
 from coordinator.models import (
     Analysis,
+    AnalysisOutcome,
     AnalysisResult,
     DPBoxplotAnalysis,
     DPQuantilesAnalysis,
+    FailedAnalysis,
     QuantilesAnalysis,
     StudyResult,
     StudySpec,
@@ -50,13 +61,36 @@ from coordinator.protocols.parallel import all_or_first_failure
 from coordinator.protocols.quantiles import table_quantiles, yj_data_estimates
 from coordinator.protocols.table import FederatedTable
 from coordinator.results import (
+    center_status,
     dp_boxplot_result,
     dp_quantiles_result,
     excluded_center,
+    failed_analysis,
     mwu_result,
     quantiles_result,
     table_result,
 )
+from fedstats_service.errors import describe_errors
+
+log = logging.getLogger(__name__)
+
+
+def kept_analyses(spec: StudySpec, previous: StudyResult | None) -> dict[int, AnalysisOutcome]:
+    """The analyses of an earlier run of this study that succeeded, by index (a resumed study
+    keeps them as they are and runs only the others)."""
+    if previous is None or len(previous.analyses) != len(spec.analyses):
+        return {}
+    return {i: a for i, (a, asked) in enumerate(zip(previous.analyses, spec.analyses,
+                                                    strict=True))
+            if not isinstance(a, FailedAnalysis) and a.kind == asked.kind}
+
+
+def as_service_error(exc: ValidationError, index: int) -> ServiceError:
+    """A request the wire models refuse although the spec allowed it: a gap between the two,
+    reported as the analysis failing (and logged to be fixed), never a trace."""
+    log.warning("analysis %d: a request failed validation: %s", index, exc)
+    problems = describe_errors(exc.errors(include_url=False, include_input=False))
+    return AnalysisFailed(f"a request to the centers would be invalid: {problems}")
 
 
 async def run_study(
@@ -64,17 +98,28 @@ async def run_study(
     centers: Sequence[CenterPort],
     *,
     min_centers: int,
+    previous: StudyResult | None = None,
 ) -> StudyResult:
-    """Run every analysis of ``spec`` over ``centers`` (already the selected ones).
+    """Run every analysis of ``spec`` over ``centers`` (already the selected ones); with
+    ``previous`` (an earlier run of this study), only those that did not succeed there.
 
     The analyses run concurrently: the federated table is built center after center, and the
-    other analyses' parallel rounds use the centers meanwhile. The first analysis to fail (in
-    the spec's order, among those that failed) fails the study and cancels the rest.
+    other analyses' parallel rounds use the centers meanwhile. An analysis that fails with a
+    :class:`ServiceError` is recorded as failed and the others go on; the survey failing fails
+    every analysis that runs. Any other exception (a bug) cancels the rest and propagates.
     """
-    survey = await survey_centers(
-        centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups, k=spec.k,
-        min_centers=min_centers, allow_partial=spec.allow_partial
-    )
+    ids = [c.center_id for c in centers]
+    kept = kept_analyses(spec, previous)
+    try:
+        survey = await survey_centers(
+            centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+            k=spec.k, min_centers=min_centers, allow_partial=spec.allow_partial
+        )
+    except ServiceError as exc:
+        failed = [kept.get(i) or failed_analysis(a.kind, exc)
+                  for i, a in enumerate(spec.analyses)]
+        return StudyResult(analyses=failed, centers=ids, excluded=[],
+                           center_status=center_status(ids, failed))
     lower, upper = spec.table_closing
     table_task: asyncio.Future[FederatedTable] | None = None
 
@@ -105,7 +150,7 @@ async def run_study(
                     names=names, levels=analysis.levels, epsilon=analysis.epsilon,
                     bounds=analysis.bounds,
                 )
-            return quantiles_result(estimates, analysis.levels, table.table)
+            return quantiles_result(estimates, analysis.levels, table)
         if isinstance(analysis, DPQuantilesAnalysis):
             quantiles = await center_dp_quantiles(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
@@ -133,15 +178,29 @@ async def run_study(
         )
         return mwu_result(mwu, analysis.alternative)
 
+    async def outcome(index: int, analysis: Analysis) -> AnalysisOutcome:
+        if index in kept:
+            return kept[index]
+        try:
+            return await run(analysis)
+        except ValidationError as exc:
+            return failed_analysis(analysis.kind, as_service_error(exc, index))
+        except ServiceError as exc:
+            return failed_analysis(analysis.kind, exc)
+
     try:
-        results = await all_or_first_failure([run(a) for a in spec.analyses])
+        # Failures are outcomes, so only a bug ends this early (and cancels the rest).
+        analyses = await all_or_first_failure(
+            [outcome(i, a) for i, a in enumerate(spec.analyses)])
     finally:
         if table_task is not None:
             table_task.cancel()  # no-op when it is done
             with contextlib.suppress(BaseException):
-                await table_task  # retrieved: its failure, if any, was raised by its analyses
+                await table_task  # retrieved: its failure, if any, is its analyses' outcome
+    surveyed_out = [excluded_center(f) for f in survey.excluded]
     return StudyResult(
-        analyses=list(results),
-        centers=[c.center_id for c in centers],
-        excluded=[excluded_center(f) for f in survey.excluded],
+        analyses=analyses,
+        centers=ids,
+        excluded=surveyed_out,
+        center_status=center_status(ids, analyses, surveyed_out),
     )

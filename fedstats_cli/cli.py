@@ -3,14 +3,17 @@
     fedstats center serve --config center.toml
     fedstats center keygen|public-key|epoch|audit ...   (a center's operator)
     fedstats coordinator serve --config coordinator.toml
-    fedstats study run study.toml --coordinator http://127.0.0.1:8800 [--out DIR]
+    fedstats coordinator analyst add|list|revoke|quota ... | audit ...   (its operator)
+    fedstats study run study.toml --coordinator https://coordinator:8800 [--ca-bundle FILE]
+    fedstats study resume|status STUDY_ID --coordinator URL [--ca-bundle FILE]
     fedstats demo [--workdir DIR]
     fedstats simulate mwu|boxplot|quantiles ...
     fedstats synth-data --hospital hospital_a --out cohort.csv
-    fedstats health URL
+    fedstats health URL [--ca-bundle FILE]
 
-Exit codes: 0 success; 1 a study that did not succeed, an unhealthy service; 2 bad usage or
-configuration; 130 interrupted.
+Exit codes: 0 success; 1 a study that did not succeed (a partially_failed one included: its
+report shows which analyses failed), an unhealthy service; 2 bad usage or configuration; 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from fedstats_cli.simulate import SCRIPTS
@@ -42,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         serve.add_argument("--config", help=f"TOML settings file (default: ${env})")
         if role == "center":
             center_actions = actions
+        else:
+            add_coordinator_actions(actions, env)
     assert center_actions is not None
     keygen = center_actions.add_parser(
         "keygen", help="write a signing key (signing_key_file) and its public key (FILE.pub)")
@@ -53,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("public-key", "print this center's public key (to give to its peers)"),
                        ("epoch", "show each dataset's epoch and the version check; --roll "
                                  "starts a new epoch"),
-                       ("audit", "print the newest audit records")):
+                       ("audit", "print or export the audit trail (who asked what, when, "
+                                 "on which data; docs/privacy.md)")):
         op = center_actions.add_parser(name, help=text)
         op.add_argument("--config", help="TOML settings file (default: $FEDSTATS_CENTER_CONFIG)")
         if name in ("epoch", "audit"):
@@ -64,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
             op.add_argument("--force", action="store_true",
                             help="with --roll: even when the check finds problems")
         if name == "audit":
-            op.add_argument("--limit", type=int, default=100)
+            add_audit_arguments(op)
 
     study = sub.add_parser("study", help="run analyst study files against a coordinator")
     actions = study.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -74,13 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
         "stderr, writes the study (result and every center release) and an HTML report.",
     )
     run.add_argument("study_file", type=Path, metavar="STUDY.toml")
-    run.add_argument("--coordinator", required=True, metavar="URL",
-                     help="the coordinator's base URL, e.g. http://127.0.0.1:8800")
-    run.add_argument("--token", help=f"analyst bearer token (default: ${TOKEN_ENV}; prefer "
-                     "the variable, a command line is visible to other users)")
-    run.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
-    run.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
-                     help="give up waiting after this long (the study keeps running)")
+    add_coordinator_arguments(run, waits=True)
+    resume = actions.add_parser(
+        "resume", help="run a failed_resumable study again, wait, write its outputs",
+        description="For a study the coordinator left failed_resumable (it stopped "
+        "mid-study): runs it again (the releases it received are not asked again), polls and "
+        "writes study.json and report.html as run does.",
+    )
+    resume.add_argument("study_id", metavar="STUDY_ID")
+    add_coordinator_arguments(resume, waits=True)
+    status = actions.add_parser("status", help="print a study's status")
+    status.add_argument("study_id", metavar="STUDY_ID")
+    add_coordinator_arguments(status, waits=False)
 
     demo = sub.add_parser(
         "demo", help="three synthetic hospitals + a coordinator + one study, all local",
@@ -118,7 +130,90 @@ def build_parser() -> argparse.ArgumentParser:
                             "container health checks)")
     health.add_argument("url")
     health.add_argument("--timeout", type=float, default=3.0)
+    add_ca_bundle_argument(health, "the service's")
+    health.add_argument("--client-cert", type=Path, metavar="FILE",
+                        help="a client certificate (PEM) for a service that requires one "
+                        "(mutual TLS: tls_client_ca); with --client-key")
+    health.add_argument("--client-key", type=Path, metavar="FILE", help="its private key (PEM)")
     return parser
+
+
+def add_coordinator_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser],
+                            env: str) -> None:
+    """``fedstats coordinator analyst|audit``: the operator's tools on the coordinator's store
+    (``coordinator.admin``; docs/coordinator.md, "Analyst accounts")."""
+    analyst = actions.add_parser("analyst", help="analyst accounts: add, list, revoke, quota")
+    ops = analyst.add_subparsers(dest="op", required=True, metavar="OP")
+    add = ops.add_parser("add", help="make an account; prints its token, once")
+    add.add_argument("--name", required=True, help="who it is for (shown in lists and logs)")
+    add.add_argument("--role", choices=("analyst", "admin"), default="analyst",
+                     help="admin: sees every study and the audit log (default: analyst)")
+    listed = ops.add_parser("list", help="every account and each analyst's ε quotas")
+    revoke = ops.add_parser("revoke", help="revoke an account: its token is refused at once")
+    revoke.add_argument("analyst_id", metavar="ID")
+    quota = ops.add_parser("quota", help="set an analyst's ε quota at a center's dataset")
+    quota.add_argument("analyst_id", metavar="ID")
+    quota.add_argument("--center", required=True)
+    quota.add_argument("--dataset", required=True)
+    limit = quota.add_mutually_exclusive_group(required=True)
+    limit.add_argument("--epsilon", type=float, help="the most ε the analyst's studies may "
+                       "spend there (spending so far counts)")
+    limit.add_argument("--remove", action="store_true", help="no limit there")
+    trail = actions.add_parser("audit", help="print or export the coordinator's audit log")
+    trail.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    trail.add_argument("--out", type=Path, metavar="FILE",
+                       help="write to FILE (readable by you only) instead of the terminal")
+    trail.add_argument("--analyst", help="one analyst id")
+    trail.add_argument("--action", dest="audit_action", metavar="ACTION",
+                       help="one action (study.create, auth.refused, ...)")
+    trail.add_argument("--limit", type=int, default=100, metavar="N",
+                       help="the newest N records (default: 100)")
+    for p in (add, listed, revoke, quota, trail):
+        p.add_argument("--config", help=f"TOML settings file (default: ${env})")
+
+
+def add_ca_bundle_argument(p: argparse.ArgumentParser, whose: str) -> None:
+    p.add_argument("--ca-bundle", type=Path, metavar="FILE",
+                   help=f"PEM file of the CA that signed {whose} HTTPS certificate (default: "
+                   "$SSL_CERT_FILE / $SSL_CERT_DIR when set, else the system's trust store)")
+
+
+def add_coordinator_arguments(p: argparse.ArgumentParser, *, waits: bool) -> None:
+    """Where the coordinator is and how to call it; ``waits``: the options of a command that
+    waits for a study and writes its outputs."""
+    p.add_argument("--coordinator", required=True, metavar="URL",
+                   help="the coordinator's base URL, e.g. https://coordinator.example.org:8800")
+    p.add_argument("--token", help=f"analyst bearer token (default: ${TOKEN_ENV}; prefer "
+                   "the variable, a command line is visible to other users)")
+    add_ca_bundle_argument(p, "the coordinator's")
+    if waits:
+        p.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
+        p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                       help="give up waiting after this long (the study keeps running)")
+
+
+def _iso_time(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 time (e.g. 2026-01-31 or 2026-01-31T08:00:00Z)"
+        ) from None
+
+
+def add_audit_arguments(op: argparse.ArgumentParser) -> None:
+    """``fedstats center audit``'s filters and output (``center_agent.operator.audit``)."""
+    op.add_argument("--format", choices=("text", "csv", "json"), default="text",
+                    help="a line per record (default), or an export: CSV with a header, JSON")
+    op.add_argument("--out", type=Path, metavar="FILE",
+                    help="write to FILE (readable by you only) instead of the terminal")
+    op.add_argument("--study", help="one study id")
+    op.add_argument("--analyst", help="one analyst id")
+    op.add_argument("--since", type=_iso_time, metavar="TIME",
+                    help="records at or after TIME (ISO 8601; UTC when no zone is given)")
+    op.add_argument("--until", type=_iso_time, metavar="TIME", help="records before TIME")
+    op.add_argument("--limit", type=int, metavar="N",
+                    help="the newest N records (default: 100 as text, all in csv/json)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,12 +238,14 @@ def dispatch(args: argparse.Namespace) -> int:
         return center_main(["--config", args.config] if args.config else [])
     if args.command == "center":
         return center_operator(args)
+    if args.command == "coordinator" and args.action != "serve":
+        return coordinator_operator(args)
     if args.command == "coordinator":
         from coordinator.__main__ import main as coordinator_main
 
         return coordinator_main(["--config", args.config] if args.config else [])
     if args.command == "study":
-        return study_run(args)
+        return study_command(args)
     if args.command == "demo":
         import httpx
 
@@ -189,7 +286,11 @@ def dispatch(args: argparse.Namespace) -> int:
             return 2
         return 0
     if args.command == "health":
-        return health(args.url, args.timeout)
+        if (args.client_cert is None) != (args.client_key is None):
+            print("fedstats health: --client-cert and --client-key go together", file=sys.stderr)
+            return 2
+        client_cert = (args.client_cert, args.client_key) if args.client_cert else None
+        return health(args.url, args.timeout, args.ca_bundle, client_cert)
     raise AssertionError(args.command)
 
 
@@ -213,51 +314,125 @@ def center_operator(args: argparse.Namespace) -> int:
         if args.action == "epoch":
             return operator.epoch(settings, dataset=args.dataset, roll=args.roll,
                                   force=args.force)
-        return operator.audit(settings, dataset=args.dataset, limit=args.limit)
+        return operator.audit(settings, fmt=args.format, out=args.out, dataset=args.dataset,
+                              study=args.study, analyst=args.analyst, since=args.since,
+                              until=args.until, limit=args.limit)
 
     return reporting_errors(Settings.SERVICE, run)
 
 
-def health(url: str, timeout: float) -> int:
+def coordinator_operator(args: argparse.Namespace) -> int:
+    from coordinator import admin
+    from coordinator.core.config import Settings
+    from fedstats_service.entry import reporting_errors
+
+    def run() -> int:
+        settings = Settings.load(args.config)
+        if args.action == "audit":
+            return admin.audit(settings, fmt=args.format, out=args.out, analyst=args.analyst,
+                               action=args.audit_action, limit=args.limit)
+        if args.op == "add":
+            return admin.add(settings, args.name, args.role)
+        if args.op == "list":
+            return admin.list_accounts(settings)
+        if args.op == "revoke":
+            return admin.revoke(settings, args.analyst_id)
+        return admin.set_quota(settings, args.analyst_id, center=args.center,
+                               dataset=args.dataset, epsilon=None if args.remove else args.epsilon)
+
+    return reporting_errors(Settings.SERVICE, run)
+
+
+def health(url: str, timeout: float, ca_bundle: Path | None = None,
+           client_cert: tuple[Path, Path] | None = None) -> int:
+    """0 when ``url``/v1/health answers 200; 1 (with why on stderr) when not; 2 for TLS files
+    that cannot serve."""
+    import asyncio
+
     import httpx
 
+    from fedstats_service.tls import TrustError, client_context, describe_failure, probe
+
     try:
-        ok = httpx.get(f"{url.rstrip('/')}/v1/health", timeout=timeout,
-                       trust_env=False).status_code == 200
+        verify = client_context(ca_bundle, client_cert)
+    except TrustError as exc:
+        print(f"fedstats health: {exc}", file=sys.stderr)
+        return 2
+    try:
+        ok = httpx.get(f"{url.rstrip('/')}/v1/health", timeout=timeout, trust_env=False,
+                       verify=verify).status_code == 200
     except httpx.HTTPError as exc:
-        print(f"fedstats health: {type(exc).__name__}", file=sys.stderr)
+        said = describe_failure(exc)
+        if said is None and isinstance(exc, httpx.RequestError) and url.startswith("https:"):
+            # A server refusing our client certificate only closes the connection: ask why.
+            said = asyncio.run(probe(httpx.URL(url), verify, client_cert=client_cert is not None,
+                                     timeout_s=timeout))
+        print(f"fedstats health: {said or type(exc).__name__}", file=sys.stderr)
         return 1
     return 0 if ok else 1
 
 
-def study_run(args: argparse.Namespace) -> int:
+def study_command(args: argparse.Namespace) -> int:
+    """``fedstats study run|resume|status``: 0 when the study succeeded (``status``: whenever
+    it answers), 1 when it did not or the coordinator cannot be reached, 2 bad usage."""
     import httpx
 
     from fedstats_cli.report import render_html, summary
     from fedstats_cli.study import (
         StudyFileError,
         analyst_client,
+        connection_problem,
         load_spec,
+        resume_study,
         run_study,
+        study_status,
         write_view,
     )
+    from fedstats_service.tls import TrustError
 
+    prog = f"fedstats study {args.action}"
     token = args.token or os.environ.get(TOKEN_ENV)
     if not token:
-        print(f"fedstats study run: give --token or set {TOKEN_ENV}", file=sys.stderr)
+        print(f"{prog}: give --token or set {TOKEN_ENV}", file=sys.stderr)
         return 2
-    try:
-        spec = load_spec(args.study_file)
-    except StudyFileError as exc:
-        print(f"fedstats study run: {exc}", file=sys.stderr)
-        return 2
-    with analyst_client(args.coordinator, token) as client:
+    spec = None
+    if args.action == "run":
         try:
-            view = run_study(client, spec, timeout_s=args.timeout,
-                             progress=lambda line: print(line, file=sys.stderr))
-        except (RuntimeError, TimeoutError, httpx.HTTPError) as exc:
-            print(f"fedstats study run: {exc}", file=sys.stderr)
+            spec = load_spec(args.study_file)
+        except StudyFileError as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        client = analyst_client(args.coordinator, token, ca_bundle=args.ca_bundle)
+    except TrustError as exc:
+        print(f"{prog}: --ca-bundle {exc}", file=sys.stderr)
+        return 2
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    with client:
+        try:
+            if spec is not None:
+                view = run_study(client, spec, timeout_s=args.timeout, progress=progress)
+            elif args.action == "resume":
+                view = resume_study(client, args.study_id, timeout_s=args.timeout,
+                                    progress=progress)
+            else:
+                view = study_status(client, args.study_id)
+        except httpx.HTTPError as exc:
+            print(f"{prog}: {connection_problem(exc, ca_bundle=args.ca_bundle)}",
+                  file=sys.stderr)
             return 1
+        except (RuntimeError, TimeoutError) as exc:
+            print(f"{prog}: {exc}", file=sys.stderr)
+            return 1
+    if args.action == "status":
+        error = view.get("error") or {}
+        said = f"; {error.get('error')}: {error.get('detail')}" if error else ""
+        print(f"study {view['id']}: {view['status']} ({view['releases_received']} releases "
+              f"received){said}")
+        return 0
     out = args.out or Path(f"study-{view['id']}")
     write_view(view, out)
     (out / "report.html").write_text(render_html(view))

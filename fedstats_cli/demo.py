@@ -10,9 +10,10 @@ SIGTERM.
 
 The work folder keeps what a reader may want to look at (nothing in it is ever committed):
 ``data/`` (the CSVs), ``config/`` (TOML files with the tokens, mode 0600), ``logs/``,
-``processes.json`` (the PIDs started), ``study.json`` (the coordinator's view of the study with
-every center release it recorded), ``releases.json`` (those releases alone), ``summary.txt`` and
-``report.html``.
+``processes.json`` (the PIDs started), ``study.json`` (the coordinator's view of the study as its
+analyst sees it: each center release's call, parameters and ε), ``releases.json`` (every release
+as received, read from the coordinator's store: the demo's user is also its operator),
+``summary.txt`` and ``report.html``.
 """
 
 from __future__ import annotations
@@ -107,6 +108,20 @@ def _serve(role: str, config: Path) -> list[str]:
     return [sys.executable, "-m", "fedstats_cli", role, "serve", "--config", str(config)]
 
 
+def recorded_releases(store_url: str, study_id: str) -> list[Any]:
+    """Every answer the centers gave the study, as received: from the coordinator's store, as
+    its admins see them (an analyst's view leaves the raw numbers out, coordinator.provenance)."""
+    from coordinator.db import Store
+    from coordinator.provenance import provenance
+
+    store = Store(store_url)
+    try:
+        return [json.loads(provenance(r, full=True).model_dump_json())
+                for r in store.releases_of(study_id)]
+    finally:
+        store.close()
+
+
 def run_demo(
     workdir: Path, *, seed: int = synth.DEFAULT_SEED,
     say: Callable[[str], None] = print,
@@ -144,11 +159,12 @@ def run_demo(
         say(f"  {h.center_id}: {h.n_control} control + {h.n_treated} treated records "
             f"-> data/{csv.name}")
     port = free_port()
+    store_url = f"sqlite:///{workdir / 'store' / 'coordinator.sqlite'}"
     coordinator_config = write_toml(
         workdir / "config" / "coordinator.toml",
         {"analyst_tokens": [analyst_token], "min_centers": 2, "host": "127.0.0.1",
          "port": port, "read_timeout_s": 60.0,
-         "store_url": f"sqlite:///{workdir / 'store' / 'coordinator.sqlite'}"},
+         "store_url": store_url},
         {f"centers.{cid}": {"url": f"http://127.0.0.1:{c['port']}", "token": c["token"]}
          for cid, c in centers.items()},
     )
@@ -172,7 +188,8 @@ def run_demo(
                              progress=lambda line: say(f"  {line}"))
     # Every process is stopped here; what follows reads files only.
     write_view(view, workdir)
-    (workdir / "releases.json").write_text(json.dumps(view["provenance"], indent=2) + "\n")
+    (workdir / "releases.json").write_text(
+        json.dumps(recorded_releases(store_url, view["id"]), indent=2) + "\n")
     text = summary(view, notes)
     (workdir / "summary.txt").write_text(text + "\n")
     (workdir / "report.html").write_text(

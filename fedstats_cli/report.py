@@ -5,6 +5,10 @@ federated table, the MWU tests and whatever DP analyses the study ran. Analysis 
 does not know are still shown, as their numbers; any result holding a seven-number summary
 (``q1``, ``median``, ``q3``, whiskers) is drawn in the boxplot figure. Figures are inline SVG, so
 the report reads offline.
+
+Which centers a study used is shown as the result says (docs/coordinator.md, "Statuses and
+partial results"): each center included or excluded with why, each analysis's left-out centers,
+and each analysis that failed with its error; a center left out is never listed as included.
 """
 
 from __future__ import annotations
@@ -120,9 +124,71 @@ BOX_HEADER = ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3", 
               "outliers above", "ε"]
 
 
+def succeeded(analysis: dict[str, Any]) -> bool:
+    """Results stored before analyses had a status have none: they succeeded."""
+    return analysis.get("status", "succeeded") != "failed"
+
+
 def analyses_of(view: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    """The results of the analyses of ``kind`` that succeeded."""
     result = view.get("result") or {}
-    return [a for a in result.get("analyses", []) if a.get("kind") == kind]
+    return [a for a in result.get("analyses", []) if a.get("kind") == kind and succeeded(a)]
+
+
+def error_text(error: dict[str, Any]) -> str:
+    return f"{error.get('error')}: {error.get('detail')}"
+
+
+def reason_text(excluded: dict[str, Any]) -> str:
+    """Why a center was left out: its failure kind, what happened, the center's own code."""
+    code = f" [{excluded['center_error']}]" if excluded.get("center_error") else ""
+    return f"{excluded.get('kind')}: {excluded.get('detail')}{code}"
+
+
+def failed_analyses(view: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
+    """(index in the spec, kind, error) of every analysis that gave no result."""
+    result = view.get("result") or {}
+    return [(i, str(a.get("kind")), a.get("error") or {})
+            for i, a in enumerate(result.get("analyses") or []) if not succeeded(a)]
+
+
+def left_out(analysis: dict[str, Any]) -> str:
+    """The centers an analysis's result was made without, and why ("" when none)."""
+    return "; ".join(f"{e['center']} ({reason_text(e)})" for e in analysis.get("excluded") or [])
+
+
+def center_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(center, "included" | "excluded", why or where it was left out) for every center asked.
+
+    From the result's ``center_status``; a result stored before it existed has only the centers
+    asked and those left out at the survey."""
+    kinds = [str(a.get("kind")) for a in result.get("analyses") or []]
+    rows = []
+    status = result.get("center_status")
+    if not status:
+        surveyed_out = {e["center"]: e for e in result.get("excluded") or []}
+        return [(c, "excluded", reason_text(surveyed_out[c])) if c in surveyed_out
+                else (c, "included", "") for c in result.get("centers") or []]
+    for entry in status:
+        reason = entry.get("reason")
+        where = ", ".join(f"analysis {i} ({kinds[i]})" if i < len(kinds) else f"analysis {i}"
+                          for i in entry.get("left_out_of") or [])
+        if entry["status"] == "excluded":
+            note = reason_text(reason) if reason else "no result holds its releases"
+        elif where:
+            note = f"left out of {where}" + (f": {reason_text(reason)}" if reason else "")
+        else:
+            note = ""
+        rows.append((entry["center"], entry["status"], note))
+    return rows
+
+
+def centers_line(result: dict[str, Any]) -> str:
+    rows = center_rows(result)
+    included = [c for c, status, _ in rows if status == "included"]
+    excluded = [c for c, status, _ in rows if status == "excluded"]
+    return (f"centers included: {', '.join(included) or 'none'}"
+            + (f"; excluded: {', '.join(excluded)}" if excluded else ""))
 
 
 def found_in(
@@ -207,12 +273,20 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
         + f", K = {spec['k']}",
     ]
     result = view.get("result")
+    error = view.get("error")
     if result is None:
-        error = view.get("error") or {}
-        lines.append(f"  error: {error.get('error')}: {error.get('detail')}")
+        lines.append(f"  error: {error_text(error or {})}")
     else:
-        lines.append(f"  centers: {', '.join(result['centers'])}; "
-                     f"{len(view['provenance'])} releases received")
+        lines.append(f"  {centers_line(result)}; "
+                     f"{len(view.get('provenance') or [])} releases received")
+        for center, status, note in center_rows(result):
+            if note:
+                lines.append(f"    {center} {status}: {note}")
+        for index, kind, failure in failed_analyses(view):
+            lines.append(f"  analysis {index} ({kind}) failed: {error_text(failure)}")
+        if error and view["status"] not in ("succeeded", "partially_failed"):
+            # e.g. a resumed study interrupted again: the results it keeps, and why it stopped
+            lines.append(f"  error: {error_text(error)}")
         for table in analyses_of(view, "table"):
             groups = spec.get("groups") or ["all"]
             totals = ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, table["totals"],
@@ -225,9 +299,13 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                 for c, ts in (table.get("center_totals") or {}).items())
             if per_center:
                 lines.append(f"  n per center: {per_center}")
+            if left_out(table):
+                lines.append(f"  left out: {left_out(table)}")
             lines.append(f"  {BIN_NOTE} {FRACTIONAL_NOTE}")
         for mwu in analyses_of(view, "mwu"):
             lines.append(f"Mann-Whitney tests ({mwu['alternative']}):")
+            if left_out(mwu):
+                lines.append(f"  left out: {left_out(mwu)}")
             lines.append(f"  {'test':<10}{'statistic':>14}{'law':>8}{'p-value':>14}")
             for name, statistic, law, pvalue in mwu_test_rows(mwu):
                 lines.append(f"  {name:<10}{fmt(statistic):>14}{law:>8}{fmt(pvalue):>14}")
@@ -239,12 +317,14 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                                  f"{fmt(est, 3):>9}  {ci}")
         known = {"table", "mwu"}
         for analysis in (result.get("analyses") or []):
-            if analysis.get("kind") in known:
+            if analysis.get("kind") in known or not succeeded(analysis):
                 continue
+            excluded_line = f"  left out: {left_out(analysis)}" if left_out(analysis) else None
             if analysis.get("kind") == "quantiles":
                 levels = analysis["levels"]
                 lines.append("Federated quantiles from the table (estimator · group: "
                              + ", ".join(f"q{fmt(lv, 3)}" for lv in levels) + "):")
+                lines += [excluded_line] if excluded_line else []
                 for label, values, error in estimate_rows(analysis):
                     shown = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
                              else f"not estimated: {error}")
@@ -255,6 +335,7 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                              f"{analysis.get('group') or 'all records'}, each center's own ("
                              + ", ".join(f"q{fmt(lv, 3)}" for lv in analysis["levels"])
                              + "; n; 95 % rank error in records):")
+                lines += [excluded_line] if excluded_line else []
                 for label, values, n, rank in dp_quantile_rows(analysis):
                     lines.append(f"  {label:<28}"
                                  + "  ".join(f"{fmt(v, 3):>6}" for v in values)
@@ -266,6 +347,7 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                              "whisker; outliers above [95 %]):")
             else:
                 lines.append(f"{analysis.get('kind')}:")
+            lines += [excluded_line] if excluded_line else []
             for label, levels, values in quantile_rows(analysis):
                 pairs = ", ".join(f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in
                                   zip(levels, values, strict=True))
@@ -365,6 +447,12 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 
+def _left_out(analysis: dict[str, Any]) -> list[str]:
+    """A paragraph naming the centers an analysis was made without, if any."""
+    text = left_out(analysis)
+    return [f"<p class='note'>Left out of this analysis: {html.escape(text)}</p>"] if text else []
+
+
 def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 title: str = "fedstats study report") -> str:
     spec = view["spec"]
@@ -379,17 +467,31 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
     for note in notes or []:
         parts.append(f"<p class='note'>{esc(note)}</p>")
     result = view.get("result")
+    error = view.get("error")
     if result is None:
-        error = view.get("error") or {}
-        parts.append(f"<h2>Failed</h2><pre>{esc(json.dumps(error, indent=2))}</pre>")
+        parts.append(f"<h2>Failed</h2><pre>{esc(json.dumps(error or {}, indent=2))}</pre>")
     else:
-        parts.append(f"<p>Centers: {esc(', '.join(result['centers']))}. Every number below "
+        line = centers_line(result)
+        parts.append(f"<p>{esc(line[0].upper() + line[1:])}. Every number below "
                      "was computed by the coordinator from the centers' releases. No center "
                      "sent a raw value; every exact count a center released is 0 or at least "
                      "K; the only other counts are differentially private (noisy, paid for "
                      "from the center's ε budget).</p>")
+        parts.append(_table(["center", "status", "why / left out of"],
+                            [list(row) for row in center_rows(result)]))
+        failed = failed_analyses(view)
+        if failed:
+            parts.append("<h2>Failed analyses</h2><p>These analyses gave no result; the "
+                         "others below are complete.</p>")
+            parts.append(_table(["analysis", "kind", "error", "center", "failure", "detail"],
+                                [[str(i), kind, str(e.get("error")), str(e.get("center") or ""),
+                                  str(e.get("kind") or ""), str(e.get("detail"))]
+                                 for i, kind, e in failed]))
+        if error and view["status"] not in ("succeeded", "partially_failed"):
+            parts.append(f"<h2>Stopped</h2><pre>{esc(json.dumps(error, indent=2))}</pre>")
         for mwu in analyses_of(view, "mwu"):
             parts.append(f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>")
+            parts += _left_out(mwu)
             parts.append(_table(["test", "statistic", "law under H0", "p-value"],
                                 mwu_test_rows(mwu)))
             if mwu.get("effects"):
@@ -405,6 +507,7 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                                   p["pvalue"], p["weight"]] for p in local["parts"]]))
         for table in analyses_of(view, "table"):
             parts.append("<h2>Federated K-anonymous table</h2>")
+            parts += _left_out(table)
             parts.append(f"<p>Built by {esc(table['order'][0])}, refined by "
                          f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
             parts.append(f"<figure>{table_figure(table, groups)}</figure>")
@@ -419,15 +522,17 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                                 [[c, *t] for c, t in table["center_totals"].items()]))
         found: list[tuple[str, dict[str, Any]]] = []
         for analysis in result.get("analyses") or []:
-            if analysis.get("kind") in ("table", "mwu"):
+            if analysis.get("kind") in ("table", "mwu") or not succeeded(analysis):
                 continue
             heading = str(analysis.get("kind"))
             if heading == "dp_boxplot":
                 heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
             parts.append(f"<h2>{esc(heading)}</h2>")
+            excluded_note = _left_out(analysis)
             if analysis.get("kind") == "dp_quantiles":
                 group = analysis.get("group") or "all records"
                 parts[-1] = f"<h2>{esc(f'DP quantiles of {group}, per center')}</h2>"
+                parts += excluded_note
                 parts.append(_table(
                     ["center · group", "n", *(f"q{fmt(lv, 3)}" for lv in analysis["levels"]),
                      "rank error (95 %)"],
@@ -444,6 +549,7 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
             if analysis.get("kind") == "quantiles":
                 heading = "Federated quantiles (from the table; nothing more released)"
                 parts[-1] = f"<h2>{esc(heading)}</h2>"
+                parts += excluded_note
                 levels = analysis["levels"]
                 parts.append(_table(
                     ["estimator · group", *(f"q{fmt(lv, 3)}" for lv in levels)],
@@ -451,6 +557,7 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                      else [label, f"not estimated: {error}", *([""] * (len(levels) - 1))]
                      for label, values, error in estimate_rows(analysis)]))
                 continue
+            parts += excluded_note
             q = list(quantile_rows(analysis))
             if q:
                 levels = q[0][1]

@@ -24,10 +24,11 @@ PACKAGE_LAYER = {"shared": 0, "fedstats_service": 0, "center_agent": 1, "coordin
                  "fedstats_cli": 2}
 COORDINATOR_LAYERS = (
     ("coordinator.models", "coordinator.core"),
-    ("coordinator.db", "coordinator.ports"),
+    ("coordinator.db", "coordinator.ports", "coordinator.audit", "coordinator.accounts",
+     "coordinator.quotas", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording"),
     ("coordinator.study", "coordinator.results", "coordinator.figures"),
-    ("coordinator.services", "coordinator.runner", "coordinator.registry"),
+    ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
     ("coordinator.main", "coordinator.__main__"),
 )

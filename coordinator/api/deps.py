@@ -1,8 +1,10 @@
 """Dependencies, as ``Annotated`` aliases so a handler's signature lists what it needs.
 
 Every router except health is mounted with :func:`authenticate` as a dependency
-(``coordinator.api.router``; built by ``fedstats_service.auth.bearer_auth``), so handlers need
-not ask for :data:`AnalystDep` themselves.
+(``coordinator.api.router``; built by ``fedstats_service.auth.bearer_auth``, deciding with the
+app's authenticator, ``coordinator.accounts.Accounts.authenticate``), so handlers need not ask
+for :data:`AnalystDep` themselves; they ask for it to know who calls. :data:`AdminDep` also
+refuses (403 ``forbidden``) a caller who is not an admin.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from typing import Annotated
 
 from fastapi import Depends
 
+from coordinator.accounts import Accounts
 from coordinator.core.config import Settings
+from coordinator.core.errors import Forbidden
 from coordinator.db import Store
 from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
@@ -24,6 +28,23 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(services_part("store"))]
 RunnerDep = Annotated[StudyRunner, Depends(services_part("runner"))]
 RegistryDep = Annotated[Registry, Depends(services_part("registry"))]
+AccountsDep = Annotated[Accounts, Depends(services_part("accounts"))]
 
-authenticate = bearer_auth(get_settings, description="one of the coordinator's analyst tokens")
+authenticate = bearer_auth(get_settings, description="an analyst's token (`fsa_...`, from "
+                           "`fedstats coordinator analyst add`) or one of the coordinator's "
+                           "configured analyst tokens")
 AnalystDep = Annotated[Caller, Depends(authenticate)]
+
+
+def is_admin(caller: Caller) -> bool:
+    return caller.role == "admin"
+
+
+def require_admin(caller: AnalystDep) -> Caller:
+    """The caller, if an admin; 403 otherwise (the route exists for everyone to see)."""
+    if not is_admin(caller):
+        raise Forbidden("only an admin may do this")
+    return caller
+
+
+AdminDep = Annotated[Caller, Depends(require_admin)]

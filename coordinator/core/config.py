@@ -10,8 +10,11 @@ Environment variables win over the file; nested keys use ``__``::
 
 A minimal file::
 
-    analyst_tokens = ["<a long random token>"]
+    analyst_tokens = ["<a long random token>"]   # optional: analyst accounts are recommended
     min_centers = 2
+    tls_certfile = "/etc/fedstats/coordinator.pem"     # optional: serve HTTPS (with tls_keyfile)
+    tls_client_certfile = "/etc/fedstats/client.pem"   # optional: mutual TLS to the centers
+    tls_client_keyfile = "/etc/fedstats/client-key.pem"
 
     [centers.hospital_a]
     url = "https://hospital-a.example.org:8700"
@@ -24,12 +27,15 @@ A minimal file::
 
 Everything is validated once, at start-up; :func:`load_settings` raises :class:`ConfigError`
 whose message names every bad key (``centers.hospital_a.url: ...``). Secrets (analyst tokens,
-center tokens) have no default and are never echoed, not even in those messages.
+center tokens) are never echoed, not even in those messages; center tokens have no default, and
+``analyst_tokens`` may be left out (analyst accounts live in the store: ``coordinator.accounts``).
 """
 
 from __future__ import annotations
 
 import re
+import ssl
+from pathlib import Path
 from typing import Annotated, ClassVar, Self
 
 from pydantic import (
@@ -68,8 +74,19 @@ class CenterConfig(Section):
     url: AnyHttpUrl = Field(description="base URL, without /v1")
     token: SecretStr = Field(description="bearer token this center accepts from us")
     ca_bundle: FilePath | None = Field(
-        default=None, description="PEM file of the CA that signed the center's certificate"
+        default=None, description="PEM file of the CA that signed the center's certificate "
+        "(default: the system's trust store, or SSL_CERT_FILE / SSL_CERT_DIR when set)"
     )
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _readable_bundle(cls, path: FilePath | None) -> FilePath | None:
+        if path is not None:
+            try:
+                ssl.create_default_context(cafile=str(path))
+            except ssl.SSLError:
+                raise ValueError("not a PEM file of CA certificates") from None
+        return path
 
     @property
     def base_url(self) -> str:
@@ -101,7 +118,10 @@ class Settings(ServiceSettings):
     CONFIG_ENV: ClassVar[str] = CONFIG_ENV
 
     analyst_tokens: Annotated[list[SecretStr], strong_tokens("analyst token")] = Field(
-        min_length=1, description="bearer tokens of analysts")
+        default_factory=list,
+        description="bearer tokens of analysts, each its own analyst (config-<fingerprint>); "
+                    "kept for migration: accounts (fedstats coordinator analyst add) are "
+                    "recommended")
     centers: dict[str, CenterConfig] = Field(min_length=1, description="the registry, by id")
     min_centers: int = Field(default=2, ge=1, description="fewest centers a study may use")
     connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
@@ -117,6 +137,10 @@ class Settings(ServiceSettings):
         default=50_000_000, ge=1024, description="longest answer read from a center"
     )
     port: Port = 8800
+    tls_client_certfile: FilePath | None = Field(
+        default=None, description="mutual TLS: the PEM certificate (chain) the coordinator "
+        "presents to centers that require one (their tls_client_ca signed it)")
+    tls_client_keyfile: FilePath | None = Field(default=None, description="its PEM private key")
 
     @field_validator("centers")
     @classmethod
@@ -142,6 +166,26 @@ class Settings(ServiceSettings):
                 "registered"
             )
         return self
+
+    @model_validator(mode="after")
+    def _client_certificate(self) -> Self:
+        cert, key = self.tls_client_certfile, self.tls_client_keyfile
+        if (cert is None) != (key is None):
+            raise ValueError("tls_client_certfile and tls_client_keyfile must be given together")
+        if cert is not None and key is not None:
+            try:  # a bad pair must stop start-up naming the keys, not the first study
+                ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(cert), str(key))
+            except ssl.SSLError:
+                raise ValueError("tls_client_certfile and tls_client_keyfile are not a PEM "
+                                 "certificate and its private key") from None
+        return self
+
+    @property
+    def client_cert(self) -> tuple[Path, Path] | None:
+        """(certificate, key) presented to centers (mutual TLS), or none."""
+        if self.tls_client_certfile is None or self.tls_client_keyfile is None:
+            return None
+        return self.tls_client_certfile, self.tls_client_keyfile
 
     @property
     def bearer_tokens(self) -> list[SecretStr]:

@@ -3,7 +3,11 @@ which also holds the errors every service answers with: 401, 404, 413, 422 ``val
 
     ServiceError                500 internal_error
     ├── NotFound                404 not_found
-    │   └── StudyNotFound       404 study_not_found
+    │   ├── StudyNotFound       404 study_not_found (also another analyst's study: not 403,
+    │   │                            which would confirm that it exists)
+    │   └── AnalystNotFound     404 analyst_not_found
+    ├── Forbidden               403 forbidden (an admin's action, sharing a study one does not own)
+    │   └── QuotaExceeded       403 quota_exceeded (names center, dataset, quota, spent, asked)
     ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
     ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
     ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
@@ -43,6 +47,35 @@ class StudyNotFound(NotFound):
 
     def __init__(self, study_id: str) -> None:
         super().__init__(f"no study with id {study_id!r}")
+
+
+class AnalystNotFound(NotFound):
+    error = "analyst_not_found"
+
+    def __init__(self, analyst_id: str) -> None:
+        super().__init__(f"no analyst with id {analyst_id!r}")
+
+
+class Forbidden(ServiceError):
+    status_code = 403
+    error = "forbidden"
+
+
+class QuotaExceeded(Forbidden):
+    """The analyst's ε quota at (center, dataset) does not hold what a study asks; nothing was
+    asked of that center (``coordinator.quotas``)."""
+
+    error = "quota_exceeded"
+
+    def __init__(self, center: str, dataset: str, *, quota: float, spent: float,
+                 asked: float) -> None:
+        super().__init__(
+            f"your ε quota at center {center!r}, dataset {dataset!r} is {quota:g}, of which "
+            f"{spent:g} is spent; this asks {asked:g} more (the coordinator's operator sets "
+            "quotas)",
+            extra={"center": center, "dataset": dataset, "quota": quota, "spent": spent,
+                   "asked": asked},
+        )
 
 
 class Conflict(ServiceError):

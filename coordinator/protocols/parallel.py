@@ -9,13 +9,23 @@ exception (a bug) propagates.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
 
+log = logging.getLogger(__name__)
+
 R = TypeVar("R")
+
+
+def left_out(failure: CenterFailure) -> CenterFailure:
+    """``failure``, logged as a center left out of the study (``allow_partial``)."""
+    log.warning("center %s left out of the study (allow_partial): %s, %s", failure.center,
+                failure.kind, failure.reason)
+    return failure
 
 
 async def ask_all(
@@ -38,7 +48,7 @@ async def ask_all(
         except CenterFailure as failure:
             if not allow_partial:
                 raise
-            failures.append(failure)
+            failures.append(left_out(failure))
     return got, failures
 
 

@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from coordinator.core.errors import CenterFailure
 from coordinator.ports import CenterPort
+from coordinator.protocols.parallel import left_out
 from coordinator.protocols.survey import Survey, require, survey_centers
 from shared import kinds
 from shared.binning import BinTable, Extreme
@@ -218,7 +219,7 @@ async def federated_bin_table(
         except CenterFailure as failure:
             if not allow_partial:
                 raise
-            excluded.append(failure)
+            excluded.append(left_out(failure))
             continue
         table, signed = merged, next_signed
         done.append(cid)

@@ -30,6 +30,7 @@ from tests.helpers.coordinator import (
     CENTER_TOKENS,
     SIZES,
     K,
+    admin_auth,
     check_built_table,
     check_refined_runs,
     csv_cohort,
@@ -85,11 +86,13 @@ async def coordinator(tmp_path: Path, centers: dict[str, FastAPI]) -> AsyncItera
 
 
 async def run(coordinator: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """The study's view as an admin reads it: with every raw answer, checked below."""
     app, client = coordinator
     created = await client.post("/v1/studies", json=spec, headers=AUTH)
     assert created.status_code == 202, created.text
     await app.state.services.runner.wait(created.json()["id"])
-    return dict((await client.get(created.json()["status_url"], headers=AUTH)).json())
+    return dict((await client.get(created.json()["status_url"],
+                                  headers=admin_auth(app))).json())
 
 
 SPEC: dict[str, Any] = {

@@ -6,8 +6,10 @@ that disagree with the declared sizes (above them, or below them: ``/v1/info`` a
 count the same population), NaN or negative MWU numbers, DP boxes out of order or outside their
 bounds, unsorted DP quantiles, NaN histograms, negative DP counts. A rewritten table or
 refinement is re-signed with the center's own key, so its signed statement states the limits the
-coordinator folds: a lying center signs its lies. The coordinator must fail the study naming that
-center as ``malformed`` or ``implausible``, by the check each case is about: a study never
+coordinator folds: a lying center signs its lies. The coordinator must fail every analysis built
+on that answer naming the center as ``malformed`` or ``implausible``, by the check each case is
+about, and only those (the others keep their results: the study is ``partially_failed``, or
+``failed`` with no result when the lie is in the sizes every analysis needs): a study never
 reports numbers built on them. (``tests/coordinator/test_coord_protocols.py`` covers small
 counts, inflated tables, a wrong K, small runs and misplaced splits on in-process ports; these go
 through the HTTP client.)"""
@@ -51,6 +53,13 @@ SPEC: dict[str, Any] = {
 }
 
 Change = Callable[[Any], Any]
+# The analyses of SPEC (their index) built on each path's answers: the table is the MWU table
+# test's too, and every analysis needs the sizes (/info).
+BUILT_ON: dict[str, set[int]] = {
+    "/table": {0, 1}, "/table/refine": {0, 1}, "/mwu": {1}, "/dp/boxplot": {2},
+    "/dp/extremes": {2}, "/dp/tree-histogram": {2}, "/dp/threshold-counts": {2},
+    "/dp/quantiles": {3}, "/info": {0, 1, 2, 3},
+}
 
 
 def _first_big(row: list[float]) -> int:
@@ -262,19 +271,41 @@ async def test_the_untampered_study_succeeds(tmp_path: Path) -> None:
     assert small_counts(view["result"]) == []
 
 
+def assert_named(error: dict[str, Any], who: str, caught_by: str) -> None:
+    assert error["center"] == who, error
+    assert error["kind"] in ("malformed", "implausible"), error
+    assert caught_by in error["detail"], error
+
+
+def assert_failed_where_built_on(view: dict[str, Any], who: str, path: str,
+                                 caught_by: str) -> None:
+    """Every analysis built on ``path``'s answers failed naming ``who`` with no numbers, the
+    others kept their results (none holding a count in 1..K-1)."""
+    failing = BUILT_ON[path]
+    assert_named(view["error"], who, caught_by)
+    if failing == set(range(len(SPEC["analyses"]))):
+        assert view["status"] == "failed", (view["status"], view.get("error"))
+        assert not view.get("result")
+        return
+    assert view["status"] == "partially_failed", (view["status"], view.get("error"))
+    analyses = view["result"]["analyses"]
+    assert {i for i, a in enumerate(analyses) if a["status"] == "failed"} == failing
+    for i in failing:
+        assert set(analyses[i]) == {"kind", "status", "error"}, analyses[i]
+        assert analyses[i]["kind"] == SPEC["analyses"][i]["kind"]
+        assert_named(analyses[i]["error"], who, caught_by)
+    assert small_counts(view["result"]) == []
+
+
 @pytest.mark.parametrize(("who", "path", "change", "caught_by"),
                          [pytest.param(*case[1:], id=case[0]) for case in CASES])
 async def test_invalid_numbers_fail_the_study_naming_the_center(
     tmp_path: Path, who: str, path: str, change: Change, caught_by: str
 ) -> None:
-    """Fault: ``who`` rewrites its ``path`` answers (re-signing the limits it states); the study
-    fails naming it, by the check the case is about, with no result."""
+    """Fault: ``who`` rewrites its ``path`` answers (re-signing the limits it states); every
+    analysis built on them fails naming it, by the check the case is about, with no numbers."""
     view = await run_study(tmp_path, who, path, change)
-    assert view["status"] == "failed", (view["status"], view.get("error"))
-    assert view["error"]["center"] == who, view["error"]
-    assert view["error"]["kind"] in ("malformed", "implausible"), view["error"]
-    assert caught_by in view["error"]["detail"], view["error"]
-    assert not view.get("result")
+    assert_failed_where_built_on(view, who, path, caught_by)
 
 
 async def test_a_table_total_below_the_declared_size_is_caught_at_the_boundary(
@@ -296,6 +327,5 @@ async def test_a_table_total_below_the_declared_size_is_caught_at_the_boundary(
     view = await run_study(tmp_path / "exact", "alpha", "/table", to_total(declared))
     assert view["status"] == "succeeded", view.get("error")
     view = await run_study(tmp_path / "short", "alpha", "/table", to_total(declared - 1))
-    assert view["status"] == "failed", view.get("error")
-    assert (view["error"]["center"], view["error"]["kind"]) == ("alpha", "implausible")
-    assert "fewer than its declared size" in view["error"]["detail"]
+    assert_failed_where_built_on(view, "alpha", "/table", "fewer than its declared size")
+    assert view["error"]["kind"] == "implausible"

@@ -142,6 +142,13 @@ class Federations:
         asyncio.run(self.aclose())
 
 
+def admin_auth(app: Any, name: str = "test admin") -> dict[str, str]:
+    """The headers of a new admin account in a coordinator app's store: an admin reads every
+    study with every raw answer its centers gave (an analyst's provenance leaves them out)."""
+    made = app.state.services.accounts.add(name, "admin")
+    return {"Authorization": f"Bearer {made.token}"}
+
+
 def settings_for(
     store_url: str, centers: Sequence[str] = tuple(SIZES), **overrides: Any
 ) -> Settings:

@@ -1,21 +1,27 @@
-"""Studies: create (202, runs in the background), list, read with provenance, resume, figure."""
+"""Studies: create (202, runs in the background), list, read with provenance, resume, figure.
+
+An analyst lists and reads only the studies it owns or that were shared with it; an admin all
+(``coordinator.api.access``). Reads with the provenance, creations and resumes are audited
+(``coordinator.audit``); a quota that a spec cannot fit refuses it at once
+(``coordinator.quotas``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from coordinator import figures
-from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep
-from coordinator.core.errors import Conflict, NotFound, StudyNotFound
-from coordinator.db import ReleaseRecord, Store, StudyRecord
+from coordinator import audit, figures, quotas
+from coordinator.api.access import readable_study
+from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
+from coordinator.core.errors import Conflict, NotFound, QuotaExceeded
+from coordinator.db import StudyRecord
 from coordinator.figures import FigureFormat
 from coordinator.models import (
     DPBoxplotResult,
-    Provenance,
+    FailedAnalysis,
     StudyCreated,
     StudyError,
     StudyResult,
@@ -24,16 +30,12 @@ from coordinator.models import (
     StudySummary,
     StudyView,
 )
+from coordinator.provenance import provenance as provenance_of
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
-
-async def _study(store: Store, study_id: str) -> StudyRecord:
-    # Not a dependency: the route's own parameters are validated first (422 before 404).
-    record = await asyncio.to_thread(store.get_study, study_id)
-    if record is None:
-        raise StudyNotFound(study_id)
-    return record
+# The study is looked up in the handler, not a dependency: the route's own parameters are
+# validated first (422 before 404).
 
 
 def _created(record: StudyRecord, request: Request, response: Response) -> StudyCreated:
@@ -46,50 +48,67 @@ def _created(record: StudyRecord, request: Request, response: Response) -> Study
 async def create_study(
     spec: StudySpec, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
 ) -> StudyCreated:
-    """Start a study in the background; poll ``status_url`` for its result."""
-    return _created(await runner.submit(spec, created_by=analyst.token_id), request, response)
+    """Start a study in the background; poll ``status_url`` for its result.
+
+    403 ``quota_exceeded`` when the most the spec can spend does not fit the caller's ε quota
+    at a selected center."""
+    runner.check(spec)
+    selected = spec.centers or list(runner.centers)
+    try:
+        await asyncio.to_thread(quotas.check_spec, runner.store, analyst.analyst_id, spec,
+                                selected)
+    except QuotaExceeded as refused:
+        await asyncio.to_thread(audit.record, runner.store, "quota.refused", caller=analyst,
+                                detail=refused.detail)
+        raise
+    record = await runner.submit(spec, created_by=analyst.token_id,
+                                 analyst_id=analyst.analyst_id)
+    await asyncio.to_thread(audit.record, runner.store, "study.create", caller=analyst,
+                            target=record.id)
+    return _created(record, request, response)
 
 
 @router.get("")
 async def list_studies(
     store: StoreDep,
+    analyst: AnalystDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**53)] = 0,
     status: StudyStatus | None = None,
 ) -> list[StudySummary]:
-    """Studies, newest first."""
-    records = await asyncio.to_thread(store.list_studies, limit=limit, offset=offset,
-                                      status=status)
+    """The caller's studies and those shared with it (an admin: every study), newest first."""
+    records = await asyncio.to_thread(
+        store.list_studies, limit=limit, offset=offset, status=status,
+        visible_to=None if is_admin(analyst) else (analyst.analyst_id or ""))
     summaries = []
     for r in records:
         spec = StudySpec.model_validate_json(r.spec)
         summaries.append(StudySummary(id=r.id, status=r.status, dataset=spec.dataset,
-                                      variable=spec.variable, created_by=r.created_by,
+                                      variable=spec.variable, created_by=r.analyst_id,
                                       created_at=r.created_at,
                                       updated_at=r.updated_at))
     return summaries
-
-
-def _provenance(record: ReleaseRecord) -> Provenance:
-    asked = json.loads(record.request)
-    return Provenance(center=record.center, call=record.kind, dataset=asked["dataset"] or None,
-                      request=asked["request"], response=json.loads(record.response),
-                      received_at=record.received_at)
 
 
 @router.get("/{study_id}", name="get_study", response_model=StudyView)
 async def get_study(
     study_id: str,
     store: StoreDep,
+    analyst: AnalystDep,
     provenance: Annotated[bool, Query(
         description="include every answer the centers gave (megabytes for a large study); "
                     "poll with false and read them once at the end")] = True,
 ) -> Response:
-    """A study: status, results (when done), error (when failed) and what each center released.
+    """A study: status, results (when done), error (when failed) and what each center released
+    (for an analyst without the raw numbers, for an admin as received:
+    ``coordinator.provenance``).
 
     Infinite table limits are the strings ``"Infinity"``/``"-Infinity"``, as on the wire.
     """
-    record = await _study(store, study_id)
+    record = await readable_study(store, analyst, study_id)
+    if provenance:
+        await asyncio.to_thread(audit.record, store, "study.read", caller=analyst,
+                                target=study_id)
     released = await asyncio.to_thread(store.releases_of, study_id) if provenance else None
     count = len(released) if released is not None else await asyncio.to_thread(
         store.count_releases, study_id)
@@ -99,9 +118,10 @@ async def get_study(
         spec=StudySpec.model_validate_json(record.spec),
         result=StudyResult.model_validate_json(record.result) if record.result else None,
         error=StudyError.model_validate_json(record.error) if record.error else None,
-        provenance=[_provenance(r) for r in released] if released is not None else None,
+        provenance=[provenance_of(r, full=is_admin(analyst)) for r in released]
+        if released is not None else None,
         releases_received=count,
-        created_by=record.created_by,
+        created_by=record.analyst_id,
         created_at=record.created_at,
         updated_at=record.updated_at,
     )
@@ -117,13 +137,16 @@ async def boxplot_figure(
     study_id: str,
     index: Annotated[int, Path(ge=0, le=1000)],
     store: StoreDep,
+    analyst: AnalystDep,
     format: FigureFormat = "svg",
 ) -> Response:
     """The boxplots of a finished ``dp_boxplot`` analysis (``index`` in the spec) as SVG or PNG."""
-    record = await _study(store, study_id)
-    if record.status != "succeeded" or record.result is None:
+    record = await readable_study(store, analyst, study_id)
+    if record.status not in ("succeeded", "partially_failed") or record.result is None:
         raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
     analyses = StudyResult.model_validate_json(record.result).analyses
+    if index < len(analyses) and isinstance(failed := analyses[index], FailedAnalysis):
+        raise Conflict(f"analysis {index} of study {study_id!r} failed: {failed.error.detail}")
     if index >= len(analyses) or not isinstance(analyses[index], DPBoxplotResult):
         raise NotFound(f"analysis {index} of study {study_id!r} is not a dp_boxplot")
     result = analyses[index]
@@ -136,7 +159,11 @@ async def boxplot_figure(
 
 @router.post("/{study_id}/resume", status_code=202)
 async def resume_study(
-    study_id: str, runner: RunnerDep, request: Request, response: Response
+    study_id: str, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
 ) -> StudyCreated:
     """Run a ``failed_resumable`` study again; releases already received are not asked again."""
-    return _created(await runner.resume(study_id), request, response)
+    await readable_study(runner.store, analyst, study_id)
+    record = await runner.resume(study_id)
+    await asyncio.to_thread(audit.record, runner.store, "study.resume", caller=analyst,
+                            target=study_id)
+    return _created(record, request, response)
