@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from argon2 import PasswordHasher
@@ -42,7 +42,6 @@ from coordinator import audit
 from coordinator.core.errors import AnalystNotFound
 from coordinator.db import AnalystRecord, QuotaRecord, Store
 from fedstats_service.auth import Caller, check_bearer, fingerprint
-from fedstats_service.context import current, set_current
 from fedstats_service.errors import AuthenticationError
 
 log = logging.getLogger(__name__)
@@ -180,15 +179,14 @@ class Accounts:
 
     def authenticate(self, token: str | None, path: str) -> Caller:
         """The caller a bearer token belongs to; 401 otherwise (recorded as ``auth.refused`` by
-        the token's fingerprint). The request's context gets the analyst id, so every log line
-        of the request names it."""
+        the token's fingerprint). The bearer gate binds the caller's analyst id to the request's
+        context, so every log line of the request names it."""
         if not token:
             raise AuthenticationError()
         caller = self._account(token) if analyst_of(token) else self._configured(token)
         if caller is None:
             self._refused(token, path)
             raise AuthenticationError("the bearer token is not valid for this coordinator")
-        set_current(replace(current(), analyst_id=caller.analyst_id))
         return caller
 
     def _configured(self, token: str) -> Caller | None:

@@ -18,10 +18,11 @@ SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or Postg
   analyst's studies may spend there, and what they spent (:meth:`Store.reserve`);
 * ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`).
 
-Status values: ``pending`` → ``running`` → ``succeeded`` | ``failed``; a study found ``pending``
-or ``running`` when a coordinator starts was interrupted (the process died) and becomes
-``failed_resumable`` (:meth:`Store.mark_interrupted`); ``POST /v1/studies/{id}/resume`` runs it
-again from its recorded releases.
+Status values: ``pending`` → ``running`` → ``succeeded`` | ``partially_failed`` (some analyses
+finished) | ``failed``; a study found ``pending`` or ``running`` when a coordinator starts was
+interrupted (the process died) and becomes ``failed_resumable`` (:meth:`Store.mark_interrupted`);
+``POST /v1/studies/{id}/resume`` runs what did not finish again from its recorded releases
+(``coordinator.runner.resumable``).
 
 Older stores keep opening: new tables are created when the store opens, and the one column added
 to an existing table (``coordinator_study.analyst_id``) is added by :func:`_upgrade` (idempotent;

@@ -83,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("study_file", type=Path, metavar="STUDY.toml")
     add_coordinator_arguments(run, waits=True)
     resume = actions.add_parser(
-        "resume", help="run a failed_resumable study again, wait, write its outputs",
-        description="For a study the coordinator left failed_resumable (it stopped "
-        "mid-study): runs it again (the releases it received are not asked again), polls and "
-        "writes study.json and report.html as run does.",
+        "resume", help="run a study that stopped short again, wait, write its outputs",
+        description="For a study left failed_resumable (the coordinator stopped mid-study), "
+        "partially_failed, or failed because a center was unreachable or timed out: runs what "
+        "did not finish again (the releases it received are not asked again, nothing is paid "
+        "twice), polls and writes study.json and report.html as run does.",
     )
     resume.add_argument("study_id", metavar="STUDY_ID")
     add_coordinator_arguments(resume, waits=True)

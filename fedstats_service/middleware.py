@@ -80,7 +80,8 @@ class BearerGate:
     """401 unless ``check(token, path)`` accepts the request's bearer token (paths in
     ``public`` excepted). ``check`` (a ``fedstats_service.auth.Authenticator``) raises
     :class:`AuthenticationError` or returns the caller, which is put in
-    ``scope["state"]["caller"]``."""
+    ``scope["state"]["caller"]``; a caller with an ``analyst_id`` binds it to the request's
+    call context."""
 
     def __init__(self, app: ASGIApp, check: Callable[[str | None, str], object],
                  public: Collection[str]) -> None:
@@ -100,7 +101,9 @@ class BearerGate:
                     token = credentials.strip() or None
                 break  # the first Authorization header is the one read
         try:
-            caller = self.check(token, scope.get("path", ""))
+            # In a worker thread: an authenticator may read a database or verify a slow hash
+            # (the coordinator's argon2), which must not stall every other request.
+            caller = await asyncio.to_thread(self.check, token, scope.get("path", ""))
         except AuthenticationError as exc:
             # The fingerprint names the token (repeated attempts, a leaked token) without it.
             log.warning("authentication failed (%s) on %s: %s", exc.error, scope.get("path", ""),
@@ -108,7 +111,14 @@ class BearerGate:
             await send_error(send, exc)
             return
         scope.setdefault("state", {})["caller"] = caller
-        await self.app(scope, receive, send)
+        analyst_id = getattr(caller, "analyst_id", None)
+        if analyst_id is None:
+            await self.app(scope, receive, send)
+            return
+        # The token names the analyst (the coordinator's accounts): every log line of the
+        # request says so.
+        with context.bound(analyst_id=analyst_id):
+            await self.app(scope, receive, send)
 
 
 class BodySizeLimit:

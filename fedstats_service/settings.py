@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -219,6 +220,23 @@ class ServiceSettings(BaseSettings):
             raise ValueError("tls_certfile and tls_keyfile must be given together")
         if self.tls_client_ca is not None and self.tls_certfile is None:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_certfile and tls_keyfile")
+        # Loaded once here, so a file that is not PEM, or a key that is not the certificate's,
+        # stops start-up naming the keys instead of failing inside uvicorn with a traceback.
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        if self.tls_certfile is not None and self.tls_keyfile is not None:
+            try:
+                context.load_cert_chain(self.tls_certfile, self.tls_keyfile)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError(
+                    "tls_certfile and tls_keyfile must be a PEM certificate (chain) and its "
+                    f"private key, unencrypted ({exc.__class__.__name__}: "
+                    f"{getattr(exc, 'reason', None) or exc})") from None
+        if self.tls_client_ca is not None:
+            try:
+                context.load_verify_locations(cafile=self.tls_client_ca)
+            except (ssl.SSLError, OSError) as exc:
+                raise ValueError("tls_client_ca must be a PEM file of CA certificates "
+                                 f"({exc.__class__.__name__})") from None
         return self
 
     @property

@@ -158,3 +158,14 @@ def test_toml_syntax_error_is_a_config_error(tmp_path: Path) -> None:
 def test_secrets_never_print(config_file: Path) -> None:
     s = load_settings(config_file)
     assert TOKEN not in repr(s) and TOKEN not in str(s.model_dump())
+
+
+def test_tls_files_that_are_not_pem_stop_start_up_naming_the_keys(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("not a certificate")
+    key.write_text("not a key")
+    with pytest.raises(ConfigError, match=r"tls_certfile and tls_keyfile must be a PEM"):
+        load_settings(_with(base_config, tmp_path, tls_certfile=str(cert),
+                            tls_keyfile=str(key)))

@@ -161,7 +161,9 @@ async def boxplot_figure(
 async def resume_study(
     study_id: str, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
 ) -> StudyCreated:
-    """Run a ``failed_resumable`` study again; releases already received are not asked again."""
+    """Run again what a study did not finish: a ``failed_resumable`` or ``partially_failed``
+    study, or a ``failed`` one whose center was unreachable or timed out. Releases already
+    received are not asked again; finished analyses keep their results."""
     await readable_study(runner.store, analyst, study_id)
     record = await runner.resume(study_id)
     await asyncio.to_thread(audit.record, runner.store, "study.resume", caller=analyst,
