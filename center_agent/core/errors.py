@@ -79,8 +79,12 @@ class Forbidden(ServiceError):
 
 
 class DataSourceError(ServiceError):
-    """The data behind a dataset could not be read; details go to the log, never to the client."""
+    """The data behind a dataset could not be read; details go to the log, never to the client.
 
+    A 503: the caller asked nothing wrong, and the dataset answers again once its operator
+    fixed the source (the start-up checks catch what is broken when the center starts)."""
+
+    status_code = 503
     error = "data_source_error"
 
 

@@ -56,7 +56,7 @@ async def test_every_configured_token_is_accepted(client: httpx.AsyncClient) -> 
 
 async def test_no_route_but_health_is_public(app: FastAPI, client: httpx.AsyncClient) -> None:
     """Every operation in the schema declares the bearer scheme and answers 401 without a token,
-    except /v1/health; no docs or schema are served outside dev mode."""
+    except /v1/health; outside dev mode the docs and schema need a token too."""
     paths = app.openapi()["paths"]
     assert {"/v1/health", "/v1/info", "/v1/budget", "/v1/budget/{dataset}"} <= set(paths)
     for path, operations in paths.items():
@@ -69,9 +69,11 @@ async def test_no_route_but_health_is_public(app: FastAPI, client: httpx.AsyncCl
             else:
                 assert operation["security"] == [{"HTTPBearer": []}], path
                 assert r.status_code == 401, (method, path)
-    for hidden in ("/openapi.json", "/docs", "/redoc"):
-        assert (await client.get(hidden)).status_code == 401  # nothing shows without a token
-        assert (await client.get(hidden, headers=AUTH)).status_code == 404
+    for path in ("/openapi.json", "/docs", "/redoc"):
+        assert (await client.get(path)).status_code == 401  # nothing shows without a token
+    assert (await client.get("/openapi.json", headers=AUTH)).json()["paths"].keys() == paths.keys()
+    assert "swagger-ui" in (await client.get("/docs", headers=AUTH)).text
+    assert (await client.get("/redoc", headers=AUTH)).status_code == 404  # one docs page
 
 
 async def test_info_rounds_sizes_down_to_multiples_of_k(client: httpx.AsyncClient) -> None:
@@ -222,12 +224,12 @@ async def test_refusals_are_typed(client: httpx.AsyncClient, app: FastAPI) -> No
     assert "fedstats center epoch --roll" in body["detail"]
 
 
-async def test_unreadable_source_is_500_without_details(
+async def test_unreadable_source_is_503_without_details(
     client: httpx.AsyncClient, csv_path: Path
 ) -> None:
     csv_path.unlink()
     r = await client.get("/v1/info", headers=AUTH)
-    assert r.status_code == 500
+    assert r.status_code == 503
     assert r.json()["error"] == "data_source_error"
     assert str(csv_path) not in r.text and "cohort.csv" not in r.text
 

@@ -158,7 +158,7 @@ def test_the_check_and_the_requests_agree_on_what_is_numeric(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
-async def test_a_file_broken_after_start_up_is_a_generic_500_and_logged_without_its_value(
+async def test_a_file_broken_after_start_up_is_a_503_and_logged_without_its_value(
     tmp_path: Path, base_config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     csv = write_cells(tmp_path / "d.csv", rows())
@@ -174,7 +174,7 @@ async def test_a_file_broken_after_start_up_is_a_generic_500_and_logged_without_
                                       headers=AUTH)
     finally:
         app.state.services.close()
-    assert answer.status_code == 500 and answer.json()["error"] == "data_source_error"
+    assert answer.status_code == 503 and answer.json()["error"] == "data_source_error"
     assert "row" not in answer.text and "'y'" not in answer.text
     assert_no_value(answer.text)
     assert "variable 'y'" in caplog.text and "first in data row 9," in caplog.text
