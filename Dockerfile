@@ -16,6 +16,7 @@ COPY center_agent/ center_agent/
 COPY coordinator/ coordinator/
 COPY fedstats_cli/ fedstats_cli/
 COPY fedstats_service/ fedstats_service/
+COPY fedstats_client/ fedstats_client/
 
 # Installed as the README installs it: a venv and an editable install (the services need no dev
 # tools; `--build-arg EXTRAS='[dev]'` gives the README's command exactly).

@@ -1,0 +1,375 @@
+"""A study's result as typed objects and pandas frames (docs/client.md, "Results").
+
+The coordinator's answer (``GET /v1/studies/{id}``) is validated with its own models
+(``coordinator.models.StudyView``); :class:`StudyRecord` wraps it, and :class:`Results` reads
+the analyses by kind::
+
+    record.result.mwu.to_frame()          # one row per test: statistic, law, df, pvalue
+    record.result.mwu.effects()           # θ per center and stratified, with 95 % intervals
+    record.result.table.to_frame()        # the federated K-anonymous table, one row per bin
+    record.result.quantiles.to_frame()    # (estimator, group) x levels
+    record.result.dp_quantiles.to_frame() # (group, center) x levels, with n and rank error
+    record.result.boxplots.to_frame()     # (group, center) x the seven numbers, pooled included
+    record.result.boxplots.plot()         # matplotlib Axes
+    record.result.centers                 # each center included or excluded, and why
+
+``mwu``, ``table`` and ``quantiles`` are the study's (first) analysis of that kind;
+``boxplots`` and ``dp_quantiles`` gather every analysis of their kind (a study asks one per
+group level). An analysis that failed in a ``partially_failed`` study raises
+:class:`~fedstats_client.errors.AnalysisFailed` (naming the center) when read; one the study did
+not ask raises :class:`~fedstats_client.errors.NoSuchAnalysis`.
+
+pandas and matplotlib are imported when a frame or a plot is first asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from coordinator.models import (
+    Catalog,
+    DPBoxplotResult,
+    DPQuantilesResult,
+    FailedAnalysis,
+    MWUResult,
+    QuantilesResult,
+    StudyPlan,
+    StudyResult,
+    StudyView,
+    TableResult,
+)
+from fedstats_client.errors import AnalysisFailed, NoSuchAnalysis
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+
+BOX_COLUMNS = ("n", "lower_outliers", "lower_whisker", "q1", "median", "q3", "upper_whisker",
+               "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch", "upper_branch")
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:  # pragma: no cover - the `client` extras install it
+        raise ImportError("frames need pandas: pip install 'fedstats[client]'") from None
+    return pandas
+
+
+def _level_name(level: float) -> str:
+    return f"q{level:g}"
+
+
+class MWU:
+    """A federated Mann-Whitney analysis's result (``raw``: the coordinator's model)."""
+
+    def __init__(self, raw: MWUResult) -> None:
+        self.raw = raw
+
+    @property
+    def alternative(self) -> str:
+        return self.raw.alternative
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per test (index ``test``): ``statistic`` (a z-value; Fisher's a χ² with
+        ``df`` degrees of freedom), ``law`` and ``pvalue``."""
+        rows = [{"test": name, "statistic": t.statistic,
+                 "law": f"chi2({t.df})" if name == "fisher" and t.df else "z",
+                 "df": t.df, "pvalue": t.pvalue} for name, t in self.raw.tests.items()]
+        return _pandas().DataFrame(rows, columns=["test", "statistic", "law", "df", "pvalue"]
+                                   ).set_index("test")
+
+    def parts(self) -> pd.DataFrame:
+        """Each center's part of each test (index ``test``, ``center``)."""
+        rows = [{"test": name, **p.model_dump()} for name, t in self.raw.tests.items()
+                for p in t.parts]
+        return _pandas().DataFrame(rows).set_index(["test", "center"])
+
+    def effects(self) -> pd.DataFrame:
+        """θ = P(Y > X) + ½P(Y = X) per center, then stratified, with its 95 % interval."""
+        rows = [e.model_dump() for e in self.raw.effects]
+        return _pandas().DataFrame(rows, columns=["center", "estimate", "low", "high", "level",
+                                                  "n_x", "n_y", "method"]).set_index("center")
+
+    def __repr__(self) -> str:
+        tests = ", ".join(f"{n} p={t.pvalue:.3g}" for n, t in self.raw.tests.items())
+        return f"MWU({self.alternative}: {tests})"
+
+
+class Table:
+    """The federated K-anonymous bin table."""
+
+    def __init__(self, raw: TableResult, groups: tuple[str, str] | None) -> None:
+        self.raw = raw
+        self.groups = list(groups) if groups else ["all"]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per bin ``(lower, upper]`` (the first also holds its lower limit), one count
+        column per group. Counts may be fractional where a refining center split a bin."""
+        limits = self.raw.limits
+        rows = []
+        for i in range(len(limits) - 1):
+            row: dict[str, Any] = {"lower": limits[i], "upper": limits[i + 1]}
+            for g, counts in zip(self.groups, self.raw.counts, strict=False):
+                row[g] = counts[i]
+            rows.append(row)
+        return _pandas().DataFrame(rows, columns=["lower", "upper", *self.groups])
+
+    def __repr__(self) -> str:
+        return f"Table({len(self.raw.limits) - 1} bins, totals {self.raw.totals})"
+
+
+class Quantiles:
+    """Quantiles estimated from the federated table."""
+
+    def __init__(self, raw: QuantilesResult) -> None:
+        self.raw = raw
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index (``estimator``, ``group``); one column per level (``q0.5``), and ``error``:
+        why an estimator gave no quantiles (NaN values then)."""
+        levels = [_level_name(lv) for lv in self.raw.levels]
+        rows = []
+        for estimator, by_group in self.raw.estimates.items():
+            for group, est in by_group.items():
+                values = est.quantiles or [math.nan] * len(levels)
+                rows.append({"estimator": estimator, "group": group,
+                             **dict(zip(levels, values, strict=True)), "error": est.error})
+        return _pandas().DataFrame(rows, columns=["estimator", "group", *levels, "error"]
+                                   ).set_index(["estimator", "group"])
+
+
+class DPQuantiles:
+    """Each center's ε-DP quantiles, every ``dp_quantiles`` analysis of the study together."""
+
+    def __init__(self, raws: list[DPQuantilesResult]) -> None:
+        self.raws = raws
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index (``group``, ``center``); one column per level, ``n`` (the center's size rounded
+        down to its K), ``rank_halfwidth`` (95 % rank error in records), ``epsilon`` spent."""
+        rows, levels = [], []
+        for raw in self.raws:
+            names = [_level_name(lv) for lv in raw.levels]
+            levels += [n for n in names if n not in levels]
+            for center, values in raw.per_center.items():
+                rows.append({"group": raw.group or "all", "center": center,
+                             **dict(zip(names, values, strict=True)),
+                             "n": raw.n.get(center), "rank_halfwidth":
+                             raw.rank_halfwidth.get(center), "epsilon": raw.spent.get(center)})
+        return _pandas().DataFrame(rows, columns=["group", "center", *levels, "n",
+                                                  "rank_halfwidth", "epsilon"]
+                                   ).set_index(["group", "center"])
+
+
+class Boxplots:
+    """ε-DP boxplots, every ``dp_boxplot`` analysis of the study together: each center's box
+    and the pooled one (center ``"pooled"``) per group. Outliers are DP counts, not points."""
+
+    def __init__(self, raws: list[DPBoxplotResult]) -> None:
+        self.raws = raws
+
+    def boxes(self) -> Iterator[tuple[str, str, Any]]:
+        """(group, center, box) for every box, the pooled one after the centers'."""
+        for raw in self.raws:
+            group = raw.group or "all"
+            for center, box in raw.per_center.items():
+                yield group, center, box
+            if raw.pooled is not None:
+                yield group, "pooled", raw.pooled
+
+    def to_frame(self) -> pd.DataFrame:
+        """Index (``group``, ``center``); the seven numbers, ``n``, the outlier counts' 95 %
+        half-width, ε, and whether each whisker is the private extreme or Tukey's fence."""
+        rows = [{"group": g, "center": c, **{k: getattr(b, k) for k in BOX_COLUMNS}}
+                for g, c, b in self.boxes()]
+        return _pandas().DataFrame(rows, columns=["group", "center", *BOX_COLUMNS]
+                                   ).set_index(["group", "center"])
+
+    def plot(self, ax: Axes | None = None, *, title: str | None = None) -> Axes:
+        """The boxes side by side (matplotlib's ``bxp``); each DP outlier count is written
+        beyond its whisker. Returns the Axes (``ax.figure`` is its Figure)."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(max(4.0, 1.2 * sum(1 for _ in self.boxes())), 4.0))
+        stats = [{"label": f"{c}\n{g}", "med": b.median, "q1": b.q1, "q3": b.q3,
+                  "whislo": b.lower_whisker, "whishi": b.upper_whisker, "fliers": []}
+                 for g, c, b in self.boxes()]
+        ax.bxp(stats, showfliers=False)
+        for i, (_, _, b) in enumerate(self.boxes(), start=1):
+            for y, count, va in ((b.lower_whisker, b.lower_outliers, "top"),
+                                 (b.upper_whisker, b.upper_outliers, "bottom")):
+                ax.annotate(f"{count}", (i, y), ha="center", va=va, fontsize=8,
+                            xytext=(0, -3 if va == "top" else 3), textcoords="offset points")
+        ax.set_title(title or "ε-DP boxplots (numbers: DP outlier counts)")
+        return ax
+
+
+@dataclass(frozen=True)
+class Results:
+    """A study's result, read by analysis kind (see the module's docstring); ``raw`` is the
+    coordinator's ``StudyResult``."""
+
+    raw: StudyResult
+    groups: tuple[str, str] | None = None
+
+    def _outcomes(self, kind: str) -> list[tuple[int, Any]]:
+        found = [(i, a) for i, a in enumerate(self.raw.analyses) if a.kind == kind]
+        if not found:
+            raise NoSuchAnalysis(f"the study asked for no {kind} analysis")
+        return found
+
+    def _succeeded(self, kind: str) -> list[Any]:
+        """Every result of ``kind``; the first failed one raises :class:`AnalysisFailed`."""
+        out = []
+        for index, outcome in self._outcomes(kind):
+            if isinstance(outcome, FailedAnalysis):
+                raise AnalysisFailed(index, kind, outcome.error.model_dump())
+            out.append(outcome)
+        return out
+
+    @property
+    def mwu(self) -> MWU:
+        return MWU(self._succeeded("mwu")[0])
+
+    @property
+    def table(self) -> Table:
+        return Table(self._succeeded("table")[0], self.groups)
+
+    @property
+    def quantiles(self) -> Quantiles:
+        return Quantiles(self._succeeded("quantiles")[0])
+
+    @property
+    def dp_quantiles(self) -> DPQuantiles:
+        return DPQuantiles(self._succeeded("dp_quantiles"))
+
+    @property
+    def boxplots(self) -> Boxplots:
+        return Boxplots(self._succeeded("dp_boxplot"))
+
+    @property
+    def failed(self) -> list[AnalysisFailed]:
+        """Every analysis that gave no result, as the error reading it would raise."""
+        return [AnalysisFailed(i, a.kind, a.error.model_dump())
+                for i, a in enumerate(self.raw.analyses) if isinstance(a, FailedAnalysis)]
+
+    @property
+    def centers(self) -> pd.DataFrame:
+        """Each center asked (index ``center``): ``status`` included or excluded, the analyses
+        (their index in the spec) it is ``used_in`` and ``left_out_of``, and ``reason``/``kind``
+        when it was left out."""
+        rows = []
+        by_center = {c.center: c for c in self.raw.center_status}
+        surveyed_out = {e.center: e for e in self.raw.excluded}
+        for center in self.raw.centers:
+            status = by_center.get(center)
+            reason = status.reason if status is not None else surveyed_out.get(center)
+            rows.append({
+                "center": center,
+                "status": status.status if status is not None else (
+                    "excluded" if center in surveyed_out else "included"),
+                "used_in": list(status.used_in) if status is not None else [],
+                "left_out_of": list(status.left_out_of) if status is not None else [],
+                "kind": reason.kind if reason is not None else None,
+                "reason": reason.detail if reason is not None else None,
+            })
+        return _pandas().DataFrame(rows, columns=["center", "status", "used_in", "left_out_of",
+                                                  "kind", "reason"]).set_index("center")
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A study as the coordinator holds it: ``view`` is its answer
+    (``coordinator.models.StudyView``); ``result`` reads its analyses (None until it has one)."""
+
+    view: StudyView
+
+    @property
+    def id(self) -> str:
+        return self.view.id
+
+    @property
+    def status(self) -> str:
+        return self.view.status
+
+    @property
+    def spec(self) -> Any:
+        return self.view.spec
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.view.error.model_dump() if self.view.error is not None else None
+
+    @property
+    def result(self) -> Results | None:
+        if self.view.result is None:
+            return None
+        return Results(self.view.result, self.view.spec.groups)
+
+    def to_json(self) -> str:
+        """The study as the coordinator answered it (what ``fedstats study run`` writes as
+        ``study.json``)."""
+        return self.view.model_dump_json(indent=2)
+
+    def __repr__(self) -> str:
+        return (f"StudyRecord({self.id}: {self.status}, {self.view.spec.dataset}."
+                f"{self.view.spec.variable}, {self.view.releases_received} releases)")
+
+
+class _Wrapped:
+    """A coordinator answer (``raw``) whose fields read as its own, with a frame."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.raw!r})"
+
+
+class CatalogView(_Wrapped):
+    """``GET /v1/catalog`` (``coordinator.models.Catalog``): ``datasets``, ``centers``."""
+
+    raw: Catalog
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (dataset, center): K, variables, levels, sizes rounded down to K,
+        remaining ε, whether the center paused the dataset."""
+        rows = [{"dataset": d.name, **e.model_dump()} for d in self.raw.datasets
+                for e in d.centers]
+        return _pandas().DataFrame(rows).set_index(["dataset", "center"])
+
+    def problems(self) -> pd.DataFrame:
+        """Each registered center and why it could not be asked (None when it could)."""
+        rows = [{"center": c.id, "k": c.k,
+                 "problem": f"{c.problem.kind}: {c.problem.detail}" if c.problem else None}
+                for c in self.raw.centers]
+        return _pandas().DataFrame(rows).set_index("center")
+
+
+class PlanView(_Wrapped):
+    """A dry run (``coordinator.models.StudyPlan``): ``centers``, ``refusals``, ``would_run``."""
+
+    raw: StudyPlan
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (center, analysis): the ε it would spend (``exact`` false: at most),
+        then the center's totals, remaining budget and quota after the study."""
+        rows = [{"center": c.center, "analysis": s.analysis, "kind": s.kind,
+                 "epsilon": s.epsilon, "exact": s.exact, "center_epsilon": c.epsilon,
+                 "remaining_after": c.remaining_after, "quota_left_after": c.quota_left_after}
+                for c in self.raw.centers for s in c.spends]
+        return _pandas().DataFrame(rows, columns=[
+            "center", "analysis", "kind", "epsilon", "exact", "center_epsilon",
+            "remaining_after", "quota_left_after"]).set_index(["center", "analysis"])
+
+    def refusals_frame(self) -> pd.DataFrame:
+        return _pandas().DataFrame([r.model_dump() for r in self.raw.refusals],
+                                   columns=["reason", "center", "detail", "blocking"])

@@ -1,0 +1,126 @@
+"""Study specs built in Python: the same spec a study file holds (``coordinator.models.StudySpec``,
+docs/coordinator.md, "A study"), chained one analysis at a time::
+
+    spec = (Study("cohort", "los_days", groups=["control", "treated"])
+            .table(lower=0.0)
+            .mwu()
+            .dp_boxplot(group="treated", epsilon=0.5, bounds=(0, 60)))
+
+Each call returns a new :class:`Study` (a notebook cell run twice does not ask twice). The spec
+is validated by the coordinator's own model when it is built (:meth:`Study.spec`) or sent, so a
+typo fails here, naming the key, before anything reaches the coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from coordinator.models import StudySpec
+
+
+class SpecError(ValueError):
+    """A spec that does not validate; the message names each key to fix."""
+
+
+def _described(exc: ValidationError) -> str:
+    # Never the offending input: a spec holds no secret, but keep the messages short and alike.
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err.get('loc', ())) or '(top level)'}: {err.get('msg')}"
+        for err in exc.errors(include_url=False, include_input=False))
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options the caller gave (None means "the coordinator's default")."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+class Study:
+    """A study spec under construction (see the module's docstring)."""
+
+    def __init__(
+        self,
+        dataset: str,
+        variable: str,
+        *,
+        groups: Sequence[str] | None = None,
+        k: int | None = None,
+        centers: Sequence[str] | None = None,
+        allow_partial: bool | None = None,
+        analyses: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self._base = _given(dataset=dataset, variable=variable,
+                            groups=list(groups) if groups is not None else None, k=k,
+                            centers=list(centers) if centers is not None else None,
+                            allow_partial=allow_partial)
+        self._analyses = [dict(a) for a in analyses]
+
+    def _with(self, kind: str, **options: Any) -> Study:
+        return Study(**self._base, analyses=[*self._analyses, {"kind": kind, **_given(**options)}])
+
+    def table(self, *, lower: float | str | None = None, upper: float | str | None = None
+              ) -> Study:
+        """The federated K-anonymous table (``lower``/``upper``: a natural limit, ``"buffer"``
+        or ``"infinite"``)."""
+        return self._with("table", lower=lower, upper=upper)
+
+    def mwu(self, *, tests: Sequence[str] | None = None, alternative: str | None = None,
+            epsilon: float | None = None) -> Study:
+        """Federated Mann-Whitney tests of the first group (X) against the second (Y)."""
+        return self._with("mwu", tests=list(tests) if tests is not None else None,
+                          alternative=alternative, epsilon=epsilon)
+
+    def dp_boxplot(self, *, epsilon: float, bounds: Sequence[float], group: str | None = None,
+                   per_center: bool | None = None, pooled: bool | None = None,
+                   depth: int | None = None, branching: int | None = None) -> Study:
+        """ε-DP boxplots of one group level (or every record), per center and/or pooled; each
+        center spends ``epsilon`` per box."""
+        return self._with("dp_boxplot", epsilon=epsilon, bounds=list(bounds), group=group,
+                          per_center=per_center, pooled=pooled, depth=depth,
+                          branching=branching)
+
+    def quantiles(self, levels: Sequence[float], *, estimators: Sequence[str] | None = None,
+                  epsilon: float | None = None, bounds: Sequence[float] | None = None) -> Study:
+        """Quantiles estimated from the federated table (``yj_data`` needs ε and bounds)."""
+        return self._with("quantiles", levels=list(levels),
+                          estimators=list(estimators) if estimators is not None else None,
+                          epsilon=epsilon, bounds=list(bounds) if bounds is not None else None)
+
+    def dp_quantiles(self, levels: Sequence[float], *, epsilon: float, bounds: Sequence[float],
+                     algorithm: str | None = None, group: str | None = None) -> Study:
+        """Each center's ε-DP quantiles of one group level (or every record)."""
+        return self._with("dp_quantiles", levels=list(levels), epsilon=epsilon,
+                          bounds=list(bounds), algorithm=algorithm, group=group)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a study file would hold it (not yet validated)."""
+        return {**self._base, "analyses": [dict(a) for a in self._analyses]}
+
+    def spec(self) -> StudySpec:
+        """The validated spec; raises :class:`SpecError` naming each key to fix."""
+        return as_spec(self.to_dict())
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(str(a["kind"]) for a in self._analyses) or "no analysis yet"
+        return f"Study({self._base.get('dataset')}.{self._base.get('variable')}: {kinds})"
+
+
+def as_spec(spec: Study | StudySpec | Mapping[str, Any]) -> StudySpec:
+    """A :class:`Study`, a ``StudySpec`` or a dict (a study file's content) as a validated spec."""
+    if isinstance(spec, StudySpec):
+        return spec
+    if isinstance(spec, Study):
+        spec = spec.to_dict()
+    try:
+        return StudySpec.model_validate(dict(spec))
+    except ValidationError as exc:
+        raise SpecError(f"invalid study spec: {_described(exc)}") from None
+
+
+def spec_body(spec: Study | StudySpec | Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body sent for ``spec``: what was set, validated (defaults are the
+    coordinator's)."""
+    body: dict[str, Any] = as_spec(spec).model_dump(mode="json", exclude_unset=True)
+    return body
