@@ -16,13 +16,16 @@ SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or Postg
 * ``coordinator_share`` — (study, analyst) pairs: who may read a study besides its owner;
 * ``coordinator_quota`` / ``coordinator_spent`` — per (analyst, center, dataset): the most ε the
   analyst's studies may spend there, and what they spent (:meth:`Store.reserve`);
-* ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`).
+* ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`);
+* ``coordinator_idempotency`` — (analyst, ``Idempotency-Key``) → the study that request created:
+  a repeat returns that study instead of starting another (:meth:`Store.create_study`). The
+  primary key makes two concurrent requests with one key create one study, not a check first.
 
 Status values: ``pending`` → ``running`` → ``succeeded`` | ``partially_failed`` (some analyses
-finished) | ``failed``; a study found ``pending`` or ``running`` when a coordinator starts was
-interrupted (the process died) and becomes ``failed_resumable`` (:meth:`Store.mark_interrupted`);
-``POST /v1/studies/{id}/resume`` runs what did not finish again from its recorded releases
-(``coordinator.runner.resumable``).
+finished) | ``failed``, or ``cancelled`` by its owner (``POST .../cancel``); a study found
+``pending`` or ``running`` when a coordinator starts was interrupted (the process died) and
+becomes ``failed_resumable`` (:meth:`Store.mark_interrupted`); ``POST /v1/studies/{id}/resume``
+runs what did not finish again from its recorded releases (``coordinator.runner.resumable``).
 
 Older stores keep opening: new tables are created when the store opens, and the one column added
 to an existing table (``coordinator_study.analyst_id``) is added by :func:`_upgrade` (idempotent;
@@ -144,6 +147,16 @@ spent = Table(
     Column("center", String(64), primary_key=True),
     Column("dataset", String(128), primary_key=True),
     Column("epsilon", Float, nullable=False),
+)
+
+idempotency = Table(
+    "coordinator_idempotency",
+    metadata,
+    Column("analyst_id", String(64), primary_key=True),
+    Column("key", String(128), primary_key=True),
+    Column("study_id", String(36), ForeignKey("coordinator_study.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("created_at", String(40), nullable=False),
 )
 
 audit = Table(
@@ -287,18 +300,45 @@ class Store(Database):
 
     def create_study(
         self, study_id: str, spec: str, *, created_by: str | None = None,
-        analyst_id: str | None = None,
+        analyst_id: str | None = None, idempotency_key: str | None = None,
     ) -> StudyRecord:
         """A new ``pending`` study owned by ``analyst_id``; ``created_by`` is the fingerprint of
-        the token it was created with."""
+        the token it was created with.
+
+        With ``idempotency_key``, the study and the key are inserted in one transaction: when
+        the analyst already used that key (even a moment ago, in a request still running), the
+        key's primary key refuses the insert, nothing is created, and the study made with the
+        key is returned instead (:meth:`keyed_study`; compare its ``id`` to ``study_id``)."""
         stamp = now()
-        with self.engine.begin() as conn:
-            conn.execute(insert(studies).values(
-                id=study_id, spec=spec, status="pending", result=None, error=None,
-                created_by=created_by, analyst_id=analyst_id, created_at=stamp, updated_at=stamp,
-            ))
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(studies).values(
+                    id=study_id, spec=spec, status="pending", result=None, error=None,
+                    created_by=created_by, analyst_id=analyst_id, created_at=stamp,
+                    updated_at=stamp,
+                ))
+                if idempotency_key is not None:
+                    conn.execute(insert(idempotency).values(
+                        analyst_id=analyst_id or "", key=idempotency_key, study_id=study_id,
+                        created_at=stamp))
+        except IntegrityError:
+            found = (self.keyed_study(analyst_id, idempotency_key)
+                     if idempotency_key is not None else None)
+            if found is None:
+                raise  # not the key (a study id used twice): a bug, not a repeat
+            return found
         return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp, created_by,
                            analyst_id)
+
+    def keyed_study(self, analyst_id: str | None, key: str) -> StudyRecord | None:
+        """The study the analyst created with ``Idempotency-Key: key``, if any."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(studies).join(idempotency, idempotency.c.study_id == studies.c.id)
+                .where(idempotency.c.analyst_id == (analyst_id or ""),
+                       idempotency.c.key == key)
+            ).first()
+        return _study(row) if row is not None else None
 
     def get_study(self, study_id: str) -> StudyRecord | None:
         with self.engine.connect() as conn:

@@ -27,8 +27,8 @@ def create_app(
     The store is opened here (studies a dead process left running become ``failed_resumable``),
     so a bad store URL fails at start-up. Callers are analysts: accounts of the store or the
     configured ``analyst_tokens`` (``coordinator.accounts``). ``centers`` / ``transports`` are the
-    test seams of :meth:`Services.build`. ``/docs`` and ``/openapi.json`` are served only in dev
-    mode.
+    test seams of :meth:`Services.build`. ``/docs`` and ``/openapi.json`` need a token, except
+    in dev mode (``fedstats_service.app``).
     """
     built = services if services is not None else Services.build(
         settings if settings is not None else load_settings(),

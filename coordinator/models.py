@@ -58,10 +58,11 @@ ESTIMATOR_NAMES: tuple[Estimator, ...] = (
 TABLE_ESTIMATORS: tuple[Estimator, ...] = (
     "yj_table", "interpolation", "extrapolation", "yj_shaped"
 )
-# partially_failed: some analyses gave their result, some failed (docs/coordinator.md, "Statuses
-# and partial results").
+# partially_failed: some analyses gave their result, some failed; cancelled: stopped by its owner
+# or an admin (docs/coordinator.md, "Statuses and partial results", "Cancel").
 StudyStatus = Literal[
-    "pending", "running", "succeeded", "partially_failed", "failed", "failed_resumable"
+    "pending", "running", "succeeded", "partially_failed", "failed", "failed_resumable",
+    "cancelled",
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
 AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles"]
@@ -184,6 +185,12 @@ class StudySpec(_Spec):
     allow_partial: bool = Field(
         default=False,
         description="leave out failing centers (recorded) while at least min_centers remain",
+    )
+    webhook_url: str | None = Field(
+        default=None, min_length=8, max_length=2000, pattern=r"^https?://",
+        description="POSTed a signed notice when the study ends; must start with one of the "
+                    "coordinator's webhook_allowed_prefixes. Shown to whoever may read the "
+                    "study: put no secret in it (docs/coordinator.md, \"Completion webhook\")",
     )
 
     @field_validator("groups")
@@ -590,3 +597,102 @@ class AuditEntry(BaseModel):
     target: str | None
     request_id: str | None
     detail: str | None
+
+
+# -- discovery and the dry run (docs/coordinator.md, "Catalog" and "Dry run") -------------------
+
+
+class CatalogEntry(BaseModel):
+    """One center's declaration of a dataset: its names, its sizes rounded down to the center's
+    K (never finer) and the ε its budget has left."""
+
+    center: str
+    k: int = Field(description="the center's K: it releases no count in 1..K-1")
+    variables: list[str]
+    group_column: str | None
+    levels: list[str]
+    n_records: int = Field(description="records, rounded down to a multiple of the center's K")
+    n_by_group: dict[str, int] = Field(description="records per level, each rounded down to K")
+    epoch: int
+    paused: bool = Field(description="the data changed; releases wait for the operator")
+    remaining_epsilon: float | None = Field(
+        description="ε left in the center's budget for the dataset (none: budget unreadable)")
+
+
+class CatalogDataset(BaseModel):
+    """A dataset as the centers that declare it publish it."""
+
+    name: str
+    variables: list[str] = Field(description="declared by at least one center (each center's "
+                                             "own list is in `centers`)")
+    levels: list[str] = Field(description="group levels declared by at least one center")
+    centers: list[CatalogEntry]
+
+
+class CatalogCenter(BaseModel):
+    """A registered center and, when it could not be asked, why."""
+
+    id: str
+    url: str | None = Field(description="base URL (none for an in-process center)")
+    k: int | None = Field(description="the center's K (none when its info could not be read)")
+    problem: CenterProblem | None = Field(
+        description="why its info (then none of its datasets is listed) or budget failed")
+
+
+class Catalog(BaseModel):
+    """What every registered center holds (``GET /v1/catalog``)."""
+
+    datasets: list[CatalogDataset]
+    centers: list[CatalogCenter]
+
+
+PlanRefusalReason = Literal[
+    "unknown_name", "center_k", "dataset_paused", "budget_exceeded", "quota_exceeded",
+    "center_unavailable", "too_few_centers",
+]
+
+
+class PlanRefusal(BaseModel):
+    """Something that would be refused if the spec were submitted."""
+
+    reason: PlanRefusalReason
+    center: str | None = Field(description="the center concerned (none: the whole study)")
+    detail: str
+    blocking: bool = Field(description="true: the study would be refused or fail; false: "
+                                       "the center would be left out (allow_partial)")
+
+
+class PlannedSpend(BaseModel):
+    """The ε one analysis would make one center spend."""
+
+    analysis: int = Field(description="index in the spec")
+    kind: AnalysisKind
+    epsilon: float
+    exact: bool = Field(description="false: at most this (yj_data: Brent may stop early)")
+
+
+class CenterPlan(BaseModel):
+    """One selected center in a dry run."""
+
+    center: str
+    k: int | None
+    spends: list[PlannedSpend]
+    epsilon: float = Field(description="ε the study would spend there, in all")
+    exact: bool = Field(description="false: `epsilon` is an upper bound")
+    remaining_epsilon: float | None = Field(
+        description="the center's budget left for the dataset now (none: unreadable)")
+    remaining_after: float | None
+    quota: float | None = Field(description="the analyst's ε quota there (none: no limit)")
+    quota_spent: float
+    quota_left_after: float | None
+
+
+class StudyPlan(BaseModel):
+    """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
+    created, released or spent."""
+
+    dataset: str
+    variable: str
+    centers: list[CenterPlan]
+    refusals: list[PlanRefusal]
+    would_run: bool = Field(description="no blocking refusal")

@@ -9,7 +9,17 @@ Lifecycle (statuses of :mod:`coordinator.db`)::
                            ├──▶ failed            (none did: a CenterFailure, TooFewCenters, a
                            │                       bad spec; the error names the center and kind)
                            └──▶ failed_resumable  (the coordinator stopped mid-study)
-    failed_resumable | partially_failed | failed (unreachable, timeout) ──resume──▶ pending ...
+    pending | running ──cancel──▶ cancelled         (its owner or an admin stopped it)
+    failed_resumable | partially_failed | cancelled | failed (unreachable, timeout)
+        ──resume──▶ pending ...
+
+A cancelled study keeps what it had (the results a resumed run kept, every release received);
+its task is stopped where it is, so analyses under way give no result. A resume runs them
+again from the recorded releases, paying nothing twice (docs/coordinator.md, "Cancel").
+
+With an ``Idempotency-Key``, a repeated submission gets the study the key made instead of a new
+one (:meth:`StudyRunner.replay`, ``coordinator.db.Store.create_study``); a study with a
+``webhook_url`` sends a signed notice when it ends (``coordinator.webhooks``).
 
 A resumed study keeps the analyses that succeeded and runs the others again; a ``failed`` one is
 resumable only when a center could not be reached in time (``unreachable``, ``timeout``): any
@@ -31,31 +41,44 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from coordinator.catalog import check_names
 from coordinator.core.errors import (
     Busy,
     Conflict,
+    IdempotencyConflict,
     InvalidStudy,
     ServiceError,
     StudyNotFound,
 )
 from coordinator.db import Store, StudyRecord
-from coordinator.models import FailedAnalysis, StudyResult, StudySpec, StudyStatus
+from coordinator.models import FailedAnalysis, StudyPlan, StudyResult, StudySpec, StudyStatus
+from coordinator.plan import plan_study
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
+from coordinator.registry import Registry
 from coordinator.study import run_study
+from coordinator.webhooks import Notifier
 from fedstats_service.context import CallContext, current, set_current
+from fedstats_service.errors import error_body
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = ServiceError("the study failed unexpectedly").body()
+# How long a submission waits for the centers' info to check the spec's names: a center slower
+# than this is not held against the spec (its run will ask it again).
+NAMES_WAIT_S = 3.0
 # A center that could not be reached in time may answer when asked again.
 TRANSIENT_KINDS = frozenset({"unreachable", "timeout"})
+CANCELLABLE: tuple[StudyStatus, ...] = ("pending", "running")
+CANCELLED_ERROR = json.dumps(error_body(
+    "cancelled", "the study was cancelled; POST .../resume runs what it did not finish from its "
+    "recorded releases"))
 
 
 def resumable(record: StudyRecord) -> bool:
     """Whether ``record`` may run again: interrupted, partially failed, or failed only because
     centers could not be reached in time."""
-    if record.status in ("failed_resumable", "partially_failed"):
+    if record.status in ("failed_resumable", "partially_failed", "cancelled"):
         return True
     if record.status != "failed" or record.error is None:
         return False
@@ -97,11 +120,17 @@ class StudyRunner:
         *,
         min_centers: int,
         max_running: int = 16,
+        notifier: Notifier | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self.store = store
         self.centers = dict(centers)
         self.min_centers = min_centers
         self.max_running = max_running
+        self.notifier = notifier or Notifier([], None)
+        # What the centers declare (names, K, budgets), for the checks at submission and the
+        # dry run; the app's registry when given, so they share its rounds with /v1/catalog.
+        self.registry = registry or Registry(self.centers, {})
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def check(self, spec: StudySpec) -> None:
@@ -118,25 +147,68 @@ class StudyRunner:
                 f"a study needs at least {self.min_centers} centers, {len(selected)} selected",
                 extra={"fields": ["body.centers"]},
             )
+        self.notifier.check(spec.webhook_url)
+
+    async def check_names(self, spec: StudySpec) -> None:
+        """Refuse (422 ``unknown_name``) a spec naming a dataset, variable or group level the
+        selected centers do not declare, from their info alone (``coordinator.catalog``)."""
+        selected = spec.centers or list(self.centers)
+        declared = await self.registry.declarations(wait_s=NAMES_WAIT_S, budgets=False)
+        check_names(spec, declared, selected, min_centers=self.min_centers)
+
+    async def plan(self, spec: StudySpec, analyst_id: str | None = None) -> StudyPlan:
+        """What ``spec`` would spend and what would be refused (``coordinator.plan``): nothing
+        is created, released or spent."""
+        self.check(spec)
+        selected = spec.centers or list(self.centers)
+        declarations = await self.registry.declarations()
+        quotas = {} if analyst_id is None else await asyncio.to_thread(
+            lambda: {c: self.store.quota(analyst_id, c, spec.dataset) for c in selected})
+        return plan_study(spec, declarations, selected, min_centers=self.min_centers,
+                          quotas=quotas)
 
     def _room(self) -> None:
         if len(self._tasks) >= self.max_running:
             raise Busy(len(self._tasks))
 
     async def submit(self, spec: StudySpec, *, created_by: str | None = None,
-                     analyst_id: str | None = None) -> StudyRecord:
+                     analyst_id: str | None = None,
+                     idempotency_key: str | None = None) -> StudyRecord:
         """Record the study, owned by ``analyst_id``, and start it; returns at once (status
         ``pending``).
 
-        Refused (503 ``busy``) while ``max_running`` studies run."""
+        With ``idempotency_key`` already used by the analyst (a concurrent request included),
+        returns the study that key made, started once (409 ``idempotency_conflict`` when it was
+        made with another spec).
+
+        Refused (503 ``busy``) while ``max_running`` studies run, and (422 ``unknown_name``)
+        when it names what the selected centers do not declare (:meth:`check_names`)."""
         self.check(spec)
         self._room()
+        await self.check_names(spec)
         study_id = uuid.uuid4().hex
         record = await asyncio.to_thread(
             lambda: self.store.create_study(study_id, spec.model_dump_json(),
-                                            created_by=created_by, analyst_id=analyst_id)
+                                            created_by=created_by, analyst_id=analyst_id,
+                                            idempotency_key=idempotency_key)
         )
+        if record.id != study_id:  # the key's study, made by a request a moment before
+            return self._same_spec(record, spec)
         self._start(study_id, spec)
+        return record
+
+    async def replay(self, spec: StudySpec, *, analyst_id: str | None,
+                     idempotency_key: str) -> StudyRecord | None:
+        """The study the analyst made with ``idempotency_key``, if any (409
+        ``idempotency_conflict`` when with another spec): asked before anything else, so a
+        repeat is answered even when a quota or ``max_running`` would refuse a new study."""
+        record = await asyncio.to_thread(self.store.keyed_study, analyst_id, idempotency_key)
+        return self._same_spec(record, spec) if record is not None else None
+
+    @staticmethod
+    def _same_spec(record: StudyRecord, spec: StudySpec) -> StudyRecord:
+        if StudySpec.model_validate_json(record.spec) != spec:
+            raise IdempotencyConflict(record.id)
         return record
 
     async def resume(self, study_id: str) -> StudyRecord:
@@ -159,6 +231,34 @@ class StudyRunner:
         log.info("study %s pending: resumed (was %s)", study_id, record.status)
         previous = StudyResult.model_validate_json(record.result) if record.result else None
         self._start(study_id, StudySpec.model_validate_json(record.spec), previous)
+        updated = await asyncio.to_thread(self.store.get_study, study_id)
+        assert updated is not None
+        return updated
+
+    async def cancel(self, study_id: str) -> StudyRecord:
+        """Stop a ``pending`` or ``running`` study: its task is cancelled (a release under way
+        is not waited for: if the center spent on it, a resume gets the same answer from the
+        center's release memory), and it becomes ``cancelled`` keeping the results it had. 409
+        for a study in any other status (one that ended meanwhile included)."""
+        record = await asyncio.to_thread(self.store.get_study, study_id)
+        if record is None:
+            raise StudyNotFound(study_id)
+        task = self._tasks.get(study_id)
+        if record.status in CANCELLABLE and task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            record = await asyncio.to_thread(self.store.get_study, study_id)
+            assert record is not None
+        # Moved only from pending/running: a study that ended meanwhile keeps its status.
+        moved = record.status in CANCELLABLE and await asyncio.to_thread(
+            self.store.set_status, study_id, "cancelled", result=record.result,
+            error=CANCELLED_ERROR, only_from=CANCELLABLE)
+        if not moved:
+            raise Conflict(f"study {study_id!r} is {record.status}; only a pending or running "
+                           "study can be cancelled")
+        log.info("study %s cancelled", study_id)
+        self.notifier.notify(study_id, "cancelled",
+                             StudySpec.model_validate_json(record.spec).webhook_url)
         updated = await asyncio.to_thread(self.store.get_study, study_id)
         assert updated is not None
         return updated
@@ -188,7 +288,10 @@ class StudyRunner:
         # A resumed study shows the results it keeps while it runs (and keeps them if the
         # coordinator stops again).
         kept = previous.model_dump_json() if previous is not None else None
-        await asyncio.to_thread(store.set_status, study_id, "running", result=kept)
+        # Only from pending: a study cancelled meanwhile (by another process) stays cancelled.
+        if not await asyncio.to_thread(store.set_status, study_id, "running", result=kept,
+                                       only_from=("pending",)):
+            return
         log.info("study %s running", study_id)
         selected = spec.centers or list(self.centers)
         ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner)
@@ -197,21 +300,25 @@ class StudyRunner:
             result = await run_study(spec, ports, min_centers=self.min_centers,
                                      previous=previous)
         except asyncio.CancelledError:
-            # Shutting down: leave the study resumable (mark_interrupted does it in close()).
+            # Shutting down (mark_interrupted leaves it resumable in close()) or cancelled
+            # (cancel() records it).
             raise
         except Exception:
             log.exception("study %s raised", study_id)
             log.info("study %s failed: %s", study_id, INTERNAL_ERROR["detail"])
-            await asyncio.to_thread(store.set_status, study_id, "failed",
-                                    error=json.dumps(INTERNAL_ERROR))
+            status: StudyStatus = "failed"
+            stored: str | None = None
+            error: str | None = json.dumps(INTERNAL_ERROR)
         else:
             status, stored, error = outcome(result)
             if status == "succeeded":
                 log.info("study %s succeeded", study_id)
             else:
                 log.info("study %s %s: %s", study_id, status, failures(result))
-            await asyncio.to_thread(store.set_status, study_id, status, result=stored,
-                                    error=error)
+        # Only from running: a study cancelled meanwhile (by another process) stays cancelled.
+        if await asyncio.to_thread(store.set_status, study_id, status, result=stored,
+                                   error=error, only_from=("running",)):
+            self.notifier.notify(study_id, status, spec.webhook_url)
 
     async def wait(self, study_id: str) -> None:
         """Until the study's task (if any) is done; for tests and graceful shutdown."""
@@ -229,3 +336,4 @@ class StudyRunner:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.to_thread(self.store.mark_interrupted)
+        await self.notifier.aclose()

@@ -16,6 +16,7 @@ from coordinator.db import Store
 from coordinator.ports import CenterPort
 from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
+from coordinator.webhooks import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,15 @@ class Services:
             dict(centers) if centers is not None
             else dict(build_centers(settings, transports=transports))
         )
-        runner = StudyRunner(store, ports, min_centers=settings.min_centers,
-                             max_running=settings.max_running_studies)
         urls = {cid: c.base_url for cid, c in settings.centers.items()}
+        # One registry: the catalog, the name check at submission and dry runs share its rounds.
+        registry = Registry(ports, urls)
+        runner = StudyRunner(store, ports, min_centers=settings.min_centers,
+                             max_running=settings.max_running_studies,
+                             notifier=Notifier.from_settings(settings), registry=registry)
         accounts = Accounts(store, settings.analyst_tokens)
         warn_about_access(accounts)
-        return cls(settings, store, ports, runner, Registry(ports, urls), accounts)
+        return cls(settings, store, ports, runner, registry, accounts)
 
     async def aclose(self) -> None:
         """Stop the studies (left resumable), close the HTTP clients and the store."""

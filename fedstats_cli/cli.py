@@ -5,15 +5,20 @@
     fedstats coordinator serve --config coordinator.toml
     fedstats coordinator analyst add|list|revoke|quota ... | audit ...   (its operator)
     fedstats study run study.toml --coordinator https://coordinator:8800 [--ca-bundle FILE]
-    fedstats study resume|status STUDY_ID --coordinator URL [--ca-bundle FILE]
+        [--idempotency-key KEY]
+    fedstats study resume|status|get|cancel STUDY_ID --coordinator URL [--ca-bundle FILE]
+    fedstats study list [--status S] [--limit N] --coordinator URL     (get/list/cancel: --json)
+    fedstats study plan study.toml --coordinator URL [--json]   (a dry run; exit 1: refusals)
+    fedstats catalog|centers --coordinator URL [--json]
     fedstats demo [--workdir DIR]
     fedstats simulate mwu|boxplot|quantiles ...
     fedstats synth-data --hospital hospital_a --out cohort.csv
     fedstats health URL [--ca-bundle FILE]
 
-Exit codes: 0 success; 1 a study that did not succeed (a partially_failed one included: its
-report shows which analyses failed), an unhealthy service; 2 bad usage or configuration; 130
-interrupted.
+Exit codes (README.md, "Exit codes"): 0 success; 1 a study that did not succeed (a
+partially_failed or cancelled one included: its report shows which analyses failed), a call the
+coordinator refused or could not answer (no such study, one that cannot be cancelled any more),
+an unhealthy service; 2 bad usage or configuration; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -82,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("study_file", type=Path, metavar="STUDY.toml")
     add_coordinator_arguments(run, waits=True)
+    run.add_argument("--idempotency-key", metavar="KEY",
+                     help="submit once per KEY (1-128 printable characters, e.g. the date in a "
+                     "cron job): run again with the same KEY and study file, it waits for the "
+                     "study the first run made instead of starting another")
     resume = actions.add_parser(
         "resume", help="run a study that stopped short again, wait, write its outputs",
         description="For a study left failed_resumable (the coordinator stopped mid-study), "
@@ -94,6 +103,36 @@ def build_parser() -> argparse.ArgumentParser:
     status = actions.add_parser("status", help="print a study's status")
     status.add_argument("study_id", metavar="STUDY_ID")
     add_coordinator_arguments(status, waits=False)
+    get = actions.add_parser(
+        "get", help="write a study's study.json and report.html (or print it with --json)",
+        description="Reads the study as it is now (provenance included) and writes its outputs "
+        "as run does; exit 0 when it succeeded.")
+    get.add_argument("study_id", metavar="STUDY_ID")
+    add_coordinator_arguments(get, waits=False, json_output=True)
+    get.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
+    listed = actions.add_parser("list", help="your studies and those shared with you, newest "
+                                "first")
+    listed.add_argument("--status", help="only studies in this status (running, succeeded, ...)")
+    listed.add_argument("--limit", type=int, default=100, metavar="N",
+                        help="the newest N (1-1000; default: 100)")
+    add_coordinator_arguments(listed, waits=False, json_output=True)
+    cancel = actions.add_parser(
+        "cancel", help="stop a pending or running study (its owner or an admin)",
+        description="The study becomes cancelled: it keeps what it received and `fedstats "
+        "study resume` runs the rest later without paying twice. Exit 1 when it had already "
+        "ended.")
+    cancel.add_argument("study_id", metavar="STUDY_ID")
+    add_coordinator_arguments(cancel, waits=False, json_output=True)
+    plan = actions.add_parser(
+        "plan", help="a dry run: what STUDY.toml would spend per center and what would be "
+        "refused (nothing is released or spent; exit 1 when something would be refused)")
+    plan.add_argument("study_file", type=Path, metavar="STUDY.toml")
+    add_coordinator_arguments(plan, waits=False, json_output=True)
+    for name, text in (("catalog", "what the centers hold: datasets, variables, group levels, "
+                                   "sizes (rounded down to each center's K), ε left"),
+                       ("centers", "each registered center's health and ε left per dataset")):
+        discover = sub.add_parser(name, help=text)
+        add_coordinator_arguments(discover, waits=False, json_output=True)
 
     demo = sub.add_parser(
         "demo", help="three synthetic hospitals + a coordinator + one study, all local",
@@ -179,9 +218,10 @@ def add_ca_bundle_argument(p: argparse.ArgumentParser, whose: str) -> None:
                    "$SSL_CERT_FILE / $SSL_CERT_DIR when set, else the system's trust store)")
 
 
-def add_coordinator_arguments(p: argparse.ArgumentParser, *, waits: bool) -> None:
+def add_coordinator_arguments(p: argparse.ArgumentParser, *, waits: bool,
+                              json_output: bool = False) -> None:
     """Where the coordinator is and how to call it; ``waits``: the options of a command that
-    waits for a study and writes its outputs."""
+    waits for a study and writes its outputs; ``json_output``: ``--json``."""
     p.add_argument("--coordinator", required=True, metavar="URL",
                    help="the coordinator's base URL, e.g. https://coordinator.example.org:8800")
     p.add_argument("--token", help=f"analyst bearer token (default: ${TOKEN_ENV}; prefer "
@@ -191,6 +231,9 @@ def add_coordinator_arguments(p: argparse.ArgumentParser, *, waits: bool) -> Non
         p.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
         p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                        help="give up waiting after this long (the study keeps running)")
+    if json_output:
+        p.add_argument("--json", action="store_true",
+                       help="print the coordinator's answer as JSON on stdout (for scripts)")
 
 
 def _iso_time(value: str) -> datetime:
@@ -245,6 +288,11 @@ def dispatch(args: argparse.Namespace) -> int:
         from coordinator.__main__ import main as coordinator_main
 
         return coordinator_main(["--config", args.config] if args.config else [])
+    if args.command in ("catalog", "centers") or (args.command == "study"
+                                                   and args.action == "plan"):
+        from fedstats_cli.catalog import command
+
+        return command(args, token=args.token or os.environ.get(TOKEN_ENV), token_env=TOKEN_ENV)
     if args.command == "study":
         return study_command(args)
     if args.command == "demo":
@@ -374,39 +422,37 @@ def health(url: str, timeout: float, ca_bundle: Path | None = None,
 
 
 def study_command(args: argparse.Namespace) -> int:
-    """``fedstats study run|resume|status``: 0 when the study succeeded (``status``: whenever
-    it answers), 1 when it did not or the coordinator cannot be reached, 2 bad usage."""
+    """``fedstats study run|resume|status|get|list|cancel``: 0 when the study succeeded
+    (``status``, ``list``: whenever the coordinator answers; ``cancel``: when it was
+    cancelled), 1 when it did not or the coordinator refused or cannot be reached, 2 bad usage.
+    """
+    import json
+
     import httpx
 
     from fedstats_cli.report import render_html, summary
     from fedstats_cli.study import (
-        StudyFileError,
-        analyst_client,
+        UsageError,
+        cancel_study,
+        connect,
         connection_problem,
-        load_spec,
+        get_study,
+        list_studies,
         resume_study,
         run_study,
+        status_line,
+        studies_table,
         study_status,
         write_view,
     )
-    from fedstats_service.tls import TrustError
 
     prog = f"fedstats study {args.action}"
-    token = args.token or os.environ.get(TOKEN_ENV)
-    if not token:
-        print(f"{prog}: give --token or set {TOKEN_ENV}", file=sys.stderr)
-        return 2
-    spec = None
-    if args.action == "run":
-        try:
-            spec = load_spec(args.study_file)
-        except StudyFileError as exc:
-            print(f"{prog}: {exc}", file=sys.stderr)
-            return 2
     try:
-        client = analyst_client(args.coordinator, token, ca_bundle=args.ca_bundle)
-    except TrustError as exc:
-        print(f"{prog}: --ca-bundle {exc}", file=sys.stderr)
+        client, spec = connect(args.coordinator, args.token or os.environ.get(TOKEN_ENV),
+                               token_env=TOKEN_ENV, ca_bundle=args.ca_bundle,
+                               study_file=args.study_file if args.action == "run" else None)
+    except UsageError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
 
     def progress(line: str) -> None:
@@ -414,11 +460,20 @@ def study_command(args: argparse.Namespace) -> int:
 
     with client:
         try:
+            if args.action == "list":
+                studies = list_studies(client, status=args.status, limit=args.limit)
+                print(json.dumps(studies, indent=2) if args.json else studies_table(studies))
+                return 0
             if spec is not None:
-                view = run_study(client, spec, timeout_s=args.timeout, progress=progress)
+                view = run_study(client, spec, timeout_s=args.timeout, progress=progress,
+                                 idempotency_key=args.idempotency_key)
             elif args.action == "resume":
                 view = resume_study(client, args.study_id, timeout_s=args.timeout,
                                     progress=progress)
+            elif args.action == "get":
+                view = get_study(client, args.study_id)
+            elif args.action == "cancel":
+                view = cancel_study(client, args.study_id)
             else:
                 view = study_status(client, args.study_id)
         except httpx.HTTPError as exc:
@@ -428,12 +483,14 @@ def study_command(args: argparse.Namespace) -> int:
         except (RuntimeError, TimeoutError) as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 1
-    if args.action == "status":
-        error = view.get("error") or {}
-        said = f"; {error.get('error')}: {error.get('detail')}" if error else ""
-        print(f"study {view['id']}: {view['status']} ({view['releases_received']} releases "
-              f"received){said}")
+    if getattr(args, "json", False):
+        print(json.dumps(view, indent=2))
+    elif args.action in ("status", "cancel"):
+        print(status_line(view))
+    if args.action in ("status", "cancel"):
         return 0
+    if getattr(args, "json", False):
+        return 0 if view["status"] == "succeeded" else 1
     out = args.out or Path(f"study-{view['id']}")
     write_view(view, out)
     (out / "report.html").write_text(render_html(view))

@@ -19,7 +19,12 @@ It is validated here first (a typo fails before anything is sent), then ``POST /
 the run is polled until it ends, and its view (spec, result, error, every release the centers
 gave it) is written as ``study.json`` next to ``report.html``. A study the coordinator left
 ``failed_resumable`` (it stopped mid-study) is run again with ``POST /v1/studies/{id}/resume``
-and waited for the same way (:func:`resume_study`).
+and waited for the same way (:func:`resume_study`). :func:`get_study`, :func:`list_studies` and
+:func:`cancel_study` read and stop studies (``fedstats study get|list|cancel``).
+
+With an idempotency key (``--idempotency-key``: a cron job passes, say, the date), a submission
+repeated with the same key and spec gets the study the first made instead of a new one
+(docs/coordinator.md, "Idempotent submission").
 
 An HTTPS coordinator is trusted as ``fedstats_service.tls.client_context`` says: the CA bundle
 given (``--ca-bundle``), else ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else the system's store.
@@ -42,7 +47,7 @@ from coordinator.models import StudySpec
 from fedstats_service import tls
 from fedstats_service.errors import describe_errors
 
-FINAL = frozenset({"succeeded", "partially_failed", "failed", "failed_resumable"})
+FINAL = frozenset({"succeeded", "partially_failed", "failed", "failed_resumable", "cancelled"})
 
 
 class StudyFileError(ValueError):
@@ -74,12 +79,17 @@ def run_study(
     *,
     timeout_s: float = 600.0,
     progress: Callable[[str], None] = lambda line: None,
+    idempotency_key: str | None = None,
 ) -> dict[str, Any]:
-    """Create the study, poll it until it ends and return its view (``GET /v1/studies/{id}``)."""
-    created = client.post("/v1/studies", json=spec)
+    """Create the study (once per ``idempotency_key``), poll it until it ends and return its
+    view (``GET /v1/studies/{id}``)."""
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+    created = client.post("/v1/studies", json=spec, headers=headers)
     if created.status_code != 202:
         raise RuntimeError(f"the coordinator refused the study {_refusal(created)}")
-    progress(f"study {created.json()['id']} created")
+    again = created.headers.get("Idempotent-Replayed") == "true"
+    progress(f"study {created.json()['id']} " + (
+        "already created with this idempotency key" if again else "created"))
     return wait_study(client, created.json()["status_url"], timeout_s=timeout_s,
                       progress=progress)
 
@@ -109,6 +119,37 @@ def study_status(client: httpx.Client, study_id: str) -> dict[str, Any]:
         raise RuntimeError(f"no status for study {study_id} {_refusal(answer)}")
     view: dict[str, Any] = answer.json()
     return view
+
+
+def get_study(client: httpx.Client, study_id: str) -> dict[str, Any]:
+    """The study's full view, provenance included (``GET /v1/studies/{id}``)."""
+    answer = client.get(study_path(study_id))
+    if answer.status_code != 200:
+        raise RuntimeError(f"no study {study_id} {_refusal(answer)}")
+    view: dict[str, Any] = answer.json()
+    return view
+
+
+def list_studies(client: httpx.Client, *, status: str | None = None,
+                 limit: int = 100) -> list[dict[str, Any]]:
+    """The caller's studies and those shared with it, newest first (``GET /v1/studies``)."""
+    params: dict[str, str | int] = {"limit": limit}
+    if status is not None:
+        params["status"] = status
+    answer = client.get("/v1/studies", params=params)
+    if answer.status_code != 200:
+        raise RuntimeError(f"no list of studies {_refusal(answer)}")
+    listed: list[dict[str, Any]] = answer.json()
+    return listed
+
+
+def cancel_study(client: httpx.Client, study_id: str) -> dict[str, Any]:
+    """Cancel a pending or running study (``POST /v1/studies/{id}/cancel``) and return its
+    view without the provenance."""
+    answer = client.post(f"{study_path(study_id)}/cancel")
+    if answer.status_code != 200:
+        raise RuntimeError(f"study {study_id} not cancelled {_refusal(answer)}")
+    return study_status(client, study_id)
 
 
 def wait_study(
@@ -168,6 +209,31 @@ def analyst_client(
     )
 
 
+class UsageError(ValueError):
+    """A command's arguments cannot be used (exit 2); the message says what to give."""
+
+
+def connect(
+    coordinator: str, token: str | None, *, token_env: str, ca_bundle: Path | None,
+    study_file: Path | None = None,
+) -> tuple[httpx.Client, dict[str, Any] | None]:
+    """The analyst client (:func:`analyst_client`) and the study file's spec when one is named:
+    what every analyst command starts from. Raises :class:`UsageError` for a missing token, a
+    study file that is not a valid spec or a CA bundle that is not PEM."""
+    if not token:
+        raise UsageError(f"give --token or set {token_env}")
+    spec = None
+    if study_file is not None:
+        try:
+            spec = load_spec(study_file)
+        except StudyFileError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        return analyst_client(coordinator, token, ca_bundle=ca_bundle), spec
+    except tls.TrustError as exc:
+        raise UsageError(f"--ca-bundle {exc}") from None
+
+
 def connection_problem(exc: httpx.HTTPError, *, ca_bundle: Path | None) -> str:
     """What went wrong reaching the coordinator, with what to do when its certificate is not
     trusted."""
@@ -183,6 +249,26 @@ def connection_problem(exc: httpx.HTTPError, *, ca_bundle: Path | None) -> str:
             "the system's trust store")
     return (f"{said}; the coordinator's certificate is not signed by a CA in {where}: give "
             "the CA that signed it with --ca-bundle FILE (or SSL_CERT_FILE)")
+
+
+def studies_table(studies: list[dict[str, Any]]) -> str:
+    """``fedstats study list``: one line per study, newest first."""
+    if not studies:
+        return "no studies"
+    rows = [("ID", "STATUS", "DATASET.VARIABLE", "OWNER", "CREATED")] + [
+        (s["id"], s["status"], f"{s['dataset']}.{s['variable']}", s.get("created_by") or "-",
+         s["created_at"][:19]) for s in studies]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def status_line(view: dict[str, Any]) -> str:
+    """``study <id>: <status> (<n> releases received)[; <error>: <detail>]``."""
+    error = view.get("error") or {}
+    said = f"; {error.get('error')}: {error.get('detail')}" if error else ""
+    return (f"study {view['id']}: {view['status']} ({view['releases_received']} releases "
+            f"received){said}")
 
 
 def write_view(view: dict[str, Any], out: Path) -> Path:

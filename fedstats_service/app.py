@@ -5,6 +5,13 @@ Order of the guards on every request: the call context (request id,
 ``CallContextMiddleware``), the bearer token (``BearerGate``; only the health check and, in dev
 mode, the docs are public), then the body's size and time (``BodySizeLimit``), then
 the route, whose router checks the token again (``fedstats_service.auth.bearer_auth``).
+
+The OpenAPI schema (``/openapi.json``) and the interactive docs (``/docs``) are served by every
+service: to any caller in dev mode, otherwise to a caller with a valid token only (the schema
+holds no secret, but it maps every endpoint; a scanner without a token learns nothing). ``/docs``
+is FastAPI's Swagger UI page, whose script and style come from a CDN (jsDelivr): a browser
+without internet access shows nothing, and outside dev mode a browser cannot send the bearer
+token by itself (use the schema with a tool that sends it, README.md "The API").
 """
 
 from __future__ import annotations
@@ -40,8 +47,8 @@ def create_service_app(
     ``fedstats_service.auth.static_tokens``). ``trust_context_ids``: take the study and analyst
     ids from the request's headers (``fedstats_service.middleware.CallContextMiddleware``).
 
-    ``/docs`` and ``/openapi.json`` are served only in dev mode (every endpoint but health needs
-    a token).
+    ``/docs`` and ``/openapi.json`` are public in dev mode only; otherwise they need a token,
+    as every endpoint but health does.
     """
 
     @asynccontextmanager
@@ -54,9 +61,9 @@ def create_service_app(
         title=title,
         version="1",
         lifespan=lifespan,
-        docs_url="/docs" if dev else None,
+        docs_url=DOCS_PATHS[0],
         redoc_url=None,
-        openapi_url="/openapi.json" if dev else None,
+        openapi_url=DOCS_PATHS[1],
     )
     app.state.services = services
     check = authenticate or static_tokens(settings)

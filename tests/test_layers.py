@@ -4,7 +4,8 @@ Imports inside functions count (they still tie the modules together); those unde
 ``if TYPE_CHECKING:`` do not. Layers, top to bottom:
 
 * packages: ``fedstats_cli`` → ``center_agent``, ``coordinator`` → ``fedstats_service``,
-  ``shared``; ``shared`` imports none of the others;
+  ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
+  imports only ``coordinator.models`` and what it imports (no server code);
 * the coordinator: ``main`` → ``api`` → services (``services``, ``runner``, ``registry``) →
   studies (``study``, ``results``, ``figures``) → ``protocols`` and the ports' implementations →
   ``ports``, ``db`` → ``models``, ``core`` (``models`` a leaf the CLI imports cheaply).
@@ -19,14 +20,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("shared", "fedstats_service", "center_agent", "coordinator", "fedstats_cli")
+PACKAGES = ("shared", "fedstats_service", "center_agent", "coordinator", "fedstats_cli",
+            "fedstats_client")
 PACKAGE_LAYER = {"shared": 0, "fedstats_service": 0, "center_agent": 1, "coordinator": 1,
-                 "fedstats_cli": 2}
+                 "fedstats_cli": 2, "fedstats_client": 2}
 COORDINATOR_LAYERS = (
     ("coordinator.models", "coordinator.core"),
     ("coordinator.db", "coordinator.ports", "coordinator.audit", "coordinator.accounts",
      "coordinator.quotas", "coordinator.provenance"),
-    ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording"),
+    ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
+     "coordinator.webhooks"),
     ("coordinator.study", "coordinator.results", "coordinator.figures"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
@@ -127,3 +130,21 @@ def test_the_coordinator_imports_only_downwards() -> None:
 def test_the_api_models_are_a_leaf() -> None:
     assert {t for t in GRAPH["coordinator.models"] if t.startswith("coordinator")} == set()
     assert GRAPH["coordinator.models"] <= {"shared.fields"}  # no algorithm behind the vocabulary
+
+
+def _reachable(module: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for target in GRAPH[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_client_reaches_only_the_api_models_and_the_core_behind_them() -> None:
+    reached = set().union(*(_reachable(m) for m in GRAPH if m.startswith("fedstats_client")))
+    outside = {m for m in reached if not m.startswith("fedstats_client")}
+    assert {m for m in outside if not m.startswith("shared")} == {"coordinator.models"}
+    assert {m.split(".")[0] for m in outside} == {"coordinator", "shared"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from coordinator.api.deps import authenticate
-from coordinator.api.routes import analysts, audit, centers, health, shares, studies
+from coordinator.api.routes import analysts, audit, catalog, centers, health, shares, studies
 from fedstats_service.errors import error_responses
 
 public = APIRouter()
@@ -19,6 +19,7 @@ public.include_router(health.router)
 
 protected = APIRouter(dependencies=[Depends(authenticate)], responses=error_responses())
 protected.include_router(centers.router)
+protected.include_router(catalog.router)
 protected.include_router(studies.router)
 protected.include_router(shares.router)
 protected.include_router(analysts.router)

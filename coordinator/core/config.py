@@ -25,6 +25,13 @@ A minimal file::
     url = "http://127.0.0.1:8701"
     token = "<...>"
 
+Completion webhooks are off unless ``webhook_allowed_prefixes`` is set (with
+``webhook_secret``): a study's ``webhook_url`` must start with one of them, so the coordinator can
+call only the receivers its operator chose (``coordinator.webhooks``)::
+
+    webhook_allowed_prefixes = ["https://hooks.example.org/fedstats/"]
+    webhook_secret = "<a long random secret, shared with the receiver>"
+
 Everything is validated once, at start-up; :func:`load_settings` raises :class:`ConfigError`
 whose message names every bad key (``centers.hospital_a.url: ...``). Secrets (analyst tokens,
 center tokens) are never echoed, not even in those messages; center tokens have no default, and
@@ -37,6 +44,7 @@ import re
 import ssl
 from pathlib import Path
 from typing import Annotated, ClassVar, Self
+from urllib.parse import urlsplit
 
 from pydantic import (
     AnyHttpUrl,
@@ -66,6 +74,21 @@ ENV_PREFIX = "FEDSTATS_COORDINATOR_"
 
 
 _CENTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_prefix(prefix: str) -> str:
+    """A webhook URL prefix: http(s), a host, no user or query, and a path ending in ``/``, so
+    that a URL starting with it is on that host and port (``https://hooks.example.org`` would
+    also be the start of ``https://hooks.example.org.attacker.net/``)."""
+    parts = urlsplit(prefix)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{prefix!r} is not an http(s) URL with a host")
+    if "@" in parts.netloc or parts.query or parts.fragment or any(
+            c.isspace() or not c.isprintable() for c in prefix):
+        raise ValueError(f"{prefix!r} must have no user, query, fragment or blank")
+    if not parts.path.endswith("/"):
+        raise ValueError(f"{prefix!r} must end with / (e.g. https://hooks.example.org/fedstats/)")
+    return prefix
 
 
 class CenterConfig(Section):
@@ -141,6 +164,34 @@ class Settings(ServiceSettings):
         default=None, description="mutual TLS: the PEM certificate (chain) the coordinator "
         "presents to centers that require one (their tls_client_ca signed it)")
     tls_client_keyfile: FilePath | None = Field(default=None, description="its PEM private key")
+
+    webhook_allowed_prefixes: list[str] = Field(
+        default_factory=list, max_length=100,
+        description="URL prefixes a study's webhook_url may start with (scheme, host, port and "
+                    "a path ending in /); none: webhooks are off")
+    webhook_secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA256 key the webhook bodies are signed with "
+                                  "(X-Fedstats-Signature); the receivers hold it too")
+    webhook_attempts: int = Field(default=5, ge=1, le=10,
+                                  description="deliveries tried per notice, the first included")
+    webhook_backoff_s: float = Field(default=1.0, ge=0, le=300,
+                                     description="wait before the 2nd try; doubles each time")
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=120,
+                                     description="connect and read timeout of one delivery")
+
+    @field_validator("webhook_allowed_prefixes")
+    @classmethod
+    def _webhook_prefixes(cls, prefixes: list[str]) -> list[str]:
+        return [check_prefix(p) for p in prefixes]
+
+    @model_validator(mode="after")
+    def _webhook_secret(self) -> Self:
+        if self.webhook_allowed_prefixes and self.webhook_secret is None:
+            raise ValueError("webhook_allowed_prefixes needs webhook_secret (the receivers "
+                             "check each notice's signature with it)")
+        if self.webhook_secret is not None:
+            check_tokens([self.webhook_secret], dev_mode=self.dev_mode, what="webhook_secret")
+        return self
 
     @field_validator("centers")
     @classmethod

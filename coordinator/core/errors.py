@@ -9,7 +9,10 @@ which also holds the errors every service answers with: 401, 404, 413, 422 ``val
     ├── Forbidden               403 forbidden (an admin's action, sharing a study one does not own)
     │   └── QuotaExceeded       403 quota_exceeded (names center, dataset, quota, spent, asked)
     ├── Conflict                409 conflict (e.g. resuming a study that did not fail resumably)
+    │   └── IdempotencyConflict 409 idempotency_conflict (an Idempotency-Key reused with another
+    │                                spec; names the study it made)
     ├── InvalidStudy            422 invalid_study (a spec that validates but cannot run here)
+    │   └── UnknownName         422 unknown_name (a name the selected centers do not declare)
     ├── AnalysisFailed          422 analysis_failed (the released numbers admit no answer, e.g.
     │                                a pooled DP histogram that is empty after its noise)
     ├── CenterFailure           502 center_failure (names ``center`` and ``kind``)
@@ -83,9 +86,31 @@ class Conflict(ServiceError):
     error = "conflict"
 
 
+class IdempotencyConflict(Conflict):
+    """The analyst sent this ``Idempotency-Key`` before with another spec; nothing was created
+    (docs/coordinator.md, "Idempotent submission")."""
+
+    error = "idempotency_conflict"
+
+    def __init__(self, study_id: str) -> None:
+        super().__init__(
+            f"this Idempotency-Key already created study {study_id!r} with a different spec; "
+            "send the same spec to get that study back, or use a new key for a new study",
+            extra={"study_id": study_id},
+        )
+
+
 class InvalidStudy(ServiceError):
     status_code = 422
     error = "invalid_study"
+
+
+class UnknownName(InvalidStudy):
+    """A spec names a dataset, variable or group level that selected centers do not declare
+    (``coordinator.catalog.check_names``); ``unknown`` lists each name and the centers lacking
+    it. Nothing was asked of any center but its info."""
+
+    error = "unknown_name"
 
 
 class AnalysisFailed(ServiceError):

@@ -128,10 +128,13 @@ async def test_health_is_public_everything_else_needs_a_token(running: Running) 
         assert wrong.status_code == 401
         center_token = {"Authorization": f"Bearer {CENTER_TOKENS['alpha']}"}
         assert (await c.request(method, path, headers=center_token)).status_code == 401
-    # The schema is served only in dev mode; outside it, even its path needs a token (the
+    # Outside dev mode the schema and the docs are served to a caller with a token only (the
     # token is checked before routing).
-    assert (await c.get("/openapi.json", headers=AUTH)).status_code == 404
-    assert (await c.get("/openapi.json")).status_code == 401
+    for path in ("/openapi.json", "/docs"):
+        assert (await c.get(path)).status_code == 401
+        assert (await c.get(path, headers=AUTH)).status_code == 200
+    assert (await c.get("/openapi.json", headers=AUTH)).json()["info"]["title"] == (
+        "fedstats coordinator")
 
 
 @pytest.mark.parametrize(
@@ -270,7 +273,8 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
 
 async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
     # Two table analyses, quantiles and an MWU with the table test: one table and one
-    # refinement per center, one info each.
+    # refinement per center, one info each (and one more when the study's names are checked
+    # at submission).
     spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "table"},
                                  {"kind": "quantiles", "levels": [0.25, 0.5, 0.75]},
                                  {"kind": "mwu", "tests": ["table", "sum"]}]}
@@ -283,9 +287,9 @@ async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
     assert all(45 < m < 60 for m in medians)
     centers = running.app.state.services.centers
     assert {cid: dict(c.calls) for cid, c in centers.items()} == {
-        "alpha": {"info": 1, "table": 1, "mwu": 1},
-        "beta": {"info": 1, "refine": 1, "mwu": 1},
-        "gamma": {"info": 1, "refine": 1, "mwu": 1},
+        "alpha": {"info": 2, "table": 1, "mwu": 1},
+        "beta": {"info": 2, "refine": 1, "mwu": 1},
+        "gamma": {"info": 2, "refine": 1, "mwu": 1},
     }
 
 
@@ -341,15 +345,17 @@ async def test_a_dp_quantiles_study(running: Running) -> None:
     assert result["n"] == {c: len(x) // K * K for c, (x, _) in data.items()}
 
 
-async def test_an_unknown_dataset_is_relayed_naming_the_center(running: Running) -> None:
-    view = await running.run({**SPEC, "dataset": "nope"})
-    assert view["status"] == "failed"
-    figure = await running.client.get(f"/v1/studies/{view['id']}/analyses/0/figure",
-                                      headers=AUTH)
-    assert figure.status_code == 409 and figure.json()["error"] == "conflict"
-    error = view["error"]
-    assert (error["error"], error["center"], error["kind"], error["center_error"]) == (
-        "center_failure", "alpha", "error", "unknown_dataset")
+async def test_an_unknown_dataset_is_refused_at_submission_naming_the_centers(
+    running: Running,
+) -> None:
+    # Checked against the centers' declarations before any study exists (a center that
+    # stopped declaring it later is relayed as the center's error: test_coord_e2e).
+    refused = await running.client.post("/v1/studies", json={**SPEC, "dataset": "nope"},
+                                        headers=AUTH)
+    assert refused.status_code == 422 and refused.json()["error"] == "unknown_name"
+    assert "'nope'" in refused.json()["detail"]
+    assert "alpha, beta, gamma" in refused.json()["detail"]
+    assert (await running.client.get("/v1/studies", headers=AUTH)).json() == []
 
 
 # -- faults over HTTP (MockTransport) --------------------------------------------------------

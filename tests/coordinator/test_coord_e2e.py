@@ -178,10 +178,11 @@ async def test_one_value_per_bin_table_test_equals_the_pooled_scipy_test(
 
 
 async def test_center_answers_relayed_unknown_names_and_refusals(coordinator: Any) -> None:
-    unknown = await run(coordinator, {**SPEC, "variable": "age"})
-    assert unknown["status"] == "failed"
-    assert (unknown["error"]["center"], unknown["error"]["kind"]) == ("alpha", "error")
-    assert unknown["error"]["center_error"] == "unknown_variable"
+    # A name no center declares is refused at submission, naming them (nothing is asked).
+    _, client = coordinator
+    unknown = await client.post("/v1/studies", json={**SPEC, "variable": "age"}, headers=AUTH)
+    assert unknown.status_code == 422 and unknown.json()["error"] == "unknown_name"
+    assert unknown.json()["unknown"][0]["centers"] == list(SIZES)
     # A noisy MWU asking more ε than one request may spend: the center's refusal, relayed.
     def noisy(epsilon: float) -> dict[str, Any]:
         return {**SPEC, "analyses": [{"kind": "mwu", "tests": ["sum"], "epsilon": epsilon}]}
@@ -196,7 +197,6 @@ async def test_center_answers_relayed_unknown_names_and_refusals(coordinator: An
     assert greedy["status"] == "failed"
     assert greedy["error"]["kind"] == "refused"
     assert greedy["error"]["center_error"] == "budget_exceeded"
-    _, client = coordinator
     listed = (await client.get("/v1/centers", headers=AUTH)).json()
     assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx(
         [EPSILON_TOTAL - EPSILON_PER_REQUEST] * 3)  # refusals spend nothing

@@ -1,7 +1,8 @@
-"""Studies: create (202, runs in the background), list, read with provenance, resume, figure.
+"""Studies: create (202, runs in the background; once per ``Idempotency-Key``), list, read with
+provenance, resume, cancel, figure.
 
 An analyst lists and reads only the studies it owns or that were shared with it; an admin all
-(``coordinator.api.access``). Reads with the provenance, creations and resumes are audited
+(``coordinator.api.access``). Reads with the provenance, creations, resumes and cancels are audited
 (``coordinator.audit``); a quota that a spec cannot fit refuses it at once
 (``coordinator.quotas``).
 """
@@ -11,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from coordinator import audit, figures, quotas
-from coordinator.api.access import readable_study
+from coordinator.api.access import owned_study, readable_study
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
 from coordinator.core.errors import Conflict, NotFound, QuotaExceeded
 from coordinator.db import StudyRecord
@@ -24,6 +25,7 @@ from coordinator.models import (
     FailedAnalysis,
     StudyCreated,
     StudyError,
+    StudyPlan,
     StudyResult,
     StudySpec,
     StudyStatus,
@@ -44,14 +46,41 @@ def _created(record: StudyRecord, request: Request, response: Response) -> Study
     return StudyCreated(id=record.id, status=record.status, status_url=url)
 
 
-@router.post("", status_code=202)
+# Printable ASCII: a date, a UUID, a job name; never a secret (it is stored as given).
+IdempotencyKey = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=128, pattern=r"^[\x20-\x7e]+$",
+    description="1-128 printable characters: a repeat of this request with the same key (by "
+                "the same analyst) answers with the study the first made, started once; the "
+                "same key with another spec is a 409 idempotency_conflict")]
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+
+@router.post("", status_code=202, responses={200: {
+    "model": StudyPlan, "description": "dry_run=true: what the study would spend and what "
+    "would be refused; nothing is created, released or spent"}})
 async def create_study(
-    spec: StudySpec, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
-) -> StudyCreated:
+    spec: StudySpec, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response,
+    dry_run: Annotated[bool, Query(
+        description="answer 200 with the study's plan (ε per center and analysis, budgets and "
+                    "quota left after it, what would be refused) instead of starting it")] = False,
+    idempotency_key: IdempotencyKey = None,
+) -> StudyCreated | StudyPlan:
     """Start a study in the background; poll ``status_url`` for its result.
 
     403 ``quota_exceeded`` when the most the spec can spend does not fit the caller's ε quota
-    at a selected center."""
+    at a selected center; 422 ``unknown_name`` when it names a dataset, variable or group level
+    a selected center does not declare (``coordinator.catalog``). With ``Idempotency-Key``, a
+    repeat answers with the study the key made (header ``Idempotent-Replayed: true``), or 409
+    ``idempotency_conflict`` for another spec (docs/coordinator.md, "Idempotent submission")."""
+    if dry_run:
+        response.status_code = 200
+        return await runner.plan(spec, analyst.analyst_id)
+    if idempotency_key is not None:
+        earlier = await runner.replay(spec, analyst_id=analyst.analyst_id,
+                                      idempotency_key=idempotency_key)
+        if earlier is not None:
+            response.headers[REPLAYED_HEADER] = "true"
+            return _created(earlier, request, response)
     runner.check(spec)
     selected = spec.centers or list(runner.centers)
     try:
@@ -61,8 +90,10 @@ async def create_study(
         await asyncio.to_thread(audit.record, runner.store, "quota.refused", caller=analyst,
                                 detail=refused.detail)
         raise
+    # A request with the same key that got here at the same moment gets the study the other
+    # created (the store's unique key decides), started once.
     record = await runner.submit(spec, created_by=analyst.token_id,
-                                 analyst_id=analyst.analyst_id)
+                                 analyst_id=analyst.analyst_id, idempotency_key=idempotency_key)
     await asyncio.to_thread(audit.record, runner.store, "study.create", caller=analyst,
                             target=record.id)
     return _created(record, request, response)
@@ -167,5 +198,20 @@ async def resume_study(
     await readable_study(runner.store, analyst, study_id)
     record = await runner.resume(study_id)
     await asyncio.to_thread(audit.record, runner.store, "study.resume", caller=analyst,
+                            target=study_id)
+    return _created(record, request, response)
+
+
+@router.post("/{study_id}/cancel")
+async def cancel_study(
+    study_id: str, runner: RunnerDep, analyst: AnalystDep, request: Request, response: Response
+) -> StudyCreated:
+    """Stop a ``pending`` or ``running`` study (its owner or an admin; 403 for an analyst it
+    was shared with): it becomes ``cancelled``, keeping the results it had and every release
+    received; ``POST .../resume`` runs the rest later without paying twice. 409 for a study
+    that already ended."""
+    await owned_study(runner.store, analyst, study_id, to="cancel it")
+    record = await runner.cancel(study_id)
+    await asyncio.to_thread(audit.record, runner.store, "study.cancel", caller=analyst,
                             target=study_id)
     return _created(record, request, response)
