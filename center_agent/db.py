@@ -37,12 +37,11 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
-    inspect,
     select,
     update,
 )
 
-from fedstats_service.db import Database
+from fedstats_service.db import Database, add_missing_columns
 from fedstats_service.db import utcnow as utcnow
 
 EPSILON_UNIT = Decimal("1e-9")
@@ -167,32 +166,12 @@ ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
 
 
 def migrate(conn: Connection) -> list[str]:
-    """Add the :data:`ADDED_COLUMNS` a ledger made by an older release lacks (``ALTER TABLE ...
-    ADD COLUMN``, SQLite or PostgreSQL); returns ``table.column`` of each added. Idempotent: a
-    column present is left alone, so running it on every start is safe.
-
-    ``create_all`` makes missing tables but never changes an existing one, hence this step.
+    """Add the :data:`ADDED_COLUMNS` a ledger made by an older release lacks
+    (``fedstats_service.db.add_missing_columns``); returns ``table.column`` of each added.
     Concurrent starts: SQLite's ``BEGIN IMMEDIATE`` (the ledger's transactions) serializes them
-    before the columns are read; PostgreSQL's ``ADD COLUMN IF NOT EXISTS`` makes a second
-    adder a no-op.
-    """
-    added = []
-    preparer = conn.dialect.identifier_preparer
-    for table, names in ADDED_COLUMNS.items():
-        present = {column["name"] for column in inspect(conn).get_columns(table.name)}
-        for name in names:
-            if name in present:
-                continue
-            column = table.c[name]
-            assert column.nullable, f"{table.name}.{name}: an added column must be nullable"
-            kind = column.type.compile(dialect=conn.dialect)
-            guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
-            conn.exec_driver_sql(
-                f"ALTER TABLE {preparer.quote(table.name)} ADD COLUMN {guard}"
-                f"{preparer.quote(name)} {kind}"
-            )
-            added.append(f"{table.name}.{name}")
-    return added
+    before the columns are read; PostgreSQL's ``ADD COLUMN IF NOT EXISTS`` makes a second adder
+    a no-op."""
+    return add_missing_columns(conn, ADDED_COLUMNS)
 
 
 def spend_units(epsilon: float) -> int:

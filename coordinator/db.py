@@ -69,7 +69,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from coordinator.models import StudyStatus
-from fedstats_service.db import Database, utcnow
+from fedstats_service.db import Database, add_missing_columns, utcnow
 from fedstats_service.errors import error_body
 
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
@@ -265,11 +265,10 @@ def _upgrade(engine: Engine) -> None:
     ``coordinator_study.analyst_id`` (the owner) is added, indexed, and filled for the studies
     of before: their ``created_by`` is the fingerprint of a configured analyst token, whose
     analyst is ``config-<fingerprint>`` (``coordinator.accounts``)."""
-    if "analyst_id" in {c["name"] for c in inspect(engine).get_columns("coordinator_study")}:
-        return
     try:
         with engine.begin() as conn:
-            conn.execute(text("ALTER TABLE coordinator_study ADD COLUMN analyst_id VARCHAR(64)"))
+            if not add_missing_columns(conn, {studies: ["analyst_id"]}):
+                return
     except DBAPIError:
         # Another process (the CLI next to a running coordinator) added it at the same moment.
         if "analyst_id" not in {c["name"] for c in inspect(engine).get_columns(

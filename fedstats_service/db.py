@@ -13,10 +13,11 @@ A SQLite connection costs its pragmas on every open, so the pool keeps connectio
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, create_engine, event
+from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
@@ -64,6 +65,36 @@ def make_engine(url: str, *, what: str, busy_timeout_s: float,
         event.listen(engine, "begin", _sqlite_begin_immediate)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def add_missing_columns(conn: Connection, added: Mapping[Table, Sequence[str]]) -> list[str]:
+    """Add the columns of ``added`` (table -> column names, as declared in its metadata) that a
+    database made by an older release lacks (``ALTER TABLE ... ADD COLUMN``, SQLite or
+    PostgreSQL); returns ``table.column`` of each added. Idempotent: a column present is left
+    alone, so a service runs it on every start.
+
+    ``create_all`` makes missing tables but never changes an existing one, hence this step. An
+    added column must be nullable (the rows of before have no value for it); on PostgreSQL the
+    statement says ``IF NOT EXISTS``, so a second process adding it at the same moment is a
+    no-op.
+    """
+    done = []
+    preparer = conn.dialect.identifier_preparer
+    for table, names in added.items():
+        present = {column["name"] for column in inspect(conn).get_columns(table.name)}
+        for name in names:
+            if name in present:
+                continue
+            column = table.c[name]
+            assert column.nullable, f"{table.name}.{name}: an added column must be nullable"
+            kind = column.type.compile(dialect=conn.dialect)
+            guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+            conn.exec_driver_sql(
+                f"ALTER TABLE {preparer.quote(table.name)} ADD COLUMN {guard}"
+                f"{preparer.quote(name)} {kind}"
+            )
+            done.append(f"{table.name}.{name}")
+    return done
 
 
 class Database:

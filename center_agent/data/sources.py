@@ -21,6 +21,7 @@ never a value of the data, and never a database's error text that may quote one 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from center_agent.core.config import CsvSource, ParquetSource, SqlSource
+
+log = logging.getLogger(__name__)
 
 MISSING_MARKERS: tuple[str, ...] = (
     "", "NA", "N/A", "n/a", "#N/A", "#N/A N/A", "#NA", "NULL", "null", "NaN", "nan", "-NaN",
@@ -367,8 +370,9 @@ class SqlTable:
             with self.engine.connect() as conn:
                 if conn.dialect.name == "postgresql":
                     return str(conn.execute(sa.text("SELECT current_user")).scalar_one())
-        except sa.exc.SQLAlchemyError:
-            pass
+        except sa.exc.SQLAlchemyError as exc:
+            # Only the wording of a GRANT hint depends on it: the URL's user names the role.
+            log.debug("current_user could not be read (%s)", type(exc).__name__)
         return self.engine.url.username or "<the center's role>"
 
     def _denied_problem(self, columns: list[str], exc: sa.exc.DBAPIError | None

@@ -379,7 +379,7 @@ def handshake(server: ssl.SSLContext, client: ssl.SSLContext, host: str) -> None
                     end.do_handshake()
                     done[name] = True
                 except ssl.SSLWantReadError:
-                    pass
+                    continue  # this end waits for the other's bytes, pumped below
         s_in.write(c_out.read())
         c_in.write(s_out.read())
         if all(done.values()):

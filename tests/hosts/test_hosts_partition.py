@@ -238,19 +238,23 @@ def test_a_study_across_hosts_survives_a_cut_link_and_resumes_paying_nothing_twi
     victim.host.shape("400kbit")
     out = fed.workdir / "run"
     env = clean_env(FEDSTATS_ANALYST_TOKEN=fed.analyst_token)
-    run = subprocess.Popen(
-        fed.analyst.command([*fedstats(), "study", "run", str(study), "--coordinator",
-                             coordinator, "--ca-bundle", str(fed.ca_bundle), "--out", str(out),
-                             "--timeout", "240"]),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its output goes to files: a pipe nobody reads while the test polls could fill and block it.
+    said_out, said_err = fed.workdir / "run.out", fed.workdir / "run.err"
+    with open(said_out, "wb") as out_file, open(said_err, "wb") as err_file:
+        run = subprocess.Popen(
+            fed.analyst.command([*fedstats(), "study", "run", str(study), "--coordinator",
+                                 coordinator, "--ca-bundle", str(fed.ca_bundle), "--out",
+                                 str(out), "--timeout", "240"]),
+            env=env, stdout=out_file, stderr=err_file)
     assert victim.ledger is not None
     deadline = time.monotonic() + 120
     while _released(victim.ledger) < 1:
-        assert run.poll() is None, run.communicate()
+        assert run.poll() is None, (said_out.read_text(), said_err.read_text())
         assert time.monotonic() < deadline, "hospital_b released nothing"
         time.sleep(0.02)
     victim.host.cut()
-    stdout, stderr = run.communicate(timeout=300)
+    run.wait(timeout=300)
+    stdout, stderr = said_out.read_text(), said_err.read_text()
     assert run.returncode == 1, (stdout, stderr)
     first = json.loads((out / "study.json").read_text())
     assert first["status"] != "succeeded"
