@@ -116,10 +116,32 @@ class GroupInfo(WireModel):
     levels: list[str]
 
 
+class VariableMeta(WireModel):
+    """What a center's operator declares public about a variable (``[datasets.X.metadata.v]``):
+    bounds the DP algorithms clip to by default, the unit, and the resolution the values are
+    recorded at (1 day, 0.1 mmHg), which grid-aware DP quantiles output on. None: undeclared."""
+
+    bounds: tuple[float, float] | None = None
+    unit: str | None = Field(default=None, max_length=64)
+    resolution: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError("bounds must be finite with lower < upper")
+        if self.resolution is not None and not math.isfinite(self.resolution):
+            raise ValueError("resolution must be finite")
+        return self
+
+
 class DatasetInfo(WireModel):
     name: str
     variables: list[str]
     group: GroupInfo | None
+    metadata: dict[str, VariableMeta] = Field(
+        default_factory=dict, description="public metadata of the variables that declare it")
     n_records: int = Field(ge=0, description="row count rounded down to a multiple of k")
     n_by_group: dict[str, NonNegativeInt] = Field(
         description="row count per declared level, each rounded down to a multiple of k"

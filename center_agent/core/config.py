@@ -52,6 +52,7 @@ from fedstats_service.settings import (
     strong_tokens,
 )
 from shared.privacy import Neighbouring
+from shared.protocol import VariableMeta
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
@@ -140,6 +141,11 @@ class DatasetConfig(Section):
                     "no cap besides epsilon_total)",
     )
     period_days: float = Field(default=30.0, gt=0, le=3660)
+    metadata: dict[str, VariableMeta] = Field(
+        default_factory=dict,
+        description="public metadata per variable: bounds, unit, resolution (e.g. "
+                    "`metadata.los = { bounds = [0, 90], unit = \"day\", resolution = 1 }`)",
+    )
 
     @property
     def request_cap(self) -> float:
@@ -161,6 +167,13 @@ class DatasetConfig(Section):
         if value is not None and not math.isfinite(value):
             raise ValueError("must be finite")
         return value
+
+    @model_validator(mode="after")
+    def _metadata_of_variables(self) -> Self:
+        unknown = sorted(set(self.metadata) - set(self.variables))
+        if unknown:
+            raise ValueError(f"metadata names undeclared variable(s) {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _group_not_a_variable(self) -> Self:

@@ -24,6 +24,7 @@ def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterI
                 name=dataset.name,
                 variables=list(dataset.variables),
                 group=group,
+                metadata=dict(settings.datasets[dataset.name].metadata),
                 n_records=state.n,
                 n_by_group=state.sizes,
                 epoch=state.epoch,
