@@ -16,6 +16,8 @@ SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or Postg
 * ``coordinator_share`` — (study, analyst) pairs: who may read a study besides its owner;
 * ``coordinator_quota`` / ``coordinator_spent`` — per (analyst, center, dataset): the most ε the
   analyst's studies may spend there, and what they spent (:meth:`Store.reserve`);
+* ``coordinator_table`` — the federated tables studies obtained, kept for later studies that
+  need the same table (:mod:`coordinator.tables`);
 * ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`);
 * ``coordinator_idempotency`` — (analyst, ``Idempotency-Key``) → the study that request created:
   a repeat returns that study instead of starting another (:meth:`Store.create_study`). The
@@ -47,6 +49,7 @@ from sqlalchemy import (
     Engine,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -159,6 +162,22 @@ idempotency = Table(
     Column("created_at", String(40), nullable=False),
 )
 
+# The federated tables studies obtained, kept for later studies asking the same table
+# (coordinator.tables): keyed by the digest of (dataset, variable, groups, K, closing, centers,
+# their epochs).
+tables = Table(
+    "coordinator_table",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("dataset", String(128), nullable=False),
+    Column("variable", String(128), nullable=False),
+    Column("described", Text, nullable=False),
+    Column("table", Text, nullable=False),
+    Column("study_id", String(36), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Index("ix_coordinator_table_variable", "dataset", "variable"),
+)
+
 audit = Table(
     "coordinator_audit",
     metadata,
@@ -238,6 +257,18 @@ class QuotaRecord:
 
 
 @dataclass(frozen=True)
+class TableRecord:
+    """A kept federated table: its key's description and the table (JSON text), the study that
+    obtained it, when."""
+
+    key: str
+    described: str
+    table: str
+    study_id: str
+    created_at: str
+
+
+@dataclass(frozen=True)
 class AuditRecord:
     id: int
     at: str
@@ -257,6 +288,10 @@ def _study(row: Any) -> StudyRecord:
 def _analyst(row: Any) -> AnalystRecord:
     return AnalystRecord(row.id, row.name, row.role, row.token_hash, row.created_at,
                          row.revoked_at)
+
+
+def _table(row: Any) -> TableRecord:
+    return TableRecord(row.key, row.described, row.table, row.study_id, row.created_at)
 
 
 def _upgrade(engine: Engine) -> None:
@@ -436,6 +471,35 @@ class Store(Database):
             ).all()
         return [ReleaseRecord(r.center, r.kind, r.request, r.response, r.received_at)
                 for r in rows]
+
+    # -- federated tables ---------------------------------------------------------------------
+
+    def keep_table(self, key: str, dataset: str, variable: str, described: str, table: str,
+                   study_id: str) -> None:
+        """Keep a federated table under ``key``; a table already kept there stays (the first
+        study that obtained it keeps the credit; equal keys hold equal tables)."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(insert(tables).values(
+                    key=key, dataset=dataset, variable=variable, described=described,
+                    table=table, study_id=study_id, created_at=now(),
+                ))
+        except IntegrityError:
+            return
+
+    def find_table(self, key: str) -> TableRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(tables).where(tables.c.key == key)).one_or_none()
+        return None if row is None else _table(row)
+
+    def tables_of(self, dataset: str, variable: str) -> list[TableRecord]:
+        """Every kept table of ``variable``, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tables).where(tables.c.dataset == dataset, tables.c.variable == variable)
+                .order_by(tables.c.created_at)
+            ).all()
+        return [_table(r) for r in rows]
 
     # -- analysts -----------------------------------------------------------------------------
 

@@ -265,6 +265,9 @@ class TableResult(_Result):
     order: list[str] = Field(description="the builder first, then each refining center")
     center_totals: dict[str, list[float]] = Field(description="per-group totals each released")
     excluded: list[ExcludedCenter]
+    reused_from: str | None = Field(
+        default=None, description="the study that obtained this table, when it was reused "
+        "from the coordinator's kept tables instead of asked of the centers again")
 
 
 class TestPart(_Result):
@@ -648,7 +651,7 @@ class Catalog(BaseModel):
 
 PlanRefusalReason = Literal[
     "unknown_name", "center_k", "dataset_paused", "budget_exceeded", "quota_exceeded",
-    "center_unavailable", "too_few_centers",
+    "center_unavailable", "too_few_centers", "release_limit_reached",
 ]
 
 
@@ -687,6 +690,39 @@ class CenterPlan(BaseModel):
     quota_left_after: float | None
 
 
+class KeptTableView(BaseModel):
+    """A federated table the coordinator kept (``coordinator.tables``): what it was asked for,
+    the centers that built it with their data versions (epochs), and the study that obtained
+    it. ``current``: every one of its centers is still at that epoch (a study asking the same
+    table of the same centers would reuse it)."""
+
+    groups: list[str] | None
+    k: int
+    lower: Extreme
+    upper: Extreme
+    centers: dict[str, int]
+    study_id: str
+    created_at: str
+    current: bool
+
+
+class PlannedTable(BaseModel):
+    """How the study would get its federated table: ``reused_from`` a kept table (nothing asked
+    of the centers), or new from ``centers`` in the order they would build it (each releases
+    one table or refinement, ``releases`` says which are new). ``detail`` says
+    which and what follows; ``kept`` lists the tables of the variable kept so far, the ones a
+    study could reuse (same groups, K, closing, centers and current data versions)."""
+
+    reused_from: str | None
+    centers: list[str]
+    releases: dict[str, Literal["stored", "new", "refused"]] = Field(
+        default_factory=dict, description="per center of a new table: `stored` (it asked the "
+        "same before: the center answers from its stored answer, nothing new is released), "
+        "`new` (a new release, coarsened against its earlier ones) or `refused`")
+    detail: str
+    kept: list[KeptTableView]
+
+
 class StudyPlan(BaseModel):
     """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
     created, released or spent."""
@@ -696,3 +732,5 @@ class StudyPlan(BaseModel):
     centers: list[CenterPlan]
     refusals: list[PlanRefusal]
     would_run: bool = Field(description="no blocking refusal")
+    table: PlannedTable | None = Field(
+        default=None, description="the federated table the study needs (none: it needs none)")

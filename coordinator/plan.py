@@ -12,7 +12,16 @@ account the quota check at submission uses. What would be refused:
 * ``quota_exceeded`` — ... more than the analyst's quota there has left (the submission is
   refused with 403, ``allow_partial`` or not);
 * ``center_unavailable`` — the center's info could not be read now;
-* ``too_few_centers`` — with ``allow_partial``, fewer than ``min_centers`` centers would remain.
+* ``too_few_centers`` — with ``allow_partial``, fewer than ``min_centers`` centers would remain;
+* ``release_limit_reached`` — the study needs a new federated table and a center already keeps
+  as many exact releases of the variable as its disclosure control remembers
+  (``max_releases_per_variable``, read from its ``/v1/budget``).
+
+The plan also says how the study would get its federated table (:class:`PlannedTable`): reused
+from a table an earlier study obtained of the same centers at their current data versions
+(``coordinator.tables``: nothing asked, nothing coarsened), or new, with each center's earlier
+exact releases of the variable that will coarsen it, and the kept tables of the variable an
+analyst could ask for instead.
 
 A refusal is ``blocking`` when the study would be refused or fail; with ``allow_partial`` a
 center-level refusal only leaves that center out.
@@ -21,19 +30,156 @@ center-level refusal only leaves that center out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from coordinator.catalog import check_names, unknown_names
 from coordinator.core.errors import UnknownName
 from coordinator.db import EPSILON_TOLERANCE, QuotaRecord
-from coordinator.models import CenterPlan, PlannedSpend, PlanRefusal, StudyPlan, StudySpec
+from coordinator.models import (
+    CenterPlan,
+    KeptTableView,
+    MWUAnalysis,
+    PlannedSpend,
+    PlannedTable,
+    PlanRefusal,
+    QuantilesAnalysis,
+    StudyPlan,
+    StudySpec,
+    TableAnalysis,
+)
+from coordinator.protocols.table import build_order
 from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
+from coordinator.tables import KeptTable, TableKey
+
+
+def needs_table(spec: StudySpec) -> bool:
+    """Whether a study of ``spec`` obtains a federated table (``coordinator.study``)."""
+    return any(isinstance(a, TableAnalysis | QuantilesAnalysis)
+               or (isinstance(a, MWUAnalysis) and "table" in a.tests) for a in spec.analyses)
+
+
+def _epochs(declarations: Sequence[Declaration], dataset: str) -> dict[str, int]:
+    """Each center's current data version of ``dataset``, where its info was read."""
+    epochs = {}
+    for declared in declarations:
+        info = declared.info
+        found = next((d for d in info.datasets if d.name == dataset), None) if info else None
+        if found is not None:
+            epochs[declared.center] = found.epoch
+    return epochs
+
+
+def kept_views(kept: Sequence[KeptTable], epochs: Mapping[str, int]) -> list[KeptTableView]:
+    """The kept tables as a plan (and the catalog) shows them."""
+    views = []
+    for table in kept:
+        d = table.described
+        views.append(KeptTableView(
+            groups=d["groups"], k=d["k"], lower=d["lower"], upper=d["upper"],
+            centers=d["centers"], study_id=table.study_id, created_at=table.created_at,
+            current=all(epochs.get(c) == e for c, e in d["centers"].items()),
+        ))
+    return views
+
+
+def _declared_size(declared: Declaration | None, dataset: str,
+                   groups: tuple[str, str] | None) -> int | None:
+    """The size a center declares for the groups asked (what orders the table's builders)."""
+    info = declared.info if declared is not None else None
+    found = next((d for d in info.datasets if d.name == dataset), None) if info else None
+    if found is None:
+        return None
+    if groups is None:
+        return found.n_records
+    return sum(found.n_by_group.get(level, 0) for level in groups)
+
+
+def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Sequence[str],
+               kept: Sequence[KeptTable]) -> tuple[PlannedTable, dict[str, str]]:
+    """How the study would get its table from ``centers`` (those that would take part), and
+    per center a refusal's detail where a new release of the table would be refused there.
+
+    A center asked what it was asked before in the same epoch answers from its stored answer
+    (the release gate's request keys): the builder's table, and a refinement of the same
+    centers' table in the same order. So a new table's center releases nothing new where a
+    kept table of the same groups, K and closing was built by the same centers before it, in
+    the same order, at the current data versions; elsewhere its release is new, and refused
+    past the center's cap on remembered releases (its ``/v1/budget``)."""
+    epochs = _epochs(declarations, spec.dataset)
+    views = kept_views(kept, epochs)
+    lower, upper = spec.table_closing
+    refused: dict[str, str] = {}
+    if not all(c in epochs for c in centers):
+        return PlannedTable(reused_from=None, centers=list(centers),
+                            detail="a center's data version could not be read: the table "
+                            "would be asked of the centers", kept=views), refused
+    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+                      k=spec.k, lower=lower, upper=upper, epochs={c: epochs[c] for c in centers})
+    wanted = key.described()
+    for table in kept:
+        if table.described == wanted:
+            return PlannedTable(
+                reused_from=table.study_id, centers=list(table.order),
+                detail=f"the table of {spec.variable!r} that study {table.study_id} obtained "
+                "from these centers at their current data versions is reused: nothing is "
+                "asked of the centers, nothing is coarsened", kept=views,
+            ), refused
+
+    by_center = {d.center: d for d in declarations}
+    sizes = {c: _declared_size(by_center.get(c), spec.dataset, spec.groups) or 0
+             for c in centers}
+    order = build_order(sizes, centers)
+    same_question = [t for t in kept
+                     if all(t.described[f] == wanted[f] for f in ("groups", "k", "lower", "upper"))]
+    releases: dict[str, Literal["stored", "new", "refused"]] = {}
+    earlier = []
+    for i, center in enumerate(order):
+        prefix = order[:i + 1]
+        if any(t.order[:i + 1] == tuple(prefix)
+               and all(t.described["centers"].get(c) == epochs[c] for c in prefix)
+               for t in same_question):
+            releases[center] = "stored"
+            continue
+        declared = by_center.get(center)
+        budget = (declared.budget.datasets.get(spec.dataset)
+                  if declared is not None and declared.budget is not None else None)
+        use = budget.exact_releases.get(spec.variable) if budget is not None else None
+        releases[center] = "new"
+        if use is None:
+            continue
+        if use.releases + 1 > use.max_releases:
+            releases[center] = "refused"
+            refused[center] = (
+                f"center {center!r} keeps {use.releases} exact releases of {spec.variable!r}, "
+                f"the most it remembers (max_releases_per_variable): it would refuse the new "
+                f"release this table needs of it; a kept table listed in the plan can still be "
+                f"reused by a study asking its groups, K, closing and centers")
+        elif use.releases:
+            earlier.append(f"{center} ({use.releases} of {use.max_releases})")
+    parts = [f"a new table of {spec.variable!r} is asked of the centers, built in the order "
+             f"{', '.join(order)}"]
+    stored = [c for c in order if releases[c] == "stored"]
+    if stored:
+        parts.append(f"{', '.join(stored)} answer(s) from stored answers (asked the same before)")
+    if earlier:
+        parts.append("the new releases of centers with earlier exact releases of the variable "
+                     "are coarsened until no combination with those isolates fewer than K "
+                     f"records, so the table may have fewer bins than a first one: "
+                     f"{', '.join(earlier)} releases kept")
+    if any(v.current for v in views):
+        parts.append("a kept table with current data versions is listed in `kept`: a study "
+                     "asking its groups, K, closing and centers reuses it instead")
+    return PlannedTable(reused_from=None, centers=order, releases=releases,
+                        detail="; ".join(parts), kept=views), refused
 
 
 def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: Sequence[str],
-               *, min_centers: int, quotas: Mapping[str, QuotaRecord]) -> StudyPlan:
+               *, min_centers: int, quotas: Mapping[str, QuotaRecord],
+               kept: Sequence[KeptTable] = ()) -> StudyPlan:
     """The plan of ``spec`` over the ``selected`` centers; ``quotas[c]`` is the analyst's
-    quota at center ``c`` for the spec's dataset (absent: no analyst, no limit)."""
+    quota at center ``c`` for the spec's dataset (absent: no analyst, no limit); ``kept`` the
+    coordinator's kept tables of the spec's variable."""
     spends = analysis_spends(spec)
     planned = [PlannedSpend(analysis=i, kind=a.kind, epsilon=s.epsilon, exact=s.exact)
                for i, (a, s) in enumerate(zip(spec.analyses, spends, strict=True))]
@@ -99,9 +245,19 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
             quota=limit, quota_spent=spent,
             quota_left_after=limit - spent - total if limit is not None else None,
         ))
+    table = None
+    if needs_table(spec):
+        taking_part = [c for c in selected if c not in left_out]
+        table, limit_reached = plan_table(spec, declarations, taking_part, kept)
+        for center, why in limit_reached.items():
+            refuse("release_limit_reached", center, why, blocking=not partial)
+        if limit_reached:
+            table = table.model_copy(update={"centers": [c for c in table.centers
+                                                         if c not in limit_reached]})
     remain = [c for c in selected if c not in left_out]
     if partial and len(remain) < min_centers:
         refuse("too_few_centers", None, f"{len(remain)} center(s) would take part "
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)
     return StudyPlan(dataset=spec.dataset, variable=spec.variable, centers=centers,
-                     refusals=refusals, would_run=not any(r.blocking for r in refusals))
+                     refusals=refusals, would_run=not any(r.blocking for r in refusals),
+                     table=table)

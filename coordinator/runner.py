@@ -57,6 +57,7 @@ from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
 from coordinator.registry import Registry
 from coordinator.study import run_study
+from coordinator.tables import TableMemory
 from coordinator.webhooks import Notifier
 from fedstats_service.context import CallContext, current, set_current
 from fedstats_service.errors import error_body
@@ -131,6 +132,8 @@ class StudyRunner:
         # What the centers declare (names, K, budgets), for the checks at submission and the
         # dry run; the app's registry when given, so they share its rounds with /v1/catalog.
         self.registry = registry or Registry(self.centers, {})
+        # Tables studies obtained, read by later studies that need the same one.
+        self.tables = TableMemory(store)
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def check(self, spec: StudySpec) -> None:
@@ -164,8 +167,9 @@ class StudyRunner:
         declarations = await self.registry.declarations()
         quotas = {} if analyst_id is None else await asyncio.to_thread(
             lambda: {c: self.store.quota(analyst_id, c, spec.dataset) for c in selected})
+        kept = await asyncio.to_thread(self.tables.kept, spec.dataset, spec.variable)
         return plan_study(spec, declarations, selected, min_centers=self.min_centers,
-                          quotas=quotas)
+                          quotas=quotas, kept=kept)
 
     def _room(self) -> None:
         if len(self._tasks) >= self.max_running:
@@ -298,7 +302,8 @@ class StudyRunner:
                  for c in selected]
         try:
             result = await run_study(spec, ports, min_centers=self.min_centers,
-                                     previous=previous)
+                                     previous=previous, tables=self.tables,
+                                     study_id=study_id)
         except asyncio.CancelledError:
             # Shutting down (mark_interrupted leaves it resumable in close()) or cancelled
             # (cancel() records it).

@@ -36,7 +36,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from coordinator.core.errors import AnalysisFailed, ServiceError
+from center_agent.core.errors import DisclosureStateFull
+from coordinator.core.errors import AnalysisFailed, CenterFailure, ServiceError
 from coordinator.models import (
     Analysis,
     AnalysisOutcome,
@@ -70,6 +71,7 @@ from coordinator.results import (
     quantiles_result,
     table_result,
 )
+from coordinator.tables import TableKey, TableMemory
 from fedstats_service.errors import describe_errors
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,8 @@ async def run_study(
     *,
     min_centers: int,
     previous: StudyResult | None = None,
+    tables: TableMemory | None = None,
+    study_id: str | None = None,
 ) -> StudyResult:
     """Run every analysis of ``spec`` over ``centers`` (already the selected ones); with
     ``previous`` (an earlier run of this study), only those that did not succeed there.
@@ -107,6 +111,10 @@ async def run_study(
     other analyses' parallel rounds use the centers meanwhile. An analysis that fails with a
     :class:`ServiceError` is recorded as failed and the others go on; the survey failing fails
     every analysis that runs. Any other exception (a bug) cancels the rest and propagates.
+
+    With ``tables`` (the coordinator's kept tables) and the ``study_id``, the study's table is
+    read from there when an earlier study obtained the same one (same centers and data
+    versions; ``coordinator.tables``), and a table it builds is kept for later studies.
     """
     ids = [c.center_id for c in centers]
     kept = kept_analyses(spec, previous)
@@ -123,16 +131,41 @@ async def run_study(
     lower, upper = spec.table_closing
     table_task: asyncio.Future[FederatedTable] | None = None
 
-    def study_table() -> asyncio.Future[FederatedTable]:
-        """The study's one federated table, built once for every analysis that needs it."""
-        nonlocal table_task
-        if table_task is None:
-            table_task = asyncio.ensure_future(federated_bin_table(
-                centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+    async def obtain_table(variable: str = spec.variable) -> FederatedTable:
+        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.groups,
+                          k=spec.k, lower=lower, upper=upper, epochs=survey.epochs)
+        if tables is not None:
+            kept = await tables.find(key)
+            if kept is not None:
+                log.info("study %s reuses the table of %r obtained by study %s", study_id,
+                         variable, kept.reused_from)
+                return kept
+        try:
+            built = await federated_bin_table(
+                centers, dataset=spec.dataset, variable=variable, groups=spec.groups,
                 k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
-            ))
+            )
+        except CenterFailure as failure:
+            if failure.center_error != DisclosureStateFull.error:
+                raise
+            # What is still possible: say where to look, not just that the center refused.
+            raise CenterFailure(
+                failure.center, failure.kind, f"{failure.reason}; the tables of "
+                f"{variable!r} the coordinator kept can still be reused: a dry run "
+                "(POST /v1/studies?dry_run=true, fedstats study plan) lists them",
+                center_error=failure.center_error) from None
+        if tables is not None and study_id is not None:
+            await tables.keep(key, built, study_id)
+        return built
+
+    def study_table() -> asyncio.Future[FederatedTable]:
+        """The study's one federated table, obtained once for every analysis that needs it."""
+        nonlocal table_task
+        if table_task is None:
+            table_task = asyncio.ensure_future(obtain_table())
         return table_task
+
 
     async def run(analysis: Analysis) -> AnalysisResult:
         if isinstance(analysis, TableAnalysis):

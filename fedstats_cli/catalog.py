@@ -106,7 +106,15 @@ def render_plan(plan: dict[str, Any]) -> str:
         out.extend(f"  [{'blocking' if r['blocking'] else 'left out'}] {r['reason']}"
                    + (f" at {r['center']}" if r["center"] else "") + f": {r['detail']}"
                    for r in plan["refusals"])
-    out.append("the study would run" if plan["would_run"] else "the study would NOT run")
+    planned = plan.get("table")
+    if planned is not None:
+        if planned["reused_from"] is not None:
+            out.append(f"federated table: reused from study {planned['reused_from']}")
+        else:
+            out.append("federated table: new, " + ", ".join(
+                f"{c} {planned['releases'].get(c, 'new')}" for c in planned["centers"]))
+        out.append(_indent(planned["detail"]))
+        out.append("the study would run" if plan["would_run"] else "the study would NOT run")
     return "\n".join(out)
 
 

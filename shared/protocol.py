@@ -166,10 +166,24 @@ class CenterInfo(WireModel):
     )
 
 
+class ExactReleaseUse(WireModel):
+    """How much of a variable's disclosure memory its exact releases (tables, refinements) use:
+    past either cap the center refuses a new one (``release_limit_reached``). Counts of releases
+    already made, never of records."""
+
+    releases: NonNegativeInt
+    max_releases: NonNegativeInt
+    limits: NonNegativeInt
+    max_limits: NonNegativeInt
+
+
 class DatasetBudget(WireModel):
     total_epsilon: float
     spent_epsilon: float
     remaining_epsilon: float
+    exact_releases: dict[str, ExactReleaseUse] = Field(
+        default_factory=dict, description="per variable with exact releases: their number and "
+        "limits against the center's caps")
 
 
 class Budget(WireModel):

@@ -211,6 +211,12 @@ class ReleaseGate:
         except Exception:  # the refusal stands whether or not its record could be written
             log.exception("could not record a refusal in the audit log")
 
+    def exact_release_use(self, dataset_name: str) -> dict[str, tuple[int, int]]:
+        """Per variable of the dataset: its exact releases remembered and their limits (what
+        the disclosure caps count; ``/v1/budget`` shows them)."""
+        with self.store.engine.connect() as conn:
+            return self.disclosure.usage(conn, dataset_name)
+
     def audit(self, query: trail.AuditQuery) -> trail.AuditPage:
         """The audit records ``query`` selects (``GET /v1/audit``, the operator's CLI)."""
         return trail.read(self.store.engine, query)

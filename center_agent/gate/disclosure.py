@@ -276,6 +276,17 @@ class Disclosure:
         self._snapshot(conn, dataset, variable, epoch, snapshot)
         return candidate
 
+    def usage(self, conn: Connection, dataset: str) -> dict[str, tuple[int, int]]:
+        """Per variable: the exact releases remembered and the limits they hold (what the caps
+        of :meth:`admit` count)."""
+        rows = conn.execute(
+            select(release_sets.c.variable, func.count(),
+                   func.coalesce(func.sum(release_sets.c.n_limits), 0))
+            .where(release_sets.c.dataset == dataset)
+            .group_by(release_sets.c.variable)
+        ).all()
+        return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
+
     def snapshots(self, conn: Connection, dataset: str) -> dict[tuple[str, int], Snapshot]:
         rows = conn.execute(
             select(atom_snapshots).where(atom_snapshots.c.dataset == dataset)

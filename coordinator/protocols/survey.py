@@ -24,7 +24,8 @@ class Survey:
     ``declared[c][g]`` is the size center ``c`` declared for group ``g`` (its population's size,
     rounded down to the center's K) and ``bounds[c][g]`` the most records it can hold there
     (the truth lies below ``declared + K``): a release totalling less or more is implausible.
-    ``keys[c]`` is the public key the center signs its table statements with.
+    ``keys[c]`` is the public key the center signs its table statements with, ``epochs[c]``
+    the data version (epoch) of the dataset its releases come from.
     """
 
     usable: tuple[CenterPort, ...]
@@ -33,6 +34,7 @@ class Survey:
     excluded: tuple[CenterFailure, ...]
     declared: dict[str, tuple[int, ...]] = field(default_factory=dict)
     keys: dict[str, str | None] = field(default_factory=dict)
+    epochs: dict[str, int] = field(default_factory=dict)
 
 
 def _check(
@@ -101,13 +103,16 @@ async def survey_centers(
     """
     declared: dict[str, tuple[int, ...]] = {}
     bounds: dict[str, tuple[int, ...]] = {}
+    epochs: dict[str, int] = {}
 
     def check(cid: str, info: CenterInfo) -> None:
         declared[cid], bounds[cid] = _check(cid, info, dataset, variable, groups, k)
+        epochs[cid] = next(d.epoch for d in info.datasets if d.name == dataset)
 
     infos, failures = await ask_all(centers, lambda c: c.info(), check,
                                     allow_partial=allow_partial)
     usable = tuple(port for port in centers if port.center_id in infos)
     require(min_centers, list(infos), failures)
     return Survey(usable, {cid: sum(declared[cid]) for cid in infos}, bounds, tuple(failures),
-                  declared, {cid: info.signing_key for cid, info in infos.items()})
+                  declared, {cid: info.signing_key for cid, info in infos.items()},
+                  {cid: epochs[cid] for cid in infos})

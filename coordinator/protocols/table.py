@@ -20,7 +20,7 @@ refinement fitting the table, and the federated totals equal to the sum of the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,13 +50,15 @@ class FederatedTable:
     """The federated table, who built it (``order[0]``) and who refined it, in order.
 
     ``center_totals[c]`` are the per-group totals center ``c`` released; ``excluded`` the centers
-    left out (only with ``allow_partial``).
+    left out (only with ``allow_partial``); ``reused_from`` the study that obtained the table when
+    it was read from the coordinator's kept tables (``coordinator.tables``) instead of asked.
     """
 
     table: BinTable
     order: tuple[str, ...]
     center_totals: dict[str, tuple[float, ...]]
     excluded: tuple[CenterFailure, ...]
+    reused_from: str | None = None
 
 
 def _implausible(center: str, detail: str) -> CenterFailure:
@@ -165,6 +167,12 @@ def fold(center: str, table: BinTable, release: RefinementRelease,
     return merged
 
 
+def build_order(sizes: Mapping[str, int], centers: Sequence[str]) -> list[str]:
+    """The order ``centers`` build a table in: the largest (declared size of the groups asked)
+    first; sorted() is stable, so equal sizes keep the given (the registry's) order."""
+    return sorted(centers, key=lambda cid: -sizes[cid])
+
+
 async def federated_bin_table(
     centers: Sequence[CenterPort],
     *,
@@ -185,8 +193,9 @@ async def federated_bin_table(
             min_centers=min_centers, allow_partial=allow_partial,
         )
     n_groups = 1 if groups is None else 2
-    # Largest first; sorted() is stable, so equal sizes keep the registry's order.
-    order = sorted(survey.usable, key=lambda port: -survey.sizes[port.center_id])
+    ids = build_order(survey.sizes, [port.center_id for port in survey.usable])
+    by_id = {port.center_id: port for port in survey.usable}
+    order = [by_id[cid] for cid in ids]
     excluded = list(survey.excluded)
     table: BinTable | None = None
     signed: SignedLimits | None = None

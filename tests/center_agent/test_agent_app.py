@@ -103,11 +103,13 @@ async def test_budget_lists_every_dataset(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200
     assert r.json() == {
         "datasets": {
-            "cohort": {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0}
+            "cohort": {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0,
+                       "exact_releases": {}}
         }
     }
     r = await client.get("/v1/budget/cohort", headers=AUTH)
-    assert r.json() == {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0}
+    assert r.json() == {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0,
+                        "exact_releases": {}}
 
 
 async def test_unknown_dataset_is_a_typed_404(client: httpx.AsyncClient) -> None:

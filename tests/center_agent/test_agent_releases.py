@@ -49,6 +49,20 @@ async def test_own_table_is_k_anonymous_and_true(client: httpx.AsyncClient, app:
     assert again.json() == r.json()
 
 
+async def test_budget_shows_the_exact_release_caps_use(client: httpx.AsyncClient,
+                                                       app: FastAPI) -> None:
+    """``/v1/budget`` counts a variable's remembered exact releases and their limits against the
+    caps (what a coordinator's dry run reads); a cached answer adds nothing."""
+    settings = app.state.services.settings
+    body = {"variable": "x", "groups": ["a", "b"], "k": K}
+    table = (await client.post(TABLE, json=body, headers=AUTH)).json()
+    await client.post(TABLE, json=body, headers=AUTH)
+    use = (await client.get("/v1/budget/cohort", headers=AUTH)).json()["exact_releases"]
+    assert use == {"x": {"releases": 1, "max_releases": settings.max_releases_per_variable,
+                         "limits": len(table["limits"]) - 2,
+                         "max_limits": settings.max_limits_per_variable}}
+
+
 async def test_every_wording_of_a_table_has_the_same_limits(client: httpx.AsyncClient) -> None:
     """Levels swapped, other extremes, ungrouped, a larger K: views of one canonical table, so
     no variant can be subtracted from another (each interior limit of a view is one of its)."""

@@ -31,7 +31,7 @@ centers = ["alpha", "beta"]
 
 [[analyses]]
 kind = "mwu"
-tests = ["sum"]
+tests = ["sum", "table"]
 epsilon = 0.5
 
 [[analyses]]
@@ -113,6 +113,7 @@ def test_study_plan(coordinator: str, tmp_path: Path) -> None:
     human = cli("study", "plan", str(study), "--coordinator", coordinator)
     assert human.returncode == 0, human.stderr
     assert "the study would run" in human.stdout
+    assert "federated table: new, alpha new, beta new" in human.stdout
     assert any(line.split()[:3] == ["alpha", str(K), "0.75"] for line in human.stdout.splitlines())
 
     # An unknown variable and a K below the centers': refusals, exit 1, nothing spent.

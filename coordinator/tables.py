@@ -1,0 +1,143 @@
+"""Federated tables kept for reuse: a later study that needs a table it could only get from the
+centers as the same answer again reads it here instead (docs/coordinator.md, "Reused tables").
+
+A federated table is fixed by what it was asked for and by the data it counts: the dataset,
+variable, group levels, K, how its ends are closed, the centers that built it and each one's data
+version (the epoch its ``/v1/info`` shows; ``center_agent.gate.epochs``). Centers answer the same
+question in the same epoch with the stored answer (the release gate's request keys), so a table
+kept under that key is exactly the table the centers would give again: reusing it releases
+nothing new, spends nothing and needs no round through the centers. The group levels are kept in
+one order: a study asking (Y, X) reads the (X, Y) table with its rows swapped.
+
+A table is not reused across a change of any part of the key. A new epoch at any of its centers,
+another center set (``centers``, or a center left out with ``allow_partial``), another K or another
+closing asks the centers anew; their disclosure control then coarsens the new table against every
+earlier release of the variable (docs/privacy.md §2), and the dry run says so before a study is
+submitted (:func:`coordinator.plan.plan_study`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from coordinator.db import Store, TableRecord
+from coordinator.protocols.table import FederatedTable
+from shared.binning import BinTable, Extreme
+from shared.protocol import canonical_json
+
+
+@dataclass(frozen=True)
+class TableKey:
+    """What fixes a federated table (module docstring). ``epochs`` pairs each center that built
+    it with its data version, sorted by center."""
+
+    dataset: str
+    variable: str
+    groups: tuple[str, str] | None
+    k: int
+    lower: Extreme
+    upper: Extreme
+    epochs: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, *, dataset: str, variable: str, groups: tuple[str, str] | None, k: int,
+           lower: Extreme, upper: Extreme, epochs: Mapping[str, int]) -> TableKey:
+        return cls(dataset, variable, groups, k, lower, upper, tuple(sorted(epochs.items())))
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the groups are asked in the other order than the kept table's."""
+        return self.groups is not None and self.groups[0] > self.groups[1]
+
+    @property
+    def centers(self) -> list[str]:
+        return [c for c, _ in self.epochs]
+
+    def described(self) -> dict[str, Any]:
+        """The key as JSON-able values, groups in the kept order."""
+        groups = None if self.groups is None else sorted(self.groups)
+        return {"dataset": self.dataset, "variable": self.variable, "groups": groups,
+                "k": self.k, "lower": self.lower, "upper": self.upper,
+                "centers": dict(self.epochs)}
+
+    def digest(self) -> str:
+        return hashlib.sha256(canonical_json(self.described()).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KeptTable:
+    """A kept table as its key describes it, the order its centers built it in (the builder
+    first), and the study that obtained it."""
+
+    described: dict[str, Any]
+    order: tuple[str, ...]
+    study_id: str
+    created_at: str
+
+    @classmethod
+    def of(cls, record: TableRecord) -> KeptTable:
+        return cls(json.loads(record.described), tuple(json.loads(record.table)["order"]),
+                   record.study_id, record.created_at)
+
+
+def _rows(values: Any, swap: bool) -> Any:
+    return values[::-1] if swap else values
+
+
+def encode(table: FederatedTable, swap: bool) -> str:
+    """The table as kept (groups in the kept order)."""
+    t = table.table
+    return json.dumps({
+        "limits": [float(x) for x in t.limits],
+        "counts": _rows(t.counts, swap).tolist(),
+        "k": t.k,
+        "order": list(table.order),
+        "center_totals": {c: list(_rows(v, swap)) for c, v in table.center_totals.items()},
+    })
+
+
+def decode(text: str, swap: bool, study_id: str) -> FederatedTable:
+    """A kept table as the study asking it needs it (``swap``: its groups in the other order),
+    marked as reused from ``study_id``."""
+    data = json.loads(text)
+    table = BinTable(limits=np.asarray(data["limits"], dtype=np.float64),
+                     counts=np.asarray(_rows(data["counts"], swap), dtype=np.float64),
+                     k=int(data["k"]))
+    return FederatedTable(
+        table, tuple(data["order"]),
+        {c: tuple(float(x) for x in _rows(v, swap)) for c, v in data["center_totals"].items()},
+        (), reused_from=study_id,
+    )
+
+
+class TableMemory:
+    """The kept tables of a coordinator's store (synchronous store, called from async code)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def find(self, key: TableKey) -> FederatedTable | None:
+        record = await asyncio.to_thread(self.store.find_table, key.digest())
+        return None if record is None else decode(record.table, key.swapped, record.study_id)
+
+    async def keep(self, key: TableKey, table: FederatedTable, study_id: str) -> None:
+        """Keep ``table``, obtained by ``study_id`` for ``key``; only a table every center of
+        the key took part in (a partial one is kept under the key of those that did)."""
+        if set(table.order) != set(key.centers):
+            key = TableKey.of(dataset=key.dataset, variable=key.variable, groups=key.groups,
+                              k=key.k, lower=key.lower, upper=key.upper,
+                              epochs={c: e for c, e in key.epochs if c in table.order})
+        described = canonical_json(key.described())
+        await asyncio.to_thread(self.store.keep_table, key.digest(), key.dataset, key.variable,
+                                described, encode(table, key.swapped), study_id)
+
+    def kept(self, dataset: str, variable: str) -> list[KeptTable]:
+        """Every table of ``variable`` kept so far (for the dry run), oldest first."""
+        return [KeptTable.of(r) for r in self.store.tables_of(dataset, variable)]

@@ -1,0 +1,169 @@
+"""Reused tables instead of refusals (docs/coordinator.md, "Reused tables"), over in-process
+centers through the analyst API.
+
+A federated table a study obtained is kept; a later study that needs the same table (same
+dataset, variable, groups in either order, K, closing, centers and their data versions) reads it
+without asking any center for a table or refinement, and its result says which study obtained it.
+The dry run says, before submission, whether the table would be reused or asked anew, which
+centers' earlier releases would coarsen a new one, and which center would refuse one
+(``release_limit_reached``): and a real run then does what it said.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from coordinator.protocols.table import FederatedTable
+from coordinator.tables import TableKey, decode, encode
+from shared.binning import BinTable
+from tests.coordinator.test_coord_catalog import BASE, center_audit, counted, serving
+from tests.helpers.coordinator import CountingCenter, Federations
+
+pytestmark = pytest.mark.anyio
+
+TABLE = {**BASE, "analyses": [{"kind": "table"}]}
+QUANTILES = {**BASE, "analyses": [{"kind": "quantiles", "levels": [0.25, 0.5, 0.75],
+                                   "estimators": ["interpolation"]}]}
+TABLE_CALLS = {"table", "refine"}
+
+
+def table_calls(centers: dict[str, Any]) -> int:
+    return sum(c.calls[call] for c in centers.values() for call in TABLE_CALLS)
+
+
+def test_a_kept_table_reads_back_in_either_group_order() -> None:
+    fed = FederatedTable(
+        BinTable(limits=np.array([-np.inf, 1.0, 2.0, np.inf]),
+                 counts=np.array([[10.0, 0.0, 12.0], [20.0, 11.0, 0.0]]), k=10),
+        ("alpha", "beta"), {"alpha": (12.0, 20.0), "beta": (10.0, 11.0)}, ())
+    key = TableKey.of(dataset="d", variable="v", groups=("b", "a"), k=10, lower="buffer",
+                      upper="buffer", epochs={"beta": 1, "alpha": 2})
+    other = TableKey.of(dataset="d", variable="v", groups=("a", "b"), k=10, lower="buffer",
+                        upper="buffer", epochs={"alpha": 2, "beta": 1})
+    # One key for either order of the groups and of the centers ...
+    assert key.digest() == other.digest() and key.swapped and not other.swapped
+    kept = encode(fed, key.swapped)
+    # ... the rows kept in the sorted order, and read back in the order asked.
+    back = decode(kept, key.swapped, "s1")
+    np.testing.assert_array_equal(back.table.counts, fed.table.counts)
+    assert back.center_totals == fed.center_totals and back.reused_from == "s1"
+    swapped = decode(kept, other.swapped, "s1")
+    np.testing.assert_array_equal(swapped.table.counts, fed.table.counts[::-1])
+    assert swapped.center_totals["alpha"] == (20.0, 12.0)
+    # Any other part of the key is another table: a new epoch, K, closing or center set.
+    for change in ({"epochs": {"alpha": 3, "beta": 1}}, {"k": 11}, {"lower": "infinite"},
+                   {"epochs": {"alpha": 2}}):
+        base: dict[str, Any] = {"dataset": "d", "variable": "v", "groups": ("a", "b"), "k": 10,
+                                "lower": "buffer", "upper": "buffer",
+                                "epochs": {"alpha": 2, "beta": 1}}
+        assert TableKey.of(**{**base, **change}).digest() != key.digest()
+
+
+async def test_a_later_study_reuses_the_table_without_asking_the_centers(
+        tmp_path: Path, federation: Federations) -> None:
+    centers = counted(federation)
+    async with serving(tmp_path, centers) as coord:
+        first = await coord.run(TABLE)
+        assert first["status"] == "succeeded", first
+        asked = table_calls(centers)
+        assert asked == 3  # one table, two refinements
+        table = first["result"]["analyses"][0]
+        assert table["reused_from"] is None
+
+        # Quantiles of the same table, and the table with its groups swapped: nothing asked.
+        quantiles = await coord.run(QUANTILES)
+        assert quantiles["status"] == "succeeded", quantiles
+        swapped = await coord.run({**TABLE, "groups": ["trt", "ctl"]})
+        assert swapped["status"] == "succeeded", swapped
+        assert table_calls(centers) == asked
+        again = swapped["result"]["analyses"][0]
+        assert again["reused_from"] == first["id"]
+        assert again["limits"] == table["limits"]
+        assert again["counts"] == table["counts"][::-1]
+        assert again["order"] == table["order"]
+
+        # Another K is another table: asked of the centers (and kept in turn).
+        other_k = await coord.run({**TABLE, "k": 2 * BASE["k"]})
+        assert other_k["status"] == "succeeded", other_k
+        assert table_calls(centers) == asked + 3
+        assert other_k["result"]["analyses"][0]["reused_from"] is None
+
+
+async def test_the_dry_run_says_reuse_or_what_a_new_table_meets(
+        tmp_path: Path, federation: Federations) -> None:
+    centers = counted(federation)
+    async with serving(tmp_path, centers) as coord:
+        plan = (await coord.post(TABLE, dry_run="true")).json()
+        assert plan["table"]["reused_from"] is None and plan["table"]["kept"] == []
+        assert "new table" in plan["table"]["detail"]
+        # A study that needs no table plans none.
+        dp = {**BASE, "analyses": [{"kind": "dp_quantiles", "epsilon": 0.5,
+                                    "bounds": [0, 100], "levels": [0.5]}]}
+        assert (await coord.post(dp, dry_run="true")).json()["table"] is None
+
+        first = await coord.run(TABLE)
+        plan = (await coord.post(QUANTILES, dry_run="true")).json()
+        assert plan["table"]["reused_from"] == first["id"], plan
+        assert plan["would_run"] is True
+
+        # The builder and the first refiner alone: a new table, but both answer from what they
+        # released before (the same questions in the same epoch).
+        order = first["result"]["analyses"][0]["order"]
+        prefix = {**QUANTILES, "centers": order[:2]}
+        table = (await coord.post(prefix, dry_run="true")).json()["table"]
+        assert table["reused_from"] is None and table["centers"] == order[:2]
+        assert table["releases"] == {order[0]: "stored", order[1]: "stored"}
+        # The builder and the last refiner: its refinement of another table is new, coarsened
+        # against its earlier one.
+        skip = {**QUANTILES, "centers": [order[0], order[2]]}
+        plan = (await coord.post(skip, dry_run="true")).json()
+        table = plan["table"]
+        assert table["releases"] == {order[0]: "stored", order[2]: "new"}
+        assert "coarsened" in table["detail"] and f"{order[2]} (1 of" in table["detail"]
+        [kept] = table["kept"]
+        assert kept["study_id"] == first["id"] and kept["current"] is True
+        assert kept["centers"] == {"alpha": 1, "beta": 1, "gamma": 1}
+        assert plan["would_run"] is True
+        # Nothing was asked or released by the dry runs.
+        assert table_calls(centers) == 3
+
+        # What the plan said: the prefix study releases nothing new, the other one does.
+        assert (await coord.run({**TABLE, "centers": order[:2]}))["status"] == "succeeded"
+        audits = [center_audit(centers[c]) for c in order]
+        assert [r.outcome for r in audits[0]][-1] == "cached"
+        assert [r.outcome for r in audits[1]][-1] == "cached"
+        assert (await coord.run({**TABLE, "centers": [order[0], order[2]]}))["status"] \
+            == "succeeded"
+        assert [r.outcome for r in center_audit(centers[order[2]])][-1] == "released"
+
+
+async def test_a_center_at_its_release_cap_is_named_before_and_refuses_after(
+        tmp_path: Path, federation: Federations) -> None:
+    ports = federation(max_releases_per_variable=1)
+    centers = {cid: CountingCenter(port) for cid, port in ports.items()}
+    async with serving(tmp_path, centers) as coord:
+        first = await coord.run(TABLE)
+        assert first["status"] == "succeeded", first
+        order = first["result"]["analyses"][0]["order"]
+        skip = {**TABLE, "centers": [order[0], order[2]]}
+        plan = (await coord.post(skip, dry_run="true")).json()
+        reasons = {(r["reason"], r["center"], r["blocking"]) for r in plan["refusals"]}
+        assert reasons == {("release_limit_reached", order[2], True)}
+        assert plan["table"]["releases"] == {order[0]: "stored", order[2]: "refused"}
+        assert plan["would_run"] is False
+        # The same study with every center reuses the kept table: still possible.
+        plan = (await coord.post(TABLE, dry_run="true")).json()
+        assert plan["would_run"] is True and plan["table"]["reused_from"] == first["id"]
+
+        # What the dry run said is what happens.
+        view = await coord.run(skip)
+        assert view["status"] == "failed", view
+        assert view["error"]["center_error"] == "release_limit_reached"
+        assert view["error"]["center"] == order[2] and "dry run" in view["error"]["detail"]
+        reused = await coord.run(TABLE)
+        assert reused["status"] == "succeeded"
+        assert reused["result"]["analyses"][0]["reused_from"] == first["id"]
