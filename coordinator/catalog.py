@@ -26,6 +26,7 @@ from coordinator.models import (
     CatalogCenter,
     CatalogDataset,
     CatalogEntry,
+    DescribeAnalysis,
     DPBoxplotAnalysis,
     DPQuantilesAnalysis,
     StudySpec,
@@ -50,6 +51,7 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
         n_by_group={level: rounded(dataset.n_by_group.get(level, 0), k) for level in levels},
         epoch=dataset.epoch, paused=dataset.paused,
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,
+        metadata=dict(dataset.metadata),
     )
 
 
@@ -103,6 +105,25 @@ def _level_names(spec: StudySpec) -> list[tuple[str, str]]:
     return named
 
 
+def _describe_names(spec: StudySpec, found: DatasetInfo) -> list[tuple[str, str, str]]:
+    """What a center lacks for the spec's describe analyses: a variable it does not declare,
+    and for a DP describe of a variable the spec gives no bounds for, the variable's public
+    bounds (it would refuse the request: ``center_agent.gate.kinds.DescribeKind``)."""
+    out = []
+    for i, analysis in enumerate(spec.analyses):
+        if not isinstance(analysis, DescribeAnalysis):
+            continue
+        for v in analysis.described(spec.variable):
+            if v not in found.variables:
+                if v != spec.variable:  # the study's variable is named once, as body.variable
+                    out.append(("variable", v, f"body.analyses.{i}.variables"))
+            elif analysis.method == "dp" and v not in (analysis.bounds or {}):
+                meta = found.metadata.get(v)
+                if meta is None or meta.bounds is None:
+                    out.append(("public bounds of variable", v, f"body.analyses.{i}.bounds"))
+    return out
+
+
 def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],
                   selected: Sequence[str]) -> list[Unknown]:
     """The spec's names that selected centers (those whose info was read) do not declare."""
@@ -130,6 +151,10 @@ def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],
         for level, field in _level_names(spec):
             if level not in levels:
                 lacks("group level", level, field, center, levels)
+        for what, name, field in _describe_names(spec, found):
+            known = (list(found.variables) if what == "variable" else
+                     [v for v, m in found.metadata.items() if m.bounds is not None])
+            lacks(what, name, field, center, known)
     return [Unknown(what, name, field, tuple(centers), tuple(_union(theirs[(what, name, field)])))
             for (what, name, field), centers in lacking.items()]
 

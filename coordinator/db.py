@@ -18,6 +18,7 @@ SQLAlchemy Core on SQLite (the default; WAL mode, ``synchronous=FULL``) or Postg
   analyst's studies may spend there, and what they spent (:meth:`Store.reserve`);
 * ``coordinator_table`` — the federated tables studies obtained, kept for later studies that
   need the same table (:mod:`coordinator.tables`);
+* ``coordinator_session`` — the web console's sign-ins (``coordinator.ui.sessions``);
 * ``coordinator_audit`` — who did what, when (:mod:`coordinator.audit`);
 * ``coordinator_idempotency`` — (analyst, ``Idempotency-Key``) → the study that request created:
   a repeat returns that study instead of starting another (:meth:`Store.create_study`). The
@@ -178,6 +179,18 @@ tables = Table(
     Index("ix_coordinator_table_variable", "dataset", "variable"),
 )
 
+# Console sign-ins (coordinator.ui.sessions): the SHA-256 of the cookie, never the cookie.
+sessions = Table(
+    "coordinator_session",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("analyst_id", String(64), nullable=False, index=True),
+    Column("token_id", String(16), nullable=False),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+)
+
 audit = Table(
     "coordinator_audit",
     metadata,
@@ -266,6 +279,17 @@ class TableRecord:
     table: str
     study_id: str
     created_at: str
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A console sign-in: whose, by which token (its fingerprint), its CSRF token, until when."""
+
+    analyst_id: str
+    token_id: str
+    csrf: str
+    created_at: str
+    expires_at: str
 
 
 @dataclass(frozen=True)
@@ -500,6 +524,29 @@ class Store(Database):
                 .order_by(tables.c.created_at)
             ).all()
         return [_table(r) for r in rows]
+
+    # -- console sessions ---------------------------------------------------------------------
+
+    def add_session(self, id_hash: str, analyst_id: str, token_id: str, csrf: str,
+                    expires_at: str) -> None:
+        with self.engine.begin() as conn:
+            # Expired sign-ins go as new ones come: the table holds only live sessions.
+            conn.execute(delete(sessions).where(sessions.c.expires_at <= now()))
+            conn.execute(insert(sessions).values(
+                id_hash=id_hash, analyst_id=analyst_id, token_id=token_id, csrf=csrf,
+                created_at=now(), expires_at=expires_at))
+
+    def get_session(self, id_hash: str) -> SessionRecord | None:
+        """The session, unless it expired."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(sessions).where(
+                sessions.c.id_hash == id_hash, sessions.c.expires_at > now())).one_or_none()
+        return None if row is None else SessionRecord(row.analyst_id, row.token_id, row.csrf,
+                                                       row.created_at, row.expires_at)
+
+    def delete_session(self, id_hash: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(sessions).where(sessions.c.id_hash == id_hash))
 
     # -- analysts -----------------------------------------------------------------------------
 

@@ -1,18 +1,36 @@
-"""Boxplot figures of a study's DP boxplot analysis: one box per center and the pooled box.
+"""A study's figures, the one place they are drawn (the API's figure route, the console and the
+HTML report, ``coordinator.report``, all take them from here):
+
+* :func:`boxplot_figure` — a DP boxplot analysis: one box per center and the pooled box, with
+  ``Axes.bxp``; a box has no points, the outliers are DP *counts* written beside each whisker;
+* :func:`table_figure` — the federated K-anonymous table as cumulative shares, one line per
+  group (the picture the Mann-Whitney tests are about).
 
 Drawn with matplotlib's object API (``Figure``, no pyplot state, safe in worker threads) from the
-released numbers only, with ``Axes.bxp``: a box has no points; the outliers are DP *counts*,
-written beside each whisker.
+released numbers only.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Literal
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from matplotlib.figure import Figure
 
-from coordinator.models import Box, DPBoxplotResult
+from coordinator.core.errors import Conflict, NotFound
+from coordinator.db import StudyRecord
+from coordinator.models import (
+    Box,
+    DPBoxplotResult,
+    FailedAnalysis,
+    MWUResult,
+    StudyResult,
+    StudySpec,
+    TableResult,
+)
 from shared.dp.boxplot import bxp_stats
 
 FigureFormat = Literal["svg", "png"]
@@ -26,18 +44,87 @@ def boxplot_figure(
     boxes: list[tuple[str, Box]] = sorted(result.per_center.items())
     if result.pooled is not None:
         boxes.append(("pooled", result.pooled))
+    return draw_boxes([(label, box.model_dump()) for label, box in boxes], title=title,
+                      fmt=fmt)
+
+
+def draw_boxes(boxes: Sequence[tuple[str, Mapping[str, Any]]], *, title: str,
+               fmt: FigureFormat = "svg") -> bytes:
+    """Boxes side by side, each a released seven-number summary (a ``Box``'s fields); its
+    outlier counts written beside the whiskers and its ε under its label, where it has them."""
     figure = Figure(figsize=(1.6 + 1.2 * len(boxes), 4.2), layout="constrained")
     axes = figure.add_subplot()
-    axes.bxp([bxp_stats(box.lower_whisker, box.q1, box.median, box.q3, box.upper_whisker,
-                        f"{label}\nε={box.epsilon:g}") for label, box in boxes],
-             showfliers=False)
+    labels = [label + (f"\nε={box['epsilon']:g}" if box.get("epsilon") is not None else "")
+              for label, box in boxes]
+    axes.bxp([bxp_stats(box["lower_whisker"], box["q1"], box["median"], box["q3"],
+                        box["upper_whisker"], label)
+              for label, (_, box) in zip(labels, boxes, strict=True)], showfliers=False)
     for i, (_, box) in enumerate(boxes, start=1):
-        axes.annotate(f"{box.upper_outliers} above", (i, box.upper_whisker),
-                      textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
-        axes.annotate(f"{box.lower_outliers} below", (i, box.lower_whisker),
-                      textcoords="offset points", xytext=(0, -10), ha="center", fontsize=7)
+        if box.get("upper_outliers") is not None:
+            axes.annotate(f"{box['upper_outliers']} above", (i, box["upper_whisker"]),
+                          textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
+        if box.get("lower_outliers") is not None:
+            axes.annotate(f"{box['lower_outliers']} below", (i, box["lower_whisker"]),
+                          textcoords="offset points", xytext=(0, -10), ha="center",
+                          fontsize=7)
     axes.set_title(title, fontsize=9)
+    return _save(figure, fmt)
+
+
+def _save(figure: Figure, fmt: FigureFormat) -> bytes:
     buffer = io.BytesIO()
     metadata = {"Date": None} if fmt == "svg" else {}
     figure.savefig(buffer, format=fmt, metadata=metadata)
     return buffer.getvalue()
+
+
+def table_figure(limits: Sequence[float | str], counts: Sequence[Sequence[float]],
+                 groups: list[str], *, title: str, fmt: FigureFormat = "svg") -> bytes:
+    """A table's cumulative shares per group at its limits (numbers, or ``"±Infinity"`` as on
+    the wire); the open end bins (±∞) are drawn as wide as their finite neighbour."""
+    edges = [float(v) for v in limits]
+    if len(edges) > 1 and not math.isfinite(edges[0]):
+        edges[0] = edges[1] - (edges[2] - edges[1] if len(edges) > 2 else 1.0)
+    if len(edges) > 1 and not math.isfinite(edges[-1]):
+        edges[-1] = edges[-2] + (edges[-2] - edges[-3] if len(edges) > 2 else 1.0)
+    figure = Figure(figsize=(7.0, 3.4), layout="constrained")
+    axes = figure.add_subplot()
+    for g, row in enumerate(counts):
+        total = sum(row) or 1.0
+        shares = list(itertools.accumulate(c / total for c in row))
+        label = groups[g] if g < len(groups) else f"group {g}"
+        axes.plot(edges, [0.0, *shares], marker=".", markersize=3, linewidth=1.6,
+                  label=f"{label} (n = {sum(row):g})")
+    axes.set_xlabel("value (released bin limits; open ends drawn as wide as their neighbour)")
+    axes.set_ylabel("cumulative share of records")
+    axes.set_ylim(0, 1.02)
+    axes.grid(alpha=0.3)
+    axes.set_title(title, fontsize=9)
+    axes.legend(frameon=False, loc="lower right")
+    return _save(figure, fmt)
+
+
+def analysis_figure(record: StudyRecord, index: int, fmt: FigureFormat) -> bytes:
+    """The figure of analysis ``index`` of a finished study: its boxplots (``dp_boxplot``) or
+    its federated table (``table``, or the table behind an MWU table test); 409 before the
+    study has a result or when the analysis failed, 404 for an analysis without a figure."""
+    study_id = record.id
+    if record.status not in ("succeeded", "partially_failed") or record.result is None:
+        raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
+    analyses = StudyResult.model_validate_json(record.result).analyses
+    if index >= len(analyses):
+        raise NotFound(f"study {study_id!r} has no analysis {index}")
+    found = analyses[index]
+    if isinstance(found, FailedAnalysis):
+        raise Conflict(f"analysis {index} of study {study_id!r} failed: {found.error.detail}")
+    spec = StudySpec.model_validate_json(record.spec)
+    name = f"{spec.dataset}.{spec.variable}"
+    if isinstance(found, DPBoxplotResult):
+        title = name + (f" ({found.group})" if found.group else "")
+        return boxplot_figure(found, title=title, fmt=fmt)
+    table = found.table if isinstance(found, MWUResult) else found
+    if isinstance(table, TableResult):
+        groups = list(spec.groups) if spec.groups is not None else ["all records"]
+        return table_figure(table.limits, table.counts, groups,
+                            title=f"{name}: federated K-anonymous table, cumulative", fmt=fmt)
+    raise NotFound(f"analysis {index} of study {study_id!r} has no figure")

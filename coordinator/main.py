@@ -6,11 +6,14 @@ from collections.abc import Mapping
 
 import httpx
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
+from coordinator import ui
 from coordinator.api.router import api_router
 from coordinator.core.config import Settings, load_settings
 from coordinator.ports import CenterPort
 from coordinator.services import Services
+from coordinator.ui.routes import UI_PREFIX
 from fedstats_service.app import create_service_app
 
 
@@ -28,13 +31,19 @@ def create_app(
     so a bad store URL fails at start-up. Callers are analysts: accounts of the store or the
     configured ``analyst_tokens`` (``coordinator.accounts``). ``centers`` / ``transports`` are the
     test seams of :meth:`Services.build`. ``/docs`` and ``/openapi.json`` need a token, except
-    in dev mode (``fedstats_service.app``).
+    in dev mode (``fedstats_service.app``). The web console is under ``/ui``.
     """
     built = services if services is not None else Services.build(
         settings if settings is not None else load_settings(),
         centers=centers,
         transports=transports,
     )
-    return create_service_app(built.settings, api_router, title="fedstats coordinator",
-                              services=built, close=built.aclose,
-                              authenticate=built.accounts.authenticate)
+    app = create_service_app(built.settings, api_router, title="fedstats coordinator",
+                             services=built, close=built.aclose,
+                             authenticate=built.accounts.authenticate,
+                             public_prefixes=(UI_PREFIX,))
+    # The web console (coordinator.ui): its pages sign analysts in with a session cookie, and
+    # every asset it uses is served here.
+    app.include_router(ui.router)
+    app.mount("/ui/static", StaticFiles(directory=ui.STATIC_DIR), name="ui-static")
+    return app

@@ -43,6 +43,7 @@ from shared.fields import (
     Extreme,
     FiniteExtreme,
     Levels,
+    VariableMeta,
     check_leaves,
     epsilon_field,
 )
@@ -65,7 +66,8 @@ StudyStatus = Literal[
     "cancelled",
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
-AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles"]
+AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe"]
+DescribeMode = Literal["dp", "table"]
 
 # -- the spec ------------------------------------------------------------------------------------
 
@@ -113,6 +115,11 @@ class DPBoxplotAnalysis(_Spec):
     pooled: bool = True
     depth: int = Field(default=6, ge=1, le=16, description="pooled grid: branching**depth leaves")
     branching: int = Field(default=4, ge=2, le=16)
+    # The default is shared.dp.pooled.EXTRA_LEVELS (not imported: the models stay light).
+    levels: Levels = Field(
+        default_factory=lambda: [0.05, 0.95],
+        description="pooled box: further levels read off its tree besides the quartiles "
+                    "(post-processing: no ε); strictly increasing, each in (0, 1)")
 
     @model_validator(mode="after")
     def _valid(self) -> Self:
@@ -163,8 +170,62 @@ class DPQuantilesAnalysis(_Spec):
     group: str | None = Field(default=None, min_length=1, max_length=128)
 
 
+VariableName = Annotated[str, Field(min_length=1, max_length=128,
+                                     pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class DescribeAnalysis(_Spec):
+    """Descriptive statistics ("Table 1") of several variables: N, mean (SD), median [IQR], a
+    histogram, per center and pooled, per arm (the study's ``groups``) and overall
+    (docs/coordinator.md, "Describe"). ``mode`` "table" (the default without ``epsilon``):
+    read from each variable's federated K-anonymous table, no ε; "dp" (the default with
+    ``epsilon``): each center's ε-DP description (``shared.describe.dp_describe``), ``epsilon``
+    spent **per variable and per arm** at each center, the values clipped to ``bounds`` or,
+    for a variable without, the centers' declared public bounds."""
+
+    kind: Literal["describe"]
+    variables: Annotated[list[VariableName], Distinct] | None = Field(
+        default=None, min_length=1, max_length=32,
+        description="the variables described (none: the study's variable)")
+    mode: DescribeMode | None = Field(
+        default=None, description="dp or table; none: dp when `epsilon` is given, else table")
+    # The count, its smallest part, spends ε/20, and every release needs ε >= MIN_EPSILON.
+    epsilon: Annotated[float, epsilon_field(20 * MIN_EPSILON)] | None = Field(
+        default=None, description="dp: the ε each center spends per variable and per arm")
+    bounds: dict[VariableName, Bounds] | None = Field(
+        default=None, description="dp: public bounds per variable (default: the centers' "
+                                  "declared bounds of the variable)")
+    bins: int = Field(default=10, ge=1, le=200, description="dp: equal-width histogram bins")
+    per_center: bool = True
+    pooled: bool = True
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        if not (self.per_center or self.pooled):
+            raise ValueError("ask for the per-center rows, the pooled rows, or both")
+        if self.mode == "dp" and self.epsilon is None:
+            raise ValueError("a dp describe needs `epsilon` (per variable and arm, per center)")
+        if self.mode == "table" and (self.epsilon is not None or self.bounds is not None):
+            raise ValueError("a table describe spends no ε: drop `epsilon` and `bounds`")
+        if self.bounds and self.variables is not None:
+            unknown = sorted(set(self.bounds) - set(self.variables))
+            if unknown:
+                raise ValueError(f"`bounds` names variables not described: {unknown}")
+        return self
+
+    @property
+    def method(self) -> DescribeMode:
+        """The mode in force: as given, else dp with ``epsilon`` and table without."""
+        return self.mode or ("dp" if self.epsilon is not None else "table")
+
+    def described(self, study_variable: str) -> list[str]:
+        """The variables described (the study's own when none is named)."""
+        return list(self.variables) if self.variables is not None else [study_variable]
+
+
 Analysis = Annotated[
-    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis,
+    TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
+    | DescribeAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -202,6 +263,16 @@ class StudySpec(_Spec):
             if not all(0 < len(g) <= 128 for g in groups):
                 raise ValueError("group levels must be 1 to 128 characters")
         return groups
+
+    @model_validator(mode="after")
+    def _describe_bounds(self) -> Self:
+        for analysis in self.analyses:
+            if isinstance(analysis, DescribeAnalysis) and analysis.bounds:
+                unknown = sorted(set(analysis.bounds) - set(analysis.described(self.variable)))
+                if unknown:
+                    raise ValueError(f"a describe's `bounds` names variables it does not "
+                                     f"describe: {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _mwu_needs_groups(self) -> Self:
@@ -336,9 +407,20 @@ class Box(_Result):
                                   "probability 95 % (Laplace noise)")
 
 
+class LevelValue(_Result):
+    """One quantile: its level and value."""
+
+    level: float
+    value: float
+
+
 class PooledBoxResult(Box):
     grid: tuple[float, float]
     centers: list[str] = Field(description="the centers whose records the box holds")
+    levels: list[LevelValue] = Field(
+        default_factory=list,
+        description="the further levels asked, read off the pooled tree by the quartiles' "
+                    "interpolation (post-processing: no ε)")
 
 
 class DPBoxplotResult(_Result):
@@ -385,8 +467,61 @@ class DPQuantilesResult(_Result):
     excluded: list[ExcludedCenter]
 
 
+class DescribeRow(_Result):
+    """One line of a describe result: one variable, one center (or "pooled"), one arm (a group
+    level, or "all": every record of the arms). ``missing`` is never released (a center's
+    population holds complete cases only: docs/privacy.md); ``minimum``/``maximum`` only as DP
+    estimates (the 1st and 99th percentiles by JointExp, a center's own rows)."""
+
+    variable: str
+    center: str
+    arm: str
+    n: int
+    missing: int | None = None
+    mean: float | None
+    sd: float | None
+    median: float | None
+    q1: float | None
+    q3: float | None
+    minimum: float | None = None
+    maximum: float | None = None
+    edges: list[float]
+    counts: list[float]
+    method: str = Field(description="how the row was computed (mechanisms, or the table)")
+    epsilon: float = Field(description="ε each center spent on the row's releases (0: table)")
+
+
+class NoisePart(_Result):
+    """One part of a DP description's ε split: its ε, mechanism, sensitivity and Laplace scale
+    (none for JointExp, an exponential mechanism)."""
+
+    name: str
+    epsilon: float
+    mechanism: str
+    sensitivity: float
+    scale: float | None
+
+
+class DescribeResult(_Result):
+    kind: Literal["describe"] = "describe"
+    status: Literal["succeeded"] = "succeeded"
+    mode: DescribeMode
+    k: int
+    epsilon: float | None = Field(description="dp: ε per variable and arm, per center")
+    rows: list[DescribeRow]
+    units: dict[str, str] = Field(default_factory=dict,
+                                  description="the declared unit of each variable that has one")
+    noise: dict[str, list[NoisePart]] = Field(
+        default_factory=dict, description="dp: per variable, the ε split of each center's "
+                                          "description: every part's mechanism and noise")
+    spent: dict[str, float] = Field(default_factory=dict,
+                                    description="ε each center reported spending")
+    excluded: list[ExcludedCenter]
+
+
 AnalysisResult = Annotated[
-    TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult,
+    TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
+    | DescribeResult,
     Field(discriminator="kind"),
 ]
 
@@ -424,6 +559,7 @@ AnalysisOutcome = Annotated[
     | Annotated[DPBoxplotResult, Tag("dp_boxplot")]
     | Annotated[QuantilesResult, Tag("quantiles")]
     | Annotated[DPQuantilesResult, Tag("dp_quantiles")]
+    | Annotated[DescribeResult, Tag("describe")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]
@@ -620,6 +756,9 @@ class CatalogEntry(BaseModel):
     paused: bool = Field(description="the data changed; releases wait for the operator")
     remaining_epsilon: float | None = Field(
         description="ε left in the center's budget for the dataset (none: budget unreadable)")
+    metadata: dict[str, VariableMeta] = Field(
+        default_factory=dict, description="public metadata the center declares per variable: "
+        "bounds, unit, resolution")
 
 
 class CatalogDataset(BaseModel):

@@ -37,6 +37,7 @@ from coordinator.db import EPSILON_TOLERANCE, QuotaRecord, Store
 from coordinator.models import (
     MWU_TESTS,
     Analysis,
+    DescribeAnalysis,
     DPBoxplotAnalysis,
     DPQuantilesAnalysis,
     MWUAnalysis,
@@ -75,8 +76,9 @@ def _requests(spec: StudySpec, analysis: Analysis) -> list[tuple[tuple[object, .
     It follows the protocols (``coordinator/protocols/``): an MWU's noisy local U (ε, only with
     a local test); a DP boxplot's own box (ε) and its pooled box (round 1, the extremes, 3ε/8;
     rounds 2 and 3, the tree histogram ε/2 and the outlier counts ε/8: their requests follow
-    from round 1, the same only for the same analysis); DP quantiles (ε); the YJ data fit (at
-    most ε per group: each λ Brent tries costs ε / DP_MAX_EVALUATIONS, and it may stop early).
+    from round 1, the same only for the same analysis); DP quantiles (ε); a DP describe (ε per
+    variable and arm); the YJ data fit (at most ε per group: each λ Brent tries costs
+    ε / DP_MAX_EVALUATIONS, and it may stop early).
     """
     v = spec.variable
     if isinstance(analysis, MWUAnalysis):
@@ -97,6 +99,13 @@ def _requests(spec: StudySpec, analysis: Analysis) -> list[tuple[tuple[object, .
     if isinstance(analysis, DPQuantilesAnalysis):
         return [(("dp_quantiles", v, analysis.group, analysis.epsilon, analysis.bounds,
                   tuple(analysis.levels), analysis.algorithm), Spend(analysis.epsilon))]
+    if isinstance(analysis, DescribeAnalysis) and analysis.method == "dp":
+        assert analysis.epsilon is not None  # a dp describe has its ε (DescribeAnalysis)
+        arms: tuple[str | None, ...] = spec.groups if spec.groups is not None else (None,)
+        # One ε-DP description per variable and arm (coordinator/protocols/describe.py).
+        return [(("dp_describe", name, arm, analysis.epsilon,
+                  (analysis.bounds or {}).get(name), analysis.bins), Spend(analysis.epsilon))
+                for name in analysis.described(v) for arm in arms]
     if (isinstance(analysis, QuantilesAnalysis) and "yj_data" in analysis.estimators
             and analysis.epsilon is not None):
         groups: tuple[str | None, ...] = spec.groups if spec.groups is not None else (None,)

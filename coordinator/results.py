@@ -16,13 +16,18 @@ from coordinator.models import (
     AnalysisKind,
     AnalysisOutcome,
     Box,
+    DescribeAnalysis,
+    DescribeResult,
+    DescribeRow,
     DPBoxplotResult,
     DPQuantilesResult,
     Effect,
     EstimateResult,
     ExcludedCenter,
     FailedAnalysis,
+    LevelValue,
     MWUResult,
+    NoisePart,
     PooledBoxResult,
     QuantilesResult,
     StudyCenter,
@@ -37,6 +42,7 @@ from coordinator.protocols import (
     FederatedMWU,
     FederatedTable,
 )
+from coordinator.protocols.describe import FederatedDescribe
 from coordinator.protocols.quantiles import Estimate
 from shared.dp.boxplot import BoxplotResult
 from shared.effects import ProbabilisticIndex, probabilistic_index
@@ -112,7 +118,8 @@ def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResu
     if fed.pooled is not None:
         pooled = PooledBoxResult(
             **box(fed.pooled.box, fed.pooled.outlier_halfwidth).model_dump(),
-            grid=fed.pooled.grid, centers=list(fed.pooled.centers))
+            grid=fed.pooled.grid, centers=list(fed.pooled.centers),
+            levels=[LevelValue(level=q, value=v) for q, v in fed.pooled.levels])
     return DPBoxplotResult(
         group=group,
         per_center={c: box(r) for c, r in fed.per_center.items()},
@@ -151,6 +158,29 @@ def dp_quantiles_result(fed: CenterDPQuantiles, group: str | None) -> DPQuantile
         spent={c: r.epsilon for c, r in fed.per_center.items()},
         rank_halfwidth={c: r.rank_halfwidth for c, r in fed.per_center.items()},
         n={c: r.n_public for c, r in fed.per_center.items()},
+        excluded=[excluded_center(f) for f in fed.excluded],
+    )
+
+
+def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int) -> DescribeResult:
+    """The describe rows as released (``coordinator.protocols.describe``); missing is never
+    released (docs/privacy.md), so every row's ``missing`` is none."""
+    rows = [
+        DescribeRow(
+            variable=line.variable, center=line.center, arm=line.arm, n=line.summary.n,
+            mean=line.summary.mean, sd=line.summary.sd, median=line.summary.median,
+            q1=line.summary.q1, q3=line.summary.q3, minimum=line.summary.minimum,
+            maximum=line.summary.maximum, edges=list(line.summary.edges),
+            counts=list(line.summary.counts), method=line.method, epsilon=line.epsilon,
+        )
+        for line in fed.lines
+    ]
+    return DescribeResult(
+        mode=analysis.method, k=k, epsilon=analysis.epsilon, rows=rows, units=dict(fed.units),
+        noise={v: [NoisePart(name=p.name, epsilon=p.epsilon, mechanism=p.mechanism,
+                             sensitivity=p.sensitivity, scale=p.scale) for p in parts]
+               for v, parts in fed.noise.items()},
+        spent=dict(fed.spent),
         excluded=[excluded_center(f) for f in fed.excluded],
     )
 

@@ -13,6 +13,8 @@ threshold K and a list of analyses. Each analysis is a model with a ``kind``; to
      "estimators": ["yj_table", "interpolation", "extrapolation", "yj_shaped"]}
     {"kind": "dp_quantiles", "epsilon": 0.5, "bounds": [0, 300], "levels": [0.5],
      "algorithm": "joint_exp", "group": "treated"}
+    {"kind": "describe", "variables": ["crp", "age"], "epsilon": 1.0,
+     "bounds": {"crp": [0, 300]}}   # "Table 1"; without epsilon: from the K-anonymous tables
 
 The ε is per DP analysis, not per study (each center spends it once per box or quantile set).
 ``quantiles`` are read from the study's federated table and spend nothing.
@@ -42,6 +44,7 @@ from coordinator.models import (
     Analysis,
     AnalysisOutcome,
     AnalysisResult,
+    DescribeAnalysis,
     DPBoxplotAnalysis,
     DPQuantilesAnalysis,
     FailedAnalysis,
@@ -58,11 +61,13 @@ from coordinator.protocols import (
     federated_mwu,
     survey_centers,
 )
+from coordinator.protocols.describe import federated_describe
 from coordinator.protocols.parallel import all_or_first_failure
 from coordinator.protocols.quantiles import table_quantiles, yj_data_estimates
 from coordinator.protocols.table import FederatedTable
 from coordinator.results import (
     center_status,
+    describe_result,
     dp_boxplot_result,
     dp_quantiles_result,
     excluded_center,
@@ -166,6 +171,16 @@ async def run_study(
             table_task = asyncio.ensure_future(obtain_table())
         return table_task
 
+    other_tables: dict[str, asyncio.Future[FederatedTable]] = {}
+
+    def variable_table(variable: str) -> asyncio.Future[FederatedTable]:
+        """The federated table of ``variable`` (a describe's), obtained once per study; the
+        study's variable shares the study's table."""
+        if variable == spec.variable:
+            return study_table()
+        if variable not in other_tables:
+            other_tables[variable] = asyncio.ensure_future(obtain_table(variable))
+        return other_tables[variable]
 
     async def run(analysis: Analysis) -> AnalysisResult:
         if isinstance(analysis, TableAnalysis):
@@ -192,12 +207,22 @@ async def run_study(
                 allow_partial=spec.allow_partial, survey=survey,
             )
             return dp_quantiles_result(quantiles, analysis.group)
+        if isinstance(analysis, DescribeAnalysis):
+            described = await federated_describe(
+                survey, dataset=spec.dataset, variables=analysis.described(spec.variable),
+                groups=spec.groups, k=spec.k, mode=analysis.method, epsilon=analysis.epsilon,
+                bounds=analysis.bounds, bins=analysis.bins, per_center=analysis.per_center,
+                pooled=analysis.pooled, min_centers=min_centers,
+                allow_partial=spec.allow_partial, table_of=variable_table, lower=lower,
+                upper=upper,
+            )
+            return describe_result(described, analysis, spec.k)
         if isinstance(analysis, DPBoxplotAnalysis):
             boxes = await federated_dp_boxplot(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
                 epsilon=analysis.epsilon, bounds=analysis.bounds,
                 per_center=analysis.per_center, pooled=analysis.pooled, depth=analysis.depth,
-                branching=analysis.branching, min_centers=min_centers,
+                branching=analysis.branching, levels=analysis.levels, min_centers=min_centers,
                 allow_partial=spec.allow_partial, survey=survey,
             )
             return dp_boxplot_result(boxes, analysis.group)
@@ -226,10 +251,11 @@ async def run_study(
         analyses = await all_or_first_failure(
             [outcome(i, a) for i, a in enumerate(spec.analyses)])
     finally:
-        if table_task is not None:
-            table_task.cancel()  # no-op when it is done
+        for task in [*([table_task] if table_task is not None else []),
+                     *other_tables.values()]:
+            task.cancel()  # no-op when it is done
             with contextlib.suppress(BaseException):
-                await table_task  # retrieved: its failure, if any, is its analyses' outcome
+                await task  # retrieved: its failure, if any, is its analyses' outcome
     surveyed_out = [excluded_center(f) for f in survey.excluded]
     return StudyResult(
         analyses=analyses,

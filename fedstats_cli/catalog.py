@@ -63,6 +63,13 @@ def render_catalog(catalog: dict[str, Any]) -> str:
                 for e in dataset["centers"]]
         out.append(_indent(table(["center", "K", "records", *levels, "ε left", "epoch", ""],
                                  rows)))
+        described = [f"{e['center']}: {v} " + ", ".join(
+            part for part in (m.get("unit"), f"by {m['resolution']:g}" if m.get("resolution")
+                              else None, f"in [{m['bounds'][0]:g}, {m['bounds'][1]:g}]"
+                              if m.get("bounds") else None) if part)
+            for e in dataset["centers"] for v, m in (e.get("metadata") or {}).items()]
+        if described:
+            out.append("  declared metadata: " + "; ".join(described))
     if not catalog["datasets"]:
         out.append("no dataset: no center answered")
     down = [c for c in catalog["centers"] if c["problem"] is not None]

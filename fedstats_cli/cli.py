@@ -10,7 +10,7 @@
     fedstats study list [--status S] [--limit N] --coordinator URL     (get/list/cancel: --json)
     fedstats study plan study.toml --coordinator URL [--json]   (a dry run; exit 1: refusals)
     fedstats catalog|centers --coordinator URL [--json]
-    fedstats demo [--workdir DIR]
+    fedstats demo [--workdir DIR] [--keep]
     fedstats simulate mwu|boxplot|quantiles ...
     fedstats synth-data --hospital hospital_a --out cohort.csv
     fedstats health URL [--ca-bundle FILE]
@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", type=Path, default=Path("fedstats-demo"),
                       help="folder for data, configs, logs and the report "
                       "(default: ./fedstats-demo; emptied if a previous demo made it)")
+    demo.add_argument("--keep", action="store_true",
+                      help="keep the services running after the study, with the web console "
+                           "(its address is printed) until Ctrl-C")
     demo.add_argument("--seed", type=int, default=None,
                       help="seed of the synthetic data (default: fixed)")
 
@@ -303,7 +306,8 @@ def dispatch(args: argparse.Namespace) -> int:
         from fedstats_cli.synth import DEFAULT_SEED
 
         try:
-            return run_demo(args.workdir, seed=DEFAULT_SEED if args.seed is None else args.seed)
+            return run_demo(args.workdir, seed=DEFAULT_SEED if args.seed is None else args.seed,
+                            keep=args.keep)
         except Terminated:
             print("fedstats demo: terminated; every process it started is stopped",
                   file=sys.stderr)
@@ -430,7 +434,7 @@ def study_command(args: argparse.Namespace) -> int:
 
     import httpx
 
-    from fedstats_cli.report import render_html, summary
+    from coordinator.report import render_html, summary
     from fedstats_cli.study import (
         UsageError,
         cancel_study,

@@ -13,7 +13,9 @@ The work folder keeps what a reader may want to look at (nothing in it is ever c
 ``processes.json`` (the PIDs started), ``study.json`` (the coordinator's view of the study as its
 analyst sees it: each center release's call, parameters and ε), ``releases.json`` (every release
 as received, read from the coordinator's store: the demo's user is also its operator),
-``summary.txt`` and ``report.html``.
+``summary.txt`` and ``report.html``. With ``--keep`` the services stay up after the study, and
+the command prints the web console's address (``/ui``) and the file holding the token to sign
+in with (``config/analyst.token``, mode 0600), until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from center_agent.gate.keys import write_key_pair
+from coordinator.report import render_html, summary
 from fedstats_cli import synth
 from fedstats_cli.procs import ProcessGroup, child_env, free_port, terminate_on_sigterm
-from fedstats_cli.report import render_html, summary
 from fedstats_cli.settings_files import toml_value as toml_value  # still importable from here
 from fedstats_cli.settings_files import write_toml
 from fedstats_cli.study import StudyFileError, analyst_client, check_spec, run_study, write_view
@@ -122,11 +124,25 @@ def recorded_releases(store_url: str, study_id: str) -> list[Any]:
         store.close()
 
 
+def write_results(workdir: Path, view: dict[str, Any], notes: list[str], store_url: str) -> str:
+    """The study's files in the work folder; returns the summary text."""
+    write_view(view, workdir)
+    (workdir / "releases.json").write_text(
+        json.dumps(recorded_releases(store_url, view["id"]), indent=2) + "\n")
+    text = summary(view, notes)
+    (workdir / "summary.txt").write_text(text + "\n")
+    (workdir / "report.html").write_text(
+        render_html(view, notes, title="fedstats demo: length of stay, control vs treated"))
+    return text
+
+
 def run_demo(
     workdir: Path, *, seed: int = synth.DEFAULT_SEED,
-    say: Callable[[str], None] = print,
+    say: Callable[[str], None] = print, keep: bool = False,
 ) -> int:
-    """The whole demo; returns the exit code (0: the study succeeded)."""
+    """The whole demo; returns the exit code (0: the study succeeded). With ``keep``, the
+    services stay up after the study (with the web console at ``/ui``) until Ctrl-C or
+    SIGTERM."""
     started = time.monotonic()
     workdir = workdir.resolve()
     prepare_workdir(workdir)
@@ -186,17 +202,24 @@ def run_demo(
         with analyst_client(base_url, analyst_token, timeout_s=30.0) as client:
             view = run_study(client, spec, timeout_s=300.0,
                              progress=lambda line: say(f"  {line}"))
-    # Every process is stopped here; what follows reads files only.
-    write_view(view, workdir)
-    (workdir / "releases.json").write_text(
-        json.dumps(recorded_releases(store_url, view["id"]), indent=2) + "\n")
-    text = summary(view, notes)
-    (workdir / "summary.txt").write_text(text + "\n")
-    (workdir / "report.html").write_text(
-        render_html(view, notes, title="fedstats demo: length of stay, control vs treated"))
-    say("")
-    say(text)
-    say("")
-    say(f"Report: {workdir / 'report.html'}")
-    say(f"Done in {time.monotonic() - started:.1f} s; every process stopped.")
+        text = write_results(workdir, view, notes, store_url)
+        say("")
+        say(text)
+        say("")
+        say(f"Report: {workdir / 'report.html'}")
+        if keep:
+            token_file = workdir / "config" / "analyst.token"
+            token_file.write_text(analyst_token + "\n")
+            token_file.chmod(0o600)
+            say(f"Console: {base_url}/ui (sign in with the analyst token in {token_file})")
+            say("The services keep running; Ctrl-C stops them.")
+            try:
+                while not (gone := [c.name for c in group.children
+                                    if c.proc.poll() is not None]):
+                    time.sleep(1.0)
+                raise RuntimeError(f"{', '.join(gone)} stopped; see {workdir / 'logs'}")
+            except KeyboardInterrupt:
+                say("")
+    say(f"Done in {time.monotonic() - started:.1f} s; every process stopped."
+        + ("" if keep else " (--keep leaves them running, with the web console)"))
     return 0 if view["status"] == "succeeded" else 1

@@ -9,8 +9,11 @@ the analyses by kind::
     record.result.table.to_frame()        # the federated K-anonymous table, one row per bin
     record.result.quantiles.to_frame()    # (estimator, group) x levels
     record.result.dp_quantiles.to_frame() # (group, center) x levels, with n and rank error
-    record.result.boxplots.to_frame()     # (group, center) x the seven numbers, pooled included
+    record.result.boxplots.to_frame()     # (group, center) x the seven numbers (and the pooled
+                                          # box's further levels), pooled included
     record.result.boxplots.plot()         # matplotlib Axes
+    record.result.describe.to_frame()     # one tidy row per (variable, center, arm): n,
+                                          # mean, sd, median, q1, q3, DP min/max, ε, method
     record.result.centers                 # each center included or excluded, and why
 
 ``mwu``, ``table`` and ``quantiles`` are the study's (first) analysis of that kind;
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.models import (
     Catalog,
+    DescribeResult,
     DPBoxplotResult,
     DPQuantilesResult,
     FailedAnalysis,
@@ -183,10 +187,16 @@ class Boxplots:
 
     def to_frame(self) -> pd.DataFrame:
         """Index (``group``, ``center``); the seven numbers, ``n``, the outlier counts' 95 %
-        half-width, ε, and whether each whisker is the private extreme or Tukey's fence."""
-        rows = [{"group": g, "center": c, **{k: getattr(b, k) for k in BOX_COLUMNS}}
-                for g, c, b in self.boxes()]
-        return _pandas().DataFrame(rows, columns=["group", "center", *BOX_COLUMNS]
+        half-width, ε, and whether each whisker is the private extreme or Tukey's fence; then
+        one column per further level of the pooled box (``q0.05``, ``q0.95``: read off its
+        tree at no further ε; NaN for the centers' own boxes)."""
+        rows, levels = [], []
+        for g, c, b in self.boxes():
+            extra = {_level_name(lv.level): lv.value for lv in getattr(b, "levels", [])}
+            levels += [n for n in extra if n not in levels]
+            rows.append({"group": g, "center": c, **{k: getattr(b, k) for k in BOX_COLUMNS},
+                         **extra})
+        return _pandas().DataFrame(rows, columns=["group", "center", *BOX_COLUMNS, *levels]
                                    ).set_index(["group", "center"])
 
     def plot(self, ax: Axes | None = None, *, title: str | None = None) -> Axes:
@@ -207,6 +217,31 @@ class Boxplots:
                             xytext=(0, -3 if va == "top" else 3), textcoords="offset points")
         ax.set_title(title or "ε-DP boxplots (numbers: DP outlier counts)")
         return ax
+
+
+DESCRIBE_COLUMNS = ("n", "missing", "mean", "sd", "median", "q1", "q3", "minimum", "maximum",
+                    "epsilon", "method", "edges", "counts")
+
+
+class Describe:
+    """Descriptive statistics ("Table 1"), every ``describe`` analysis of the study together."""
+
+    def __init__(self, raws: list[DescribeResult]) -> None:
+        self.raws = raws
+
+    def to_frame(self) -> pd.DataFrame:
+        """One tidy row per (``variable``, ``center``, ``arm``): ``center`` "pooled" for the
+        centers together, ``arm`` "all" for every record; ``n``, ``missing`` (never released:
+        None), ``mean``, ``sd``, ``median``, ``q1``, ``q3``, ``minimum``/``maximum`` (DP
+        estimates, a center's own DP rows only), the ε each center spent on the row, how it
+        was computed (``mode``, ``method``), the histogram (``edges``, ``counts``) and the
+        variable's ``unit``."""
+        rows = [{"variable": r.variable, "center": r.center, "arm": r.arm, "mode": raw.mode,
+                 "unit": raw.units.get(r.variable),
+                 **{k: getattr(r, k) for k in DESCRIBE_COLUMNS}}
+                for raw in self.raws for r in raw.rows]
+        return _pandas().DataFrame(rows, columns=["variable", "center", "arm", "mode", "unit",
+                                                  *DESCRIBE_COLUMNS])
 
 
 @dataclass(frozen=True)
@@ -251,6 +286,10 @@ class Results:
     @property
     def boxplots(self) -> Boxplots:
         return Boxplots(self._succeeded("dp_boxplot"))
+
+    @property
+    def describe(self) -> Describe:
+        return Describe(self._succeeded("describe"))
 
     @property
     def failed(self) -> list[AnalysisFailed]:

@@ -74,12 +74,15 @@ class Study:
 
     def dp_boxplot(self, *, epsilon: float, bounds: Sequence[float], group: str | None = None,
                    per_center: bool | None = None, pooled: bool | None = None,
-                   depth: int | None = None, branching: int | None = None) -> Study:
+                   depth: int | None = None, branching: int | None = None,
+                   levels: Sequence[float] | None = None) -> Study:
         """ε-DP boxplots of one group level (or every record), per center and/or pooled; each
-        center spends ``epsilon`` per box."""
+        center spends ``epsilon`` per box. ``levels``: further levels the pooled box reads off
+        its tree (default 0.05 and 0.95; no further ε)."""
         return self._with("dp_boxplot", epsilon=epsilon, bounds=list(bounds), group=group,
                           per_center=per_center, pooled=pooled, depth=depth,
-                          branching=branching)
+                          branching=branching,
+                          levels=list(levels) if levels is not None else None)
 
     def quantiles(self, levels: Sequence[float], *, estimators: Sequence[str] | None = None,
                   epsilon: float | None = None, bounds: Sequence[float] | None = None) -> Study:
@@ -93,6 +96,20 @@ class Study:
         """Each center's ε-DP quantiles of one group level (or every record)."""
         return self._with("dp_quantiles", levels=list(levels), epsilon=epsilon,
                           bounds=list(bounds), algorithm=algorithm, group=group)
+
+    def describe(self, variables: Sequence[str] | None = None, *, mode: str | None = None,
+                 epsilon: float | None = None,
+                 bounds: Mapping[str, Sequence[float]] | None = None, bins: int | None = None,
+                 per_center: bool | None = None, pooled: bool | None = None) -> Study:
+        """Descriptive statistics ("Table 1") of ``variables`` (default: the study's), per
+        center, arm and pooled: from the K-anonymous tables (no ε), or ε-DP with ``epsilon``
+        (spent per variable and arm at each center; ``bounds`` per variable, default the
+        centers' declared bounds)."""
+        return self._with("describe", variables=list(variables) if variables is not None
+                          else None, mode=mode, epsilon=epsilon,
+                          bounds={v: list(b) for v, b in bounds.items()}
+                          if bounds is not None else None,
+                          bins=bins, per_center=per_center, pooled=pooled)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a study file would hold it (not yet validated)."""

@@ -40,6 +40,7 @@ def create_service_app(
     close: Callable[[], Awaitable[None]],
     authenticate: Authenticator | None = None,
     trust_context_ids: bool = False,
+    public_prefixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """An app serving ``router``, with ``services`` in ``app.state.services`` (what the
     service's dependencies read) and ``close`` awaited at shutdown. ``authenticate`` decides
@@ -73,7 +74,7 @@ def create_service_app(
     app.add_middleware(BodySizeLimit, max_body_bytes=settings.max_body_bytes,
                        body_timeout_s=settings.body_timeout_s)
     public = {HEALTH_PATH, *(DOCS_PATHS if dev else ())}
-    app.add_middleware(BearerGate, public=public, check=check)
+    app.add_middleware(BearerGate, public=public, check=check, public_prefixes=public_prefixes)
     app.add_middleware(CallContextMiddleware, trust_ids=trust_context_ids)
     app.include_router(router)
     return app

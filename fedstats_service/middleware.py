@@ -78,19 +78,26 @@ class CallContextMiddleware:
 
 class BearerGate:
     """401 unless ``check(token, path)`` accepts the request's bearer token (paths in
-    ``public`` excepted). ``check`` (a ``fedstats_service.auth.Authenticator``) raises
+    ``public`` excepted, and paths under ``public_prefixes``: the coordinator's console, which
+    signs its callers in by a session of its own). ``check`` (a
+    ``fedstats_service.auth.Authenticator``) raises
     :class:`AuthenticationError` or returns the caller, which is put in
     ``scope["state"]["caller"]``; a caller with an ``analyst_id`` binds it to the request's
     call context."""
 
     def __init__(self, app: ASGIApp, check: Callable[[str | None, str], object],
-                 public: Collection[str]) -> None:
+                 public: Collection[str], public_prefixes: Collection[str] = ()) -> None:
         self.app = app
         self.check = check
         self.public = frozenset(public)
+        self.prefixes = tuple(public_prefixes)
+
+    def _public(self, path: str) -> bool:
+        return path in self.public or any(path == p or path.startswith(p + "/")
+                                          for p in self.prefixes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.public:
+        if scope["type"] != "http" or self._public(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         token = None

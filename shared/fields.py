@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from shared._validation import Alternative
 from shared.binning import Extreme, ExtremeKind
@@ -45,6 +45,7 @@ __all__ = [
     "FiniteExtreme",
     "Levels",
     "Neighbouring",
+    "VariableMeta",
     "check_leaves",
     "check_levels",
     "check_public_bounds",
@@ -131,3 +132,26 @@ Levels = Annotated[list[float], Field(min_length=1, max_length=MAX_LEVELS),
 """Quantile levels: 1 to MAX_LEVELS of them, strictly increasing inside (0, 1)."""
 FiniteExtreme = Annotated[Extreme, AfterValidator(_finite_extreme)]
 """How a table is closed at one end (:data:`shared.binning.Extreme`), a natural limit finite."""
+
+
+class VariableMeta(BaseModel):
+    """What a center's operator declares public about a variable (``[datasets.X.metadata.v]``):
+    bounds the DP algorithms clip to by default, the unit, and the resolution the values are
+    recorded at (1 day, 0.1 mmHg), which grid-aware DP quantiles output on. None: undeclared.
+    Shown in ``/v1/info`` and the coordinator's catalog."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bounds: tuple[float, float] | None = None
+    unit: str | None = Field(default=None, max_length=64)
+    resolution: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError("bounds must be finite with lower < upper")
+        if self.resolution is not None and not math.isfinite(self.resolution):
+            raise ValueError("resolution must be finite")
+        return self

@@ -60,9 +60,11 @@ YJ_MOMENTS = Kind("yj_moments", "/datasets/{dataset}/yj-moments",
                   quantile_wire.YJMomentsRequest, quantile_wire.YJMomentsRelease)
 QUANTILE_LOSS = Kind("quantile_loss", "/datasets/{dataset}/quantile-loss",
                      quantile_wire.QuantileLossRequest, quantile_wire.QuantileLossRelease)
+DP_DESCRIBE = Kind("dp_describe", "/datasets/{dataset}/dp/describe", wire.DescribeRequest,
+                   wire.DescribeRelease)
 
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,
-    DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS,
+    DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE,
 )
 """Every release kind, in the order the center's routes list them."""

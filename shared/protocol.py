@@ -18,18 +18,28 @@ import hashlib
 import json
 import math
 from itertools import pairwise
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
 
 from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: checks of releases
 from shared.binning import BinTable, Extreme, ExtremeKind
+from shared.describe import DescribePart, DPDescription
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.pooled import Extremes, ThresholdCounts, TreeHistogram
 from shared.dp.uncertainty import laplace_halfwidth
 from shared.federation import Refinement, Runs
-from shared.fields import Bounds, DPQuantileAlgorithm, Epsilon, Levels, check_leaves
+from shared.fields import (
+    MIN_EPSILON,
+    Bounds,
+    DPQuantileAlgorithm,
+    Epsilon,
+    Levels,
+    check_leaves,
+    epsilon_field,
+)
+from shared.fields import VariableMeta as VariableMeta  # re-exported: part of DatasetInfo
 from shared.mwu import Alternative, MannWhitneyResult, released_result
 from shared.noisy_null import NoiseLaw
 from shared.privacy import Neighbouring, PrivacySpent
@@ -114,26 +124,6 @@ class Health(WireModel):
 class GroupInfo(WireModel):
     column: str
     levels: list[str]
-
-
-class VariableMeta(WireModel):
-    """What a center's operator declares public about a variable (``[datasets.X.metadata.v]``):
-    bounds the DP algorithms clip to by default, the unit, and the resolution the values are
-    recorded at (1 day, 0.1 mmHg), which grid-aware DP quantiles output on. None: undeclared."""
-
-    bounds: tuple[float, float] | None = None
-    unit: str | None = Field(default=None, max_length=64)
-    resolution: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _valid(self) -> Self:
-        if self.bounds is not None:
-            lo, hi = self.bounds
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise ValueError("bounds must be finite with lower < upper")
-        if self.resolution is not None and not math.isfinite(self.resolution):
-            raise ValueError("resolution must be finite")
-        return self
 
 
 class DatasetInfo(WireModel):
@@ -603,3 +593,86 @@ class ThresholdCountsRelease(WireModel):
         scale = 2.0 / counts.spent.epsilon  # ε/2 for each count, sensitivity 1
         return cls(below=counts.below, above=counts.above, epsilon=counts.spent.epsilon,
                    scale=scale, halfwidth=laplace_halfwidth(scale))
+
+
+class DescribeRequest(WireModel):
+    """Ask a center for an ε-DP description of ``variable`` (one declared level or every
+    record): noisy N, sums (mean, SD), JointExp quartiles and extremes, a Laplace histogram of
+    ``bins`` equal-width bins (``shared.describe.dp_describe``). ``bounds`` None: the center's
+    declared public bounds of the variable (``[datasets.X.metadata.v]``); it refuses when it
+    declares none."""
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    # Its smallest part (the count) spends ε/20, and every part needs ε >= MIN_EPSILON.
+    epsilon: Annotated[float, epsilon_field(20 * MIN_EPSILON)]
+    bounds: Bounds | None = None
+    bins: int = Field(default=10, ge=1, le=200)
+
+
+class DescribePartRelease(WireModel):
+    """One part of a description's ε split: its ε, mechanism, sensitivity and Laplace scale."""
+
+    name: str
+    epsilon: FiniteFloat
+    mechanism: str
+    sensitivity: FiniteFloat
+    scale: FiniteFloat | None = None
+
+
+class DescribeRelease(WireModel):
+    """An ε-DP description as released: the noisy count, the noisy sums about ``center`` (the
+    bounds' midpoint), JointExp values at ``levels``, the noisy histogram on ``edges``, the ε
+    split (``parts``), and the bounds the values were clipped to (the request's or the
+    center's declared ones)."""
+
+    bounds: tuple[FiniteFloat, FiniteFloat]
+    center: FiniteFloat
+    count: FiniteFloat
+    sum: FiniteFloat
+    sum_squares: FiniteFloat
+    levels: list[FiniteFloat]
+    quantiles: list[FiniteFloat]
+    edges: list[FiniteFloat] = Field(min_length=2)
+    histogram: list[FiniteFloat]
+    parts: list[DescribePartRelease] = Field(min_length=1)
+    epsilon: FiniteFloat
+    neighbouring: Neighbouring
+    resolution: FiniteFloat | None = Field(
+        default=None, gt=0, description="the declared resolution the quantiles lie on")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DescribeRelease:
+        if len(self.histogram) != len(self.edges) - 1:
+            raise ValueError("a histogram needs one count per bin")
+        if len(self.quantiles) != len(self.levels):
+            raise ValueError("one quantile per level is required")
+        if any(b < a for a, b in pairwise(self.quantiles)):
+            raise ValueError("quantile values must be non-decreasing")
+        return self
+
+    @classmethod
+    def from_result(cls, result: DPDescription) -> DescribeRelease:
+        return cls(
+            bounds=result.bounds, center=result.center, count=result.count, sum=result.sum,
+            sum_squares=result.sum_squares, levels=list(result.levels),
+            quantiles=list(result.quantiles or ()), edges=list(result.edges),
+            histogram=list(result.histogram),
+            parts=[DescribePartRelease(name=p.name, epsilon=p.epsilon, mechanism=p.mechanism,
+                                       sensitivity=p.sensitivity, scale=p.scale)
+                   for p in result.parts],
+            epsilon=result.spent.epsilon, neighbouring=result.neighbouring,
+            resolution=result.resolution,
+        )
+
+    def to_result(self) -> DPDescription:
+        return DPDescription(
+            bounds=(self.bounds[0], self.bounds[1]), center=self.center, count=self.count,
+            sum=self.sum, sum_squares=self.sum_squares, levels=tuple(self.levels),
+            quantiles=tuple(self.quantiles), edges=tuple(self.edges),
+            histogram=tuple(self.histogram),
+            parts=tuple(DescribePart(p.name, p.epsilon, p.mechanism, p.sensitivity, p.scale)
+                        for p in self.parts),
+            neighbouring=self.neighbouring, spent=PrivacySpent(self.epsilon),
+            resolution=self.resolution,
+        )

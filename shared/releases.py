@@ -22,7 +22,14 @@ from numpy.typing import NDArray
 
 from shared import protocol
 from shared.binning import BinTable, Extreme, bin_groups, close_table, coarsen_table
-from shared.dp import approx_quantiles, dp_boxplot, joint_exp, private_quantile, unbounded_quantile
+from shared.dp import (
+    approx_quantiles,
+    dp_boxplot,
+    joint_exp,
+    private_quantile,
+    snap_to_grid,
+    unbounded_quantile,
+)
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.dp.uncertainty import rank_halfwidth
 from shared.federation import Refinement, refine_table
@@ -110,28 +117,34 @@ def dp_quantiles_release(
     neighbouring: Neighbouring,
     rng: np.random.Generator,
     k: int | None = None,
+    resolution: float | None = None,
 ) -> protocol.DPQuantilesRelease:
     """ε-DP quantiles: JointExp and ApproxQuantile in one call; PrivateQuantile and the
     unbounded walk one level at a time with ε split evenly (sequential composition), the
-    independent answers sorted (post-processing)."""
+    independent answers sorted (post-processing). With the variable's public ``resolution``
+    every value is on its grid (``shared.dp._common.Grid``): JointExp and PrivateQuantile by
+    their grid-aware mechanisms, ApproxQuantile and the walk moved to the nearest grid point
+    (post-processing)."""
     eps, bounds, levels = request.epsilon, request.bounds, request.levels
     values: Sequence[float]
     if request.algorithm == "joint_exp":
         values = joint_exp(x, levels, epsilon=eps, bounds=bounds, neighbouring=neighbouring,
-                           rng=rng).values
+                           rng=rng, resolution=resolution).values
     elif request.algorithm == "approx_quantile":
         values = approx_quantiles(x, levels, epsilon=eps, bounds=bounds,
                                   neighbouring=neighbouring, rng=rng).values
     else:
-        single = private_quantile if request.algorithm == "private_quantile" else (
-            unbounded_quantile
-        )
         share = eps / len(levels)
         values = sorted(
-            single(x, q, epsilon=share, bounds=bounds, neighbouring=neighbouring, rng=rng)
-            .values[0]
+            (private_quantile(x, q, epsilon=share, bounds=bounds, neighbouring=neighbouring,
+                              rng=rng, resolution=resolution)
+             if request.algorithm == "private_quantile" else
+             unbounded_quantile(x, q, epsilon=share, bounds=bounds, neighbouring=neighbouring,
+                                rng=rng)).values[0]
             for q in levels
         )
+    if resolution is not None and request.algorithm in ("approx_quantile", "unbounded"):
+        values = snap_to_grid(values, bounds=bounds, resolution=resolution).tolist()
     return protocol.DPQuantilesRelease(
         levels=levels, values=list(values), algorithm=request.algorithm, epsilon=eps,
         neighbouring=neighbouring,
@@ -146,14 +159,17 @@ def dp_boxplot_release(
     neighbouring: Neighbouring,
     k: int,
     rng: np.random.Generator,
+    resolution: float | None = None,
 ) -> protocol.DPBoxplotRelease:
     """ε-DP boxplot (DPBoxplot). Under add/remove the whisker buffer uses a public size:
-    ``request.n_public``, else the center's size as ``/v1/info`` shows it (rounded down to K)."""
+    ``request.n_public``, else the center's size as ``/v1/info`` shows it (rounded down to K).
+    With the variable's public ``resolution`` every point of the box is on its grid."""
     n_public = None
     if neighbouring == "add_remove":
         n_public = request.n_public or max(4, public_size(x.size, k))
     result = dp_boxplot(x, epsilon=request.epsilon, bounds=request.bounds,
-                        neighbouring=neighbouring, rng=rng, n_public=n_public)
+                        neighbouring=neighbouring, rng=rng, n_public=n_public,
+                        resolution=resolution)
     return protocol.DPBoxplotRelease.from_result(result)
 
 

@@ -6,9 +6,10 @@ Imports inside functions count (they still tie the modules together); those unde
 * packages: ``fedstats_cli`` → ``center_agent``, ``coordinator`` → ``fedstats_service``,
   ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
   imports only ``coordinator.models`` and what it imports (no server code);
-* the coordinator: ``main`` → ``api`` → services (``services``, ``runner``, ``registry``) →
-  studies (``study``, ``results``, ``figures``) → ``protocols`` and the ports' implementations →
-  ``ports``, ``db`` → ``models``, ``core`` (``models`` a leaf the CLI imports cheaply).
+* the coordinator: ``main`` → ``ui`` (the console) → ``api`` → services (``services``,
+  ``runner``, ``registry``) → studies (``study``, ``results``, ``figures``, ``report``) →
+  ``protocols`` and the ports' implementations → ``ports``, ``db`` → ``models``, ``core``
+  (``models`` a leaf the CLI imports cheaply).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ COORDINATOR_LAYERS = (
      "coordinator.quotas", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
      "coordinator.webhooks"),
-    ("coordinator.study", "coordinator.results", "coordinator.figures"),
+    ("coordinator.study", "coordinator.results", "coordinator.figures", "coordinator.report"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
+    ("coordinator.ui",),
     ("coordinator.main", "coordinator.__main__"),
 )
 

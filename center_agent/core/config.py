@@ -93,18 +93,42 @@ class ParquetSource(Section):
 
 
 class SqlSource(Section):
-    """A table (``table``) or an operator-written query (``query``) in any SQLAlchemy database."""
+    """A table (``table``) or an operator-written query (``query``) in any SQLAlchemy database.
+
+    The rows are read once per *data version* and kept (``docs/deploy.md``, "SQL sources"):
+    with ``version_query`` (the operator's SQL answering one row, e.g.
+    ``SELECT max(updated_at), count(*) FROM cohort``) they are read again when its answer
+    changes; without it, when ``version_ttl_s`` seconds have passed since the last read
+    (``0``: on every request)."""
 
     kind: Literal["sql"]
     url: SqlUrl
     table: Annotated[str, AfterValidator(_qualified_identifier)] | None = None
     query: str | None = None
+    version_query: str | None = Field(
+        default=None, min_length=1,
+        description="SQL answering one row that changes whenever the data change (e.g. "
+                    "`SELECT max(updated_at), count(*) FROM t`); run on every request, the "
+                    "data are read again only when its answer changes",
+    )
+    version_ttl_s: float = Field(
+        default=300.0, ge=0, le=31_622_400,
+        description="without a version_query: seconds the data read are kept before the next "
+                    "request reads them again (0: read on every request)",
+    )
 
     @model_validator(mode="after")
     def _table_xor_query(self) -> Self:
         if (self.table is None) == (self.query is None):
             raise ValueError("give exactly one of `table` or `query`")
         return self
+
+    @field_validator("version_ttl_s")
+    @classmethod
+    def _finite_ttl(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be finite")
+        return value
 
 
 Source = Annotated[CsvSource | ParquetSource | SqlSource, Field(discriminator="kind")]

@@ -40,10 +40,14 @@ from center_agent.data import Dataset, Population
 from center_agent.gate.disclosure import Candidate, Partition
 from shared import kinds
 from shared.binning import BinTable, ExtremeKind, check_extreme, merge_bins
+from shared.describe import dp_describe
+from shared.dp import make_grid
 from shared.federation import Refinement, merge_runs, refined_limits
 from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
     BinTableRelease,
+    DescribeRelease,
+    DescribeRequest,
     DPBoxplotRelease,
     DPBoxplotRequest,
     DPQuantilesRelease,
@@ -496,13 +500,43 @@ class DPKind(ReleaseKind[Req, Rel]):
     compute_release: ClassVar[Callable[..., WireModel]]
     uses_k: ClassVar[bool] = False
     """Whether ``compute_release`` takes the center's K (it releases a size rounded down to K)."""
+    uses_resolution: ClassVar[bool] = False
+    """Whether ``compute_release`` outputs on the grid of the variable's declared resolution."""
+
+    def resolution(self, dataset: Dataset, request: Req) -> float | None:
+        """The variable's public resolution (``[datasets.X.metadata.v]``), None if undeclared."""
+        if not self.uses_resolution:
+            return None
+        meta = dataset.config.metadata.get(self.variable(request))
+        return meta.resolution if meta is not None else None
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
+        super().check(gate, dataset, request)
+        resolution = self.resolution(dataset, request)
+        if resolution is not None:
+            try:  # public: the declared resolution and the request's bounds
+                make_grid(request.bounds, resolution)  # type: ignore[attr-defined]
+            except ValueError as exc:
+                raise InvalidRequest(f"bounds: {exc}") from None
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> Question:
+        """A declared resolution is part of what is asked (the answer lies on its grid); the
+        meaning of a question about a variable without one is unchanged."""
+        question = super().question(gate, dataset, request)
+        resolution = self.resolution(dataset, request)
+        if resolution is None:
+            return question
+        return Question(question.variable, {**question.meaning, "resolution": resolution},
+                        question.epsilon)
 
     def compute(self, ctx: Context, request: Req) -> JSON:
         x = ctx.population.selection(self.variable(request), getattr(request, "group", None))
         settings = ctx.gate.settings
         center_k = {"k": settings.k} if self.uses_k else {}
+        resolution = self.resolution(ctx.dataset, request)
+        on_grid = {"resolution": resolution} if resolution is not None else {}
         release = type(self).compute_release(x, request, settings.neighbouring, rng=fresh_rng(),
-                                             **center_k)
+                                             **center_k, **on_grid)
         return release.to_payload()
 
 
@@ -512,6 +546,7 @@ class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
                "the unbounded walk (ε split evenly)")
     compute_release = staticmethod(dp_quantiles_release)
     uses_k = True
+    uses_resolution = True
 
 
 class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
@@ -520,6 +555,7 @@ class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
                "size: n_public, or this center's size rounded down to a multiple of K")
     compute_release = staticmethod(dp_boxplot_release)
     uses_k = True
+    uses_resolution = True
 
 
 class ExtremesKind(DPKind[ExtremesRequest, ExtremesRelease]):
@@ -569,6 +605,60 @@ class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
         gate.ledger.count(conn, dataset.name, caller, self.name, settings.yj_max_calls_per_token)
 
 
+class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
+    """An ε-DP description of one variable (one level or every record) for a "Table 1"
+    (``shared.describe.dp_describe``): noisy N and sums (mean, SD), JointExp quartiles and 1st/
+    99th percentiles, a Laplace histogram; ε split in fixed shares, each part's mechanism and
+    noise scale stated in the release. The bounds are the request's or, when it gives none,
+    the variable's declared public bounds (``[datasets.X.metadata.v]``): a variable with
+    neither is refused from the request and the configuration alone. Either wording of the
+    same bounds is one question (one stored answer)."""
+
+    wire = kinds.DP_DESCRIBE
+    summary = ("ε-DP descriptive statistics (N, mean, SD, quartiles, 1st/99th percentiles, "
+               "histogram) of one variable, bounded by the request's or the declared bounds")
+    uses_resolution = True
+
+    @staticmethod
+    def bounds(dataset: Dataset, request: DescribeRequest) -> tuple[float, float]:
+        if request.bounds is not None:
+            return request.bounds
+        meta = dataset.config.metadata.get(request.variable)
+        if meta is None or meta.bounds is None:
+            raise InvalidRequest(
+                f"variable {request.variable!r} of dataset {dataset.name!r} declares no public "
+                "bounds at this center: give `bounds`")
+        return meta.bounds
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: DescribeRequest) -> None:
+        # The variable and level (ReleaseKind's check; DPKind's needs the request's bounds).
+        ReleaseKind.check(self, gate, dataset, request)
+        bounds = self.bounds(dataset, request)
+        resolution = self.resolution(dataset, request)
+        if resolution is not None:
+            try:  # public: the declared resolution and the bounds in force
+                make_grid(bounds, resolution)
+            except ValueError as exc:
+                raise InvalidRequest(f"bounds: {exc}") from None
+
+    def question(self, gate: ReleaseGate, dataset: Dataset,
+                 request: DescribeRequest) -> Question:
+        """The bounds in force (either wording), and a declared resolution (the quantiles lie
+        on its grid) when there is one."""
+        meaning = {**request.to_payload(), "bounds": list(self.bounds(dataset, request))}
+        resolution = self.resolution(dataset, request)
+        if resolution is not None:
+            meaning["resolution"] = resolution
+        return Question(request.variable, meaning, request.epsilon)
+
+    def compute(self, ctx: Context, request: DescribeRequest) -> JSON:
+        x = ctx.population.selection(request.variable, request.group)
+        result = dp_describe(x, epsilon=request.epsilon, bounds=self.bounds(ctx.dataset, request),
+                             bins=request.bins, neighbouring=ctx.gate.settings.neighbouring,
+                             rng=fresh_rng(), resolution=self.resolution(ctx.dataset, request))
+        return DescribeRelease.from_result(result).to_payload()
+
+
 class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
     """Σ ρ_level(x − u), the seed's benchmark. It leaks the data (piecewise linear in u with a
     kink at every value), so it is refused unless the operator switches it on."""
@@ -601,5 +691,6 @@ KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     ThresholdCountsKind(),
     YJMomentsKind(),
     QuantileLossKind(),
+    DescribeKind(),
 )
 """Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

@@ -7,7 +7,9 @@
   2. the coordinator cuts the pooled range R = [min ψ_min, max ψ_max] (clamped to the public
      bounds) into a public grid; each center sends a DP tree histogram on it (ε/2); the
      coordinator sums the trees, makes them consistent (Hay et al. 2010), reads the pooled
-     quartiles and draws the whiskers;
+     quartiles and draws the whiskers, and reads the further ``levels`` (default 0.05 and 0.95)
+     off the same tree — post-processing: the centers are asked exactly the same releases
+     whatever the levels (tested), so they cost no ε;
   3. each center's DP counts below and above the whiskers (ε/8), summed.
 
   Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
@@ -35,6 +37,7 @@ from shared import kinds
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.pooled import (
     COUNT_SHARE,
+    EXTRA_LEVELS,
     EXTREMES_SHARE,
     HISTOGRAM_SHARE,
     TreeHistogram,
@@ -43,6 +46,7 @@ from shared.dp.pooled import (
     pooled_whiskers,
 )
 from shared.dp.uncertainty import laplace_sum_halfwidth
+from shared.fields import check_levels
 from shared.protocol import (
     RELEASE_RTOL,
     DPBoxplotRelease,
@@ -65,6 +69,8 @@ class PooledBox:
     outlier_halfwidth: float | None = None
     """Each pooled outlier count (a sum of the centers' Laplace counts) is within ± this of the
     true count with probability 95 %."""
+    levels: tuple[tuple[float, float], ...] = ()
+    """((level, value), ...): the further levels read off the pooled tree (no ε)."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ async def federated_dp_boxplot(
     pooled: bool = True,
     depth: int = 6,
     branching: int = 4,
+    levels: Sequence[float] = EXTRA_LEVELS,
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,
@@ -129,9 +136,11 @@ async def federated_dp_boxplot(
     Each center spends ``epsilon`` for its own box and ``epsilon`` for the pooled one. With
     ``allow_partial`` a center that fails its own box, or round 1 or 2 of the pooled box, is left
     out; a failure in round 3 fails the pooled box (the histogram already holds that center).
+    ``levels`` (none: ``()``) are read off the pooled tree besides the quartiles, at no ε.
     """
     if not (per_center or pooled):
         raise ValueError("ask for the per-center boxes, the pooled box, or both")
+    extra = tuple(check_levels(list(levels)))
     if survey is None:
         survey = await survey_centers(centers, dataset=dataset, variable=variable,
                                       min_centers=min_centers, allow_partial=allow_partial)
@@ -186,7 +195,7 @@ async def federated_dp_boxplot(
             spend(cid, eps2)
         try:
             box = pooled_whiskers([trees[c] for c in released], grid=(lo, hi), extremes=pairs,
-                                  bounds=bounds)
+                                  bounds=bounds, levels=extra)
         except ValueError as exc:  # e.g. a histogram empty after its noise (ε too small)
             raise AnalysisFailed(f"pooled DP boxplot: {exc}") from None
         lower, upper = box.lower, box.upper
@@ -213,5 +222,6 @@ async def federated_dp_boxplot(
             (lo, hi),
             tuple(counts),
             laplace_sum_halfwidth([2.0 / eps3] * len(counts)),
+            box.levels,
         )
     return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))

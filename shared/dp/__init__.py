@@ -9,13 +9,18 @@ relation and a ``numpy.random.Generator``, and returns a frozen result that carr
 * :func:`approx_quantiles` — m quantiles by recursive splitting (Kaplan et al. 2022).
 * :func:`unbounded_quantile` — AboveThreshold on a geometric grid (Durfee 2023), also reflected;
   Laplace or one-sided (exponential) noise.
+* ``resolution=r`` (JointExp, PrivateQuantile, DPBoxplot): outputs on the public grid of a
+  variable recorded at resolution r (the multiples of r clipped into the bounds; :func:`make_grid`
+  builds it, refusing one too fine for the bounds) — PrivateQuantile over the grid with ties
+  counted by mid-rank, JointExp on values jittered within their grid cell, rounded to the grid;
+  :func:`snap_to_grid` moves other outputs there (post-processing). ``docs/methods.md`` §5.10.
 * :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez 2025), its extremes by the one-sided walk
   unless ``extremes="seed"`` (one of ``EXTREMES_WALKS``); :func:`naive_boxplot` — the
   four single-method boxplots the seed compares it with. ``BoxplotResult.to_bxp_stats()`` feeds
   ``matplotlib.axes.Axes.bxp``.
 """
 
-from shared.dp._common import QuantilesResult
+from shared.dp._common import QuantilesResult, make_grid, snap_to_grid
 from shared.dp.approx_quantile import approx_quantiles
 from shared.dp.boxplot import (
     EXTREMES_WALKS,
@@ -36,7 +41,9 @@ __all__ = [
     "approx_quantiles",
     "dp_boxplot",
     "joint_exp",
+    "make_grid",
     "naive_boxplot",
     "private_quantile",
+    "snap_to_grid",
     "unbounded_quantile",
 ]

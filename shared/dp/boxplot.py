@@ -68,7 +68,7 @@ from shared._validation import (
     check_int,
     check_neighbouring,
 )
-from shared.dp._common import FloatArray
+from shared.dp._common import FloatArray, Grid, make_grid
 from shared.dp.approx_quantile import approx_quantiles_sorted
 from shared.dp.joint_exp import joint_exp_sorted
 from shared.dp.private_quantile import private_quantile_sorted
@@ -140,8 +140,13 @@ def whiskers(
     psi_max: float,
     n: int,
     bounds: tuple[float, float],
+    grid: Grid | None = None,
 ) -> tuple[float, Branch, float, Branch]:
-    """(ℓ, lower branch, u, upper branch) by the translation-invariant rule (module docstring)."""
+    """(ℓ, lower branch, u, upper branch) by the translation-invariant rule (module docstring).
+
+    On a ``grid`` (every input on it) a fence whisker is the last grid point inside the fence
+    (the upper fence rounded down, the lower one up), as a box of values recorded at the
+    grid's resolution draws its whisker at the most extreme value inside the fence."""
     a, b = bounds
     iqr = q3 - q1
     reach = (1.0 - n**-0.25) * 1.5 * iqr
@@ -149,7 +154,10 @@ def whiskers(
     lower_branch: Branch = "extreme" if q1 - psi_min < reach else "fence"
     upper = max(psi_max, q3) if upper_branch == "extreme" else q3 + 1.5 * iqr
     lower = min(psi_min, q1) if lower_branch == "extreme" else q1 - 1.5 * iqr
-    return min(max(lower, a), b), lower_branch, min(max(upper, a), b), upper_branch
+    lower, upper = min(max(lower, a), b), min(max(upper, a), b)
+    if grid is not None:
+        lower, upper = float(grid.ceil(lower)), float(grid.floor(upper))
+    return lower, lower_branch, upper, upper_branch
 
 
 def extremes_sorted(
@@ -234,9 +242,12 @@ def _finish(
     rng: np.random.Generator,
     budget: list[tuple[str, PrivacySpent]],
     method: str,
+    grid: Grid | None = None,
 ) -> BoxplotResult:
     q1, med, q3 = (float(v) for v in box)
-    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+    if grid is not None:  # post-processing: the walks' grid is geometric, not the resolution's
+        psi_min, psi_max = (float(v) for v in grid.nearest([psi_min, psi_max]))
+    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds, grid)
     eps_count = epsilon / 16.0
     below = int(np.searchsorted(data, lower, side="left"))
     above = int(data.size - np.searchsorted(data, upper, side="right"))
@@ -273,8 +284,12 @@ def dp_boxplot(
     rng: np.random.Generator,
     n_public: int | None = None,
     extremes: ExtremesWalk = "one_sided",
+    resolution: float | None = None,
 ) -> BoxplotResult:
     """ε-DP boxplot of ``x`` (DPBoxplot, Ramsay & Diaz-Rodriguez 2025), bounds may be loose.
+
+    Privacy: ε-DP under ``neighbouring`` by sequential composition of the steps (module
+    docstring), with or without ``resolution``.
 
     Parameters
     ----------
@@ -287,25 +302,32 @@ def dp_boxplot(
     extremes : the walk of step 1: ``"one_sided"`` (default; target n − √n/20, exponential
         noise; ``method`` ``"dp_boxplot"``) or ``"seed"`` (target n, Laplace noise; ``method``
         ``"dp_boxplot_seed_walk"``). Both ε-DP; the budget lines name the walk.
+    resolution : the variable's public resolution (> 0), or None. With it every point of the box
+        is on the resolution's grid within the bounds (the multiples of r clipped into [a, b],
+        :class:`shared.dp._common.Grid`): the quartiles by grid-aware JointExp
+        (:func:`shared.dp.joint_exp`), the walks' extremes moved to the nearest grid point and a
+        fence whisker to the last grid point inside the fence (post-processing, no ε).
 
     Time O(n log n + n) (one sort; JointExp's passes are linear).
     """
     data, epsilon, bounds, relation, rng, n = _validate(
         x, epsilon, bounds, neighbouring, rng, n_public
     )
+    grid = make_grid(bounds, resolution)
     check_choice(extremes, "extremes", EXTREMES_WALKS)
     eps_extreme = 3.0 * epsilon / 16.0
     eps_box = epsilon / 2.0
     # Both extremes are "the maximum" of x or of −x: the query c_k − t(n) moves by at most 1 in
     # total spread between neighbours (see shared.dp.unbounded).
     psi_min, psi_max = extremes_sorted(data, eps_extreme, bounds, rng, extremes=extremes)
-    box = joint_exp_sorted(data, (0.25, 0.5, 0.75), eps_box, bounds, relation, rng)
+    box = joint_exp_sorted(data, (0.25, 0.5, 0.75), eps_box, bounds, relation, rng,
+                           resolution=resolution)
     budget = [
         *extremes_budget(extremes, eps_extreme),
         ("quartiles (JointExp)", PrivacySpent(eps_box)),
     ]
     method = "dp_boxplot" if extremes == "one_sided" else "dp_boxplot_seed_walk"
-    return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget, method)
+    return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget, method, grid)
 
 
 def naive_boxplot(

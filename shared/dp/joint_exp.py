@@ -39,6 +39,18 @@ a few thousand intervals, so after the sort JointExp costs O(m²·w). With heavy
 widen by themselves (up to the whole data), never at the cost of exactness. The windows depend on
 the data, so formally the release is (ε, δ)-DP with δ < e^-740, an event no double-precision
 sampler can produce anyway.
+
+On a grid (``resolution=r``, docs/methods.md §5.10). Values recorded at r come in runs of ties,
+and any utility that scores a grid point by a count of the values at or below it is off by up to
+a run's length there; JointExp's utility adds the *differences* of consecutive levels' errors,
+so one forced error flattens its neighbours' utility between them (measured: whole-day stays,
+the 0.95 level two days off). Instead each clipped value gets an independent uniform jitter in
+(−r/2, r/2) — the ties become a continuum over their grid cell, in the order the jitter gives —
+JointExp runs on the jittered data with bounds [a − r/2, b + r/2], and each output is moved to the
+nearest grid point. ε-DP: the jitter is drawn per record independently of the others, so for
+neighbouring datasets (coupling the shared records' jitter) the jittered datasets are neighbours
+whatever the jitter, JointExp is ε-DP on each pair, and the mixture over the jitter keeps the
+e^ε ratio; the rounding is post-processing.
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from shared._validation import (
+    check_bounds,
     check_levels,
 )
 from shared.dp._common import (
@@ -57,6 +70,7 @@ from shared.dp._common import (
     IntArray,
     QuantilesResult,
     log_widths,
+    make_grid,
     quantiles_result,
     sample_rows,
     uniform_in_intervals,
@@ -279,8 +293,20 @@ def joint_exp(
     bounds: tuple[float, float],
     neighbouring: Neighbouring,
     rng: np.random.Generator,
+    resolution: float | None = None,
 ) -> QuantilesResult:
     """ε-DP estimates of the quantiles at levels ``q`` of ``x`` jointly (JointExp), in [a, b].
+
+    Privacy: ε-DP under ``neighbouring`` (Gillenwater et al. 2021, Lemma 3.1: utility sensitivity
+    2, or 2(1 − smallest level gap) under add/remove), up to the δ < e^-740 of the pruning, with or
+    without a grid.
+
+    With ``resolution`` r the estimates are points of the public grid of r within the bounds
+    (the multiples of r clipped into [a, b], :class:`shared.dp._common.Grid`): JointExp on the
+    values jittered by independent U(−r/2, r/2), each estimate moved to the nearest grid point
+    (module docstring; docs/methods.md §5.10) — the same ε, the same neighbouring relation.
+    Values recorded at r then get estimates on their own values, a quantile inside a run of ties
+    that run's value.
 
     Parameters
     ----------
@@ -290,10 +316,19 @@ def joint_exp(
     bounds : public (a, b), a < b.
     neighbouring : ``"add_remove"`` or ``"swap"``.
     rng : the only source of randomness.
+    resolution : the variable's public resolution (> 0), or None for continuous estimates.
 
     Returns sorted estimates. Time O(n log n + m²·n).
     """
-    return quantiles_result(joint_exp_sorted, "joint_exp", x, check_levels(q, "q"),
+    if resolution is not None:  # a bad resolution fails before anything is drawn
+        make_grid(check_bounds(bounds), resolution)
+
+    def mechanism(data: FloatArray, levels: tuple[float, ...], eps: float,
+                  checked: tuple[float, float], relation: Neighbouring,
+                  gen: np.random.Generator) -> FloatArray:
+        return joint_exp_sorted(data, levels, eps, checked, relation, gen, resolution=resolution)
+
+    return quantiles_result(mechanism, "joint_exp", x, check_levels(q, "q"),
                             epsilon=epsilon, bounds=bounds, neighbouring=neighbouring, rng=rng)
 
 
@@ -304,8 +339,18 @@ def joint_exp_sorted(
     bounds: tuple[float, float],
     neighbouring: Neighbouring,
     rng: np.random.Generator,
+    resolution: float | None = None,
 ) -> FloatArray:
-    """JointExp on validated, sorted data; returns the sorted estimates."""
+    """JointExp on validated, sorted data; returns the sorted estimates (on the grid of
+    ``resolution`` when given: jitter, JointExp, nearest grid point; module docstring)."""
+    grid = make_grid(bounds, resolution)
+    if grid is not None:
+        a, b = bounds
+        half = grid.resolution / 2.0
+        jittered = np.clip(data, a, b) + rng.uniform(-half, half, data.size)
+        estimates = joint_exp_sorted(np.sort(jittered), levels, epsilon, (a - half, b + half),
+                                     neighbouring, rng)
+        return np.sort(grid.nearest(estimates))
     tables = joint_exp_tables(
         data, levels, epsilon=epsilon, bounds=bounds, neighbouring=neighbouring
     )

@@ -14,7 +14,8 @@ parallel and every center spends ε once.
 3. Round 2, each center: a hierarchical (b-ary tree) Laplace histogram on that grid, ε/2
    (:func:`tree_histogram`). Coordinator: the trees are summed, made consistent by Hay et al.'s
    constrained inference (2010, Theorem 3) and monotone, and the pooled quartiles read off by
-   linear interpolation inside a leaf (:func:`pooled_quartiles`).
+   linear interpolation inside a leaf (:func:`tree_quantiles`). Any further level (by default
+   0.05 and 0.95) is read off the same released tree the same way: post-processing, no ε.
 4. Coordinator: whiskers by the DPBoxplot rule (:func:`shared.dp.boxplot.whiskers`) with
    n = the consistent root count.
 5. Round 3, each center: Laplace counts below ℓ and above u, ε/16 each
@@ -58,6 +59,9 @@ from shared.privacy import Neighbouring, PrivacySpent
 EXTREMES_SHARE = 3.0 / 16.0
 HISTOGRAM_SHARE = 1.0 / 2.0
 COUNT_SHARE = 1.0 / 16.0
+QUARTILES = (0.25, 0.5, 0.75)
+EXTRA_LEVELS = (0.05, 0.95)
+"""The levels the pooled box reads off its tree besides the quartiles unless told."""
 
 
 @dataclass(frozen=True)
@@ -203,19 +207,40 @@ def consistent_leaves(tree: TreeHistogram) -> FloatArray:
     return h
 
 
-def pooled_quartiles(
-    leaves: FloatArray, edges: FloatArray, levels: Sequence[float] = (0.25, 0.5, 0.75)
-) -> tuple[tuple[float, ...], float]:
-    """Quantiles read from consistent leaf counts, and the estimated total count.
+@dataclass(frozen=True)
+class TreeQuantiles:
+    """Quantiles read off consistent leaf counts: ``values[i]`` is the ``levels[i]``-quantile;
+    ``total`` the estimated number of records (the cumulative count at the last edge)."""
+
+    levels: tuple[float, ...]
+    values: tuple[float, ...]
+    total: float
+
+    def pairs(self) -> tuple[tuple[float, float], ...]:
+        """((level, value), ...), in increasing level."""
+        return tuple(zip(self.levels, self.values, strict=True))
+
+
+def tree_quantiles(leaves: ArrayLike, edges: ArrayLike, levels: Sequence[float]) -> TreeQuantiles:
+    """Any levels read from consistent leaf counts (docs/methods.md §6.4).
 
     The cumulative counts are summed from the consistent leaves without clipping them (a noisy
     leaf set to 0 would bias every cumulative count after it: thousands of leaves, each slightly
     positive on average), then made non-decreasing by isotonic regression and clipped to
     [0, total]. The q-quantile is where the cumulative count reaches q·total, linearly
     interpolated inside its leaf.
+
+    Privacy: a function of the released (noisy) tree and the public grid only, so
+    post-processing: reading more levels, or the same levels again, costs no ε.
     """
     qs = check_levels(levels)
-    leaves = np.asarray(leaves, dtype=np.float64)
+    leaves = as_finite_1d(leaves, "leaves")
+    edges = as_finite_1d(edges, "edges")
+    if edges.size != leaves.size + 1 or (np.diff(edges) <= 0).any():
+        raise ValueError(
+            f"`edges` must be {leaves.size + 1} strictly increasing numbers (one more than the "
+            f"leaves), got {edges.size}"
+        )
     raw = np.concatenate([[0.0], np.cumsum(leaves)])
     total = float(raw[-1])
     if total <= 0:
@@ -228,7 +253,16 @@ def pooled_quartiles(
     inside = counts[j - 1]
     frac = np.where(inside > 0, (targets - cumulative[j - 1]) / np.where(inside > 0, inside, 1), 0)
     values = edges[j - 1] + np.clip(frac, 0.0, 1.0) * (edges[j] - edges[j - 1])
-    return tuple(float(v) for v in values), total
+    return TreeQuantiles(qs, tuple(float(v) for v in values), total)
+
+
+def pooled_quartiles(
+    leaves: ArrayLike, edges: ArrayLike
+) -> tuple[tuple[float, float, float], float]:
+    """((Q1, median, Q3), total): :func:`tree_quantiles` at the quartiles."""
+    read = tree_quantiles(leaves, edges, QUARTILES)
+    q1, median, q3 = read.values
+    return (q1, median, q3), read.total
 
 
 def threshold_counts(
@@ -276,7 +310,8 @@ def pooled_range(
 
 @dataclass(frozen=True)
 class PooledWhiskers:
-    """Round 2's outcome: pooled quartiles, the size they imply, and the whiskers to count at."""
+    """Round 2's outcome: pooled quartiles, the size they imply, the whiskers to count at, and
+    the further ``levels`` read off the same tree as ((level, value), ...)."""
 
     q1: float
     median: float
@@ -286,6 +321,7 @@ class PooledWhiskers:
     lower_branch: Branch
     upper: float
     upper_branch: Branch
+    levels: tuple[tuple[float, float], ...] = ()
 
 
 def pooled_whiskers(
@@ -294,9 +330,13 @@ def pooled_whiskers(
     grid: tuple[float, float],
     extremes: Sequence[tuple[float, float]],
     bounds: tuple[float, float],
+    levels: Sequence[float] = EXTRA_LEVELS,
 ) -> PooledWhiskers:
     """Sum the centers' trees, make them consistent, read the quartiles, draw the whiskers
-    (DPBoxplot's rule with n = the consistent root count)."""
+    (DPBoxplot's rule with n = the consistent root count), and read ``levels`` (none: ``()``)
+    off the same consistent tree by the quartiles' interpolation (:func:`tree_quantiles`) —
+    post-processing of round 2's releases, so they cost the centers nothing more."""
+    extra = check_levels(levels) if len(levels) else ()
     total_tree = sum_trees(trees)
     leaves = consistent_leaves(total_tree)
     edges = grid_edges(grid[0], grid[1], leaves.size)
@@ -305,7 +345,8 @@ def pooled_whiskers(
     psi_min = min(e[0] for e in extremes)
     psi_max = max(e[1] for e in extremes)
     lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
-    return PooledWhiskers(q1, med, q3, n, lower, lower_branch, upper, upper_branch)
+    read = tree_quantiles(leaves, edges, extra).pairs() if extra else ()
+    return PooledWhiskers(q1, med, q3, n, lower, lower_branch, upper, upper_branch, read)
 
 
 def pooled_result(
@@ -344,11 +385,13 @@ def pooled_result(
 
 @dataclass(frozen=True)
 class PooledBoxplot:
-    """The pooled box, and what each center spent (ε, by sequential composition of its rounds)."""
+    """The pooled box, what each center spent (ε, by sequential composition of its rounds), the
+    public grid, and the further levels read off the tree as ((level, value), ...) (no ε)."""
 
     box: BoxplotResult
     per_center_spent: tuple[PrivacySpent, ...]
     grid: tuple[float, float]
+    levels: tuple[tuple[float, float], ...] = ()
 
 
 def pooled_boxplot(
@@ -361,17 +404,20 @@ def pooled_boxplot(
     depth: int = 6,
     branching: int = 4,
     extremes: ExtremesWalk = "one_sided",
+    levels: Sequence[float] = EXTRA_LEVELS,
 ) -> PooledBoxplot:
     """The whole protocol (docs/methods.md §6) in-process: every center ε-DP, the pooled box.
 
     The coordinator's steps use only the released numbers; ``depth`` and ``branching`` set the
     public grid (default 4**6 = 4096 leaves over the pooled range); ``extremes`` is round 1's
-    walk (:func:`center_extremes`).
+    walk (:func:`center_extremes`); ``levels`` are read off the pooled tree besides the
+    quartiles (post-processing: the centers release, and spend, exactly the same for any).
     """
     eps = check_epsilon(epsilon)
     a, b = check_bounds(bounds)
     relation = check_neighbouring(neighbouring)
     rng = check_generator(rng)
+    extra = check_levels(levels) if len(levels) else ()
     if not centers:
         raise ValueError("`centers` must hold at least one center's data")
     data = [as_finite_1d(x, f"centers[{i}]") for i, x in enumerate(centers)]
@@ -393,7 +439,7 @@ def pooled_boxplot(
                        epsilon=HISTOGRAM_SHARE * eps, neighbouring=relation, rng=rng)
         for x in data
     ]
-    box = pooled_whiskers(trees, grid=(lo, hi), extremes=pairs, bounds=(a, b))
+    box = pooled_whiskers(trees, grid=(lo, hi), extremes=pairs, bounds=(a, b), levels=extra)
     counts = [
         threshold_counts(x, lower=box.lower, upper=box.upper, epsilon=2 * COUNT_SHARE * eps,
                          neighbouring=relation, rng=rng)
@@ -403,4 +449,4 @@ def pooled_boxplot(
         e.spent + t.spent + c.spent for e, t, c in zip(ext, trees, counts, strict=True)
     )
     result = pooled_result(box, [(c.below, c.above) for c in counts], eps, extremes)
-    return PooledBoxplot(result, spent, (lo, hi))
+    return PooledBoxplot(result, spent, (lo, hi), box.levels)

@@ -271,12 +271,15 @@ def test_a_file_is_read_once_until_it_changes(
     assert again.n < first.n
 
 
-def test_a_database_is_read_on_every_request(
+def test_a_database_with_ttl_0_is_read_on_every_request(
     open_dataset: Callable[..., Dataset], tmp_path: Path
 ) -> None:
+    """``version_ttl_s = 0`` without a version query: the operator's choice to keep nothing
+    (the kept cases are in test_agent_sql_versions.py)."""
     url = f"sqlite:///{tmp_path / 'w.sqlite'}"
     write_sql(TABLE, url, "cohort_rows")
-    dataset = open_dataset(_config({"kind": "sql", "url": url, "table": "cohort_rows"}))
+    dataset = open_dataset(_config({"kind": "sql", "url": url, "table": "cohort_rows",
+                                     "version_ttl_s": 0}))
     seen = _counting_reads(dataset)
     dataset.population()
     dataset.population()
@@ -303,3 +306,71 @@ def test_parquet_row_groups_give_the_same_population(
     pq.write_table(TABLE, path, row_group_size=20)
     dataset = open_dataset(_config({"kind": "parquet", "path": str(path)}))
     assert _as_lists(dataset.population()) == _expected()
+
+
+# -- PostgreSQL: COPY ... TO STDOUT read by Arrow, the same table as fetched rows -----------------
+
+def _tricky_pg_table(pg_url: str) -> None:
+    """Values whose text form is easy to get wrong: NaN, ±Infinity, -0, subnormal and 17-digit
+    floats, NUMERIC and INTEGER columns, NULLs; labels with a comma, a quote, a newline, an
+    empty string (not NULL) and NULL."""
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE tricky (f DOUBLE PRECISION, d NUMERIC(40, 20), i BIGINT, g TEXT)")
+        conn.exec_driver_sql(
+            "INSERT INTO tricky VALUES "
+            "('NaN', 1.5, 1, 'a,b'), ('Infinity', NULL, 2, 'say \"hi\"'), "
+            "('-Infinity', 0.1, NULL, E'two\\nlines'), ('-0', 12345678901.12345678901234567890,"
+            " 9007199254740993, ''), (4.9e-324, -3, -4, NULL), "
+            "(0.30000000000000004, 2.5, 0, 'a,b'), (NULL, 'NaN', 7, 'plain'), "
+            "(1.7976931348623157e308, 0, 8, 'plain')")
+    engine.dispose()
+
+
+def test_postgres_copy_reads_what_fetching_rows_reads(pg_url: str) -> None:
+    from center_agent.data.sources import SqlTable
+
+    _tricky_pg_table(pg_url)
+    source = SqlTable(pg_url, table="tricky")
+    try:
+        columns, text = ["f", "d", "i", "g"], ["g"]
+        copied = source._copy(columns, text)
+        fetched = source._rows(columns, text)
+    finally:
+        source.close()
+    assert copied is not None  # the fast path ran
+    for name in ("f", "d", "i"):
+        a = copied.column(name).to_numpy(zero_copy_only=False)
+        b = fetched.column(name).to_numpy(zero_copy_only=False)
+        np.testing.assert_array_equal(a, b)  # NaN where NaN, bit-exact elsewhere
+        assert np.array_equal(np.signbit(a), np.signbit(b))  # -0 stays -0
+    assert copied.column("g").cast(pa.string()).to_pylist() == fetched.column("g").to_pylist()
+    assert fetched.column("g").to_pylist()[3:5] == ["", None]
+
+
+def test_postgres_copy_falls_back_to_rows_for_what_is_not_a_number(
+    open_dataset: Callable[..., Dataset], pg_url: str
+) -> None:
+    """A text variable: COPY's parse fails, the rows path names the problem as before (the
+    column's type, never the value)."""
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE texty (x TEXT, y DOUBLE PRECISION, arm TEXT)")
+        conn.exec_driver_sql("INSERT INTO texty VALUES ('12', 1, 'a'), ('secret-7', 2, 'b')")
+    engine.dispose()
+    dataset = open_dataset(_config({"kind": "sql", "url": pg_url, "table": "texty"}))
+    with pytest.raises(DataSourceError) as info:
+        dataset.check_columns()
+    assert "variable 'x' holds str values" in info.value.detail
+    assert "secret" not in info.value.detail
+
+
+def test_postgres_reads_by_copy(open_dataset: Callable[..., Dataset], pg_url: str) -> None:
+    write_sql(TABLE, pg_url, "cohort_rows")
+    dataset = open_dataset(_config({"kind": "sql", "url": pg_url, "table": "cohort_rows"}))
+    ran: list[str] = []
+    sa.event.listen(dataset.source.engine, "before_cursor_execute",
+                    lambda conn, cur, statement, *rest: ran.append(statement))
+    assert _as_lists(dataset.population()) == _expected()
+    assert next(s for s in ran if "cohort_rows" in s).startswith("COPY (SELECT")

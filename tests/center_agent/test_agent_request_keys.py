@@ -42,6 +42,8 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "yj_moments": {"variable": "x", "group": "a", "lmbda": 0.75, "epsilon": 0.02,
                    "bounds": [-10, 10]},
     "quantile_loss": {"variable": "x", "u": 3.25, "level": 0.9},
+    "dp_describe": {"variable": "x", "group": "b", "epsilon": 0.8, "bounds": [0, 120],
+                    "bins": 12},
 }
 CENTER_KEYS = {
     "table": "a395074ae203d7f01b162bb641c9fcaee9b13b60586e0d35aac7dddb13450dde",
@@ -54,6 +56,7 @@ CENTER_KEYS = {
     "dp_threshold_counts": "dd4ac484c49614645a04cee0f835f71e9a6c3873a0b050b01764abd4c4a3170a",
     "yj_moments": "33549099afaafd6177891905d64cdff57c8deb2938aead8959f24b20cd9746a1",
     "quantile_loss": "113ec468984d33dcb240dd4f42e04492799774e3e038d02be153ffb4e2790fb5",
+    "dp_describe": "332bcbbf13b8b937e241e93f79a4d32baf6ddcbd25a357b56514b584422d1e03",
 }
 STUDY_KEYS = {
     "table": "bb96d3d750a886fbda946dc8f260b8aa6cc01128e1c0a3535ddfc2a2a8441f15",
@@ -66,6 +69,7 @@ STUDY_KEYS = {
     "dp_threshold_counts": "0d4edb1ed391408bec803519200a40eb93b08554ee6968db58ea4d12c0996aff",
     "yj_moments": "f4185ec813fc8968988bca4040f2f373c2c916c316d1aaefd0ccce8a9befafef",
     "quantile_loss": "592fe20b7baa5f79e6ce56143f8f3a6632e9ff86965f0009bb8ea02e670f2b3b",
+    "dp_describe": "7df4a744cf7403fb2fc1983ebe91e339b5366249035065c07dfd3e358c125a3c",
 }
 
 
@@ -82,7 +86,9 @@ def test_the_gate_answers_every_declared_kind_once() -> None:
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.name)
 def test_a_center_keys_a_question_as_it_always_did(kind: Any) -> None:
     request = kind.request_model.model_validate(REQUESTS[kind.name])
-    dataset = SimpleNamespace(name="cohort", levels=("a", "b"))
+    # No declared metadata (a variable without a resolution keys as it always did).
+    dataset = SimpleNamespace(name="cohort", levels=("a", "b"),
+                              config=SimpleNamespace(metadata={}))
     question = kind.question(None, dataset, request)
     key = request_key("cohort", question.variable, kind.name,
                       {"meaning": question.meaning, "epoch": 3}, question.epsilon)

@@ -35,6 +35,7 @@ def test_real_uvicorn_process(tmp_path: Path, base_config: dict[str, Any]) -> No
                 "total_epsilon": 3.0,
                 "spent_epsilon": 0.0,
                 "remaining_epsilon": 3.0,
+                "exact_releases": {},
             }
             missing = client.get("/v1/budget/absent", headers=AUTH)
             assert missing.status_code == 404 and missing.json()["error"] == "unknown_dataset"

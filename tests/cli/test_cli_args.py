@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from coordinator.report import boxes, render_html, summary
 from fedstats_cli import synth
 from fedstats_cli.cli import build_parser, main
 from fedstats_cli.procs import free_port
-from fedstats_cli.report import boxes, render_html, summary
 from fedstats_cli.study import StudyFileError, load_spec
 from tests.helpers.processes import REPO
 

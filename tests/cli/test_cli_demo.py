@@ -205,3 +205,54 @@ def test_an_interrupted_demo_stops_every_process_it_started(
     assert "Traceback" not in (tmp_path / "err.txt").read_text()
     pids = [p["pid"] for p in json.loads(listing.read_text()).values()]
     assert wait_gone(pids) == []
+
+
+def test_the_demo_keeps_its_services_and_console_up_with_keep(tmp_path: Path) -> None:
+    """``--keep``: the console's address and the token file are printed, the console signs the
+    demo's analyst in, and Ctrl-C then stops every process (exit 0: the study succeeded)."""
+    import re
+
+    import httpx
+
+    workdir = tmp_path / "work"
+    with open(tmp_path / "out.txt", "wb") as out_file, open(tmp_path / "err.txt", "wb") as err_file:
+        proc = subprocess.Popen([*fedstats(), "demo", "--workdir", str(workdir), "--keep"],
+                                cwd=tmp_path, env=clean_env(), stdout=out_file, stderr=err_file)
+
+    def output() -> str:
+        return (tmp_path / "out.txt").read_text() + (tmp_path / "err.txt").read_text()
+
+    try:
+        deadline = time.monotonic() + 180
+        while "Console: " not in output():
+            assert proc.poll() is None, output()
+            assert time.monotonic() < deadline, output()
+            time.sleep(0.2)
+        time.sleep(0.2)
+        found = re.search(r"Console: (http://\S+/ui) \(sign in with the analyst token in (\S+)\)",
+                          output())
+        assert found, output()
+        url, token_file = found.group(1), Path(found.group(2))
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        token = token_file.read_text().strip()
+        assert token not in output()
+        with httpx.Client() as client:
+            form = client.get(url + "/login")
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+            assert form.status_code == 200 and csrf
+            signed = client.post(url + "/login", data={"csrf_token": csrf.group(1),
+                                                       "token": token})
+            assert signed.status_code == 303 and signed.headers["location"] == "/ui/studies"
+            studies = client.get(url + "/studies")
+            assert "succeeded" in studies.text
+        assert proc.poll() is None  # still serving
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output()
+    assert "every process stopped" in output()
+    pids = [p["pid"] for p in json.loads((workdir / "processes.json").read_text()).values()]
+    assert wait_gone(pids) == []

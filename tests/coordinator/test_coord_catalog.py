@@ -350,3 +350,24 @@ async def test_the_dry_run_names_what_would_be_refused(tmp_path: Path,
                                       params={"dry_run": "true"}, headers=headers)
         assert bad.status_code == 422
     assert all(released(c) == set() for c in centers.values())
+
+
+async def test_the_catalog_shows_each_centers_declared_variable_metadata(
+        tmp_path: Path, federation: Federations) -> None:
+    """``[datasets.X.metadata.v]`` (bounds, unit, resolution) goes from a center's config through
+    its ``/v1/info`` to the catalog, per center; a center that declares none shows none."""
+    from coordinator.local import in_process_federation
+
+    rng = np.random.default_rng(3)
+    declared = federation.dataset(rng.normal(50, 10, 40), rng.normal(50, 10, 40))
+    declared["metadata"] = {"crp": {"bounds": [0.0, 300.0], "unit": "mg/L", "resolution": 0.1}}
+    plain = federation.dataset(rng.normal(50, 10, 40), rng.normal(50, 10, 40))
+    made = in_process_federation({"alpha": {"cohort": declared}, "beta": {"cohort": plain}}, k=K)
+    for center in made.values():
+        federation.adopt(center)
+    async with serving(tmp_path, dict(made)) as coord:
+        catalog = (await coord.client.get("/v1/catalog", headers=AUTH)).json()
+    entries = {e["center"]: e for e in catalog["datasets"][0]["centers"]}
+    assert entries["alpha"]["metadata"] == {
+        "crp": {"bounds": [0.0, 300.0], "unit": "mg/L", "resolution": 0.1}}
+    assert entries["beta"]["metadata"] == {}

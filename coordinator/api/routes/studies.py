@@ -17,12 +17,10 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from coordinator import audit, figures, quotas
 from coordinator.api.access import owned_study, readable_study
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
-from coordinator.core.errors import Conflict, NotFound, QuotaExceeded
+from coordinator.core.errors import QuotaExceeded
 from coordinator.db import StudyRecord
 from coordinator.figures import FigureFormat
 from coordinator.models import (
-    DPBoxplotResult,
-    FailedAnalysis,
     StudyCreated,
     StudyError,
     StudyPlan,
@@ -171,20 +169,11 @@ async def boxplot_figure(
     analyst: AnalystDep,
     format: FigureFormat = "svg",
 ) -> Response:
-    """The boxplots of a finished ``dp_boxplot`` analysis (``index`` in the spec) as SVG or PNG."""
+    """The figure of a finished analysis (``index`` in the spec) as SVG or PNG: the boxplots of
+    a ``dp_boxplot``, the federated table of a ``table`` (or of an ``mwu`` with the table
+    test); 404 for an analysis without a figure, 409 before the study has a result."""
     record = await readable_study(store, analyst, study_id)
-    if record.status not in ("succeeded", "partially_failed") or record.result is None:
-        raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
-    analyses = StudyResult.model_validate_json(record.result).analyses
-    if index < len(analyses) and isinstance(failed := analyses[index], FailedAnalysis):
-        raise Conflict(f"analysis {index} of study {study_id!r} failed: {failed.error.detail}")
-    if index >= len(analyses) or not isinstance(analyses[index], DPBoxplotResult):
-        raise NotFound(f"analysis {index} of study {study_id!r} is not a dp_boxplot")
-    result = analyses[index]
-    assert isinstance(result, DPBoxplotResult)
-    spec = StudySpec.model_validate_json(record.spec)
-    title = f"{spec.dataset}.{spec.variable}" + (f" ({result.group})" if result.group else "")
-    image = await asyncio.to_thread(figures.boxplot_figure, result, title=title, fmt=format)
+    image = await asyncio.to_thread(figures.analysis_figure, record, index, format)
     return Response(image, media_type=figures.MEDIA_TYPES[format])
 
 

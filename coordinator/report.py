@@ -14,19 +14,12 @@ and each analysis that failed with its error; a center left out is never listed 
 from __future__ import annotations
 
 import html
-import io
-import itertools
 import json
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
-from shared.dp.boxplot import bxp_stats
+from coordinator import figures
 
 T = TypeVar("T")
 
@@ -225,6 +218,20 @@ def dp_boxes(analysis: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
+POOLED_LEVELS_NOTE = ("Read off the pooled box's tree histogram by the quartiles' interpolation "
+                      "(post-processing of the same releases: no further ε).")
+
+
+def pooled_levels(analysis: dict[str, Any]) -> tuple[str, list[Any], list[Any]] | None:
+    """The further levels of a ``dp_boxplot`` result's pooled box: (label, levels, values), or
+    None when it has none (no pooled box, or a result stored before levels were read)."""
+    found = (analysis.get("pooled") or {}).get("levels") or []
+    if not found:
+        return None
+    return (f"pooled · {analysis.get('group') or 'all'}", [lv["level"] for lv in found],
+            [lv["value"] for lv in found])
+
+
 def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None, str | None]]:
     """The rows of a ``quantiles`` result: (estimator · group, quantiles or None, why not)."""
     return [
@@ -330,6 +337,18 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                              else f"not estimated: {error}")
                     lines.append(f"  {label:<28}{shown}")
                 continue
+            if analysis.get("kind") == "describe":
+                header, rows = table_one(analysis, spec.get("groups"))
+                lines.append(f"Table 1 ({analysis.get('mode')}):")
+                lines += [excluded_line] if excluded_line else []
+                if rows:
+                    widths = [max(len(str(r[i])) for r in [header, *rows])
+                              for i in range(len(header))]
+                    for r in [header, *rows]:
+                        lines.append("  " + "  ".join(str(c).ljust(w) for c, w in
+                                                      zip(r, widths, strict=True)).rstrip())
+                lines.append(f"  {table_one_note(analysis, spec['k'])}")
+                continue
             if analysis.get("kind") == "dp_quantiles":
                 lines.append(f"DP quantiles ({analysis.get('algorithm')}) of "
                              f"{analysis.get('group') or 'all records'}, each center's own ("
@@ -359,6 +378,12 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                 nums = "  ".join(f"{fmt(v, 3):>6}" for v in row[3:8])
                 lines.append(f"  {label:<24}{fmt(row[1]):>6}  {row[2]:>14}  {nums}  "
                              f"{row[8]:>14}")
+            extra = pooled_levels(analysis) if analysis.get("kind") == "dp_boxplot" else None
+            if extra is not None:
+                label, levels, values = extra
+                lines.append(f"  {label}: " + ", ".join(
+                    f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in zip(levels, values, strict=True))
+                    + f"  ({POOLED_LEVELS_NOTE})")
             if found and analysis.get("kind") == "dp_boxplot" and WHISKER_RULE not in lines:
                 lines.append(WHISKER_RULE)
     for note in notes or []:
@@ -369,59 +394,22 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
 # -- figures -------------------------------------------------------------------------------------
 
 
-def _svg(fig: Any) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buf.getvalue()
+def _inline(svg: bytes) -> str:
+    """An SVG document from ``coordinator.figures`` as an element to put in a page."""
+    text = svg.decode()
     return text[text.index("<svg"):]
 
 
-def table_figure(table: dict[str, Any], groups: list[str]) -> str:
-    """The released federated table as cumulative shares, one step line per group: the picture
-    the Mann-Whitney tests are about (one group's curve left of the other's: smaller values).
-
-    Open end bins (±∞) are drawn as wide as their finite neighbour.
-    """
-    limits = [number(v) for v in table["limits"]]
-    if not math.isfinite(limits[0]):
-        limits[0] = limits[1] - (limits[2] - limits[1] if len(limits) > 2 else 1.0)
-    if not math.isfinite(limits[-1]):
-        limits[-1] = limits[-2] + (limits[-2] - limits[-3] if len(limits) > 2 else 1.0)
-    fig, ax = plt.subplots(figsize=(7.0, 3.2))
-    for g, row in enumerate(table["counts"]):
-        total = sum(row) or 1.0
-        shares = list(itertools.accumulate(c / total for c in row))
-        ax.plot(limits, [0.0, *shares], drawstyle="default", marker=".", markersize=3,
-                linewidth=1.6, label=f"{groups[g]} (n = {fmt(total)})")
-    ax.set_xlabel("value (released bin limits; open ends drawn as wide as their neighbour)")
-    ax.set_ylabel("cumulative share of records")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.set_title("Federated K-anonymous table, cumulative")
-    ax.legend(frameon=False, loc="lower right")
-    return _svg(fig)
+def table_svg(table: dict[str, Any], groups: list[str]) -> str:
+    """The federated table's figure (``coordinator.figures.table_figure``)."""
+    return _inline(figures.table_figure(table["limits"], table["counts"], groups,
+                                        title="Federated K-anonymous table, cumulative"))
 
 
-def boxplot_figure(found: list[tuple[str, dict[str, Any]]]) -> str:
-    """Boxes side by side; outliers are DP counts (in the tables), not points, so none drawn."""
-    # Side by side per center: "hospital_a · control" next to "hospital_a · treated".
-    found = sorted(found, key=lambda item: item[0].split(" · ")[0])
-    groups = sorted({label.split(" · ")[-1] for label, _ in found})
-    stats = [
-        bxp_stats(number(b["lower_whisker"]), number(b["q1"]), number(b["median"]),
-                  number(b["q3"]), number(b["upper_whisker"]), label)
-        for label, b in found
-    ]
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(stats) + 1.5), 3.4))
-    artists = ax.bxp(stats, showfliers=False, patch_artist=True,
-                     medianprops={"color": "#1b1f24"})
-    colours = ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc"]
-    for (label, _), patch in zip(found, artists["boxes"], strict=True):
-        patch.set_facecolor(colours[groups.index(label.split(" · ")[-1]) % len(colours)])
-    ax.set_title("Differentially private boxplots")
-    ax.tick_params(axis="x", labelrotation=20)
-    return _svg(fig)
+def boxplot_svg(analysis: dict[str, Any], title: str) -> str:
+    """A DP boxplot analysis' figure (``coordinator.figures.draw_boxes``, as the API's figure:
+    the outliers are DP counts beside each whisker)."""
+    return _inline(figures.draw_boxes(dp_boxes(analysis), title=title))
 
 
 # -- HTML ----------------------------------------------------------------------------------------
@@ -435,6 +423,84 @@ text-align:right}th{background:#f6f8fa}td:first-child,th:first-child{text-align:
 .note{background:#fff8c5;padding:.5em .8em;border-radius:4px}.meta{color:#57606a}
 figure{margin:1em 0}svg{max-width:100%;height:auto}td{white-space:nowrap}.scroll{overflow-x:auto}
 """
+
+
+DESCRIBE_ALL = "all"
+
+
+def _mean_sd(row: dict[str, Any]) -> str:
+    if row.get("mean") is None:
+        return "—"
+    sd = f" ({fmt(row['sd'], 3)})" if row.get("sd") is not None else ""
+    return f"{fmt(row['mean'], 3)}{sd}"
+
+
+def _median_iqr(row: dict[str, Any]) -> str:
+    if row.get("median") is None:
+        return "—"
+    return f"{fmt(row['median'], 3)} [{fmt(row['q1'], 3)}, {fmt(row['q3'], 3)}]"
+
+
+def _missing(row: dict[str, Any]) -> str:
+    missing = row.get("missing")
+    if missing is None:
+        return "—"
+    n = int(row.get("n") or 0) + int(missing)
+    return f"{int(missing)} ({100.0 * int(missing) / n:.1f} %)" if n else str(missing)
+
+
+def table_one(analysis: dict[str, Any], groups: list[str] | None
+              ) -> tuple[list[str], list[list[str]]]:
+    """A describe result as a journal's "Table 1": one block per variable (its unit in the
+    name), lines n, mean (SD), median [Q1, Q3] and missing n (%); columns the arms pooled over
+    the centers, then Overall. Only pooled rows (an analysis without them gives no Table 1)."""
+    arms = [*(groups or []), DESCRIBE_ALL]
+    pooled = {(r["variable"], r["arm"]): r for r in analysis.get("rows") or []
+              if r.get("center") == "pooled"}
+    if not pooled:
+        return [], []
+    units = analysis.get("units") or {}
+    header = ["variable", *(groups or []), "Overall"]
+    rows: list[list[str]] = []
+    variables = list(dict.fromkeys(v for v, _ in pooled))
+    for v in variables:
+        name = f"{v} ({units[v]})" if v in units else v
+        cells = [pooled.get((v, arm)) for arm in arms]
+        rows.append([name, *("" for _ in arms)])
+        for label, show in (("  n", lambda r: str(r["n"])), ("  mean (SD)", _mean_sd),
+                            ("  median [Q1, Q3]", _median_iqr),
+                            ("  missing, n (%)", _missing)):
+            rows.append([label, *(show(c) if c is not None else "—" for c in cells)])
+    return header, rows
+
+
+def table_one_note(analysis: dict[str, Any], k: int) -> str:
+    """The footnote of a Table 1: how its numbers were made and what they cost."""
+    if analysis.get("mode") == "dp":
+        parts = "; ".join(
+            f"{v}: " + ", ".join(
+                f"{p['name']} ε = {fmt(p['epsilon'], 3)} ({p['mechanism']}"
+                + (f", scale {fmt(p['scale'], 3)}" if p.get("scale") is not None else "") + ")"
+                for p in noise)
+            for v, noise in (analysis.get("noise") or {}).items())
+        return (f"ε-differentially private: each center spent ε = {fmt(analysis['epsilon'])} per "
+                "variable and arm, split as " + parts + ". Values clipped to public bounds; "
+                "pooled numbers add the centers' noisy counts, sums and histograms (the pooled "
+                "median and quartiles are read from the summed noisy histogram). Missing values "
+                "are not released (every center counts complete cases only).")
+    return (f"From the federated K-anonymous tables (K = {k}; every count 0 or at least K), no "
+            "ε spent: mean and SD from the bins' midpoints, median and quartiles by "
+            "interpolation within bins; minimum and maximum are not released without ε. "
+            "Missing values are not released (every center counts complete cases only).")
+
+
+def describe_rows(analysis: dict[str, Any]) -> list[list[Any]]:
+    """Every row of a describe result (per center and pooled), for the detailed table."""
+    return [[r["variable"], r["center"], r["arm"], r["n"], _mean_sd(r), _median_iqr(r),
+             fmt(r["minimum"], 3) if r.get("minimum") is not None else "—",
+             fmt(r["maximum"], 3) if r.get("maximum") is not None else "—",
+             fmt(r["epsilon"])]
+            for r in analysis.get("rows") or []]
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -455,11 +521,21 @@ def _left_out(analysis: dict[str, Any]) -> list[str]:
 
 def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 title: str = "fedstats study report") -> str:
+    """The self-contained HTML report: :func:`report_sections` in a page of its own."""
+    esc = html.escape
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+            f"<h1>{esc(title)}</h1>" + report_sections(view, notes) + "</body></html>\n")
+
+
+def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
+                    console: bool = False) -> str:
+    """The report's sections (HTML): the same in the file ``fedstats study run`` writes and
+    in the console's study page (``console``: the study's header line is the page's own)."""
     spec = view["spec"]
     groups = list(spec.get("groups") or ["all records"])
     esc = html.escape
-    parts = [f"<h1>{esc(title)}</h1>",
-             f"<p class='meta'>study <code>{esc(view['id'])}</code> · status "
+    parts = [] if console else [f"<p class='meta'>study <code>{esc(view['id'])}</code> · status "
              f"<b>{esc(view['status'])}</b> · dataset <code>{esc(spec['dataset'])}</code> · "
              f"variable <code>{esc(spec['variable'])}</code> · groups "
              f"{esc(' vs '.join(groups))} · K = {spec['k']} · created "
@@ -510,7 +586,7 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
             parts += _left_out(table)
             parts.append(f"<p>Built by {esc(table['order'][0])}, refined by "
                          f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
-            parts.append(f"<figure>{table_figure(table, groups)}</figure>")
+            parts.append(f"<figure>{table_svg(table, groups)}</figure>")
             limits = table["limits"]
             rows = [[bin_label(limits, i), *(row[i] for row in table["counts"])]
                     for i in range(len(limits) - 1)]
@@ -520,7 +596,6 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                          + _table(["bin", *groups], rows) + "</details>")
             parts.append(_table(["center", *groups],
                                 [[c, *t] for c, t in table["center_totals"].items()]))
-        found: list[tuple[str, dict[str, Any]]] = []
         for analysis in result.get("analyses") or []:
             if analysis.get("kind") in ("table", "mwu") or not succeeded(analysis):
                 continue
@@ -529,6 +604,19 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
             parts.append(f"<h2>{esc(heading)}</h2>")
             excluded_note = _left_out(analysis)
+            if analysis.get("kind") == "describe":
+                parts[-1] = "<h2>Table 1: descriptive statistics</h2>"
+                parts += excluded_note
+                header, rows = table_one(analysis, spec.get("groups"))
+                if rows:
+                    parts.append(_table(header, [list(r) for r in rows]))
+                parts.append(f"<p class='note'>{esc(table_one_note(analysis, spec['k']))}</p>")
+                parts.append(
+                    "<details><summary>Per center and pooled</summary>" + _table(
+                        ["variable", "center", "arm", "n", "mean (SD)", "median [Q1, Q3]",
+                         "min (DP)", "max (DP)", "ε per center"], describe_rows(analysis))
+                    + "</details>")
+                continue
             if analysis.get("kind") == "dp_quantiles":
                 group = analysis.get("group") or "all records"
                 parts[-1] = f"<h2>{esc(f'DP quantiles of {group}, per center')}</h2>"
@@ -565,7 +653,10 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                                     [[label, *values] for label, _, values in q]))
             b = dp_boxes(analysis) if analysis.get("kind") == "dp_boxplot" else list(
                 boxes(analysis))
-            found += b
+            if b and analysis.get("kind") == "dp_boxplot":
+                title = (f"Differentially private boxplots: {spec['dataset']}."
+                         f"{spec['variable']} ({analysis.get('group') or 'all records'})")
+                parts.append(f"<figure>{boxplot_svg(analysis, title)}</figure>")
             if b:
                 parts.append(_table(BOX_HEADER, [box_row(label, box) for label, box in b]))
                 if analysis.get("kind") == "dp_boxplot":
@@ -573,16 +664,22 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                                       (analysis.get("spent") or {}).items())
                     parts.append(f"<p>ε spent by each center: {esc(spent)}. "
                                  f"{esc(WHISKER_RULE)}</p>")
+                    extra = pooled_levels(analysis)
+                    if extra is not None:
+                        label, levels, values = extra
+                        parts.append(_table(["", *(f"q{fmt(lv, 3)}" for lv in levels)],
+                                            [[label, *values]]))
+                        parts.append(f"<p>{esc(POOLED_LEVELS_NOTE)}</p>")
             if not q and not b:
                 parts.append(f"<pre>{esc(json.dumps(analysis, indent=2))}</pre>")
-        if found:
-            parts.append(f"<figure>{boxplot_figure(found)}</figure>")
     calls: dict[tuple[str, str], int] = {}
     for p in view.get("provenance", []):
         calls[(p["center"], p["call"])] = calls.get((p["center"], p["call"]), 0) + 1
-    parts.append("<h2>Releases received</h2>")
+    # Plumbing, folded away: the calls each center answered (the provenance in full is in the
+    # study's JSON).
+    parts.append("<details><summary>Releases received (the centers' answers, by call)"
+                 "</summary>")
     parts.append(_table(["center", "call", "answers"],
                         [[c, k, n] for (c, k), n in sorted(calls.items())]))
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    parts.append("</details>")
+    return "\n".join(parts)

@@ -1,0 +1,84 @@
+"""The study builder's form as a study spec (the same JSON the API takes), and the figures a
+study page offers to download."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
+    "analyses": ["table", "mwu", "quantiles"], "centers": [],
+    "mwu_epsilon": "", "levels": "0.25, 0.5, 0.75",
+    "dp_epsilon": "0.5", "dp_lower": "", "dp_upper": "", "dp_group": "",
+    "toml": "",
+}
+ANALYSES = ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
+FIGURE_KINDS = {"table": "federated table", "dp_boxplot": "DP boxplots"}
+
+
+class FormError(ValueError):
+    """A field of the builder that cannot be read (the message names it)."""
+
+
+def _number(values: dict[str, Any], name: str, label: str) -> float:
+    text = str(values.get(name) or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        raise FormError(f"{label}: give a number (got {text!r})") from None
+
+
+def _levels(values: dict[str, Any]) -> list[float]:
+    text = str(values.get("levels") or "")
+    try:
+        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise FormError(f"levels: give numbers in (0, 1) separated by commas (got {text!r})") \
+            from None
+
+
+def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
+    """The spec the form describes; the spec model validates it (the same rules as the API)."""
+    groups = [str(values.get(g) or "").strip() for g in ("group_x", "group_y")]
+    chosen = [a for a in values.get("analyses") or [] if a in ANALYSES]
+    if not chosen:
+        raise FormError("analyses: choose at least one")
+    if any(a in chosen for a in ("dp_boxplot", "dp_quantiles")):
+        bounds = [_number(values, "dp_lower", "DP lower bound"),
+                  _number(values, "dp_upper", "DP upper bound")]
+        epsilon = _number(values, "dp_epsilon", "DP ε")
+    group = str(values.get("dp_group") or "").strip() or None
+    analyses: list[dict[str, Any]] = []
+    for kind in chosen:
+        if kind == "table":
+            analyses.append({"kind": "table"})
+        elif kind == "mwu":
+            mwu: dict[str, Any] = {"kind": "mwu"}
+            if str(values.get("mwu_epsilon") or "").strip():
+                mwu["epsilon"] = _number(values, "mwu_epsilon", "MWU ε")
+            analyses.append(mwu)
+        elif kind == "quantiles":
+            analyses.append({"kind": "quantiles", "levels": _levels(values)})
+        elif kind == "dp_boxplot":
+            analyses.append({"kind": "dp_boxplot", "epsilon": epsilon, "bounds": bounds,
+                             "group": group})
+        else:
+            analyses.append({"kind": "dp_quantiles", "epsilon": epsilon, "bounds": bounds,
+                             "levels": _levels(values), "group": group})
+    spec: dict[str, Any] = {
+        "dataset": str(values.get("dataset") or "").strip(),
+        "variable": str(values.get("variable") or "").strip(),
+        "groups": groups if all(groups) else None,
+        "k": int(_number(values, "k", "K")),
+        "analyses": analyses,
+    }
+    if values.get("centers"):
+        spec["centers"] = list(values["centers"])
+    return spec
+
+
+def figure_links(view: dict[str, Any]) -> list[tuple[int, str]]:
+    """(index, label) of each analysis with a figure to download."""
+    result = view.get("result") or {}
+    return [(i, FIGURE_KINDS[a["kind"]]) for i, a in enumerate(result.get("analyses") or [])
+            if a.get("kind") in FIGURE_KINDS and a.get("status") == "succeeded"]

@@ -1,0 +1,1 @@
+from tests.coordinator.conftest import federation as federation  # the in-process centers

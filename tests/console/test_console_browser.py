@@ -1,0 +1,208 @@
+"""The web console in a real browser: Debian's Chromium driven by Playwright (its executable, no
+browser download), against a real center process and a real coordinator process.
+
+One analyst signs in, reads the catalog, builds a study, sees the dry run's ε before submitting,
+watches the study finish, reads a p-value and the boxplots, downloads a figure and signs out; a
+second analyst cannot open the first one's study; a form without the session's CSRF token is
+refused; the pages keep to the keyboard and to a narrow screen. Screenshots of each page go to
+``test-output/console/`` (``FEDSTATS_TEST_OUTPUT`` overrides the folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from coordinator.accounts import Accounts
+from coordinator.db import Store
+from tests.helpers.center import center_process
+from tests.helpers.coordinator import coordinator_config
+from tests.helpers.processes import REPO, running_coordinator
+
+pytestmark = pytest.mark.process
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).is_file():
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run does)",
+                allow_module_level=True)
+
+OUTPUT = Path(os.environ.get("FEDSTATS_TEST_OUTPUT", REPO / "test-output")) / "console"
+
+
+@dataclass
+class Console:
+    url: str
+    ann: str
+    bob: str
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    workdir = tmp_path_factory.mktemp("console")
+    with center_process(workdir, {"cohort": 5.0}) as center:
+        config, port = coordinator_config(workdir / "coordinator.toml", {"alpha": center.url},
+                                          min_centers=1)
+        store = Store(f"sqlite:///{config.with_suffix('.sqlite')}")
+        accounts = Accounts(store)
+        ann = accounts.add("Ann Analyst", "admin").token
+        bob = accounts.add("Bob Other").token
+        store.close()
+        with running_coordinator(config, port):
+            yield Console(f"http://127.0.0.1:{port}", ann, bob)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def sign_in(page: object, console: Console, token: str) -> None:
+    page.goto(console.url + "/ui")  # type: ignore[attr-defined]
+    assert page.url.endswith("/ui/login")  # type: ignore[attr-defined]
+    page.get_by_label("Analyst token").fill(token)  # type: ignore[attr-defined]
+    page.get_by_role("button", name="Sign in").click()  # type: ignore[attr-defined]
+    page.wait_for_url(re.compile(r".*/ui/studies$"))  # type: ignore[attr-defined]
+
+
+def shot(page: object, name: str) -> None:
+    page.screenshot(path=str(OUTPUT / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: object,
+                                                    tmp_path: Path) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900},  # type: ignore[attr-defined]
+                                  accept_downloads=True)
+    page = context.new_page()
+    page.goto(console.url + "/ui/login")
+    shot(page, "01-sign-in")
+    # A wrong token is refused on the page, not with a trace.
+    page.get_by_label("Analyst token").fill("fsa_000000000000_nope")
+    page.get_by_role("button", name="Sign in").click()
+    assert "not valid" in page.get_by_role("alert").inner_text()
+    sign_in(page, console, console.ann)
+    # The session cookie is HttpOnly and SameSite=Strict.
+    [cookie] = [c for c in context.cookies() if c["name"] == "fedstats_session"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+
+    page.get_by_role("link", name="Catalog").click()
+    assert "cohort" in page.locator("main").inner_text()
+    shot(page, "02-catalog")
+
+    page.get_by_role("link", name="New study").first.click()
+    page.get_by_label("Variable").fill("x")
+    page.get_by_label("Group X").select_option("a")
+    page.get_by_label("Group Y").select_option("b")
+    page.get_by_label("DP boxplots (per center and pooled)").check()
+    page.get_by_label("DP ε").fill("0.5")
+    page.get_by_label("DP lower bound").fill("0")
+    page.get_by_label("DP upper bound").fill("100")
+    page.get_by_role("button", name="Dry run (nothing is spent)").click()
+    plan = page.locator("section.plan").inner_text()
+    assert "The study would run" in plan and "alpha" in plan
+    # ε per center before submitting: the boxplots' per-center and pooled boxes, 2 × 0.5.
+    assert re.search(r"alpha\s+10\s+1\b", plan), plan
+    shot(page, "03-dry-run")
+
+    page.get_by_role("button", name="Submit the study").click()
+    page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))
+    study_url = page.url
+    # The page follows the study and reloads with its results when it ends.
+    page.wait_for_selector("section.report", timeout=120_000)
+    assert page.locator("[data-field=status]").inner_text() == "succeeded"
+    report = page.locator("section.report").inner_text()
+    assert "Mann-Whitney tests" in report
+    pvalue = page.locator("section.report table").nth(1).locator("tr").nth(1)
+    value = float(pvalue.locator("td").last.inner_text())
+    assert 0.0 <= value <= 1.0
+    assert page.locator("section.report figure svg").count() >= 2  # the table and the boxes
+    assert "outliers" in report or "above" in page.locator("section.report").inner_html()
+    shot(page, "04-study")
+    # The picture the README shows (docs/img/console.png is a copy of one such run's).
+    page.screenshot(path=str(OUTPUT / "console.png"))
+
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name=re.compile(r"DP boxplots \(SVG\)")).click()
+    saved = tmp_path / "boxplots.svg"
+    download_info.value.save_as(saved)
+    assert saved.read_bytes().startswith(b"<?xml") and b"<svg" in saved.read_bytes()
+
+    page.get_by_role("link", name="Studies").click()
+    assert "succeeded" in page.locator("table.studies").inner_text()
+    shot(page, "05-studies")
+    page.get_by_role("link", name="Centers").click()
+    assert "alpha" in page.locator("main").inner_text()
+    shot(page, "06-centers")
+    page.get_by_role("link", name="Audit log").click()
+    assert "study.create" in page.locator("main").inner_text()
+    shot(page, "07-audit")
+
+    # A narrow screen: nothing wider than the screen but the tables' own scrolling boxes.
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(study_url)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390 + 1, width
+    shot(page, "08-study-narrow")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # The keyboard: the first Tab reaches the skip link, which moves focus to the content.
+    page.goto(console.url + "/ui/studies")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(re.compile(r".*/ui/login$"))
+    page.goto(study_url)
+    assert page.url.endswith("/ui/login")
+    context.close()
+    (OUTPUT / "study_url.txt").write_text(study_url)
+
+
+def test_another_analyst_cannot_open_the_study(console: Console, browser: object) -> None:
+    marker = OUTPUT / "study_url.txt"
+    if not marker.exists():
+        pytest.skip("needs the study of test_an_analyst_builds_runs_reads_and_downloads")
+    study_url = marker.read_text()
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    sign_in(page, console, console.bob)
+    answer = page.goto(study_url)
+    assert answer.status == 404
+    assert "no study" in page.get_by_role("alert").inner_text().lower()
+    assert "succeeded" not in page.locator("main").inner_text()
+    # Nor its figure or its JSON.
+    assert page.request.get(study_url + "/json").status == 404
+    assert page.request.get(study_url + "/figures/0.svg").status == 404
+    context.close()
+
+
+def test_a_form_without_the_csrf_token_is_refused(console: Console, browser: object) -> None:
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    sign_in(page, console, console.ann)
+    before = page.locator("table.studies tbody tr").count()
+    # The session cookie goes with it (as with a forged cross-site form), the token does not.
+    forged = page.request.post(console.url + "/ui/studies/new", multipart={
+        "dataset": "cohort", "variable": "x", "k": "10", "analyses": "table",
+        "action": "submit"}, max_redirects=0)
+    assert forged.status == 403
+    wrong = page.request.post(console.url + "/ui/logout", form={"csrf_token": "guess"},
+                              max_redirects=0)
+    assert wrong.status == 403
+    page.goto(console.url + "/ui/studies")
+    assert page.locator("table.studies tbody tr").count() == before  # nothing was created
+    context.close()

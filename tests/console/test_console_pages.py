@@ -1,0 +1,158 @@
+"""The console's pages over in-process centers (``httpx.ASGITransport``): sign-in and its cookie,
+CSRF on every form, the same ownership and roles as the API, a revoked analyst signed out at
+once, the builder's errors as pages that say what to fix, a study from an uploaded TOML, and no
+page without a session. The browser tests (``test_console_browser.py``) drive the same pages in
+Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from coordinator.ui.sessions import SESSION_COOKIE, digest
+from tests.coordinator.test_coord_catalog import counted, serving
+from tests.helpers.coordinator import Federations
+
+pytestmark = pytest.mark.anyio
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+STUDY_TOML = """\
+dataset = "cohort"
+variable = "crp"
+groups = ["ctl", "trt"]
+k = 10
+
+[[analyses]]
+kind = "table"
+"""
+
+
+def csrf_of(page: httpx.Response) -> str:
+    found = CSRF.search(page.text)
+    assert found, page.text[:500]
+    return found.group(1)
+
+
+async def sign_in(client: httpx.AsyncClient, token: str) -> httpx.Response:
+    form = await client.get("/ui/login")
+    return await client.post("/ui/login", data={"csrf_token": csrf_of(form), "token": token})
+
+
+async def builder_post(client: httpx.AsyncClient, **fields: Any) -> httpx.Response:
+    csrf = csrf_of(await client.get("/ui/studies/new"))
+    files = fields.pop("files", None)
+    return await client.post("/ui/studies/new", data={"csrf_token": csrf, **fields},
+                             files=files)
+
+
+async def test_no_page_without_a_session_and_the_sign_in(tmp_path: Path,
+                                                         federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        client = coord.client
+        for path in ("/ui", "/ui/studies", "/ui/catalog", "/ui/studies/new", "/ui/centers",
+                     "/ui/audit", "/ui/studies/" + "f" * 32):
+            answer = await client.get(path)
+            assert answer.status_code == 303, path
+            assert answer.headers["location"] in ("/ui/login", "/ui/studies"), path
+        assert (await client.get("/ui/studies/abc/status")).status_code == 401
+        assert (await client.get("/ui/static/console.css")).status_code == 200
+        # The API keeps its bearer gate: a console cookie is no token.
+        ann = coord.app.state.services.accounts.add("ann")
+        # A sign-in form that did not come from this coordinator (no matching cookie).
+        bare = httpx.AsyncClient(transport=client._transport, base_url="http://coordinator")
+        async with bare:
+            forged = await bare.post("/ui/login", data={"csrf_token": "x", "token": ann.token})
+            assert forged.status_code == 403 and SESSION_COOKIE not in forged.cookies
+        wrong = await sign_in(client, "fsa_000000000000_wrong")
+        assert wrong.status_code == 401 and "not valid" in wrong.text
+        signed = await sign_in(client, ann.token)
+        assert signed.status_code == 303
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+        assert "Secure" not in cookie  # plain HTTP here; over TLS it is (next test)
+        assert (await client.get("/v1/studies")).status_code == 401
+        # Only the cookie's digest is stored.
+        session_id = client.cookies[SESSION_COOKIE]
+        store = coord.app.state.services.store
+        assert store.get_session(digest(session_id)) is not None
+        assert store.get_session(session_id) is None
+
+
+async def test_over_tls_the_cookie_is_secure(tmp_path: Path, federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        ann = coord.app.state.services.accounts.add("ann")
+        async with httpx.AsyncClient(transport=coord.client._transport,
+                                     base_url="https://coordinator") as client:
+            signed = await sign_in(client, ann.token)
+            assert signed.status_code == 303 and "Secure" in signed.headers["set-cookie"]
+
+
+async def test_forms_need_the_sessions_csrf_token(tmp_path: Path,
+                                                  federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        ann = coord.app.state.services.accounts.add("ann")
+        await sign_in(coord.client, ann.token)
+        for path in ("/ui/studies/new", "/ui/logout", "/ui/studies/abc/cancel"):
+            for token in (None, "guess"):
+                data = {"dataset": "cohort", "variable": "crp", "analyses": "table",
+                        "action": "submit", **({"csrf_token": token} if token else {})}
+                answer = await coord.client.post(path, data=data)
+                assert answer.status_code == 403, (path, token)
+        assert coord.app.state.services.store.list_studies(visible_to=None) == []
+
+
+async def test_builder_errors_say_what_to_fix_and_a_toml_upload_runs(
+        tmp_path: Path, federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        ann = coord.app.state.services.accounts.add("ann")
+        await sign_in(coord.client, ann.token)
+        bad_k = await builder_post(coord.client, dataset="cohort", variable="crp", k="1",
+                                   analyses="table", action="plan")
+        assert bad_k.status_code == 422 and "k" in bad_k.text and 'role="alert"' in bad_k.text
+        unknown = await builder_post(coord.client, dataset="cohort", variable="nope", k="10",
+                                     analyses="table", action="submit")
+        assert unknown.status_code == 422 and "nope" in unknown.text
+        broken = await builder_post(coord.client, toml="dataset = ", action="submit")
+        assert broken.status_code == 422 and "study TOML" in broken.text
+        # A study file instead of the fields: submitted, and shown.
+        made = await builder_post(coord.client, action="submit",
+                                  files={"toml_file": ("study.toml", STUDY_TOML.encode())})
+        assert made.status_code == 303, made.text[-2000:]
+        study_id = made.headers["location"].rsplit("/", 1)[1]
+        await coord.app.state.services.runner.wait(study_id)
+        page = await coord.client.get(made.headers["location"])
+        assert page.status_code == 200 and "Federated K-anonymous table" in page.text
+        figure = await coord.client.get(f"/ui/studies/{study_id}/figures/0.png")
+        assert figure.headers["content-type"] == "image/png"
+        raw = await coord.client.get(f"/ui/studies/{study_id}/json")
+        assert raw.json()["id"] == study_id
+        status = (await coord.client.get(f"/ui/studies/{study_id}/status")).json()
+        assert status["status"] == "succeeded" and status["releases_received"] > 0
+
+
+async def test_ownership_roles_and_revocation_as_in_the_api(tmp_path: Path,
+                                                            federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        accounts = coord.app.state.services.accounts
+        ann, bob = accounts.add("ann"), accounts.add("bob")
+        transport = coord.client._transport
+        await sign_in(coord.client, ann.token)
+        made = await builder_post(coord.client, action="submit",
+                                  files={"toml_file": ("s.toml", STUDY_TOML.encode())})
+        study = made.headers["location"]
+        await coord.app.state.services.runner.wait(study.rsplit("/", 1)[1])
+        # Not an admin: no centers page, no audit log.
+        assert (await coord.client.get("/ui/centers")).status_code == 403
+        assert (await coord.client.get("/ui/audit")).status_code == 403
+        async with httpx.AsyncClient(transport=transport, base_url="http://coordinator") as other:
+            await sign_in(other, bob.token)
+            for path in (study, study + "/json", study + "/figures/0.svg", study + "/status"):
+                assert (await other.get(path)).status_code == 404, path
+            assert study.rsplit("/", 1)[1] not in (await other.get("/ui/studies")).text
+        # Revoked: signed out at the next request.
+        accounts.revoke(ann.analyst.id)
+        assert (await coord.client.get("/ui/studies")).status_code == 303

@@ -1,0 +1,170 @@
+"""The describe analysis over in-process centers (fast; the HTTP end to end with real processes
+is ``test_coord_describe.py``): its rows against the raw data and the received releases, pooling
+exact on the releases, ε accounted as the quota and dry-run account says, implausible releases
+named, the spec's own refusals, the Table 1 of the report and the client's frame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from coordinator.core.errors import AnalysisFailed
+from coordinator.models import DescribeResult, StudySpec
+from coordinator.quotas import analysis_spends
+from coordinator.report import fmt, render_html, summary, table_one
+from coordinator.study import run_study
+from fedstats_client.results import Describe
+from shared.describe import pool_descriptions
+from tests.helpers.coordinator import SIZES, CountingCenter, Federations, K, Tampered, make_data
+
+pytestmark = pytest.mark.anyio
+BOUNDS = (0.0, 100.0)
+
+
+def spec(*analyses: dict[str, Any], groups: bool = True) -> StudySpec:
+    return StudySpec.model_validate({
+        "dataset": "cohort", "variable": "crp", "k": K, "analyses": list(analyses),
+        **({"groups": ["ctl", "trt"]} if groups else {})})
+
+
+DP = {"kind": "describe", "epsilon": 1.0, "bounds": {"crp": list(BOUNDS)}, "bins": 5}
+
+
+async def test_dp_rows_are_the_releases_pooled(federation: Federations) -> None:
+    ports = [CountingCenter(p) for p in federation.ports()]
+    result = await run_study(spec(DP), ports, min_centers=2)
+    described = result.analyses[0]
+    assert isinstance(described, DescribeResult), described
+    assert described.mode == "dp" and described.epsilon == 1.0
+    # One release per arm per center, each paid ε: 2ε per center, as the account says.
+    assert all(p.calls["dp_describe"] == 2 for p in ports)
+    assert described.spent == {c: pytest.approx(2.0) for c in SIZES}
+    assert [s.epsilon for s in analysis_spends(spec(DP))] == [2.0]
+    rows = {(r.center, r.arm): r for r in described.rows}
+    assert set(rows) == {(c, a) for c in [*SIZES, "pooled"] for a in ("ctl", "trt", "all")}
+    releases = {p.center_id: [r.to_result() for r in p.answers["dp_describe"]] for p in ports}
+    for cid, own in releases.items():
+        # A center's own arm rows are its releases' summaries (answered in either order).
+        assert {(rows[(cid, a)].n, rows[(cid, a)].mean, rows[(cid, a)].sd,
+                 rows[(cid, a)].median, rows[(cid, a)].minimum) for a in ("ctl", "trt")} == {
+            (d.summary().n, d.summary().mean, d.summary().sd, d.summary().median,
+             d.summary().minimum) for d in own}
+        overall = pool_descriptions(own).summary()
+        assert rows[(cid, "all")].mean == pytest.approx(overall.mean)
+        assert rows[(cid, "all")].epsilon == 2.0
+    every = pool_descriptions([d for own in releases.values() for d in own]).summary()
+    pooled = rows[("pooled", "all")]
+    assert pooled.n == every.n and pooled.mean == pytest.approx(every.mean)
+    assert pooled.minimum is None and pooled.maximum is None
+    assert pooled.counts == list(every.counts)
+    names = [p.name for p in described.noise["crp"]]
+    assert names == ["count", "sum", "sum of squares", "quantiles", "histogram"]
+
+
+async def test_table_rows_against_the_raw_data(federation: Federations) -> None:
+    data = make_data()
+    ports = [CountingCenter(p) for p in federation.ports(data)]
+    result = await run_study(spec({"kind": "table"}, {"kind": "describe"}), ports,
+                             min_centers=2)
+    described = result.analyses[1]
+    assert isinstance(described, DescribeResult), described
+    assert described.mode == "table" and described.spent == {c: 0.0 for c in SIZES}
+    # The describe shares the study's table: one table build, then one own table per center.
+    assert sum(p.calls["table"] for p in ports) == 1 + len(ports)
+    for row in described.rows:
+        if row.center == "pooled":
+            x, y = (np.concatenate([data[c][i] for c in data]) for i in (0, 1))
+        else:
+            x, y = data[row.center]
+        values = {"ctl": x, "trt": y, "all": np.concatenate([x, y])}[row.arm]
+        width = max(np.diff(row.edges))
+        assert row.n == values.size and row.epsilon == 0.0 and row.missing is None
+        assert abs(row.mean - values.mean()) <= width / 2  # type: ignore[operator]
+        assert abs(row.median - np.median(values)) <= width  # type: ignore[operator]
+        assert row.minimum is None and row.maximum is None
+
+
+async def test_an_implausible_description_is_named(federation: Federations) -> None:
+    ports = [Tampered(p, dp_describe={"epsilon": 0.1}) if p.center_id == "beta" else p
+             for p in federation.ports()]
+    result = await run_study(spec(DP), ports, min_centers=2)
+    failed = result.analyses[0]
+    assert failed.status == "failed"
+    assert failed.error.model_dump()["center"] == "beta"  # type: ignore[union-attr]
+    assert failed.error.model_dump()["kind"] == "implausible"  # type: ignore[union-attr]
+
+
+async def test_allow_partial_leaves_a_failing_center_out_of_every_row(
+        federation: Federations) -> None:
+    ports = [Tampered(p, dp_describe={"bounds": (0.0, 50.0)}) if p.center_id == "gamma" else p
+             for p in federation.ports()]
+    partial = spec(DP).model_copy(update={"allow_partial": True})
+    described = (await run_study(partial, ports, min_centers=2)).analyses[0]
+    assert isinstance(described, DescribeResult), described
+    assert {r.center for r in described.rows} == {"alpha", "beta", "pooled"}
+    assert [e.center for e in described.excluded] == ["gamma"]
+    assert "gamma" not in described.spent
+
+
+def test_spec_refusals() -> None:
+    with pytest.raises(ValidationError, match="needs `epsilon`"):
+        spec({"kind": "describe", "mode": "dp"})
+    with pytest.raises(ValidationError, match="spends no ε"):
+        spec({"kind": "describe", "mode": "table", "epsilon": 1.0})
+    with pytest.raises(ValidationError, match="does not describe"):
+        spec({"kind": "describe", "epsilon": 1.0, "bounds": {"age": [0, 1]}})
+    with pytest.raises(ValidationError, match="not described"):
+        spec({"kind": "describe", "variables": ["crp"], "epsilon": 1.0,
+              "bounds": {"age": [0, 1]}})
+    with pytest.raises(ValidationError):
+        spec({"kind": "describe", "variables": ["crp", "crp"]})
+    with pytest.raises(ValidationError, match="per-center"):
+        spec({"kind": "describe", "per_center": False, "pooled": False})
+    # ε per variable and arm: 3 variables over two arms, and without groups one arm.
+    three = {**DP, "variables": ["crp", "age", "los"], "epsilon": 0.5}
+    assert [s.epsilon for s in analysis_spends(spec(three))] == [3.0]
+    assert [s.epsilon for s in analysis_spends(spec(three, groups=False))] == [1.5]
+    assert [s.epsilon for s in analysis_spends(spec({"kind": "describe"}))] == [0.0]
+
+
+async def test_pooling_other_declared_bounds_fails_clearly() -> None:
+    from coordinator.protocols.describe import _pool
+    from shared.describe import dp_describe
+
+    rng = np.random.default_rng(0)
+    a = dp_describe([1.0, 2.0], epsilon=1, bounds=(0, 10), neighbouring="swap", rng=rng)
+    b = dp_describe([1.0, 2.0], epsilon=1, bounds=(0, 20), neighbouring="swap", rng=rng)
+    with pytest.raises(AnalysisFailed, match="give `bounds`"):
+        _pool("crp", [a, b])
+
+
+async def test_report_and_frame(federation: Federations) -> None:
+    result = await run_study(spec(DP, {"kind": "describe"}), federation.ports(), min_centers=2)
+    view = {"id": "s", "status": "succeeded", "created_at": "now", "provenance": [],
+            "spec": {"dataset": "cohort", "variable": "crp", "k": K, "groups": ["ctl", "trt"]},
+            "result": result.model_dump(mode="json")}
+    analysis = view["result"]["analyses"][1]
+    header, rows = table_one(analysis, ["ctl", "trt"])
+    assert header == ["variable", "ctl", "trt", "Overall"]
+    pooled = {r["arm"]: r for r in analysis["rows"] if r["center"] == "pooled"}
+    assert rows[0][0] == "crp"
+    assert rows[1] == ["  n", *(str(pooled[a]["n"]) for a in ("ctl", "trt", "all"))]
+    every = pooled["all"]
+    assert rows[2][3] == f"{fmt(every['mean'], 3)} ({fmt(every['sd'], 3)})"
+    assert rows[3][3] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
+                          f"{fmt(every['q3'], 3)}]")
+    assert rows[4][1:] == ["—", "—", "—"]  # missing: never released
+    text = summary(view)
+    assert "Table 1 (dp):" in text and "Table 1 (table):" in text
+    assert "mean (SD)" in text and "no ε spent" in text
+    page = render_html(view)
+    assert page.count("Table 1: descriptive statistics") == 2
+    assert "ε = 1 per variable and arm" in page
+    frame = Describe([a for a in result.analyses if isinstance(a, DescribeResult)]).to_frame()
+    assert len(frame) == sum(len(a.rows) for a in result.analyses  # type: ignore[union-attr]
+                             if isinstance(a, DescribeResult))
+    assert set(frame["mode"]) == {"dp", "table"}
+    assert list(frame.columns[:5]) == ["variable", "center", "arm", "mode", "unit"]

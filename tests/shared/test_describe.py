@@ -1,0 +1,280 @@
+"""``shared.describe``: the DP description's parts against exact computations (ε → huge: noise →
+0), each Laplace part's noise law and its calibration (the stated sensitivity is what the worst
+neighbour moves the statistic by, so each part's privacy loss is its ε, and the parts add up to
+ε), exact pooling, and the table description against independent arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from shared.binning import BinTable, bin_table
+from shared.describe import (
+    EPSILON_SPLIT,
+    QUANTILE_LEVELS,
+    DPDescription,
+    dp_describe,
+    histogram_quantiles,
+    pool_descriptions,
+    table_describe,
+)
+from shared.privacy import PrivacySpent
+
+BOUNDS = (0.0, 100.0)
+
+
+def data(n: int = 400, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).normal(50, 12, n)
+
+
+def exact_description(x: np.ndarray, bounds: tuple[float, float], bins: int) -> DPDescription:
+    """What dp_describe releases without noise (an independent computation)."""
+    a, b = bounds
+    c = (a + b) / 2
+    y = np.clip(x, a, b) - c
+    edges = np.linspace(a, b, bins + 1)
+    counts = np.histogram(np.clip(x, a, b), bins=edges)[0].astype(float)
+    return DPDescription(bounds=bounds, center=c, count=float(x.size), sum=float(y.sum()),
+                         sum_squares=float((y * y).sum()), levels=(), quantiles=None,
+                         edges=tuple(edges), histogram=tuple(counts), parts=(),
+                         neighbouring="add_remove", spent=PrivacySpent(1.0))
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "swap"])
+def test_parts_at_huge_epsilon_are_the_exact_statistics(neighbouring: str) -> None:
+    x = data()
+    d = dp_describe(x, epsilon=1e7, bounds=BOUNDS, bins=10, neighbouring=neighbouring,  # type: ignore[arg-type]
+                    rng=np.random.default_rng(1))
+    s = d.summary()
+    assert s.n == x.size
+    assert s.mean == pytest.approx(x.mean(), abs=1e-3)
+    assert s.sd == pytest.approx(x.std(ddof=1), abs=1e-3)
+    expected = np.histogram(x, bins=np.linspace(0, 100, 11))[0]
+    np.testing.assert_allclose(s.counts, expected)
+    # JointExp at huge ε lands in the interval of the level's order statistic: between the
+    # neighbouring order statistics (ties impossible here: continuous data).
+    xs = np.sort(x)
+    for level, value in zip(QUANTILE_LEVELS, d.quantiles or (), strict=True):
+        i = level * x.size
+        assert xs[max(0, math.floor(i) - 1)] <= value <= xs[min(x.size - 1, math.ceil(i))]
+    assert s.minimum == d.quantiles[0] and s.maximum == d.quantiles[-1]  # type: ignore[index]
+
+
+def test_a_resolution_puts_the_quantiles_on_its_grid() -> None:
+    """Data recorded in whole days: with resolution 1 every JointExp output is a whole number
+    (grid-aware JointExp), and at huge ε the median is the data's median day."""
+    x = np.random.default_rng(9).poisson(6, 301).astype(float)
+    d = dp_describe(x, epsilon=1e6, bounds=(0.0, 40.0), bins=8, neighbouring="add_remove",
+                    rng=np.random.default_rng(1), resolution=1.0)
+    assert d.resolution == 1.0
+    assert all(v == round(v) for v in d.quantiles or ())
+    assert d.summary().median == np.median(x)
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "swap"])
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 3.7])
+def test_split_adds_up_and_scales_are_sensitivity_over_epsilon(neighbouring: str,
+                                                               epsilon: float) -> None:
+    d = dp_describe(data(50), epsilon=epsilon, bounds=(-10.0, 30.0), bins=4,
+                    neighbouring=neighbouring, rng=np.random.default_rng(2))  # type: ignore[arg-type]
+    assert math.fsum(p.epsilon for p in d.parts) == pytest.approx(epsilon, rel=1e-12)
+    assert d.spent.epsilon == pytest.approx(epsilon, rel=1e-12)
+    assert [(p.name, p.epsilon) for p in d.parts] == [
+        (n, pytest.approx(share * epsilon)) for n, share in EPSILON_SPLIT]
+    h = 20.0
+    swap = neighbouring == "swap"
+    expected = {"count": 1.0, "sum": 2 * h if swap else h, "sum of squares": h * h,
+                "histogram": 2.0 if swap else 1.0}
+    for p in d.parts:
+        if p.mechanism == "laplace":
+            assert p.sensitivity == expected[p.name]
+            assert p.scale == pytest.approx(p.sensitivity / p.epsilon, rel=1e-12)
+        else:
+            assert p.name == "quantiles" and p.mechanism == "joint_exp" and p.scale is None
+            gap = min(np.diff((0.0, *QUANTILE_LEVELS, 1.0)))
+            assert p.sensitivity == pytest.approx(2.0 if swap else 2 * (1 - gap))
+
+
+def _statistics(x: np.ndarray, bounds: tuple[float, float], bins: int) -> dict[str, np.ndarray]:
+    e = exact_description(x, bounds, bins)
+    return {"count": np.array([e.count]), "sum": np.array([e.sum]),
+            "sum of squares": np.array([e.sum_squares]), "histogram": np.array(e.histogram)}
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "swap"])
+def test_stated_sensitivity_is_the_worst_neighbours_l1_move(neighbouring: str) -> None:
+    """Over every neighbour of a small data set (a record added at or removed from each
+    extreme and interior point, or one swapped there), the largest L1 change of each Laplace
+    part's statistic is the stated sensitivity: the density ratio of two neighbours' releases
+    is at most exp(ε_part), and with equality for the worst (the calibration is tight)."""
+    bounds, bins = (-10.0, 30.0), 4
+    x = np.array([-20.0, -10.0, 0.0, 3.0, 12.0, 29.0, 30.0, 55.0])
+    points = np.array([-10.0, 0.0, 9.99, 10.0, 20.0, 30.0])
+    if neighbouring == "add_remove":
+        neighbours = [np.append(x, p) for p in points] + [np.delete(x, i) for i in range(x.size)]
+    else:
+        neighbours = [np.where(np.arange(x.size) == i, p, x) for i in range(x.size)
+                      for p in points]
+    base = _statistics(x, bounds, bins)
+    d = dp_describe(x, epsilon=1.0, bounds=bounds, bins=bins,
+                    neighbouring=neighbouring, rng=np.random.default_rng(0))  # type: ignore[arg-type]
+    for p in d.parts:
+        if p.mechanism != "laplace":
+            continue
+        moves = [np.abs(_statistics(n, bounds, bins)[p.name] - base[p.name]).sum()
+                 for n in neighbours]
+        if neighbouring == "swap" and p.name == "count":
+            assert max(moves) == 0  # the stated 1 is an upper bound under swap
+        else:
+            assert max(moves) == pytest.approx(p.sensitivity)
+        # Laplace log-density ratio of the worst pair at any output is ≤ move / scale = ε_p.
+        assert max(moves) / p.scale <= p.epsilon * (1 + 1e-12)  # type: ignore[operator]
+
+
+def test_noise_is_laplace_of_the_stated_scale() -> None:
+    """The released minus the exact statistic, over many releases, is Laplace(scale): KS test
+    against scipy's Laplace at the stated scale (seeded; the p-value is far from 0)."""
+    x, bounds, bins = data(60), (0.0, 100.0), 3
+    exact = _statistics(x, bounds, bins)
+    rng = np.random.default_rng(4)
+    noise: dict[str, list[float]] = {"count": [], "sum": [], "sum of squares": [],
+                                     "histogram": []}
+    scales = {}
+    for _ in range(400):
+        d = dp_describe(x, epsilon=0.5, bounds=bounds, bins=bins, neighbouring="add_remove",
+                        rng=rng)
+        released = {"count": [d.count], "sum": [d.sum], "sum of squares": [d.sum_squares],
+                    "histogram": list(d.histogram)}
+        for name in noise:
+            noise[name].extend(np.asarray(released[name]) - exact[name])
+        scales = {p.name: p.scale for p in d.parts}
+    for name, values in noise.items():
+        result = stats.kstest(values, stats.laplace(scale=scales[name]).cdf)
+        assert result.pvalue > 1e-3, (name, result)
+
+
+def test_pooling_is_exact_on_noiseless_parts() -> None:
+    x1, x2 = data(120, 1), data(80, 2) + 5
+    pooled = pool_descriptions([exact_description(x1, BOUNDS, 10),
+                                exact_description(x2, BOUNDS, 10)])
+    both = np.concatenate([x1, x2])
+    s = pooled.summary()
+    assert s.n == both.size
+    assert s.mean == pytest.approx(both.mean(), rel=1e-12)
+    assert s.sd == pytest.approx(both.std(ddof=1), rel=1e-9)
+    np.testing.assert_allclose(s.counts, np.histogram(both, bins=np.linspace(0, 100, 11))[0])
+    assert s.minimum is None and s.maximum is None
+    q = histogram_quantiles(s.edges, s.counts, (0.25, 0.5, 0.75))
+    assert (s.q1, s.median, s.q3) == q
+
+
+def test_pooling_moves_sums_to_a_common_center() -> None:
+    """Σ(x − c) and Σ(x − c)² re-centered exactly (parts with other centers, as the formula
+    allows; dp_describe itself always centers on the bounds' midpoint)."""
+    x1, x2 = data(30, 5), data(40, 6)
+    e1 = exact_description(x1, BOUNDS, 2)
+    y2 = x2 - 20.0
+    e2 = DPDescription(bounds=BOUNDS, center=20.0, count=40.0, sum=float(y2.sum()),
+                       sum_squares=float((y2 * y2).sum()), levels=(), quantiles=None,
+                       edges=e1.edges, histogram=e1.histogram, parts=(),
+                       neighbouring="add_remove", spent=PrivacySpent(1.0))
+    pooled = pool_descriptions([e1, e2])
+    both = np.concatenate([x1, x2]) - 50.0
+    assert pooled.sum == pytest.approx(both.sum(), rel=1e-12)
+    assert pooled.sum_squares == pytest.approx((both * both).sum(), rel=1e-12)
+
+
+def test_pooling_refuses_other_bounds() -> None:
+    with pytest.raises(ValueError, match="bounds"):
+        pool_descriptions([exact_description(data(), BOUNDS, 4),
+                           exact_description(data(), (0.0, 90.0), 4)])
+
+
+def test_table_description_against_hand_arithmetic() -> None:
+    table = BinTable(limits=np.array([0.0, 1.0, 3.0, 6.0]),
+                     counts=np.array([[10.0, 20.0, 30.0]]), k=10)
+    s = table_describe(table)
+    mid = np.array([0.5, 2.0, 4.5])
+    w = np.array([10.0, 20.0, 30.0])
+    mean = (w * mid).sum() / 60
+    assert s.n == 60
+    assert s.mean == pytest.approx(mean, rel=1e-12)
+    assert s.sd == pytest.approx(math.sqrt((w * (mid - mean) ** 2).sum() / 59), rel=1e-12)
+    # F = 0, 1/6, 1/2, 1 at 0, 1, 3, 6: linear inside each bin.
+    assert s.q1 == pytest.approx(1 + (0.25 - 1 / 6) / (1 / 3) * 2)
+    assert s.median == pytest.approx(3.0)
+    assert s.q3 == pytest.approx(3 + 0.25 / 0.5 * 3)
+    assert s.minimum is None and s.maximum is None
+    assert s.counts == (10.0, 20.0, 30.0) and s.edges == (0.0, 1.0, 3.0, 6.0)
+
+
+def test_table_description_of_a_k_anonymous_table_against_numpy() -> None:
+    """On a real K-anonymous table of data: N exact, mean within half the widest bin, the
+    quartiles within the widest bin."""
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(10, 2, 300), rng.normal(12, 2, 200)
+    table = bin_table(x, y, k=10, rng=rng)
+    width = float(np.diff(table.limits).max())
+    for g, values in enumerate((x, y)):
+        s = table_describe(table, g)
+        assert s.n == values.size
+        assert abs(s.mean - values.mean()) <= width / 2  # type: ignore[operator]
+        for est, q in zip((s.q1, s.median, s.q3), (0.25, 0.5, 0.75), strict=True):
+            assert abs(est - np.quantile(values, q)) <= width  # type: ignore[operator]
+
+
+def test_table_description_refuses_infinite_limits_and_bad_groups() -> None:
+    table = BinTable(limits=np.array([-np.inf, 1.0, np.inf]), counts=np.array([[10.0, 10.0]]),
+                     k=10)
+    with pytest.raises(ValueError, match="infinite"):
+        table_describe(table)
+    ok = BinTable(limits=np.array([0.0, 1.0, 2.0]), counts=np.array([[10.0, 10.0]]), k=10)
+    with pytest.raises(ValueError, match="group"):
+        table_describe(ok, 1)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"epsilon": 0.0}, "epsilon"), ({"epsilon": float("nan")}, "epsilon"),
+    ({"bounds": (5.0, 5.0)}, "bounds"), ({"bins": 0}, "bins"), ({"bins": 201}, "bins"),
+    ({"neighbouring": "nope"}, "neighbouring"),
+])
+def test_bad_input_is_refused(kwargs: dict[str, object], match: str) -> None:
+    args: dict[str, object] = {"epsilon": 1.0, "bounds": BOUNDS, "bins": 5,
+                               "neighbouring": "add_remove", "rng": np.random.default_rng(0)}
+    with pytest.raises(ValueError, match=match):
+        dp_describe(data(20), **{**args, **kwargs})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="x"):
+        dp_describe([], **args)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="rng"):
+        dp_describe(data(20), **{**args, "rng": 1})  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=60),
+    epsilon=st.floats(0.01, 20.0),
+    bins=st.integers(1, 12),
+    seed=st.integers(0, 2**32 - 1),
+    neighbouring=st.sampled_from(["add_remove", "swap"]),
+)
+def test_summary_invariants(values: list[float], epsilon: float, bins: int, seed: int,
+                            neighbouring: str) -> None:
+    """Whatever the noise: N >= 0, the mean inside the bounds, SD >= 0, the DP extremes and
+    quartiles ordered inside the bounds, histogram counts >= 0 whole numbers; pooled the same."""
+    bounds = (-100.0, 250.0)
+    d = dp_describe(values, epsilon=epsilon, bounds=bounds, bins=bins,
+                    neighbouring=neighbouring, rng=np.random.default_rng(seed))  # type: ignore[arg-type]
+    for s in (d.summary(), pool_descriptions([d, d]).summary()):
+        assert s.n >= 0
+        assert s.mean is None or bounds[0] <= s.mean <= bounds[1]
+        assert s.sd is None or s.sd >= 0
+        assert all(c >= 0 and c == round(c) for c in s.counts)
+        if s.median is not None:
+            assert bounds[0] <= s.q1 <= s.median <= s.q3 <= bounds[1]  # type: ignore[operator]
+        if s.minimum is not None:
+            assert s.minimum <= s.q1 and s.q3 <= s.maximum  # type: ignore[operator]
