@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,6 @@ async def login_page(request: Request) -> HTMLResponse:
 
 
 def _login(request: Request, error: str | None = None, status_code: int = 200) -> HTMLResponse:
-    import secrets
-
     token = secrets.token_urlsafe(32)
     response = page(request, "login.html", None, status_code=status_code, login_csrf=token,
                     error=error)
