@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from center_agent.core.config import Settings
 from center_agent.db import Store, secrets_table
+from center_agent.gate import kinds as gate_kinds
 from center_agent.gate.keys import RANDOMNESS_SECRET
 from shared.dp.pooled import (
     TreeHistogram,
@@ -33,12 +34,23 @@ pytestmark = pytest.mark.anyio
 DP = "/v1/datasets/cohort/dp"
 
 
+@pytest.fixture(autouse=True)
+def seeded_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DP noise from a seeded sequence of generators instead of the OS (the center draws a
+    fresh generator per release, ``center_agent.gate.kinds.fresh_rng``): with the fixed secret
+    below, every release here is the same on every run, so the checks of plausible values hold
+    or fail for good. (With OS noise a box at ε = 0.75 on 70 records falls outside them about
+    one run in twenty: at that ε the exponential mechanism often picks a point in the empty
+    stretch of the bounds.)"""
+    seeds = np.random.SeedSequence(20261201)
+    monkeypatch.setattr(gate_kinds, "fresh_rng",
+                        lambda: np.random.default_rng(seeds.spawn(1)[0]))
+
+
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """The conftest's settings over a ledger whose randomness secret is fixed: the releases'
-    draws are then the same on every run, so the checks of plausible values below hold or fail
-    for good (with a fresh secret each run, a box at ε = 0.75 on 70 records fell outside them
-    about one run in twenty)."""
+    """The conftest's settings over a ledger whose randomness secret is fixed (the keyed
+    randomness of the non-DP releases)."""
     store = Store(settings.ledger_url)
     try:
         with store.engine.begin() as conn:

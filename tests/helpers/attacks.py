@@ -33,4 +33,6 @@ def budget(client: httpx.Client, dataset: str) -> dict[str, float]:
     r = client.get(f"/v1/budget/{dataset}", headers=AUTH)
     assert r.status_code == 200, r.text
     body = r.json()
-    return dict(body.get("datasets", {}).get(dataset, body))
+    entry = body.get("datasets", {}).get(dataset, body)
+    # Only the ε accounts: the entry also carries per-variable release counts.
+    return {key: entry[key] for key in ("total_epsilon", "spent_epsilon", "remaining_epsilon")}
