@@ -208,6 +208,20 @@ def merge_bins(table: BinTable, keep: NDArray[np.bool_]) -> BinTable:
     return BinTable(limits=limits, counts=counts, k=table.k)
 
 
+def cap_bins(table: BinTable, max_bins: int) -> BinTable:
+    """``table`` with at most ``max_bins`` bins: every ``m``-th interior limit kept, with
+    ``m = ceil(B / max_bins)`` (so runs of ``m`` adjacent bins merged). A sum of counts that are
+    each 0 or >= K is 0 or >= K, so the result stays K-anonymous; post-processing, it releases
+    nothing the table does not."""
+    max_bins = check_int(max_bins, "max_bins", 1)
+    if table.n_bins <= max_bins:
+        return table
+    step = -(-table.n_bins // max_bins)
+    keep = np.zeros(table.n_bins - 1, dtype=bool)
+    keep[step - 1::step] = True
+    return merge_bins(table, keep)
+
+
 def coarsen_table(table: BinTable, k: int) -> BinTable:
     """``table`` with adjacent bins merged, left to right, until every count is 0 or >= ``k``
     (a tail below ``k`` joins the bin before it). For a study whose K is above the table's.

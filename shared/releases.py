@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared import protocol
-from shared.binning import BinTable, Extreme, bin_groups, close_table, coarsen_table
+from shared.binning import BinTable, Extreme, bin_groups, cap_bins, close_table, coarsen_table
 from shared.dp import (
     approx_quantiles,
     dp_boxplot,
@@ -52,8 +52,12 @@ def canonical_table(
 ) -> BinTable:
     """A center's one table of a variable: every declared level binned at once (each count 0 or
     >= K), privacy buffers at both ends. Every table the center releases of the variable is a
-    view of it (:func:`table_view`), so no two of its tables have different limits."""
-    return bin_groups(levels, k=k, rng=rng, lower="buffer", upper="buffer")
+    view of it (:func:`table_view`), so no two of its tables have different limits.
+
+    A table never holds more than :data:`~shared.protocol.MAX_LIMITS` bins (what a peer accepts
+    to refine): beyond that, adjacent bins are merged (:func:`~shared.binning.cap_bins`)."""
+    table = bin_groups(levels, k=k, rng=rng, lower="buffer", upper="buffer")
+    return cap_bins(table, protocol.MAX_LIMITS)
 
 
 def table_view(

@@ -45,6 +45,7 @@ from shared.dp import make_grid
 from shared.federation import Refinement, merge_runs, refined_limits
 from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
+    MAX_LIMITS,
     BinTableRelease,
     DescribeRelease,
     DescribeRequest,
@@ -416,7 +417,12 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
                                       split=split)
 
         limits = np.asarray(request.table.statement.limits, dtype=np.float64)
-        candidate = RefineCandidate(make(True), limits, levels, pooled, ctx.dataset.name,
+        first = make(True)
+        if refined_limits(limits, first).size > MAX_LIMITS + 1:
+            # Splits would make a table no peer accepts to refine; without them the limits are
+            # a subset of the table's, which has at most MAX_LIMITS bins.
+            first = make(False)
+        candidate = RefineCandidate(first, limits, levels, pooled, ctx.dataset.name,
                                     lambda: make(False))
         admitted = ctx.admit(request.variable, candidate)
         assert isinstance(admitted, RefineCandidate)

@@ -3,7 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.binning import KAnonymityError, bin_table, randomized_limits
+from shared.binning import KAnonymityError, bin_table, cap_bins, randomized_limits
+from shared.protocol import MAX_LIMITS
+from shared.releases import canonical_table
 from tests.helpers.kanon import bin_counts, is_k_anonymous
 
 
@@ -158,3 +160,23 @@ def test_same_seed_same_table():
     a = bin_table(x, k=10, rng=rng(9))
     b = bin_table(x, k=10, rng=rng(9))
     np.testing.assert_array_equal(a.limits, b.limits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(two_groups(), st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_capped_tables_stay_k_anonymous_views_of_the_table(case, max_bins, seed):
+    k, x, y = case
+    table = bin_table(x, y, k=k, rng=rng(seed))
+    capped = cap_bins(table, max_bins)
+    assert capped.n_bins <= max_bins
+    assert set(capped.limits.tolist()) <= set(table.limits.tolist())
+    check_table(capped, [x, y], k)
+
+
+def test_a_large_center_table_is_capped_at_what_a_peer_accepts():
+    # 3·10^5 records at K = 2 bin into more than MAX_LIMITS bins; the stored table is capped,
+    # so its statement and every refinement of it validate.
+    values = np.random.default_rng(1).normal(size=300_000)
+    table = canonical_table([values], 2, rng(2))
+    assert bin_table(values, k=2, rng=rng(2)).n_bins > MAX_LIMITS >= table.n_bins
+    check_table(table, [values], 2)
