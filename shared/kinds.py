@@ -68,3 +68,8 @@ KINDS: tuple[Kind[Any, Any], ...] = (
     DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE,
 )
 """Every release kind, in the order the center's routes list them."""
+
+BY_NAME: dict[str, Kind[Any, Any]] = {kind.name: kind for kind in KINDS}
+
+BATCH_PATH = "/datasets/{dataset}/releases"
+"""Several releases of one dataset in one call (``shared.protocol.BatchRequest``)."""

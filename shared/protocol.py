@@ -117,6 +117,48 @@ class ErrorBody(WireModel):
     detail: str
 
 
+MAX_BATCH = 64
+"""The most releases one batch request may carry (``POST /v1/datasets/{dataset}/releases``)."""
+
+
+class BatchItem(WireModel):
+    """One release in a batch: the kind's name (``shared.kinds``) and its request body."""
+
+    kind: str = Field(min_length=1, max_length=64)
+    request: dict[str, Any]
+
+
+class BatchRequest(WireModel):
+    """Several releases of one dataset in one call: a study's releases to one center in one
+    round. The center answers them in order, in one transaction, each exactly as its own call
+    would be answered (same checks, accounting, audit record and stored answer)."""
+
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchAnswer(WireModel):
+    """One item's answer: the HTTP status its own call would have had, with the release
+    (2xx) or the error body (4xx/5xx)."""
+
+    status: int = Field(ge=100, le=599)
+    release: dict[str, Any] | None = None
+    error: ErrorBody | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> BatchAnswer:
+        if (self.release is None) == (self.error is None):
+            raise ValueError("an answer carries either a release or an error")
+        if (self.release is not None) != (200 <= self.status < 300):
+            raise ValueError("a release comes with a 2xx status, an error with any other")
+        return self
+
+
+class BatchRelease(WireModel):
+    """The answers to a :class:`BatchRequest`, one per item, in its order."""
+
+    answers: list[BatchAnswer]
+
+
 class Health(WireModel):
     status: Literal["ok"] = "ok"
 

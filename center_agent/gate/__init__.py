@@ -26,13 +26,20 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
    Anything that fails rolls all of it back: nothing spent, nothing stored, nothing released.
 4. The answer to *this* wording is presented from the stored one (post-processing only).
 
-Refusals are audited in a transaction of their own. No route touches the data: the routes are
+Several requests on one dataset may come in one batch (:meth:`ReleaseGate.release_batch`, a
+study's releases to one center in one round): each passes the same steps, in order, in one
+transaction holding the lock, each in a savepoint of it, so a refused or failed item rolls back
+alone. A lone request is a batch of one.
+
+Refusals are audited (in the batch's transaction, or one of their own for a refusal decided in
+step 1). No route touches the data: the routes are
 made from :data:`gate.kinds.KINDS` and only call the gate.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +49,12 @@ from center_agent.core.errors import (
     DataChanged,
     KAnonymityRefusal,
     PrivacyRefusal,
+    ReleaseFailed,
     ServiceError,
     UnknownDataset,
     core_errors,
 )
-from center_agent.data import Datasets, Population, round_down
+from center_agent.data import Dataset, Datasets, Population, round_down
 from center_agent.db import Store, UnknownLedgerDataset
 from center_agent.gate.disclosure import Disclosure
 from center_agent.gate.epochs import Epochs
@@ -108,26 +116,43 @@ class ReleaseGate:
                 caller: str) -> WireModel:
         """The answer to ``request`` of ``kind`` on ``dataset_name`` (see the module docstring);
         ``caller`` is the token's fingerprint."""
-        if kind not in KINDS:
-            raise TypeError(f"{kind!r} is not a release kind declared to the gate")
+        answer = self.release_batch(dataset_name, [(kind, request)], caller)[0]
+        if isinstance(answer, ServiceError):
+            raise answer
+        return answer
+
+    def release_batch(self, dataset_name: str,
+                      items: Sequence[tuple[ReleaseKind[Any, Any], WireModel]],
+                      caller: str) -> list[WireModel | ServiceError]:
+        """The answers to several requests on one dataset, in order, each what its own
+        :meth:`release` would answer (an error in place of a refused or failed one).
+
+        Each item passes the same steps; the dataset's lock and transaction are taken once, and
+        each item runs in a savepoint of it, so one item's refusal or failure rolls back only
+        that item. Nothing is presented before the transaction commits."""
+        for kind, _request in items:
+            if kind not in KINDS:
+                raise TypeError(f"{kind!r} is not a release kind declared to the gate")
         dataset = self.datasets[dataset_name]
-        # What the audit record shows of the question: the request as validated (parameters,
-        # never data).
-        asked = trail.question_text(request.to_payload())
-        try:
-            kind.check(self, dataset, request)
-            question = kind.question(self, dataset, request)
+        answers: list[WireModel | ServiceError | None] = [None] * len(items)
+        asked = [trail.question_text(request.to_payload()) for _kind, request in items]
+        questions: dict[int, Any] = {}
+        for index, (kind, request) in enumerate(items):
+            # Step 1, from the request and public settings only: a refusal here reads no data.
+            try:
+                kind.check(self, dataset, request)
+                questions[index] = kind.question(self, dataset, request)
+            except ServiceError as exc:
+                answers[index] = self._refused(dataset.name, kind, caller, asked[index], exc)
+        if questions:
             population = dataset.population()
-            stored, outcome = self._transaction(kind, dataset.name, request, question,
-                                                population, caller, asked)
-        except PrivacyRefusal as refusal:
-            log.info("%s release of %r refused: %s", kind.name, dataset.name, refusal.error)
-            self._audit_refusal(dataset.name, kind.name, caller, asked, refusal)
-            raise
-        # After the commit, and never a value: what was asked, and how it went.
-        log.info("%s release of %r (variable %r): %s, epsilon %g", kind.name, dataset.name,
-                 question.variable, outcome, question.epsilon)
-        return kind.present(self, dataset, stored, request)
+            stored = self._transaction(dataset.name, items, questions, population, caller,
+                                       asked, answers)
+            for index, value in stored.items():
+                kind, request = items[index]
+                answers[index] = self._present(kind, dataset, value, request)
+        assert all(answer is not None for answer in answers)
+        return [answer for answer in answers if answer is not None]
 
     def describe(self, dataset_name: str) -> DatasetState:
         """The dataset's sizes as ``/v1/info`` shows them: those of its epoch, rounded down to
@@ -166,50 +191,105 @@ class ReleaseGate:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _transaction(self, kind: ReleaseKind[Any, Any], dataset: str, request: WireModel,
-                     question: Any, population: Population, caller: str,
-                     asked: str) -> tuple[Any, str]:
-        """The stored answer and the outcome (``released``, or ``cached``: asked before)."""
+    def _transaction(self, dataset: str,
+                     items: Sequence[tuple[ReleaseKind[Any, Any], WireModel]],
+                     questions: dict[int, Any], population: Population, caller: str,
+                     asked: list[str],
+                     answers: list[WireModel | ServiceError | None]) -> dict[int, Any]:
+        """Steps 3a-f for each item with a question, in one transaction holding the dataset's
+        lock: the stored answers by item; a refused or failed item's error goes into
+        ``answers`` (its savepoint rolled back, its refusal audited in the transaction)."""
         ds = self.datasets[dataset]
+        stored: dict[int, Any] = {}
         try:
-            with self.store.locked(dataset) as (conn, total, spent):
-                epoch = self.epochs.admit(conn, dataset, population)
-                key = request_key(dataset, question.variable, kind.name,
-                                  {"meaning": question.meaning, "epoch": epoch.number},
-                                  question.epsilon)
-                # Public sizes first, cached or not: one stored answer may serve many wordings
-                # (a table's K), and each is refused or not on its own.
-                kind.require(self, ds, population, request)
-                stored = self.ledger.cached(conn, dataset, key)
-                outcome = "cached"
-                units = 0
-                if stored is None:
-                    units = self.ledger.debit(conn, dataset, question.epsilon, total, spent)
-                    kind.count_calls(self, conn, ds, caller)
-                    ctx = Context(self, conn, ds, population, epoch.number, key)
-                    with core_errors():
-                        payload = kind.compute(ctx, request)
-                    stored = self.ledger.keep(conn, dataset, key, units, payload)
-                    outcome = "released"
-                trail.record(conn, dataset=dataset, kind=kind.name, caller=caller,
-                             outcome=outcome, epsilon_units=units, question=asked,
-                             request_key=key, epoch=epoch.number,
-                             data_fingerprint=epoch.fingerprint)
-                return stored, outcome
+            with self.store.locked(dataset) as (conn, _total, _spent):
+                for index, question in questions.items():
+                    kind, request = items[index]
+                    try:
+                        with conn.begin_nested():
+                            stored[index] = self._one(conn, kind, ds, request, question,
+                                                      population, caller, asked[index])
+                    except ServiceError as exc:
+                        answers[index] = self._refused(dataset, kind, caller, asked[index], exc,
+                                                       conn)
+                    except Exception:
+                        # A fault of this item only: its savepoint is rolled back, the others
+                        # stand (a lone request would answer the same bare 500).
+                        log.exception("%s release of %r raised", kind.name, dataset)
+                        answers[index] = ReleaseFailed(
+                            f"the center could not compute this {kind.name} release")
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
+        return stored
 
-    def _audit_refusal(self, dataset: str, kind: str, caller: str, asked: str,
-                       refusal: ServiceError) -> None:
-        # Nothing was spent (the transaction rolled back): ε 0, so a dataset's records add up
-        # to its spent budget; the ε asked is in the question.
+    def _one(self, conn: Any, kind: ReleaseKind[Any, Any], ds: Dataset, request: WireModel,
+             question: Any, population: Population, caller: str, asked: str) -> Any:
+        """One item's steps 3a-f (module docstring), inside the batch's transaction: its
+        stored answer."""
+        # The dataset's lock is held: this joins the batch's transaction and reads the budget
+        # as the earlier items left it.
+        with self.store.locked(ds.name) as (conn, total, spent):
+            epoch = self.epochs.admit(conn, ds.name, population)
+            key = request_key(ds.name, question.variable, kind.name,
+                              {"meaning": question.meaning, "epoch": epoch.number},
+                              question.epsilon)
+            # Public sizes first, cached or not: one stored answer may serve many wordings
+            # (a table's K), and each is refused or not on its own.
+            kind.require(self, ds, population, request)
+            stored = self.ledger.cached(conn, ds.name, key)
+            outcome = "cached"
+            units = 0
+            if stored is None:
+                units = self.ledger.debit(conn, ds.name, question.epsilon, total, spent)
+                kind.count_calls(self, conn, ds, caller)
+                ctx = Context(self, conn, ds, population, epoch.number, key)
+                with core_errors():
+                    payload = kind.compute(ctx, request)
+                stored = self.ledger.keep(conn, ds.name, key, units, payload)
+                outcome = "released"
+            trail.record(conn, dataset=ds.name, kind=kind.name, caller=caller,
+                         outcome=outcome, epsilon_units=units, question=asked,
+                         request_key=key, epoch=epoch.number,
+                         data_fingerprint=epoch.fingerprint)
+        # Only what was asked, and how it went (never a value); it is released once the
+        # transaction commits.
+        log.info("%s release of %r (variable %r): %s, epsilon %g", kind.name, ds.name,
+                 question.variable, outcome, question.epsilon)
+        return stored
+
+    def _present(self, kind: ReleaseKind[Any, Any], dataset: Dataset, stored: Any,
+                 request: WireModel) -> WireModel | ServiceError:
         try:
-            with self.store.engine.begin() as conn:
-                trail.record(conn, dataset=dataset, kind=kind, caller=caller,
-                             outcome=f"refused:{refusal.error}", epsilon_units=0,
-                             question=asked)
-        except Exception:  # the refusal stands whether or not its record could be written
-            log.exception("could not record a refusal in the audit log")
+            return kind.present(self, dataset, stored, request)
+        except ServiceError as exc:
+            return exc
+        except Exception:
+            log.exception("%s release of %r could not be presented", kind.name, dataset.name)
+            return ReleaseFailed(f"the center could not present this {kind.name} release")
+
+    def _refused(self, dataset: str, kind: ReleaseKind[Any, Any], caller: str, asked: str,
+                 exc: ServiceError, conn: Any = None) -> ServiceError:
+        """``exc`` as an item's answer; a privacy refusal is logged and audited (ε 0: nothing
+        was spent, so a dataset's records add up to its spent budget; the ε asked is in the
+        question), in the batch's transaction when one is open."""
+        if isinstance(exc, PrivacyRefusal):
+            log.info("%s release of %r refused: %s", kind.name, dataset, exc.error)
+            try:
+                if conn is not None:
+                    with conn.begin_nested():
+                        self._record_refusal(conn, dataset, kind.name, caller, asked, exc)
+                else:
+                    with self.store.engine.begin() as own:
+                        self._record_refusal(own, dataset, kind.name, caller, asked, exc)
+            except Exception:  # the refusal stands whether or not its record could be written
+                log.exception("could not record a refusal in the audit log")
+        return exc
+
+    @staticmethod
+    def _record_refusal(conn: Any, dataset: str, kind: str, caller: str, asked: str,
+                        refusal: ServiceError) -> None:
+        trail.record(conn, dataset=dataset, kind=kind, caller=caller,
+                     outcome=f"refused:{refusal.error}", epsilon_units=0, question=asked)
 
     def exact_release_use(self, dataset_name: str) -> dict[str, tuple[int, int]]:
         """Per variable of the dataset: its exact releases remembered and their limits (what

@@ -6,6 +6,7 @@ release unpaid."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from tests.helpers.processes import running_center
 pytestmark = pytest.mark.process
 
 TOTAL = 3.0
-DATASETS = {"repeat": TOTAL, "vary": TOTAL, "race": TOTAL, "same": TOTAL, "mixed": TOTAL}
+DATASETS = {"repeat": TOTAL, "vary": TOTAL, "race": TOTAL, "same": TOTAL, "mixed": TOTAL,
+            "batched": TOTAL}
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,53 @@ def test_150_concurrent_distinct_requests_never_overspend(
     assert all(r.json()["error"] == "budget_exceeded" for r in answers if r.status_code == 403)
     assert codes.count(200) == 60
     spent = budget(client, "race")["spent_epsilon"]
+    assert spent == pytest.approx(60 * 0.05) and spent <= TOTAL + 1e-9
+
+
+def test_concurrent_batches_and_single_calls_never_overspend(
+    center: Center, client: httpx.Client
+) -> None:
+    """Attack: the batch route (``/v1/datasets/{dataset}/releases``) and the single route at
+    once: 8 concurrent batches of 15 DP quantile requests of ε = 0.05, the first 30 distinct
+    requests asked by two batches each and also one by one, 90 distinct in all (4.5 against 3.0).
+    Exactly 60 distinct ones may be answered; every copy of one request gets the same answer
+    whichever route asked; the ledger's spend equals the answered requests' ε."""
+    distinct = [quantiles(0.05, 200.0 + i) for i in range(90)]
+    batches = [distinct[(i * 15) % 90:(i * 15) % 90 + 15] for i in range(8)]
+
+    async def go() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=center.url, headers=AUTH, timeout=120,
+                                     limits=limits) as c:
+            batched = [c.post("/v1/datasets/batched/releases", json={"items": [
+                {"kind": "dp_quantiles", "request": body} for body in items]})
+                for items in batches]
+            single = [c.post("/v1/datasets/batched/dp/quantiles", json=body)
+                      for body in distinct[:30]]
+            answers = await asyncio.gather(*batched, *single)
+            return list(answers[:len(batched)]), list(answers[len(batched):])
+
+    batched, single = asyncio.run(go())
+    assert {r.status_code for r in batched} == {200}, [r.text for r in batched]
+    answers: dict[float, set[str]] = {}
+    for items, r in zip(batches, batched, strict=True):
+        for body, item in zip(items, r.json()["answers"], strict=True):
+            assert item["status"] in (200, 403), item
+            if item["status"] == 403:
+                assert item["error"]["error"] == "budget_exceeded"
+            answers.setdefault(body["bounds"][1], set()).add(json.dumps(item, sort_keys=True))
+    for body, r in zip(distinct[:30], single, strict=True):
+        assert r.status_code in (200, 403), r.text
+        as_item = ({"status": 200, "release": r.json(), "error": None} if r.status_code == 200
+                   else {"status": 403, "release": None, "error": r.json()})
+        answers[body["bounds"][1]].add(json.dumps(as_item, sort_keys=True))
+    released = [upper for upper, seen in answers.items()
+                if any('"status": 200' in copy for copy in seen)]
+    # A request answered once is answered the same everywhere, never refused (refusals of one
+    # request may differ in the remaining ε they state).
+    assert all(len(answers[upper]) == 1 for upper in released)
+    assert len(released) == 60
+    spent = budget(client, "batched")["spent_epsilon"]
     assert spent == pytest.approx(60 * 0.05) and spent <= TOTAL + 1e-9
 
 

@@ -1,15 +1,19 @@
 """Every release route, made from the gate's declared kinds (``center_agent.gate.kinds``).
 
 One route per kind, ``POST /v1/<kind.path>``, typed by the kind's request and release models (so
-the OpenAPI schema documents each), doing nothing but hand the request to the gate.
+the OpenAPI schema documents each), doing nothing but hand the request to the gate; and one for
+several releases of a dataset in one call (``POST /v1/datasets/{dataset}/releases``).
 """
 
 from typing import Any
 
 from fastapi import APIRouter
 
+from center_agent.api.batch import batch_answer, batch_items
 from center_agent.api.deps import Authenticated, GateDep
 from center_agent.gate.kinds import KINDS, ReleaseKind
+from shared.kinds import BATCH_PATH
+from shared.protocol import BatchRelease, BatchRequest
 
 router = APIRouter()
 
@@ -32,3 +36,20 @@ def _route(kind: ReleaseKind[Any, Any]) -> None:
 
 for _kind in KINDS:
     _route(_kind)
+
+
+_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+@router.post(BATCH_PATH, response_model=BatchRelease, tags=["releases"],
+             summary="several releases of one dataset in one call")
+def releases(dataset: str, body: BatchRequest, gate: GateDep,
+             caller: Authenticated) -> BatchRelease:
+    """A study's releases to this center in one round: each item is answered as its own
+    ``POST`` would be (same checks, ε accounting, audit record and stored answer), in order, in
+    one transaction of the dataset; an item's refusal or failure is its answer's error and
+    leaves the others as they are."""
+    parsed, answers = batch_items(body, _BY_NAME)
+    done = iter(gate.release_batch(dataset, parsed, caller.token_id)) if parsed else iter(())
+    return BatchRelease(answers=[answer if answer is not None else batch_answer(next(done))
+                                 for answer in answers])
