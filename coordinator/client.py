@@ -32,6 +32,7 @@ log line or provenance record holds it. Proxies from the environment are ignored
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -40,13 +41,22 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from coordinator.batching import Call, ReleaseBatcher
 from coordinator.core.config import CenterConfig, RetryPolicy, Settings
 from coordinator.core.errors import CenterFailure, FailureKind
 from fedstats_service import context, tls
 from fedstats_service.errors import dotted
 from fedstats_service.serving import CLIENT_KEEPALIVE_S
-from shared.kinds import Kind, Rel, Req
-from shared.protocol import Budget, CenterInfo, ErrorBody, Health
+from shared.kinds import BATCH_PATH, Kind, Rel, Req
+from shared.protocol import (
+    BatchItem,
+    BatchRelease,
+    BatchRequest,
+    Budget,
+    CenterInfo,
+    ErrorBody,
+    Health,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,8 @@ M = TypeVar("M", bound=BaseModel)
 REFUSAL_STATUSES = frozenset({403, 409})
 #: Statuses worth another try of an idempotent call (a proxy or a restarting center).
 RETRY_STATUSES = frozenset({502, 503, 504})
+#: The codes of a center without the batch route (404 for the path, 405 for the method).
+NO_ROUTE = frozenset({"not_found", "method_not_allowed"})
 #: How long the TLS diagnosis may take to connect when the client has no connect timeout.
 DEFAULT_CONNECT_S = 5.0
 
@@ -82,8 +94,13 @@ class HttpCenter:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         client_cert: tuple[Path, Path] | None = None,
+        batching: bool = True,
     ) -> None:
         self._id = center_id
+        # Concurrent releases of a study go to the center in batches (coordinator.batching);
+        # off after a center answered that it has no batch route (an older center).
+        self.batching = batching
+        self._batcher = ReleaseBatcher(self._release_one, self._release_many)
         self.base_url = config.base_url
         self.retry = retry
         self.max_response_bytes = max_response_bytes
@@ -131,23 +148,68 @@ class HttpCenter:
         return await self._call("GET", "/budget", Budget)
 
     async def release(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
+        if not self.batching:
+            return await self._release_one(kind, dataset, request)
+        answer = await self._batcher.release(kind, dataset, request)
+        assert isinstance(answer, kind.release)
+        return answer
+
+    async def _release_one(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
         return await self._call("POST", kind.url(dataset), kind.release, request)
+
+    async def _release_many(self, dataset: str, calls: list[Call]) -> None:
+        """Answers ``calls`` (each set on its future) from one batch request."""
+        body = BatchRequest(items=[BatchItem(kind=call.kind.name, request=call.request.to_payload())
+                                   for call in calls])
+        try:
+            batch = await self._call("POST", BATCH_PATH.format(dataset=dataset), BatchRelease,
+                                     body, limit=self.max_response_bytes * len(calls))
+        except CenterFailure as failure:
+            if not (failure.kind == "error" and failure.center_error in NO_ROUTE):
+                raise
+            log.info("center %s has no batch route; its releases go one by one", self._id)
+            self.batching = False
+            results = await asyncio.gather(
+                *(self._release_one(call.kind, dataset, call.request) for call in calls),
+                return_exceptions=True)
+            for call, result in zip(calls, results, strict=True):
+                if isinstance(result, BaseException):
+                    call.answer.set_exception(result)
+                else:
+                    call.answer.set_result(result)
+            return
+        if len(batch.answers) != len(calls):
+            raise self._failure("malformed", f"POST /v1{BATCH_PATH.format(dataset=dataset)}: "
+                                f"{len(batch.answers)} answers to {len(calls)} releases")
+        for call, item in zip(calls, batch.answers, strict=True):
+            what = f"POST /v1{call.kind.url(dataset)}"
+            payload = item.release if item.release is not None else (
+                item.error.model_dump() if item.error is not None else None)
+            try:
+                call.answer.set_result(
+                    self._parse(what, item.status, json.dumps(payload).encode(), call.kind.release))
+            except CenterFailure as failure:
+                log.warning("center call failed: %s", failure.detail)
+                call.answer.set_exception(failure)
 
     # -- transport ----------------------------------------------------------------------------
 
     async def _call(
-        self, method: str, path: str, model: type[M], body: BaseModel | None = None
+        self, method: str, path: str, model: type[M], body: BaseModel | None = None,
+        *, limit: int | None = None,
     ) -> M:
         """The validated answer; a failure that ends the call (after its retries) is logged
-        here, once, at WARNING (a retry is logged at INFO as it is decided)."""
+        here, once, at WARNING (a retry is logged at INFO as it is decided). ``limit`` is the
+        longest answer read (``max_response_bytes`` unless given)."""
         try:
-            return await self._attempts(method, path, model, body)
+            return await self._attempts(method, path, model, body,
+                                        limit or self.max_response_bytes)
         except CenterFailure as failure:
             log.warning("center call failed: %s", failure.detail)
             raise
 
     async def _attempts(
-        self, method: str, path: str, model: type[M], body: BaseModel | None
+        self, method: str, path: str, model: type[M], body: BaseModel | None, limit: int
     ) -> M:
         idempotent = method == "GET"
         what = f"{method} /v1{path}"
@@ -157,10 +219,10 @@ class HttpCenter:
         for attempt in range(1, attempts + 1):
             retryable = idempotent
             try:
-                status, payload = await self._send(method, path, content, headers)
+                status, payload = await self._send(method, path, content, headers, limit)
             except _TooLarge:
                 raise self._failure(
-                    "malformed", f"{what}: the answer exceeds {self.max_response_bytes} bytes"
+                    "malformed", f"{what}: the answer exceeds {limit} bytes"
                 ) from None
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 # The request never left: safe to repeat, even a POST.
@@ -187,12 +249,12 @@ class HttpCenter:
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
     async def _send(
-        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
+        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None,
+        limit: int,
     ) -> tuple[int, bytes]:
-        """Status and body, never reading more than ``max_response_bytes`` of it. The request
+        """Status and body, never reading more than ``limit`` bytes of it. The request
         carries the call context's ids (``fedstats_service.context``: request, study, analyst),
         so that the center's log lines and audit records name what it served."""
-        limit = self.max_response_bytes
         headers = {**context.current().headers(), **(headers or {})}
         async with self._client.stream(method, path, content=content, headers=headers) as answer:
             declared = answer.headers.get("content-length", "")
@@ -257,7 +319,7 @@ def build_centers(
         center_id: HttpCenter(
             center_id, config, timeout=timeout, retry=settings.retry,
             max_response_bytes=settings.max_response_bytes, transport=transports.get(center_id),
-            client_cert=settings.client_cert,
+            client_cert=settings.client_cert, batching=settings.batch_releases,
         )
         for center_id, config in settings.centers.items()
     }

@@ -44,14 +44,19 @@ def release_key(call: str, dataset: str, request: BaseModel | None) -> tuple[str
 
 class RecordedCenter:
     """Wraps ``port`` for one study of ``store``, owned by ``analyst_id`` (whose quota its
-    releases spend; None: no quota applies)."""
+    releases spend; None: no quota applies).
+
+    ``declared`` is the center's info as it answered moments before, at the study's submission
+    (its names were checked against it): the study's first :meth:`info` records and returns it
+    instead of asking the center again."""
 
     def __init__(self, port: CenterPort, store: Store, study_id: str,
-                 analyst_id: str | None = None) -> None:
+                 analyst_id: str | None = None, *, declared: CenterInfo | None = None) -> None:
         self.port = port
         self.store = store
         self.study_id = study_id
         self.analyst_id = analyst_id
+        self.declared = declared
 
     @property
     def center_id(self) -> str:
@@ -64,7 +69,12 @@ class RecordedCenter:
         return await self.port.budget()
 
     async def info(self) -> CenterInfo:
-        return await self._recorded("info", "", None, CenterInfo, self.port.info)
+        declared = self.declared
+
+        async def ask() -> CenterInfo:
+            return declared if declared is not None else await self.port.info()
+
+        return await self._recorded("info", "", None, CenterInfo, ask)
 
     async def release(self, kind: Kind[Req, Rel], dataset: str, request: Req) -> Rel:
         return await self._recorded(kind.name, dataset, request, kind.release,

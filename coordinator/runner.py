@@ -61,6 +61,7 @@ from coordinator.tables import TableMemory
 from coordinator.webhooks import Notifier
 from fedstats_service.context import CallContext, current, set_current
 from fedstats_service.errors import error_body
+from shared.protocol import CenterInfo
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,16 @@ class StudyRunner:
             )
         self.notifier.check(spec.webhook_url)
 
-    async def check_names(self, spec: StudySpec) -> None:
+    async def check_names(self, spec: StudySpec) -> dict[str, CenterInfo]:
         """Refuse (422 ``unknown_name``) a spec naming a dataset, variable or group level the
-        selected centers do not declare, from their info alone (``coordinator.catalog``)."""
+        selected centers do not declare, from their info alone (``coordinator.catalog``).
+
+        Returns the info of each selected center that answered: the study's survey takes it
+        instead of asking again (one round trip fewer per center)."""
         selected = spec.centers or list(self.centers)
         declared = await self.registry.declarations(wait_s=NAMES_WAIT_S, budgets=False)
         check_names(spec, declared, selected, min_centers=self.min_centers)
+        return {d.center: d.info for d in declared if d.center in selected and d.info is not None}
 
     async def plan(self, spec: StudySpec, analyst_id: str | None = None) -> StudyPlan:
         """What ``spec`` would spend and what would be refused (``coordinator.plan``): nothing
@@ -189,7 +194,7 @@ class StudyRunner:
         when it names what the selected centers do not declare (:meth:`check_names`)."""
         self.check(spec)
         self._room()
-        await self.check_names(spec)
+        declared = await self.check_names(spec)
         study_id = uuid.uuid4().hex
         record = await asyncio.to_thread(
             lambda: self.store.create_study(study_id, spec.model_dump_json(),
@@ -198,7 +203,7 @@ class StudyRunner:
         )
         if record.id != study_id:  # the key's study, made by a request a moment before
             return self._same_spec(record, spec)
-        self._start(study_id, spec)
+        self._start(study_id, spec, declared=declared)
         return record
 
     async def replay(self, spec: StudySpec, *, analyst_id: str | None,
@@ -267,8 +272,10 @@ class StudyRunner:
         assert updated is not None
         return updated
 
-    def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None) -> None:
-        task = asyncio.create_task(self._run(study_id, spec, previous), name=f"study-{study_id}")
+    def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None, *,
+               declared: Mapping[str, CenterInfo] | None = None) -> None:
+        task = asyncio.create_task(self._run(study_id, spec, previous, declared or {}),
+                                   name=f"study-{study_id}")
         self._tasks[study_id] = task
         task.add_done_callback(self._finished)
 
@@ -281,8 +288,10 @@ class StudyRunner:
             # the study stays pending/running and becomes failed_resumable at the next start.
             log.error("study %s could not be recorded", study_id, exc_info=task.exception())
 
-    async def _run(self, study_id: str, spec: StudySpec,
-                   previous: StudyResult | None = None) -> None:
+    async def _run(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None,
+                   declared: Mapping[str, CenterInfo] | None = None) -> None:
+        """Runs the study and records how it ended; ``declared``: the centers' info asked at
+        submission a moment before, which the survey takes as each center's answer."""
         store = self.store
         # The owner goes with every center call (the client's headers) and pays its quota.
         record = await asyncio.to_thread(store.get_study, study_id)
@@ -298,7 +307,9 @@ class StudyRunner:
             return
         log.info("study %s running", study_id)
         selected = spec.centers or list(self.centers)
-        ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner)
+        declared = declared or {}
+        ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner,
+                                declared=declared.get(c))
                  for c in selected]
         try:
             result = await run_study(spec, ports, min_centers=self.min_centers,

@@ -159,6 +159,9 @@ class Settings(ServiceSettings):
     max_response_bytes: int = Field(
         default=50_000_000, ge=1024, description="longest answer read from a center"
     )
+    batch_releases: bool = Field(
+        default=True, description="send a study's concurrent releases to a center in one request "
+        "(POST /v1/datasets/{dataset}/releases); a center without that route is asked one by one")
     port: Port = 8800
     tls_client_certfile: FilePath | None = Field(
         default=None, description="mutual TLS: the PEM certificate (chain) the coordinator "

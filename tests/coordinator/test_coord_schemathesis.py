@@ -28,7 +28,8 @@ aim = aim_study("crp", ["ctl", "trt"], ["alpha", "beta"])
 
 
 class NotStarting(StudyRunner):
-    def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None) -> None:
+    def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None,
+               **_: Any) -> None:
         pass
 
 

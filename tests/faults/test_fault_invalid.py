@@ -32,6 +32,7 @@ from center_agent.main import create_app as center_app
 from coordinator.main import create_app as coordinator_app
 from coordinator.services import Services
 from shared.federation import refined_limits
+from shared.kinds import BATCH_PATH, BY_NAME
 from shared.protocol import LimitsStatement, RefinementRelease, RefinementRequest
 from tests.helpers.attacks import small_counts
 from tests.helpers.center import K, center_config
@@ -205,7 +206,7 @@ def center_apps(tmp_path: Path) -> tuple[dict[str, Any], dict[str, CenterKeys]]:
     return apps, keys
 
 
-def resigned(keys: CenterKeys, request: httpx.Request, path: str, body: Any) -> Any:
+def resigned(keys: CenterKeys, request: bytes, path: str, body: Any) -> Any:
     """A rewritten table or refinement whose signed statement states the limits the rewritten
     numbers give (signed with the center's own key): the coordinator must catch the lie on its
     merits, not because the statement no longer matches. Releases whose limits cannot be stated
@@ -215,7 +216,7 @@ def resigned(keys: CenterKeys, request: httpx.Request, path: str, body: Any) -> 
     statement = body["signed"]["statement"]
     try:
         if path.endswith("/refine"):
-            parent = RefinementRequest.model_validate_json(request.content).table.statement
+            parent = RefinementRequest.model_validate_json(request).table.statement
             release = RefinementRelease.model_validate({**body, "signed": None})
             limits = refined_limits(parent.limits, release.to_result()).tolist()
         else:
@@ -230,12 +231,25 @@ def tampering(app: Any, path: str | None, change: Change | None,
               keys: CenterKeys) -> httpx.MockTransport:
     real = httpx.ASGITransport(app=app, raise_app_exceptions=False)
 
+    def lie(asked: bytes, answer: Any) -> Any:
+        assert change is not None and path is not None
+        return resigned(keys, asked, path, change(answer))
+
     async def handle(request: httpx.Request) -> httpx.Response:
         response = await real.handle_async_request(request)
         body = await response.aread()
-        if path and change and response.status_code == 200 and request.url.path.endswith(path):
-            lie = resigned(keys, request, path, change(json.loads(body)))
-            body = json.dumps(lie).encode()  # NaN as the literal NaN
+        if path and change and response.status_code == 200:
+            if request.url.path.endswith(path):
+                body = json.dumps(lie(request.content, json.loads(body))).encode()  # NaN: NaN
+            elif request.url.path.endswith(BATCH_PATH.rsplit("}", 1)[1]):
+                # A batch of releases (coordinator.batching): the items of the kind rewritten.
+                items = json.loads(request.content)["items"]
+                batch = json.loads(body)
+                for item, answer in zip(items, batch["answers"], strict=True):
+                    if BY_NAME[item["kind"]].path.endswith(path) and answer["status"] == 200:
+                        answer["release"] = lie(json.dumps(item["request"]).encode(),
+                                                answer["release"])
+                body = json.dumps(batch).encode()
         return httpx.Response(response.status_code, content=body,
                               headers={"Content-Type": "application/json"})
 
