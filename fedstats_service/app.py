@@ -41,6 +41,7 @@ def create_service_app(
     authenticate: Authenticator | None = None,
     trust_context_ids: bool = False,
     public_prefixes: tuple[str, ...] = (),
+    on_start: Callable[[FastAPI], Awaitable[None]] | None = None,
 ) -> FastAPI:
     """An app serving ``router``, with ``services`` in ``app.state.services`` (what the
     service's dependencies read) and ``close`` awaited at shutdown. ``authenticate`` decides
@@ -49,11 +50,14 @@ def create_service_app(
     ids from the request's headers (``fedstats_service.middleware.CallContextMiddleware``).
 
     ``/docs`` and ``/openapi.json`` are public in dev mode only; otherwise they need a token,
-    as every endpoint but health does.
+    as every endpoint but health does. ``on_start`` is awaited as the server starts, before it
+    accepts a request (a center warms its routes: ``center_agent.warmup``).
     """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if on_start is not None:
+            await on_start(app)
         yield
         await close()
 
