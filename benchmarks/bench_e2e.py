@@ -55,6 +55,8 @@ import pyarrow.parquet as pq
 from center_agent.core.config import DatasetConfig
 from center_agent.data import Dataset, Population
 from center_agent.gate.keys import write_key_pair
+from coordinator.admin import opened
+from coordinator.core.config import load_settings as load_coordinator_settings
 from coordinator.local import in_process_federation
 from coordinator.models import StudySpec
 from coordinator.study import run_study
@@ -154,7 +156,18 @@ def serve(module: str, config: Path) -> list[str]:
     return [sys.executable, "-m", module, "--config", str(config)]
 
 
-def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]:
+def posts_since(logs: dict[str, Path], offsets: dict[str, int]) -> int:
+    """The POST requests the centers logged (``uvicorn.access``) after ``offsets``."""
+    total = 0
+    for cid, path in logs.items():
+        with path.open("rb") as f:
+            f.seek(offsets[cid])
+            total += sum(1 for line in f if b'"POST /v1/' in line)
+    return total
+
+
+def run_plan(m: int, n: int, seed: int, *, warm: bool = False,
+             batch: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
         work = Path(tmp)
         files = {}
@@ -182,10 +195,14 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
             coord_config = write_toml(
                 work / "coordinator.toml",
                 {"analyst_tokens": [analyst], "min_centers": 2, "port": coord_port,
-                 "read_timeout_s": 600.0,
+                 "read_timeout_s": 600.0, "batch_releases": batch,
                  "store_url": f"sqlite:///{work / 'coordinator.sqlite'}"},
                 {f"centers.{cid}": {"url": f"http://127.0.0.1:{ports[cid]}",
                                     "token": tokens[cid]} for cid in files})
+            # An admin account: the provenance then shows every request in full (an analyst's
+            # omits the tables a refinement is asked about), which the baselines replay.
+            with opened(load_coordinator_settings(coord_config)) as accounts:
+                analyst = accounts.add("bench", "admin").token
             coordinator = group.start("coordinator", serve("coordinator", coord_config),
                                       url=f"http://127.0.0.1:{coord_port}",
                                       log=work / "coordinator.log", env=env)
@@ -204,6 +221,8 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                         raise SystemExit(f"warm-up study {view['status']}: {view.get('error')}")
                 pids = {c.name: c.proc.pid for c in group.children if c is not coordinator}
                 coord_pid = coordinator.proc.pid
+                logs = {cid: work / f"{cid}.log" for cid in files}
+                offsets = {cid: path.stat().st_size for cid, path in logs.items()}
                 cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
                 coord_before = cpu_seconds(coord_pid)
                 start = time.perf_counter()
@@ -211,6 +230,8 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
                 e2e = time.perf_counter() - start
                 center_cpu = {cid: cpu_seconds(pid) - cpu_before[cid] for cid, pid in pids.items()}
                 coord_cpu = cpu_seconds(coord_pid) - coord_before
+                time.sleep(0.2)  # the access log lines of the last answers
+                posts = posts_since(logs, offsets)
                 view = client.get(url).json()  # with the provenance
                 if view["status"] != "succeeded":
                     trace = (work / "coordinator.log").read_text()[-4000:]
@@ -227,7 +248,12 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False) -> dict[str, Any]
         # What this machine can do at best with every process's CPU time as measured: the
         # busiest center alone, or all the work spread over the cores.
         floor = max(max(center_cpu.values()), (sum(center_cpu.values()) + coord_cpu) / cores)
-        return {"centers": m, "n_per_center": n, "warm": warm, "e2e_s": e2e,
+        # Every CPU second of the study that is not the centers' core computation: HTTP,
+        # validation, ledgers, disclosure control, audit, the coordinator's protocols and store.
+        overhead = sum(center_cpu.values()) + coord_cpu - sum(local.values())
+        return {"centers": m, "n_per_center": n, "warm": warm, "batch": batch, "e2e_s": e2e,
+                "local_sum_s": sum(local.values()), "overhead_cpu_s": overhead,
+                "posts": posts,
                 "slowest_center_s": slowest,
                 "ratio_slowest": e2e / slowest, "in_process_study_s": in_process,
                 "ratio_in_process": e2e / in_process, "bytes": exchanged,
@@ -362,21 +388,26 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true",
                         help="also time each plan on warm centers: processes that served one "
                              "study on another variable first (data path and code warmed up)")
+    parser.add_argument("--no-batch", dest="batch", action="store_false",
+                        help="the coordinator asks for each release in its own request "
+                             "(batch_releases = false), to compare")
     args = parser.parse_args()
     plans = args.plan or [(10, 1_000_000), (20, 500_000), (50, 200_000)]
     print(f"{'centers':>7} {'n/center':>9} {'warm':>4} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
           f"{'in-proc':>8} {'ratio':>6} {'cpu max':>8} {'cpu sum':>8} {'coord':>6} "
-          f"{'floor':>6} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7}")
+          f"{'floor':>6} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7} "
+          f"{'posts':>6} {'local':>6} {'ovh cpu':>7}")
     runs = [(m, n, warm) for m, n in plans for warm in ((False, True) if args.warm else (False,))]
     for m, n, warm in runs:
-        r = run_plan(m, n, args.seed, warm=warm)
+        r = run_plan(m, n, args.seed, warm=warm, batch=args.batch)
         print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {'yes' if warm else 'no':>4} "
               f"{r['e2e_s']:>7.2f} "
               f"{r['slowest_center_s']:>8.2f} {r['ratio_slowest']:>6.2f} "
               f"{r['in_process_study_s']:>8.2f} {r['ratio_in_process']:>6.2f} "
               f"{r['center_cpu_max_s']:>8.2f} {r['center_cpu_sum_s']:>8.2f} "
               f"{r['coordinator_cpu_s']:>6.2f} {r['floor_s']:>6.2f} {r['ratio_floor']:>6.2f} "
-              f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d}",
+              f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d} "
+              f"{r['posts']:>6d} {r['local_sum_s']:>6.2f} {r['overhead_cpu_s']:>7.2f}",
               flush=True)
     print("ratio: end-to-end / slowest center's local computation (target <= 1.5); "
           "in-proc ratio: end-to-end / the same study over in-process center apps (no sockets, "
@@ -384,7 +415,10 @@ def main() -> None:
           "cpu max/sum: CPU seconds the center processes used during the study (busiest, all); "
           "coord: the coordinator's; floor: max(cpu max, (cpu sum + coord) / "
           f"{os.cpu_count()} cores), the best this machine can do with that work; "
-          "bytes: JSON of every request and answer recorded (provenance)")
+          "bytes: JSON of every request and answer recorded (provenance); answers: releases "
+          "received; posts: release requests the centers served (a batch is one); local: the "
+          "centers' local computation summed; ovh cpu: cpu sum + coord - local, the CPU seconds "
+          "spent outside the centers' core computation")
 
 
 if __name__ == "__main__":
