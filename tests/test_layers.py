@@ -150,3 +150,18 @@ def test_the_client_reaches_only_the_api_models_and_the_core_behind_them() -> No
     outside = {m for m in reached if not m.startswith("fedstats_client")}
     assert {m for m in outside if not m.startswith("shared")} == {"coordinator.models"}
     assert {m.split(".")[0] for m in outside} == {"coordinator", "shared"}
+
+
+@pytest.mark.process
+def test_a_center_loads_neither_the_report_nor_the_notebook_stack() -> None:
+    """The libraries only the coordinator's figures and report or the analyst's client use
+    (matplotlib, pandas, jinja2) are never imported by a center: each would cost its memory in
+    every hospital's process (docs/benchmarks.md, "Hospital scale")."""
+    import subprocess
+    import sys
+
+    code = ("import sys, center_agent.__main__, center_agent.main, center_agent.warmup; "
+            "print(','.join(m for m in ('matplotlib', 'pandas', 'jinja2') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, cwd=ROOT).stdout.strip()
+    assert loaded == ""
