@@ -1,7 +1,9 @@
 """A TCP proxy in front of a real center process that can SIGKILL the center the moment a
 request for a given step has been forwarded to it (whatever the center answers to that request
 is dropped, so a fast center cannot answer before it dies), or hold the center's answer back for
-a while. It runs its own event loop in a thread and reads only the request line (the path)."""
+a while. It runs its own event loop in a thread and reads only the request line (the path) and,
+for a batch of releases (``POST /v1/datasets/{dataset}/releases``, ``coordinator.batching``),
+the kinds its body names: a batch holding the step's release is that step's request too."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from shared.kinds import BATCH_PATH, KINDS
 
 
 @dataclass
@@ -105,14 +109,19 @@ class Proxy:
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                         delay: list[float], drop: list[bool]) -> None:
+        path, counted = "", False  # the request being forwarded, and whether it matched
         while chunk := await reader.read(65536):
             first = chunk.split(b"\r\n", 1)[0].decode("latin-1")
             parts = first.split(" ")
             fault = self.fault
-            matched = (len(parts) == 3 and parts[2].startswith("HTTP/")
-                       and fault.path is not None and parts[1].endswith(fault.path))
             if len(parts) == 3 and parts[2].startswith("HTTP/"):
-                fault.seen.append(parts[1])
+                path, counted = parts[1], False
+                fault.seen.append(path)
+            # A batch's body may come in a chunk after its request line: each chunk is looked
+            # at until the request matched once.
+            matched = (not counted and bool(path) and fault.path is not None
+                       and (path.endswith(fault.path) or in_batch(fault.path, path, chunk)))
+            counted = counted or matched
             if matched and fault.kill:
                 drop[0] = True  # before the center can answer: it dies without being heard
             writer.write(chunk)
@@ -135,6 +144,19 @@ class Proxy:
                 await asyncio.sleep(wait)
             writer.write(chunk)
             await writer.drain()
+
+
+def in_batch(step: str, path: str, request: bytes) -> bool:
+    """Whether ``request`` (to ``path``) is a batch of releases holding one of the kind whose
+    route ``step`` is (``/v1/datasets/<dataset>/<kind's path>``)."""
+    parts = step.split("/")
+    if len(parts) < 5 or parts[1:3] != ["v1", "datasets"]:
+        return False
+    dataset = parts[3]
+    if path != "/v1" + BATCH_PATH.format(dataset=dataset):
+        return False
+    names = [kind.name for kind in KINDS if "/v1" + kind.url(dataset) == step]
+    return any(b'"kind":"%s"' % name.encode() in request for name in names)
 
 
 @contextlib.contextmanager
