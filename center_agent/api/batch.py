@@ -1,5 +1,6 @@
 """A batch of releases (``POST /v1/datasets/{dataset}/releases``) item by item: each item's
-request validated by its kind's model, each answer in the shape its own call would have had."""
+request validated by its kind's model, the valid ones answered by the gate together
+(``ReleaseGate.release_batch``), each answer in the shape its own call would have had."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from center_agent.gate import ReleaseGate
 from center_agent.gate.kinds import ReleaseKind
 from fedstats_service.errors import InvalidFields, NotFound, ServiceError
-from shared.protocol import BatchAnswer, BatchRequest, ErrorBody, WireModel
+from shared.protocol import BatchAnswer, BatchRelease, BatchRequest, ErrorBody, WireModel
+
+
+def answer_batch(gate: ReleaseGate, dataset: str, body: BatchRequest,
+                 kinds: Mapping[str, ReleaseKind[Any, Any]], caller: str) -> BatchRelease:
+    """Every item's answer, in order: a validation error in its slot, else the gate's."""
+    parsed, answers = batch_items(body, kinds)
+    released = iter(gate.release_batch(dataset, parsed, caller) if parsed else [])
+    return BatchRelease(answers=[answer if answer is not None else batch_answer(next(released))
+                                 for answer in answers])
 
 
 def batch_items(

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from center_agent.api.batch import batch_answer, batch_items
+from center_agent.api.batch import answer_batch
 from center_agent.api.deps import Authenticated, GateDep
 from center_agent.gate.kinds import KINDS, ReleaseKind
 from shared.kinds import BATCH_PATH
@@ -49,7 +49,4 @@ def releases(dataset: str, body: BatchRequest, gate: GateDep,
     ``POST`` would be (same checks, ε accounting, audit record and stored answer), in order, in
     one transaction of the dataset; an item's refusal or failure is its answer's error and
     leaves the others as they are."""
-    parsed, answers = batch_items(body, _BY_NAME)
-    done = iter(gate.release_batch(dataset, parsed, caller.token_id)) if parsed else iter(())
-    return BatchRelease(answers=[answer if answer is not None else batch_answer(next(done))
-                                 for answer in answers])
+    return answer_batch(gate, dataset, body, _BY_NAME, caller.token_id)
