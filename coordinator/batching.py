@@ -142,15 +142,12 @@ class ReleaseBatcher:
             else:
                 log.debug("%d releases of %r in one request", len(calls), dataset)
                 await self._send_many(dataset, calls)
-        except Exception as exc:  # each waiting caller gets the failure, none waits forever
+        except BaseException as exc:  # each waiting caller gets the failure, none waits forever
             for call in calls:
                 if not call.answer.done():
                     call.answer.set_exception(exc)
-        except BaseException as exc:
-            for call in calls:
-                if not call.answer.done():
-                    call.answer.set_exception(exc)
-            raise
+            if not isinstance(exc, Exception):
+                raise
         for call in calls:
             if not call.answer.done():  # pragma: no cover - send_many answers every call
                 call.answer.set_exception(RuntimeError("the batch left this call unanswered"))

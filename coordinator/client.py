@@ -183,8 +183,8 @@ class HttpCenter:
                                 f"{len(batch.answers)} answers to {len(calls)} releases")
         for call, item in zip(calls, batch.answers, strict=True):
             what = f"POST /v1{call.kind.url(dataset)}"
-            payload = item.release if item.release is not None else (
-                item.error.model_dump() if item.error is not None else None)
+            # BatchAnswer holds exactly one of them: the body its own call would have had.
+            payload = item.release if item.error is None else item.error.model_dump()
             try:
                 call.answer.set_result(
                     self._parse(what, item.status, json.dumps(payload).encode(), call.kind.release))
