@@ -249,8 +249,10 @@ class StudySpec(_Spec):
     )
     webhook_url: str | None = Field(
         default=None, min_length=8, max_length=2000, pattern=r"^https?://",
-        description="POSTed a signed notice when the study ends; must start with one of the "
-                    "coordinator's webhook_allowed_prefixes. Shown to whoever may read the "
+        description="POSTed a signed notice when the study ends; must lie below one of the "
+                    "coordinator's webhook_allowed_prefixes (same scheme, host and port, the "
+                    "path below the prefix's; no user@, dot segment, encoded dot or slash). "
+                    "Shown to whoever may read the "
                     "study: put no secret in it (docs/coordinator.md, \"Completion webhook\")",
     )
 
