@@ -9,10 +9,11 @@ prefix let ``https://receiver/fedstats/../admin/x`` through, and the client then
 
 What a receiver's server, proxy or framework might read otherwise than this parser does is
 refused, never repaired: user information (``https://receiver@elsewhere/``), dot segments
-(``/fedstats/../admin``, and ``..;`` which some servers read as ``..``), percent-encoded dots,
-slashes, backslashes and percent signs (``%2e``, ``%2f``, ``%5c``, ``%25``, which a server may
-decode before routing, once or twice), backslashes, empty segments (``//``), fragments, a
-percent-encoded host, blanks, control and non-ASCII characters. What is left has one reading,
+(``/fedstats/../admin``, and ``..;`` or ``..%3B``, which some servers read as ``..``),
+percent-encoded dots, slashes, backslashes and percent signs (``%2e``, ``%2f``, ``%5c``,
+``%25``, which a server may decode before routing, once or twice) and control characters,
+backslashes, empty segments (``//``), fragments, a percent-encoded host, blanks, control and
+non-ASCII characters. What is left has one reading,
 and the URL called is its normalized form (:meth:`WebhookURL.__str__`: scheme and host in lower
 case, the default port left out, encoded unreserved characters decoded, other encodings in
 upper case; RFC 3986, §6.2.2), so what was checked is what is sent.
@@ -27,7 +28,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_~")
@@ -116,7 +117,10 @@ def parse_webhook_url(url: str) -> WebhookURL:
     if not segments:
         segments = ("",)
     for i, segment in enumerate(segments):
-        if segment.split(";", 1)[0] in (".", ".."):
+        decoded = unquote(segment)  # as a server that decodes before routing reads it
+        if any(not c.isprintable() for c in decoded):
+            raise ValueError("must have no percent-encoded control character in its path")
+        if segment.split(";", 1)[0] in (".", "..") or decoded.split(";", 1)[0] in (".", ".."):
             raise ValueError("must have no dot segment (. or .. in its path)")
         if segment == "" and i < len(segments) - 1:
             raise ValueError("must have no empty path segment (//)")

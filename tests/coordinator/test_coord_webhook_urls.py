@@ -33,6 +33,8 @@ def test_an_url_below_a_prefix_is_called_normalized(url: str, called: str) -> No
     ("https://receiver/fedstats/../admin/x", "dot segment"),
     ("https://receiver/fedstats/./x", "dot segment"),
     ("https://receiver/fedstats/..;x=1/admin", "dot segment"),
+    ("https://receiver/fedstats/..%3B/admin", "dot segment"),
+    ("https://receiver/fedstats/..%00/admin", "control character"),
     ("https://receiver/fedstats/%2e%2e/admin/x", "percent-encoded dot"),
     ("https://receiver/fedstats/%2E./admin/x", "percent-encoded dot"),
     ("https://receiver/fedstats/a%2fb", "percent-encoded dot"),
