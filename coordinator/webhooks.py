@@ -136,8 +136,7 @@ class Notifier:
         try:
             allowed_url(url, self._receivers)
         except ValueError as exc:
-            raise InvalidStudy(f"webhook_url {exc} (the coordinator's "
-                               "webhook_allowed_prefixes)",
+            raise InvalidStudy(f"webhook_url {exc}",
                                extra={"fields": ["body.webhook_url"]}) from None
 
     def notify(self, study_id: str, status: str, url: str | None) -> None:

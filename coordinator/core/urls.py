@@ -149,6 +149,7 @@ def allowed_url(url: str, prefixes: list[WebhookURL]) -> str:
     saying why not (a phrase to follow the URL's name)."""
     parsed = parse_webhook_url(url)
     if not any(parsed.under(prefix) for prefix in prefixes):
-        raise ValueError(f"must be below one of {[str(p) for p in prefixes]} (same scheme, "
-                         "host and port, a path under the prefix's)")
+        raise ValueError(f"must be below one of {[str(p) for p in prefixes]} (the "
+                         "coordinator's webhook_allowed_prefixes: same scheme, host and port, "
+                         "a path under the prefix's)")
     return str(parsed)
