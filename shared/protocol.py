@@ -639,10 +639,10 @@ class ThresholdCountsRelease(WireModel):
 
 class DescribeRequest(WireModel):
     """Ask a center for an ε-DP description of ``variable`` (one declared level or every
-    record): noisy N, sums (mean, SD), JointExp quartiles and extremes, a Laplace histogram of
-    ``bins`` equal-width bins (``shared.describe.dp_describe``). ``bounds`` None: the center's
-    declared public bounds of the variable (``[datasets.X.metadata.v]``); it refuses when it
-    declares none."""
+    record): noisy N, JointExp quartiles, sums on a DP range (mean, SD), a Laplace histogram
+    of ``bins`` equal-width bins split twice more (``shared.describe.dp_describe``).
+    ``bounds`` None: the center's declared public bounds of the variable
+    (``[datasets.X.metadata.v]``); it refuses when it declares none."""
 
     variable: str = Field(min_length=1)
     group: str | None = None
@@ -663,10 +663,10 @@ class DescribePartRelease(WireModel):
 
 
 class DescribeRelease(WireModel):
-    """An ε-DP description as released: the noisy count, the noisy sums about ``center`` (the
-    bounds' midpoint), JointExp values at ``levels``, the noisy histogram on ``edges``, the ε
-    split (``parts``), and the bounds the values were clipped to (the request's or the
-    center's declared ones)."""
+    """An ε-DP description as released: the noisy count, the noisy sums of the values clipped to
+    the DP range ``clip`` about ``center`` (its midpoint), JointExp values at ``levels``, the
+    noisy histogram on ``edges`` and its ``subdivisions``, the ε split (``parts``), and the
+    bounds the values were clipped to (the request's or the center's declared ones)."""
 
     bounds: tuple[FiniteFloat, FiniteFloat]
     center: FiniteFloat
@@ -682,11 +682,20 @@ class DescribeRelease(WireModel):
     neighbouring: Neighbouring
     resolution: FiniteFloat | None = Field(
         default=None, gt=0, description="the declared resolution the quantiles lie on")
+    clip: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        default=None, description="the DP range the sums were clipped to (``center`` its "
+                                  "midpoint); none: the bounds (a release made before it)")
+    subdivisions: list[list[FiniteFloat]] | None = Field(
+        default=None, description="the histogram's bins split in 4, then 4 again: noisy "
+                                  "counts of each level (none: a release made before them)")
 
     @model_validator(mode="after")
     def _consistent(self) -> DescribeRelease:
         if len(self.histogram) != len(self.edges) - 1:
             raise ValueError("a histogram needs one count per bin")
+        if self.subdivisions is not None and [len(s) for s in self.subdivisions] != [
+                len(self.histogram) * 4**k for k in range(1, len(self.subdivisions) + 1)]:
+            raise ValueError("each subdivision splits every node of the level above in 4")
         if len(self.quantiles) != len(self.levels):
             raise ValueError("one quantile per level is required")
         if any(b < a for a, b in pairwise(self.quantiles)):
@@ -704,7 +713,9 @@ class DescribeRelease(WireModel):
                                        sensitivity=p.sensitivity, scale=p.scale)
                    for p in result.parts],
             epsilon=result.spent.epsilon, neighbouring=result.neighbouring,
-            resolution=result.resolution,
+            resolution=result.resolution, clip=result.clip,
+            subdivisions=(None if result.subdivisions is None
+                          else [list(level) for level in result.subdivisions]),
         )
 
     def to_result(self) -> DPDescription:
@@ -717,4 +728,7 @@ class DescribeRelease(WireModel):
                         for p in self.parts),
             neighbouring=self.neighbouring, spent=PrivacySpent(self.epsilon),
             resolution=self.resolution,
+            clip=None if self.clip is None else (self.clip[0], self.clip[1]),
+            subdivisions=(None if self.subdivisions is None
+                          else tuple(tuple(level) for level in self.subdivisions)),
         )

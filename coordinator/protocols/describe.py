@@ -6,9 +6,9 @@ Two modes, the analyst's choice:
 * ``dp`` — every center releases an ε-DP description of each variable and arm
   (``POST .../dp/describe``, ε each), asked in parallel and checked. A center's overall row
   pools its arms, and the pooled rows pool the centers (``shared.describe.pool_descriptions``:
-  counts, sums and histograms add; post-processing, no further ε). Pooled quartiles come from
-  the summed noisy histogram; the DP extremes (1st/99th percentiles) only in a center's own
-  rows, which alone ran JointExp.
+  counts, sums and histograms add; post-processing, no further ε). Pooled quartiles are read
+  off the summed histogram's consistent subdivisions; no row has a minimum or maximum. Every
+  number carries its 95 % interval (``shared.describe.Summary``).
 * ``table`` — no ε: each variable's federated K-anonymous table (the study's own table for the
   study's variable; the caller passes them in), read by ``shared.describe.table_describe``;
   with ``per_center``, each center's own K-anonymous table of the variable (``POST
@@ -54,10 +54,10 @@ ALL = "all"
 """The arm of every record: the study without ``groups``, or both arms together."""
 POOLED = "pooled"
 """The center of the rows pooled over centers."""
-DP_CENTER_METHOD = ("dp: Laplace count, sums and histogram; JointExp quartiles and 1st/99th "
-                    "percentiles as min/max")
-DP_POOLED_METHOD = ("dp: sums of the noisy counts, sums and histograms; quartiles from the "
-                    "summed histogram")
+DP_CENTER_METHOD = ("dp: Laplace count; JointExp quartiles; Laplace sums of the values clipped "
+                    "to a DP range from the quartiles; Laplace histogram tree")
+DP_POOLED_METHOD = ("dp: sums of the noisy counts, sums and histogram trees; quartiles from "
+                    "the summed consistent tree")
 TABLE_METHOD = ("table: mean/SD from bin midpoints; quartiles by interpolation with buffers")
 
 
@@ -103,8 +103,14 @@ def check_release(center: str, release: DescribeRelease, asked: DescribeRequest)
         raise implausible("its histogram has other bins than asked")
     if not all(a <= v <= b for v in release.quantiles):
         raise implausible(f"a quantile lies outside the bounds [{a:g}, {b:g}]")
-    if not math.isclose(release.center, (a + b) / 2.0, rel_tol=RELEASE_RTOL, abs_tol=1e-12):
-        raise implausible("its sums are not centered on the bounds' midpoint")
+    lo, hi = release.clip if release.clip is not None else (a, b)
+    if not a <= lo < hi <= b:
+        raise implausible(f"its DP range lies outside the bounds [{a:g}, {b:g}]")
+    if not math.isclose(release.center, (lo + hi) / 2.0, rel_tol=RELEASE_RTOL,
+                        abs_tol=1e-12 * (b - a)):
+        raise implausible("its sums are not centered on its range's midpoint")
+    if release.clip is not None and release.subdivisions is None:
+        raise implausible("its histogram has no subdivisions")
 
 
 def _pool(variable: str, parts: Sequence[DPDescription]) -> DPDescription:

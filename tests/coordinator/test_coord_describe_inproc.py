@@ -49,9 +49,12 @@ async def test_dp_rows_are_the_releases_pooled(federation: Federations) -> None:
     for cid, own in releases.items():
         # A center's own arm rows are its releases' summaries (answered in either order).
         assert {(rows[(cid, a)].n, rows[(cid, a)].mean, rows[(cid, a)].sd,
-                 rows[(cid, a)].median, rows[(cid, a)].minimum) for a in ("ctl", "trt")} == {
+                 rows[(cid, a)].median, rows[(cid, a)].mean_interval)
+                for a in ("ctl", "trt")} == {
             (d.summary().n, d.summary().mean, d.summary().sd, d.summary().median,
-             d.summary().minimum) for d in own}
+             d.summary().mean_interval) for d in own}
+        assert all(rows[(cid, a)].minimum is None and rows[(cid, a)].clip is not None
+                   for a in ("ctl", "trt"))
         overall = pool_descriptions(own).summary()
         assert rows[(cid, "all")].mean == pytest.approx(overall.mean)
         assert rows[(cid, "all")].epsilon == 2.0
@@ -60,8 +63,10 @@ async def test_dp_rows_are_the_releases_pooled(federation: Federations) -> None:
     assert pooled.n == every.n and pooled.mean == pytest.approx(every.mean)
     assert pooled.minimum is None and pooled.maximum is None
     assert pooled.counts == list(every.counts)
+    assert pooled.median_interval == every.median_interval
+    assert pooled.n_interval is not None and pooled.uncertainty
     names = [p.name for p in described.noise["crp"]]
-    assert names == ["count", "sum", "sum of squares", "quantiles", "histogram"]
+    assert names == ["count", "quantiles", "sum", "sum of squares", "histogram"]
 
 
 async def test_table_rows_against_the_raw_data(federation: Federations) -> None:
@@ -85,6 +90,12 @@ async def test_table_rows_against_the_raw_data(federation: Federations) -> None:
         assert abs(row.mean - values.mean()) <= width / 2  # type: ignore[operator]
         assert abs(row.median - np.median(values)) <= width  # type: ignore[operator]
         assert row.minimum is None and row.maximum is None
+        # The bins bound the sample mean and each quartile exactly.
+        lo, hi = row.mean_interval  # type: ignore[misc]
+        assert lo <= values.mean() <= hi
+        for q, iv in ((0.25, row.q1_interval), (0.5, row.median_interval),
+                      (0.75, row.q3_interval)):
+            assert iv is not None and iv[0] <= np.quantile(values, q) <= iv[1]
 
 
 async def test_an_implausible_description_is_named(federation: Federations) -> None:

@@ -19,7 +19,6 @@ from shared.describe import (
     QUANTILE_LEVELS,
     DPDescription,
     dp_describe,
-    histogram_quantiles,
     pool_descriptions,
     table_describe,
 )
@@ -39,10 +38,14 @@ def exact_description(x: np.ndarray, bounds: tuple[float, float], bins: int) -> 
     y = np.clip(x, a, b) - c
     edges = np.linspace(a, b, bins + 1)
     counts = np.histogram(np.clip(x, a, b), bins=edges)[0].astype(float)
+    fine = np.linspace(a, b, bins * 16 + 1)
+    leaves = np.histogram(np.clip(x, a, b), bins=fine)[0].astype(float)
+    subdivisions = (tuple(leaves.reshape(-1, 4).sum(axis=1)), tuple(leaves))
     return DPDescription(bounds=bounds, center=c, count=float(x.size), sum=float(y.sum()),
                          sum_squares=float((y * y).sum()), levels=(), quantiles=None,
                          edges=tuple(edges), histogram=tuple(counts), parts=(),
-                         neighbouring="add_remove", spent=PrivacySpent(1.0))
+                         neighbouring="add_remove", spent=PrivacySpent(1.0),
+                         clip=(a, b), subdivisions=subdivisions)
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "swap"])
@@ -62,7 +65,7 @@ def test_parts_at_huge_epsilon_are_the_exact_statistics(neighbouring: str) -> No
     for level, value in zip(QUANTILE_LEVELS, d.quantiles or (), strict=True):
         i = level * x.size
         assert xs[max(0, math.floor(i) - 1)] <= value <= xs[min(x.size - 1, math.ceil(i))]
-    assert s.minimum == d.quantiles[0] and s.maximum == d.quantiles[-1]  # type: ignore[index]
+    assert not hasattr(s, "minimum")  # no extremes (Lemma 1 of seed 000)
 
 
 def test_a_resolution_puts_the_quantiles_on_its_grid() -> None:
@@ -86,10 +89,11 @@ def test_split_adds_up_and_scales_are_sensitivity_over_epsilon(neighbouring: str
     assert d.spent.epsilon == pytest.approx(epsilon, rel=1e-12)
     assert [(p.name, p.epsilon) for p in d.parts] == [
         (n, pytest.approx(share * epsilon)) for n, share in EPSILON_SPLIT]
-    h = 20.0
+    assert d.clip is not None
+    h = (d.clip[1] - d.clip[0]) / 2
     swap = neighbouring == "swap"
     expected = {"count": 1.0, "sum": 2 * h if swap else h, "sum of squares": h * h,
-                "histogram": 2.0 if swap else 1.0}
+                "histogram": 6.0 if swap else 3.0}
     for p in d.parts:
         if p.mechanism == "laplace":
             assert p.sensitivity == expected[p.name]
@@ -100,10 +104,16 @@ def test_split_adds_up_and_scales_are_sensitivity_over_epsilon(neighbouring: str
             assert p.sensitivity == pytest.approx(2.0 if swap else 2 * (1 - gap))
 
 
-def _statistics(x: np.ndarray, bounds: tuple[float, float], bins: int) -> dict[str, np.ndarray]:
+def _statistics(x: np.ndarray, bounds: tuple[float, float], bins: int,
+                clip: tuple[float, float] | None = None) -> dict[str, np.ndarray]:
+    """The exact statistics of each Laplace part: the sums of the values clipped to ``clip``
+    (the DP range, given) about its midpoint, the histogram tree's every node."""
     e = exact_description(x, bounds, bins)
-    return {"count": np.array([e.count]), "sum": np.array([e.sum]),
-            "sum of squares": np.array([e.sum_squares]), "histogram": np.array(e.histogram)}
+    lo, hi = clip or bounds
+    y = np.clip(np.clip(x, *bounds), lo, hi) - (lo + hi) / 2
+    nodes = np.concatenate([e.histogram, *e.subdivisions])  # type: ignore[misc]
+    return {"count": np.array([e.count]), "sum": np.array([y.sum()]),
+            "sum of squares": np.array([(y * y).sum()]), "histogram": nodes}
 
 
 @pytest.mark.parametrize("neighbouring", ["add_remove", "swap"])
@@ -120,13 +130,23 @@ def test_stated_sensitivity_is_the_worst_neighbours_l1_move(neighbouring: str) -
     else:
         neighbours = [np.where(np.arange(x.size) == i, p, x) for i in range(x.size)
                       for p in points]
-    base = _statistics(x, bounds, bins)
     d = dp_describe(x, epsilon=1.0, bounds=bounds, bins=bins,
                     neighbouring=neighbouring, rng=np.random.default_rng(0))  # type: ignore[arg-type]
+    # The sums' range is a released output: given it, the neighbours' sums move by at most
+    # the stated sensitivity (adaptive composition). A range narrower than the bounds makes
+    # the worst neighbour a record at either end of it.
+    assert d.clip is not None
+    base = _statistics(x, bounds, bins, d.clip)
+    points = np.concatenate([points, d.clip])
+    if neighbouring == "add_remove":
+        neighbours = [np.append(x, p) for p in points] + [np.delete(x, i) for i in range(x.size)]
+    else:
+        neighbours = [np.where(np.arange(x.size) == i, p, x) for i in range(x.size)
+                      for p in points]
     for p in d.parts:
         if p.mechanism != "laplace":
             continue
-        moves = [np.abs(_statistics(n, bounds, bins)[p.name] - base[p.name]).sum()
+        moves = [np.abs(_statistics(n, bounds, bins, d.clip)[p.name] - base[p.name]).sum()
                  for n in neighbours]
         if neighbouring == "swap" and p.name == "count":
             assert max(moves) == 0  # the stated 1 is an upper bound under swap
@@ -137,24 +157,24 @@ def test_stated_sensitivity_is_the_worst_neighbours_l1_move(neighbouring: str) -
 
 
 def test_noise_is_laplace_of_the_stated_scale() -> None:
-    """The released minus the exact statistic, over many releases, is Laplace(scale): KS test
-    against scipy's Laplace at the stated scale (seeded; the p-value is far from 0)."""
+    """The released minus the exact statistic (the sums' exact values on each release's own DP
+    range), over many releases and divided by the stated scale, is Laplace(1): KS test (seeded;
+    the p-value is far from 0)."""
     x, bounds, bins = data(60), (0.0, 100.0), 3
-    exact = _statistics(x, bounds, bins)
     rng = np.random.default_rng(4)
     noise: dict[str, list[float]] = {"count": [], "sum": [], "sum of squares": [],
                                      "histogram": []}
-    scales = {}
     for _ in range(400):
         d = dp_describe(x, epsilon=0.5, bounds=bounds, bins=bins, neighbouring="add_remove",
                         rng=rng)
+        exact = _statistics(x, bounds, bins, d.clip)
         released = {"count": [d.count], "sum": [d.sum], "sum of squares": [d.sum_squares],
-                    "histogram": list(d.histogram)}
-        for name in noise:
-            noise[name].extend(np.asarray(released[name]) - exact[name])
+                    "histogram": [*d.histogram, *(v for s in d.subdivisions or () for v in s)]}
         scales = {p.name: p.scale for p in d.parts}
+        for name in noise:
+            noise[name].extend((np.asarray(released[name]) - exact[name]) / scales[name])
     for name, values in noise.items():
-        result = stats.kstest(values, stats.laplace(scale=scales[name]).cdf)
+        result = stats.kstest(values, stats.laplace().cdf)
         assert result.pvalue > 1e-3, (name, result)
 
 
@@ -164,13 +184,14 @@ def test_pooling_is_exact_on_noiseless_parts() -> None:
                                 exact_description(x2, BOUNDS, 10)])
     both = np.concatenate([x1, x2])
     s = pooled.summary()
+    assert s.mean_interval == pytest.approx((both.mean(), both.mean()))
     assert s.n == both.size
     assert s.mean == pytest.approx(both.mean(), rel=1e-12)
     assert s.sd == pytest.approx(both.std(ddof=1), rel=1e-9)
     np.testing.assert_allclose(s.counts, np.histogram(both, bins=np.linspace(0, 100, 11))[0])
-    assert s.minimum is None and s.maximum is None
-    q = histogram_quantiles(s.edges, s.counts, (0.25, 0.5, 0.75))
-    assert (s.q1, s.median, s.q3) == q
+    # Read off the exact leaves (10 bins x 16 over [0, 100]): within a leaf of the truth.
+    for est, q in zip((s.q1, s.median, s.q3), (0.25, 0.5, 0.75), strict=True):
+        assert abs(est - np.quantile(both, q)) <= 100 / 160  # type: ignore[operator]
 
 
 def test_pooling_moves_sums_to_a_common_center() -> None:
@@ -209,7 +230,10 @@ def test_table_description_against_hand_arithmetic() -> None:
     assert s.q1 == pytest.approx(1 + (0.25 - 1 / 6) / (1 / 3) * 2)
     assert s.median == pytest.approx(3.0)
     assert s.q3 == pytest.approx(3 + 0.25 / 0.5 * 3)
-    assert s.minimum is None and s.maximum is None
+    assert s.mean_interval == pytest.approx(((w * [0, 1, 3]).sum() / 60,
+                                             (w * [1, 3, 6]).sum() / 60))
+    assert (s.q1_interval, s.median_interval, s.q3_interval) == ((1.0, 3.0), (1.0, 6.0),
+                                                                 (3.0, 6.0))
     assert s.counts == (10.0, 20.0, 30.0) and s.edges == (0.0, 1.0, 3.0, 6.0)
 
 
@@ -276,5 +300,8 @@ def test_summary_invariants(values: list[float], epsilon: float, bins: int, seed
         assert all(c >= 0 and c == round(c) for c in s.counts)
         if s.median is not None:
             assert bounds[0] <= s.q1 <= s.median <= s.q3 <= bounds[1]  # type: ignore[operator]
-        if s.minimum is not None:
-            assert s.minimum <= s.q1 and s.q3 <= s.maximum  # type: ignore[operator]
+        for iv in (s.n_interval, s.mean_interval, s.sd_interval, s.q1_interval,
+                   s.median_interval, s.q3_interval):
+            assert iv is None or iv[0] <= iv[1]
+        if s.mean is not None and s.mean_interval is not None:
+            assert bounds[0] <= s.mean_interval[0] and s.mean_interval[1] <= bounds[1]
