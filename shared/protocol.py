@@ -621,20 +621,39 @@ class ThresholdCountsRequest(DPRequest):
 
 
 class ThresholdCountsRelease(WireModel):
-    """Noisy counts below and above; ``scale`` is each count's Laplace scale, ``halfwidth`` the
-    95 % half-width of its noise."""
+    """Noisy counts below and above, rounded and floored at 0, and (``*_noisy``) as drawn, for
+    the coordinator to sum before it floors (a release made before them has none: the
+    coordinator then sums the floored counts); ``scale`` is each count's Laplace scale,
+    ``halfwidth`` the 95 % half-width of its noise."""
 
     below: NonNegativeInt
     above: NonNegativeInt
     epsilon: FiniteFloat
     scale: FiniteFloat | None = Field(default=None, gt=0)
     halfwidth: FiniteFloat | None = Field(default=None, ge=0)
+    below_noisy: FiniteFloat | None = None
+    above_noisy: FiniteFloat | None = None
+
+    @model_validator(mode="after")
+    def _floored(self) -> ThresholdCountsRelease:
+        for noisy, shown in ((self.below_noisy, self.below), (self.above_noisy, self.above)):
+            if noisy is not None and max(0, round(noisy)) != shown:
+                raise ValueError("a count must be its noisy count rounded and floored at 0")
+        return self
 
     @classmethod
     def from_result(cls, counts: ThresholdCounts) -> ThresholdCountsRelease:
         scale = 2.0 / counts.spent.epsilon  # ε/2 for each count, sensitivity 1
         return cls(below=counts.below, above=counts.above, epsilon=counts.spent.epsilon,
-                   scale=scale, halfwidth=laplace_halfwidth(scale))
+                   scale=scale, halfwidth=laplace_halfwidth(scale),
+                   below_noisy=counts.below_noisy, above_noisy=counts.above_noisy)
+
+    def to_pair(self) -> tuple[float, float]:
+        """(below, above) for the coordinator to sum: the noisy counts, or the floored ones
+        from a center that releases none."""
+        below = self.below_noisy if self.below_noisy is not None else float(self.below)
+        above = self.above_noisy if self.above_noisy is not None else float(self.above)
+        return below, above
 
 
 class DescribeRequest(WireModel):
