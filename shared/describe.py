@@ -262,7 +262,7 @@ class DPDescription:
         plus the forest's where the value interval is read); pooled, read off the consistent
         forest with the rank error its noise gives. Each value interval is the forest read at
         q ± rank error / ñ (the bounds where that passes 0 or 1), widened to hold the
-        estimate. A release without a forest: the summed histogram's quartiles, no interval.
+        estimate and by a leaf's width each side (the reading spreads a leaf evenly). A release without a forest: the summed histogram's quartiles, no interval.
         """
         a, b = self.bounds
         levels = (0.25, 0.5, 0.75)
@@ -296,13 +296,13 @@ class DPDescription:
         if n < 1 or float(np.sum(leaves)) <= 0:  # nothing to read value intervals from
             return quartiles, rank, intervals
         width = rank / n
+        leaf = float(fine[1] - fine[0])  # the reading spreads a leaf's records evenly in it
         for i, q in enumerate(levels):
             lo_q, hi_q = q - width, q + width
             ends = sorted({min(max(lo_q, 1e-9), 1.0), min(max(hi_q, 1e-9), 1.0)})
             read = tree_quantiles(leaves, fine, ends).values
-            read = (read[0], read[-1])
-            intervals[i] = (min(read[0], quartiles[i]) if lo_q > 0 else a,
-                            max(read[1], quartiles[i]) if hi_q < 1 else b)
+            intervals[i] = (max(a, min(read[0], quartiles[i]) - leaf) if lo_q > 0 else a,
+                            min(b, max(read[-1], quartiles[i]) + leaf) if hi_q < 1 else b)
         return quartiles, rank, intervals
 
     def _leaves(self) -> FloatArray | None:

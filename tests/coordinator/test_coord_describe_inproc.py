@@ -5,6 +5,7 @@ named, the spec's own refusals, the Table 1 of the report and the client's frame
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -162,17 +163,34 @@ async def test_report_and_frame(federation: Federations) -> None:
     assert header == ["variable", "ctl", "trt", "Overall"]
     pooled = {r["arm"]: r for r in analysis["rows"] if r["center"] == "pooled"}
     assert rows[0][0] == "crp"
-    assert rows[1] == ["  n", *(str(pooled[a]["n"]) for a in ("ctl", "trt", "all"))]
+    lines = {r[0].strip(): r[1:] for r in rows[1:]}
     every = pooled["all"]
-    assert rows[2][3] == f"{fmt(every['mean'], 3)} ({fmt(every['sd'], 3)})"
-    assert rows[3][3] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
-                          f"{fmt(every['q3'], 3)}]")
-    assert rows[4][1:] == ["—", "—", "—"]  # missing: never released
+    assert lines["mean (SD)"][2] == f"{fmt(every['mean'], 3)} ({fmt(every['sd'], 3)})"
+    assert lines["median [Q1, Q3]"][2] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
+                                          f"{fmt(every['q3'], 3)}]")
+    assert lines["missing, n (%)"] == ["—", "—", "—"]  # missing: never released
+    # Table mode: n exact (no interval), the mean's and quartiles' exact bounds, no SD bound.
+    assert lines["n"] == [str(pooled[a]["n"]) for a in ("ctl", "trt", "all")]
+    assert lines["mean: 95 % interval"][2] == (f"[{fmt(every['mean_interval'][0], 3)}, "
+                                               f"{fmt(every['mean_interval'][1], 3)}]")
+    assert lines["SD: 95 % interval"] == ["—", "—", "—"]
+    assert all(lines[f"{q}: 95 % interval"][2].startswith("[") for q in ("median", "Q1", "Q3"))
+    # DP mode: n is a DP count, shown with its interval (whole numbers around it).
+    dp = view["result"]["analyses"][0]
+    dp_pooled = {r["arm"]: r for r in dp["rows"] if r["center"] == "pooled"}["all"]
+    dp_lines = {r[0].strip(): r[1:] for r in table_one(dp, ["ctl", "trt"])[1][1:]}
+    lo, hi = dp_pooled["n_interval"]
+    assert lo < dp_pooled["n"] < hi
+    assert dp_lines["n"][2] == f"{dp_pooled['n']} [{math.floor(lo)}, {math.ceil(hi)}]"
+    assert all(dp_lines[f"{q}: 95 % interval"][2].startswith("[")
+               for q in ("mean", "SD", "median", "Q1", "Q3"))
     text = summary(view)
     assert "Table 1 (dp):" in text and "Table 1 (table):" in text
     assert "mean (SD)" in text and "no ε spent" in text
+    assert "basic bootstrap" in text and "exact bounds" in text
     page = render_html(view)
     assert page.count("Table 1: descriptive statistics") == 2
+    assert "min (DP)" not in page and "sums clipped to" in page
     assert "ε = 1 per variable and arm" in page
     frame = Describe([a for a in result.analyses if isinstance(a, DescribeResult)]).to_frame()
     assert len(frame) == sum(len(a.rows) for a in result.analyses  # type: ignore[union-attr]
