@@ -305,3 +305,88 @@ def test_summary_invariants(values: list[float], epsilon: float, bins: int, seed
             assert iv is None or iv[0] <= iv[1]
         if s.mean is not None and s.mean_interval is not None:
             assert bounds[0] <= s.mean_interval[0] and s.mean_interval[1] <= bounds[1]
+
+
+# -- skewed data far from the bounds' midpoint (a length of stay on [0, 100]) ---------------------
+
+
+def length_of_stay(n: int, rng: np.random.Generator, median: float = 4.5) -> np.ndarray:
+    """Log-normal days (σ = 0.8: mean ≈ 1.4 × median, SD ≈ mean), rounded to 0.1 day."""
+    return np.round(median * np.exp(rng.normal(0.0, 0.8, n)), 1)
+
+
+def test_the_sd_of_skewed_data_is_estimable_and_close() -> None:
+    """n = 1000, ε = 1, bounds [0, 100]: over 60 seeded descriptions the SD is never reported
+    as 0, unestimable in at most 3 (1 here: a sum's noise 4.9 scales out), and its median
+    absolute error is under 1 day on a true SD near 6 (sums about the bounds' midpoint, as
+    before: SD 0 in 24 % of runs, error 3.3 days)."""
+    rng = np.random.default_rng(21)
+    errors = []
+    hidden = 0
+    for _ in range(60):
+        x = length_of_stay(1000, rng)
+        s = dp_describe(x, epsilon=1.0, bounds=BOUNDS, neighbouring="add_remove",
+                        rng=rng).summary()
+        assert s.sd is None or s.sd > 0
+        hidden += s.sd is None
+        errors.append(abs(s.sd - x.std(ddof=1)) if s.sd is not None else math.inf)
+    assert hidden <= 3
+    assert float(np.median(errors)) < 1.0
+
+
+def test_the_mean_of_skewed_data_is_centred_near_the_data() -> None:
+    """The sums are centred on the midpoint of a DP range read off the DP quartiles, inside the
+    data's own span, not on the bounds' midpoint 50; the mean's median absolute error is under
+    0.35 day at n = 1000, ε = 1 (0.75 before)."""
+    rng = np.random.default_rng(22)
+    errors = []
+    for _ in range(60):
+        x = length_of_stay(1000, rng)
+        d = dp_describe(x, epsilon=1.0, bounds=BOUNDS, neighbouring="add_remove", rng=rng)
+        assert d.clip is not None and d.clip[0] == 0.0 and 20 < d.clip[1] < 80
+        assert d.center == (d.clip[0] + d.clip[1]) / 2
+        errors.append(abs(d.summary().mean - x.mean()))  # type: ignore[operator]
+    assert float(np.median(errors)) < 0.35
+
+
+def test_pooled_quartiles_of_skewed_data_come_from_the_fine_histogram() -> None:
+    """Three centers of 1000 stays, ε = 1, 10 bins of 10 days on [0, 100]: the pooled Q1,
+    median and Q3 are read off the consistent subdivided histogram (leaves of 0.625 day) and
+    their median absolute errors are under 0.5 day (the 10-bin histogram alone: Q3 off by
+    1.1 days, median by 1.5)."""
+    rng = np.random.default_rng(23)
+    errors = []
+    for _ in range(40):
+        xs = [length_of_stay(1000, rng, median) for median in (4.0, 4.6, 5.5)]
+        parts = [dp_describe(x, epsilon=1.0, bounds=BOUNDS, neighbouring="add_remove", rng=rng)
+                 for x in xs]
+        s = pool_descriptions(parts).summary()
+        truth = np.quantile(np.concatenate(xs), [0.25, 0.5, 0.75])
+        errors.append(np.abs(np.array([s.q1, s.median, s.q3]) - truth))
+    assert (np.median(errors, axis=0) < 0.5).all(), np.median(errors, axis=0)
+
+
+def test_an_sd_the_noise_hides_is_not_estimable_never_zero() -> None:
+    """Few records and a small ε: where the noisy sums give a variance <= 0 the SD is None
+    with a note saying why, and its interval still bounds it from above; no SD is ever 0."""
+    rng = np.random.default_rng(24)
+    seen = 0
+    for _ in range(200):
+        d = dp_describe(length_of_stay(30, rng), epsilon=0.2, bounds=BOUNDS,
+                        neighbouring="add_remove", rng=rng)
+        s = d.summary()
+        assert s.sd is None or s.sd > 0
+        if s.sd is None and s.n >= 2:
+            seen += 1
+            assert any("SD not estimable" in note for note in s.notes)
+            assert s.sd_interval is None or s.sd_interval[0] == 0.0
+    assert seen > 0
+
+
+def test_no_extremes_are_released() -> None:
+    """JointExp's 1st/99th percentiles were shown as min/max and sat up to 35 days above the
+    data's maximum with loose bounds (seed 000, Lemma 1): no DP extreme is released now."""
+    d = dp_describe(length_of_stay(150, np.random.default_rng(25)), epsilon=1.0,
+                    bounds=BOUNDS, neighbouring="add_remove", rng=np.random.default_rng(26))
+    assert d.levels == (0.25, 0.5, 0.75) == QUANTILE_LEVELS
+    assert not {"minimum", "maximum"} & set(vars(d.summary()))
