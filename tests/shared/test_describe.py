@@ -153,7 +153,7 @@ def test_stated_sensitivity_is_the_worst_neighbours_l1_move(neighbouring: str) -
         else:
             assert max(moves) == pytest.approx(p.sensitivity)
         # Laplace log-density ratio of the worst pair at any output is ≤ move / scale = ε_p.
-        assert max(moves) / p.scale <= p.epsilon * (1 + 1e-12)  # type: ignore[operator]
+        assert max(moves) / p.scale <= p.epsilon * (1 + 1e-12)
 
 
 def test_noise_is_laplace_of_the_stated_scale() -> None:
@@ -191,7 +191,7 @@ def test_pooling_is_exact_on_noiseless_parts() -> None:
     np.testing.assert_allclose(s.counts, np.histogram(both, bins=np.linspace(0, 100, 11))[0])
     # Read off the exact leaves (10 bins x 16 over [0, 100]): within a leaf of the truth.
     for est, q in zip((s.q1, s.median, s.q3), (0.25, 0.5, 0.75), strict=True):
-        assert abs(est - np.quantile(both, q)) <= 100 / 160  # type: ignore[operator]
+        assert abs(est - np.quantile(both, q)) <= 100 / 160
 
 
 def test_pooling_moves_sums_to_a_common_center() -> None:
@@ -247,9 +247,9 @@ def test_table_description_of_a_k_anonymous_table_against_numpy() -> None:
     for g, values in enumerate((x, y)):
         s = table_describe(table, g)
         assert s.n == values.size
-        assert abs(s.mean - values.mean()) <= width / 2  # type: ignore[operator]
+        assert abs(s.mean - values.mean()) <= width / 2
         for est, q in zip((s.q1, s.median, s.q3), (0.25, 0.5, 0.75), strict=True):
-            assert abs(est - np.quantile(values, q)) <= width  # type: ignore[operator]
+            assert abs(est - np.quantile(values, q)) <= width
 
 
 def test_table_description_refuses_infinite_limits_and_bad_groups() -> None:
@@ -345,7 +345,7 @@ def test_the_mean_of_skewed_data_is_centred_near_the_data() -> None:
         d = dp_describe(x, epsilon=1.0, bounds=BOUNDS, neighbouring="add_remove", rng=rng)
         assert d.clip is not None and d.clip[0] == 0.0 and 20 < d.clip[1] < 80
         assert d.center == (d.clip[0] + d.clip[1]) / 2
-        errors.append(abs(d.summary().mean - x.mean()))  # type: ignore[operator]
+        errors.append(abs(d.summary().mean - x.mean()))
     assert float(np.median(errors)) < 0.35
 
 
