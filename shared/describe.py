@@ -262,7 +262,8 @@ class DPDescription:
         plus the forest's where the value interval is read); pooled, read off the consistent
         forest with the rank error its noise gives. Each value interval is the forest read at
         q ± rank error / ñ (the bounds where that passes 0 or 1), widened to hold the
-        estimate and by a leaf's width each side (the reading spreads a leaf evenly). A release without a forest: the summed histogram's quartiles, no interval.
+        estimate and by a leaf's width each side (the reading spreads a leaf evenly). A
+        release without a forest: the summed histogram's quartiles, no interval.
         """
         a, b = self.bounds
         levels = (0.25, 0.5, 0.75)
