@@ -390,3 +390,26 @@ def test_no_extremes_are_released() -> None:
                     bounds=BOUNDS, neighbouring="add_remove", rng=np.random.default_rng(26))
     assert d.levels == (0.25, 0.5, 0.75) == QUANTILE_LEVELS
     assert not {"minimum", "maximum"} & set(vars(d.summary()))
+
+
+def test_a_description_released_before_the_range_is_read_as_then() -> None:
+    """A center one version older releases sums about the bounds' midpoint, JointExp at
+    0.01..0.99 and no subdivisions: its summary takes JointExp's quartiles, states n, mean and
+    SD intervals from its parts' scales and no quartile interval; pooled, the quartiles come
+    from the summed bins."""
+    x = data(300)
+    new = dp_describe(x, epsilon=1e6, bounds=BOUNDS, bins=10, neighbouring="add_remove",
+                      rng=np.random.default_rng(3))
+    levels = (0.01, 0.25, 0.5, 0.75, 0.99)
+    y = x - 50.0
+    old = DPDescription(
+        bounds=BOUNDS, center=50.0, count=300.0, sum=float(y.sum()),
+        sum_squares=float((y * y).sum()), levels=levels,
+        quantiles=tuple(float(v) for v in np.quantile(x, levels)), edges=new.edges,
+        histogram=new.histogram, parts=new.parts, neighbouring="add_remove",
+        spent=new.spent)
+    s = old.summary()
+    assert s.median == pytest.approx(np.quantile(x, 0.5)) and s.median_interval is None
+    assert s.sd == pytest.approx(x.std(ddof=1)) and s.mean_interval is not None
+    pooled = pool_descriptions([old, old]).summary()
+    assert pooled.median is not None and pooled.median_interval is None
