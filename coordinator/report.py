@@ -485,15 +485,16 @@ def _shown(key: str) -> Callable[[dict[str, Any]], str]:
 TABLE_ONE_LINES: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("  n", _n),
     ("  mean (SD)", _mean_sd),
-    ("    mean: 95 % interval", _shown("mean_interval")),
-    ("    SD: 95 % interval", _shown("sd_interval")),
+    ("    mean: {interval}", _shown("mean_interval")),
+    ("    SD: {interval}", _shown("sd_interval")),
     ("  median [Q1, Q3]", _median_iqr),
-    ("    median: 95 % interval", _shown("median_interval")),
-    ("    Q1: 95 % interval", _shown("q1_interval")),
-    ("    Q3: 95 % interval", _shown("q3_interval")),
+    ("    median: {interval}", _shown("median_interval")),
+    ("    Q1: {interval}", _shown("q1_interval")),
+    ("    Q3: {interval}", _shown("q3_interval")),
     ("  missing, n (%)", _missing),
 )
-"""The lines of each variable's block in a Table 1: the number, then its interval."""
+"""The lines of each variable's block in a Table 1: the number, then its interval ("95 %
+interval" of a DP number, "exact bounds" from a table's bins)."""
 
 
 def table_one(analysis: dict[str, Any], groups: list[str] | None
@@ -509,6 +510,7 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None
     if not pooled:
         return [], []
     units = analysis.get("units") or {}
+    interval = "95 % interval" if analysis.get("mode") == "dp" else "exact bounds"
     header = ["variable", *(groups or []), "Overall"]
     rows: list[list[str]] = []
     variables = list(dict.fromkeys(v for v, _ in pooled))
@@ -517,7 +519,8 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None
         cells = [pooled.get((v, arm)) for arm in arms]
         rows.append([name, *("" for _ in arms)])
         for label, show in TABLE_ONE_LINES:
-            rows.append([label, *(show(c) if c is not None else "—" for c in cells)])
+            rows.append([label.format(interval=interval),
+                         *(show(c) if c is not None else "—" for c in cells)])
     return header, rows
 
 
@@ -531,7 +534,8 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
                 for p in noise)
             for v, noise in (analysis.get("noise") or {}).items())
         return (f"ε-differentially private: each center spent ε = {fmt(analysis['epsilon'])} per "
-                "variable and arm, split as " + parts + ". Values clipped to public bounds; "
+                "variable and arm, split as " + parts + " (the sums' scales as at the first "
+                "center: they follow each center's DP range). Values clipped to public bounds; "
                 "each center's sums clipped further to a DP range read off its DP quartiles "
                 "(the mean and SD are those of the values so clipped); pooled numbers add the "
                 "centers' noisy counts, sums and histograms (the pooled median and quartiles are "

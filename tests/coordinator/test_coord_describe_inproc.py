@@ -171,10 +171,10 @@ async def test_report_and_frame(federation: Federations) -> None:
     assert lines["missing, n (%)"] == ["—", "—", "—"]  # missing: never released
     # Table mode: n exact (no interval), the mean's and quartiles' exact bounds, no SD bound.
     assert lines["n"] == [str(pooled[a]["n"]) for a in ("ctl", "trt", "all")]
-    assert lines["mean: 95 % interval"][2] == (f"[{fmt(every['mean_interval'][0], 3)}, "
-                                               f"{fmt(every['mean_interval'][1], 3)}]")
-    assert lines["SD: 95 % interval"] == ["—", "—", "—"]
-    assert all(lines[f"{q}: 95 % interval"][2].startswith("[") for q in ("median", "Q1", "Q3"))
+    assert lines["mean: exact bounds"][2] == (f"[{fmt(every['mean_interval'][0], 3)}, "
+                                              f"{fmt(every['mean_interval'][1], 3)}]")
+    assert lines["SD: exact bounds"] == ["—", "—", "—"]
+    assert all(lines[f"{q}: exact bounds"][2].startswith("[") for q in ("median", "Q1", "Q3"))
     # DP mode: n is a DP count, shown with its interval (whole numbers around it).
     dp = view["result"]["analyses"][0]
     dp_pooled = {r["arm"]: r for r in dp["rows"] if r["center"] == "pooled"}["all"]
