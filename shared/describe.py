@@ -401,8 +401,15 @@ def _forest_rank_halfwidth(bins: int, noise: Sequence[Components], *, leaves: Fl
         return 0.0
     rng = np.random.default_rng(0)
     r = 400
-    draws = [np.sum([rng.laplace(0.0, c.histogram, size=(r, bins * SPLITS**k)) for c in noise
-                     if c.histogram > 0], axis=0) for k in range(DEPTH + 1)]
+    # k Laplace(b) summed is Gamma(k, b) − Gamma(k, b): one pair of draws per node and scale
+    # (the centers' trees usually share one scale), however many descriptions are pooled.
+    scales: dict[float, int] = {}
+    for c in noise:
+        if c.histogram > 0:
+            scales[c.histogram] = scales.get(c.histogram, 0) + 1
+    draws = [np.sum([rng.gamma(k, b, size=(r, bins * SPLITS**d))
+                     - rng.gamma(k, b, size=(r, bins * SPLITS**d)) for b, k in scales.items()],
+                    axis=0) for d in range(DEPTH + 1)]
     cum = np.concatenate([np.zeros((r, 1)), np.cumsum(forest_leaves(draws), axis=1)], axis=1)
     total = cum[:, -1]
     c_hat = np.concatenate([[0.0], np.cumsum(leaves)])

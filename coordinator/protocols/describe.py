@@ -38,6 +38,7 @@ from shared.describe import (
     DescribePart,
     DPDescription,
     Summary,
+    dp_range,
     histogram_edges,
     pool_descriptions,
     table_describe,
@@ -85,7 +86,8 @@ class FederatedDescribe:
 
 def check_release(center: str, release: DescribeRelease, asked: DescribeRequest) -> None:
     """A plausible description: the ε, bounds and bins asked, the ε split adding up to ε,
-    quantiles inside the bounds."""
+    quantiles inside the bounds, the sums centred on the DP range its quartiles give (or, from
+    a center one version older, on the bounds' midpoint)."""
     def implausible(detail: str) -> CenterFailure:
         return CenterFailure(center, "implausible", detail)
 
@@ -109,8 +111,15 @@ def check_release(center: str, release: DescribeRelease, asked: DescribeRequest)
     if not math.isclose(release.center, (lo + hi) / 2.0, rel_tol=RELEASE_RTOL,
                         abs_tol=1e-12 * (b - a)):
         raise implausible("its sums are not centered on its range's midpoint")
-    if release.clip is not None and release.subdivisions is None:
-        raise implausible("its histogram has no subdivisions")
+    if release.clip is not None:
+        if release.subdivisions is None:
+            raise implausible("its histogram has no subdivisions")
+        by_level = dict(zip(release.levels, release.quantiles, strict=True))
+        if 0.25 not in by_level or 0.75 not in by_level:
+            raise implausible("it released no quartiles")
+        expected = dp_range((by_level[0.25], by_level[0.75]), (a, b))
+        if not np.allclose(release.clip, expected, rtol=RELEASE_RTOL, atol=1e-12 * (b - a)):
+            raise implausible("its DP range is not the one its quartiles give")
 
 
 def _pool(variable: str, parts: Sequence[DPDescription]) -> DPDescription:

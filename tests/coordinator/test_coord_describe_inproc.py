@@ -109,6 +109,24 @@ async def test_an_implausible_description_is_named(federation: Federations) -> N
     assert failed.error.model_dump()["kind"] == "implausible"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("tamper", "match"), [
+    ({"clip": (10.0, 90.0)}, "DP range is not the one"),
+    ({"center": 10.0}, "centered on its range's midpoint"),
+    ({"subdivisions": None}, "no subdivisions"),
+])
+async def test_a_description_whose_range_does_not_follow_is_named(
+        federation: Federations, tamper: dict[str, Any], match: str) -> None:
+    """The sums' range must be the one the released quartiles give (post-processing the
+    coordinator can redo), the sums centred on it, and the histogram subdivided."""
+    ports = [Tampered(p, dp_describe=tamper) if p.center_id == "beta" else p
+             for p in federation.ports()]
+    failed = (await run_study(spec(DP), ports, min_centers=2)).analyses[0]
+    assert failed.status == "failed"
+    error = failed.error.model_dump()  # type: ignore[union-attr]
+    assert error["center"] == "beta" and error["kind"] == "implausible"
+    assert match in error["detail"], error
+
+
 async def test_allow_partial_leaves_a_failing_center_out_of_every_row(
         federation: Federations) -> None:
     ports = [Tampered(p, dp_describe={"bounds": (0.0, 50.0)}) if p.center_id == "gamma" else p
