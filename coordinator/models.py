@@ -496,8 +496,11 @@ class DPQuantilesResult(_Result):
 class DescribeRow(_Result):
     """One line of a describe result: one variable, one center (or "pooled"), one arm (a group
     level, or "all": every record of the arms). ``missing`` is never released (a center's
-    population holds complete cases only: docs/privacy.md); ``minimum``/``maximum`` only as DP
-    estimates (the 1st and 99th percentiles by JointExp, a center's own rows)."""
+    population holds complete cases only: docs/privacy.md); ``minimum``/``maximum`` are no
+    longer released (kept for results stored before: there, JointExp's 1st and 99th
+    percentiles). Each ``*_interval`` is the number's 95 % interval (DP: of what the exact data
+    would give; table: exact bounds), ``uncertainty`` says how; ``notes`` say why a number is
+    not estimable."""
 
     variable: str
     center: str
@@ -515,6 +518,18 @@ class DescribeRow(_Result):
     counts: list[float]
     method: str = Field(description="how the row was computed (mechanisms, or the table)")
     epsilon: float = Field(description="ε each center spent on the row's releases (0: table)")
+    n_interval: tuple[float, float] | None = None
+    mean_interval: tuple[float, float] | None = None
+    sd_interval: tuple[float, float] | None = None
+    q1_interval: tuple[float, float] | None = None
+    median_interval: tuple[float, float] | None = None
+    q3_interval: tuple[float, float] | None = None
+    rank_halfwidth: float | None = Field(
+        default=None, description="DP: the quartiles' 95 % rank error, in records")
+    clip: tuple[float, float] | None = Field(
+        default=None, description="DP, a center's row: the range its sums were clipped to")
+    uncertainty: str | None = Field(default=None, description="how the intervals were made")
+    notes: list[str] = Field(default_factory=list)
 
 
 class NoisePart(_Result):

@@ -433,7 +433,12 @@ DESCRIBE_ALL = "all"
 def _mean_sd(row: dict[str, Any]) -> str:
     if row.get("mean") is None:
         return "—"
-    sd = f" ({fmt(row['sd'], 3)})" if row.get("sd") is not None else ""
+    if row.get("sd") is not None:
+        sd = f" ({fmt(row['sd'], 3)})"
+    elif row.get("n", 0) >= 2 or row.get("sd_interval") is not None:
+        sd = " (SD not estimable)"  # a DP variance <= 0: never shown as 0
+    else:
+        sd = ""
     return f"{fmt(row['mean'], 3)}{sd}"
 
 
@@ -441,6 +446,30 @@ def _median_iqr(row: dict[str, Any]) -> str:
     if row.get("median") is None:
         return "—"
     return f"{fmt(row['median'], 3)} [{fmt(row['q1'], 3)}, {fmt(row['q3'], 3)}]"
+
+
+def _interval(value: Any) -> str:
+    """A 95 % interval as "[low, high]" ("—" where none is stated)."""
+    if not value:
+        return "—"
+    return f"[{fmt(value[0], 3)}, {fmt(value[1], 3)}]"
+
+
+def _n(row: dict[str, Any]) -> str:
+    """N, with its interval when it is a DP count (a table's N is exact)."""
+    iv = row.get("n_interval")
+    if iv and iv[0] != iv[1]:
+        return f"{row['n']} [{fmt(math.floor(iv[0]), 6)}, {fmt(math.ceil(iv[1]), 6)}]"
+    return str(row["n"])
+
+
+def _quartile_intervals(row: dict[str, Any]) -> str:
+    """The 95 % intervals of Q1, median and Q3, "Q1 […]; median […]; Q3 […]"."""
+    if not any(row.get(k) for k in ("q1_interval", "median_interval", "q3_interval")):
+        return "—"
+    return "; ".join(f"{name} {_interval(row.get(key))}" for name, key in
+                     (("Q1", "q1_interval"), ("median", "median_interval"),
+                      ("Q3", "q3_interval")))
 
 
 def _missing(row: dict[str, Any]) -> str:
@@ -451,17 +480,39 @@ def _missing(row: dict[str, Any]) -> str:
     return f"{int(missing)} ({100.0 * int(missing) / n:.1f} %)" if n else str(missing)
 
 
+def _shown(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: _interval(row.get(key))
+
+
+TABLE_ONE_LINES: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("  n", _n),
+    ("  mean (SD)", _mean_sd),
+    ("    mean: {interval}", _shown("mean_interval")),
+    ("    SD: {interval}", _shown("sd_interval")),
+    ("  median [Q1, Q3]", _median_iqr),
+    ("    median: {interval}", _shown("median_interval")),
+    ("    Q1: {interval}", _shown("q1_interval")),
+    ("    Q3: {interval}", _shown("q3_interval")),
+    ("  missing, n (%)", _missing),
+)
+"""The lines of each variable's block in a Table 1: the number, then its interval ("95 %
+interval" of a DP number, "exact bounds" from a table's bins)."""
+
+
 def table_one(analysis: dict[str, Any], groups: list[str] | None
               ) -> tuple[list[str], list[list[str]]]:
     """A describe result as a journal's "Table 1": one block per variable (its unit in the
-    name), lines n, mean (SD), median [Q1, Q3] and missing n (%); columns the arms pooled over
-    the centers, then Overall. Only pooled rows (an analysis without them gives no Table 1)."""
+    name), lines n, mean (SD), median [Q1, Q3] and missing n (%), each number with its 95 %
+    interval (DP: of what the exact data would give; table: exact bounds from the bins); columns
+    the arms pooled over the centers, then Overall. Only pooled rows (an analysis without them
+    gives no Table 1)."""
     arms = [*(groups or []), DESCRIBE_ALL]
     pooled = {(r["variable"], r["arm"]): r for r in analysis.get("rows") or []
               if r.get("center") == "pooled"}
     if not pooled:
         return [], []
     units = analysis.get("units") or {}
+    interval = "95 % interval" if analysis.get("mode") == "dp" else "exact bounds"
     header = ["variable", *(groups or []), "Overall"]
     rows: list[list[str]] = []
     variables = list(dict.fromkeys(v for v, _ in pooled))
@@ -469,10 +520,9 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None
         name = f"{v} ({units[v]})" if v in units else v
         cells = [pooled.get((v, arm)) for arm in arms]
         rows.append([name, *("" for _ in arms)])
-        for label, show in (("  n", lambda r: str(r["n"])), ("  mean (SD)", _mean_sd),
-                            ("  median [Q1, Q3]", _median_iqr),
-                            ("  missing, n (%)", _missing)):
-            rows.append([label, *(show(c) if c is not None else "—" for c in cells)])
+        for label, show in TABLE_ONE_LINES:
+            rows.append([label.format(interval=interval),
+                         *(show(c) if c is not None else "—" for c in cells)])
     return header, rows
 
 
@@ -499,23 +549,40 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
                 for p in noise)
             for v, noise in (analysis.get("noise") or {}).items())
         return (f"ε-differentially private: each center spent ε = {fmt(analysis['epsilon'])} per "
-                "variable and arm, split as " + parts + ". Values clipped to public bounds; "
-                "pooled numbers add the centers' noisy counts, sums and histograms (the pooled "
-                "median and quartiles are read from the summed noisy histogram). Missing values "
-                "are not released (every center counts complete cases only).")
+                "variable and arm, split as " + parts + " (the sums' scales as at the first "
+                "center: they follow each center's DP range). Values clipped to public bounds; "
+                "each center's sums clipped further to a DP range read off its DP quartiles "
+                "(the mean and SD are those of the values so clipped); pooled numbers add the "
+                "centers' noisy counts, sums and histograms (the pooled median and quartiles are "
+                "read from the summed noisy histogram tree). No minimum or maximum is released. "
+                "Every interval is 95 %, of the number the exact data would give (the DP noise, "
+                "not the sampling error): n from the Laplace law of the noisy count; mean and SD "
+                "by a basic bootstrap of the noise laws; quartiles from the rank error of the "
+                "exponential mechanism or of the summed histogram, read off the noisy histogram. "
+                "An SD the noise leaves at a variance <= 0 is shown as not estimable. "
+                "Missing values are not released (every center counts complete cases only).")
     return (f"From the federated K-anonymous tables (K = {k}; every count 0 or at least K), no "
-            "ε spent: mean and SD from the bins' midpoints, median and quartiles by "
-            "interpolation within bins; minimum and maximum are not released without ε. "
-            "Missing values are not released (every center counts complete cases only).")
+            "ε spent: n exact; mean and SD from the bins' midpoints, median and quartiles by "
+            "interpolation within bins. The intervals are exact bounds, not estimates: every "
+            "record lies in its bin, so the mean lies between the means with every record at "
+            "its bin's lower and at its upper limit, and each quartile in the bin that holds "
+            "its rank; the SD has no such bound. Minimum and maximum are not released without "
+            "ε. Missing values are not released (every center counts complete cases only).")
 
 
 def describe_rows(analysis: dict[str, Any]) -> list[list[Any]]:
     """Every row of a describe result (per center and pooled), for the detailed table."""
-    return [[r["variable"], r["center"], r["arm"], r["n"], _mean_sd(r), _median_iqr(r),
-             fmt(r["minimum"], 3) if r.get("minimum") is not None else "—",
-             fmt(r["maximum"], 3) if r.get("maximum") is not None else "—",
-             fmt(r["epsilon"])]
+    return [[r["variable"], r["center"], r["arm"], _n(r), _mean_sd(r),
+             _interval(r.get("mean_interval")), _interval(r.get("sd_interval")),
+             _median_iqr(r), _quartile_intervals(r),
+             fmt(math.ceil(r["rank_halfwidth"])) if r.get("rank_halfwidth") is not None else "—",
+             _interval(r.get("clip")), fmt(r["epsilon"])]
             for r in analysis.get("rows") or []]
+
+
+DESCRIBE_HEADER = ["variable", "center", "arm", "n [95 %]", "mean (SD)", "mean: 95 %",
+                   "SD: 95 %", "median [Q1, Q3]", "quartiles: 95 %", "rank error (95 %)",
+                   "sums clipped to", "ε per center"]
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -630,9 +697,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                 parts.append(f"<p class='note'>{esc(table_one_note(analysis, spec['k']))}</p>")
                 parts.append(
                     "<details><summary>Per center and pooled</summary>" + _table(
-                        ["variable", "center", "arm", "n", "mean (SD)", "median [Q1, Q3]",
-                         "min (DP)", "max (DP)", "ε per center"], describe_rows(analysis))
-                    + "</details>")
+                        DESCRIBE_HEADER, describe_rows(analysis)) + "</details>")
                 continue
             if analysis.get("kind") == "dp_quantiles":
                 group = analysis.get("group") or "all records"

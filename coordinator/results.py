@@ -169,9 +169,14 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int) 
         DescribeRow(
             variable=line.variable, center=line.center, arm=line.arm, n=line.summary.n,
             mean=line.summary.mean, sd=line.summary.sd, median=line.summary.median,
-            q1=line.summary.q1, q3=line.summary.q3, minimum=line.summary.minimum,
-            maximum=line.summary.maximum, edges=list(line.summary.edges),
+            q1=line.summary.q1, q3=line.summary.q3, edges=list(line.summary.edges),
             counts=list(line.summary.counts), method=line.method, epsilon=line.epsilon,
+            n_interval=line.summary.n_interval, mean_interval=line.summary.mean_interval,
+            sd_interval=line.summary.sd_interval, q1_interval=line.summary.q1_interval,
+            median_interval=line.summary.median_interval,
+            q3_interval=line.summary.q3_interval, rank_halfwidth=line.summary.rank_halfwidth,
+            clip=line.summary.clip, uncertainty=line.summary.uncertainty or None,
+            notes=list(line.summary.notes),
         )
         for line in fed.lines
     ]

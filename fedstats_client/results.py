@@ -13,7 +13,7 @@ the analyses by kind::
                                           # box's further levels), pooled included
     record.result.boxplots.plot()         # matplotlib Axes
     record.result.describe.to_frame()     # one tidy row per (variable, center, arm): n,
-                                          # mean, sd, median, q1, q3, DP min/max, ε, method
+                                          # mean, sd, median, q1, q3, ε, method, intervals
     record.result.centers                 # each center included or excluded, and why
 
 ``mwu``, ``table`` and ``quantiles`` are the study's (first) analysis of that kind;
@@ -220,7 +220,9 @@ class Boxplots:
 
 
 DESCRIBE_COLUMNS = ("n", "missing", "mean", "sd", "median", "q1", "q3", "minimum", "maximum",
-                    "epsilon", "method", "edges", "counts")
+                    "epsilon", "method", "edges", "counts", "n_interval", "mean_interval",
+                    "sd_interval", "q1_interval", "median_interval", "q3_interval",
+                    "rank_halfwidth", "clip", "uncertainty", "notes")
 
 
 class Describe:
@@ -232,10 +234,13 @@ class Describe:
     def to_frame(self) -> pd.DataFrame:
         """One tidy row per (``variable``, ``center``, ``arm``): ``center`` "pooled" for the
         centers together, ``arm`` "all" for every record; ``n``, ``missing`` (never released:
-        None), ``mean``, ``sd``, ``median``, ``q1``, ``q3``, ``minimum``/``maximum`` (DP
-        estimates, a center's own DP rows only), the ε each center spent on the row, how it
-        was computed (``mode``, ``method``), the histogram (``edges``, ``counts``) and the
-        variable's ``unit``."""
+        None), ``mean``, ``sd`` (None where not estimable, ``notes`` say why), ``median``,
+        ``q1``, ``q3``, ``minimum``/``maximum`` (no longer released: None, but in results
+        stored before), the ε each center spent on the row, how it was computed (``mode``,
+        ``method``), the histogram (``edges``, ``counts``), the variable's ``unit``, and each
+        number's 95 % interval (``*_interval``; ``rank_halfwidth`` the DP quartiles' rank
+        error in records, ``clip`` the range a center's DP sums were clipped to) with how it
+        was made (``uncertainty``)."""
         rows = [{"variable": r.variable, "center": r.center, "arm": r.arm, "mode": raw.mode,
                  "unit": raw.units.get(r.variable),
                  **{k: getattr(r, k) for k in DESCRIBE_COLUMNS}}

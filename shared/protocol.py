@@ -621,28 +621,47 @@ class ThresholdCountsRequest(DPRequest):
 
 
 class ThresholdCountsRelease(WireModel):
-    """Noisy counts below and above; ``scale`` is each count's Laplace scale, ``halfwidth`` the
-    95 % half-width of its noise."""
+    """Noisy counts below and above, rounded and floored at 0, and (``*_noisy``) as drawn, for
+    the coordinator to sum before it floors (a release made before them has none: the
+    coordinator then sums the floored counts); ``scale`` is each count's Laplace scale,
+    ``halfwidth`` the 95 % half-width of its noise."""
 
     below: NonNegativeInt
     above: NonNegativeInt
     epsilon: FiniteFloat
     scale: FiniteFloat | None = Field(default=None, gt=0)
     halfwidth: FiniteFloat | None = Field(default=None, ge=0)
+    below_noisy: FiniteFloat | None = None
+    above_noisy: FiniteFloat | None = None
+
+    @model_validator(mode="after")
+    def _floored(self) -> ThresholdCountsRelease:
+        for noisy, shown in ((self.below_noisy, self.below), (self.above_noisy, self.above)):
+            if noisy is not None and max(0, round(noisy)) != shown:
+                raise ValueError("a count must be its noisy count rounded and floored at 0")
+        return self
 
     @classmethod
     def from_result(cls, counts: ThresholdCounts) -> ThresholdCountsRelease:
         scale = 2.0 / counts.spent.epsilon  # ε/2 for each count, sensitivity 1
         return cls(below=counts.below, above=counts.above, epsilon=counts.spent.epsilon,
-                   scale=scale, halfwidth=laplace_halfwidth(scale))
+                   scale=scale, halfwidth=laplace_halfwidth(scale),
+                   below_noisy=counts.below_noisy, above_noisy=counts.above_noisy)
+
+    def to_pair(self) -> tuple[float, float]:
+        """(below, above) for the coordinator to sum: the noisy counts, or the floored ones
+        from a center that releases none."""
+        below = self.below_noisy if self.below_noisy is not None else float(self.below)
+        above = self.above_noisy if self.above_noisy is not None else float(self.above)
+        return below, above
 
 
 class DescribeRequest(WireModel):
     """Ask a center for an ε-DP description of ``variable`` (one declared level or every
-    record): noisy N, sums (mean, SD), JointExp quartiles and extremes, a Laplace histogram of
-    ``bins`` equal-width bins (``shared.describe.dp_describe``). ``bounds`` None: the center's
-    declared public bounds of the variable (``[datasets.X.metadata.v]``); it refuses when it
-    declares none."""
+    record): noisy N, JointExp quartiles, sums on a DP range (mean, SD), a Laplace histogram
+    of ``bins`` equal-width bins split twice more (``shared.describe.dp_describe``).
+    ``bounds`` None: the center's declared public bounds of the variable
+    (``[datasets.X.metadata.v]``); it refuses when it declares none."""
 
     variable: str = Field(min_length=1)
     group: str | None = None
@@ -663,10 +682,10 @@ class DescribePartRelease(WireModel):
 
 
 class DescribeRelease(WireModel):
-    """An ε-DP description as released: the noisy count, the noisy sums about ``center`` (the
-    bounds' midpoint), JointExp values at ``levels``, the noisy histogram on ``edges``, the ε
-    split (``parts``), and the bounds the values were clipped to (the request's or the
-    center's declared ones)."""
+    """An ε-DP description as released: the noisy count, the noisy sums of the values clipped to
+    the DP range ``clip`` about ``center`` (its midpoint), JointExp values at ``levels``, the
+    noisy histogram on ``edges`` and its ``subdivisions``, the ε split (``parts``), and the
+    bounds the values were clipped to (the request's or the center's declared ones)."""
 
     bounds: tuple[FiniteFloat, FiniteFloat]
     center: FiniteFloat
@@ -682,11 +701,20 @@ class DescribeRelease(WireModel):
     neighbouring: Neighbouring
     resolution: FiniteFloat | None = Field(
         default=None, gt=0, description="the declared resolution the quantiles lie on")
+    clip: tuple[FiniteFloat, FiniteFloat] | None = Field(
+        default=None, description="the DP range the sums were clipped to (``center`` its "
+                                  "midpoint); none: the bounds (a release made before it)")
+    subdivisions: list[list[FiniteFloat]] | None = Field(
+        default=None, description="the histogram's bins split in 4, then 4 again: noisy "
+                                  "counts of each level (none: a release made before them)")
 
     @model_validator(mode="after")
     def _consistent(self) -> DescribeRelease:
         if len(self.histogram) != len(self.edges) - 1:
             raise ValueError("a histogram needs one count per bin")
+        if self.subdivisions is not None and [len(s) for s in self.subdivisions] != [
+                len(self.histogram) * 4**k for k in range(1, len(self.subdivisions) + 1)]:
+            raise ValueError("each subdivision splits every node of the level above in 4")
         if len(self.quantiles) != len(self.levels):
             raise ValueError("one quantile per level is required")
         if any(b < a for a, b in pairwise(self.quantiles)):
@@ -704,7 +732,9 @@ class DescribeRelease(WireModel):
                                        sensitivity=p.sensitivity, scale=p.scale)
                    for p in result.parts],
             epsilon=result.spent.epsilon, neighbouring=result.neighbouring,
-            resolution=result.resolution,
+            resolution=result.resolution, clip=result.clip,
+            subdivisions=(None if result.subdivisions is None
+                          else [list(level) for level in result.subdivisions]),
         )
 
     def to_result(self) -> DPDescription:
@@ -717,4 +747,7 @@ class DescribeRelease(WireModel):
                         for p in self.parts),
             neighbouring=self.neighbouring, spent=PrivacySpent(self.epsilon),
             resolution=self.resolution,
+            clip=None if self.clip is None else (self.clip[0], self.clip[1]),
+            subdivisions=(None if self.subdivisions is None
+                          else tuple(tuple(level) for level in self.subdivisions)),
         )

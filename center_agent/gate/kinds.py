@@ -613,16 +613,17 @@ class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
 
 class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
     """An ε-DP description of one variable (one level or every record) for a "Table 1"
-    (``shared.describe.dp_describe``): noisy N and sums (mean, SD), JointExp quartiles and 1st/
-    99th percentiles, a Laplace histogram; ε split in fixed shares, each part's mechanism and
-    noise scale stated in the release. The bounds are the request's or, when it gives none,
-    the variable's declared public bounds (``[datasets.X.metadata.v]``): a variable with
-    neither is refused from the request and the configuration alone. Either wording of the
-    same bounds is one question (one stored answer)."""
+    (``shared.describe.dp_describe``): noisy N, JointExp quartiles, noisy sums of the values
+    clipped to a DP range read off them (mean, SD), a Laplace histogram tree; ε split in fixed
+    shares, each part's mechanism and noise scale stated in the release. The bounds are the
+    request's or, when it gives none, the variable's declared public bounds
+    (``[datasets.X.metadata.v]``): a variable with neither is refused from the request and the
+    configuration alone. Either wording of the same bounds is one question (one stored
+    answer)."""
 
     wire = kinds.DP_DESCRIBE
-    summary = ("ε-DP descriptive statistics (N, mean, SD, quartiles, 1st/99th percentiles, "
-               "histogram) of one variable, bounded by the request's or the declared bounds")
+    summary = ("ε-DP descriptive statistics (N, mean, SD, quartiles, histogram) of one "
+               "variable, bounded by the request's or the declared bounds")
     uses_resolution = True
 
     @staticmethod

@@ -10,7 +10,9 @@
      quartiles and draws the whiskers, and reads the further ``levels`` (default 0.05 and 0.95)
      off the same tree — post-processing: the centers are asked exactly the same releases
      whatever the levels (tested), so they cost no ε;
-  3. each center's DP counts below and above the whiskers (ε/8), summed.
+  3. each center's DP counts below and above the whiskers (ε/8): the unrounded noisy counts
+     summed, then the sum rounded and floored at 0 (a center that releases only floored counts
+     is summed as it released).
 
   Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
   disjoint patients, so across centers the rounds compose in parallel).
@@ -218,7 +220,7 @@ async def federated_dp_boxplot(
             spend(cid, c.epsilon)
         # Each center's count carries Laplace(2/eps3) noise (ε/2 per count, sensitivity 1).
         pooled_box = PooledBox(
-            pooled_result(box, [(c.below, c.above) for c in counts.values()], epsilon),
+            pooled_result(box, [c.to_pair() for c in counts.values()], epsilon),
             (lo, hi),
             tuple(counts),
             laplace_sum_halfwidth([2.0 / eps3] * len(counts)),

@@ -6,9 +6,9 @@ Two modes, the analyst's choice:
 * ``dp`` — every center releases an ε-DP description of each variable and arm
   (``POST .../dp/describe``, ε each), asked in parallel and checked. A center's overall row
   pools its arms, and the pooled rows pool the centers (``shared.describe.pool_descriptions``:
-  counts, sums and histograms add; post-processing, no further ε). Pooled quartiles come from
-  the summed noisy histogram; the DP extremes (1st/99th percentiles) only in a center's own
-  rows, which alone ran JointExp.
+  counts, sums and histograms add; post-processing, no further ε). Pooled quartiles are read
+  off the summed histogram's consistent subdivisions; no row has a minimum or maximum. Every
+  number carries its 95 % interval (``shared.describe.Summary``).
 * ``table`` — no ε: each variable's federated K-anonymous table (the study's own table for the
   study's variable; the caller passes them in), read by ``shared.describe.table_describe``;
   with ``per_center``, each center's own K-anonymous table of the variable (``POST
@@ -38,6 +38,7 @@ from shared.describe import (
     DescribePart,
     DPDescription,
     Summary,
+    dp_range,
     histogram_edges,
     pool_descriptions,
     table_describe,
@@ -54,10 +55,10 @@ ALL = "all"
 """The arm of every record: the study without ``groups``, or both arms together."""
 POOLED = "pooled"
 """The center of the rows pooled over centers."""
-DP_CENTER_METHOD = ("dp: Laplace count, sums and histogram; JointExp quartiles and 1st/99th "
-                    "percentiles as min/max")
-DP_POOLED_METHOD = ("dp: sums of the noisy counts, sums and histograms; quartiles from the "
-                    "summed histogram")
+DP_CENTER_METHOD = ("dp: Laplace count; JointExp quartiles; Laplace sums of the values clipped "
+                    "to a DP range from the quartiles; Laplace histogram tree")
+DP_POOLED_METHOD = ("dp: sums of the noisy counts, sums and histogram trees; quartiles from "
+                    "the summed consistent tree")
 TABLE_METHOD = ("table: mean/SD from bin midpoints; quartiles by interpolation with buffers")
 
 
@@ -85,7 +86,8 @@ class FederatedDescribe:
 
 def check_release(center: str, release: DescribeRelease, asked: DescribeRequest) -> None:
     """A plausible description: the ε, bounds and bins asked, the ε split adding up to ε,
-    quantiles inside the bounds."""
+    quantiles inside the bounds, the sums centred on the DP range its quartiles give (or, from
+    a center one version older, on the bounds' midpoint)."""
     def implausible(detail: str) -> CenterFailure:
         return CenterFailure(center, "implausible", detail)
 
@@ -103,8 +105,21 @@ def check_release(center: str, release: DescribeRelease, asked: DescribeRequest)
         raise implausible("its histogram has other bins than asked")
     if not all(a <= v <= b for v in release.quantiles):
         raise implausible(f"a quantile lies outside the bounds [{a:g}, {b:g}]")
-    if not math.isclose(release.center, (a + b) / 2.0, rel_tol=RELEASE_RTOL, abs_tol=1e-12):
-        raise implausible("its sums are not centered on the bounds' midpoint")
+    lo, hi = release.clip if release.clip is not None else (a, b)
+    if not a <= lo < hi <= b:
+        raise implausible(f"its DP range lies outside the bounds [{a:g}, {b:g}]")
+    if not math.isclose(release.center, (lo + hi) / 2.0, rel_tol=RELEASE_RTOL,
+                        abs_tol=1e-12 * (b - a)):
+        raise implausible("its sums are not centered on its range's midpoint")
+    if release.clip is not None:
+        if release.subdivisions is None:
+            raise implausible("its histogram has no subdivisions")
+        by_level = dict(zip(release.levels, release.quantiles, strict=True))
+        if 0.25 not in by_level or 0.75 not in by_level:
+            raise implausible("it released no quartiles")
+        expected = dp_range((by_level[0.25], by_level[0.75]), (a, b))
+        if not np.allclose(release.clip, expected, rtol=RELEASE_RTOL, atol=1e-12 * (b - a)):
+            raise implausible("its DP range is not the one its quartiles give")
 
 
 def _pool(variable: str, parts: Sequence[DPDescription]) -> DPDescription:

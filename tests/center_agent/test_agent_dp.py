@@ -158,4 +158,9 @@ async def test_pooled_rounds(client: httpx.AsyncClient, app: FastAPI) -> None:
         "variable": "x", "epsilon": 0.125, "bounds": bounds, "lower": q1, "upper": q3})
     counts = ThresholdCountsRelease.model_validate_json(r3.content)
     assert counts.below >= 0 and counts.above >= 0
+    # The noisy counts as drawn, for the coordinator to sum; the shown ones are them floored.
+    assert counts.below_noisy is not None and counts.above_noisy is not None
+    assert counts.below == max(0, round(counts.below_noisy))
+    with pytest.raises(ValueError, match="floored"):
+        counts.model_validate({**counts.model_dump(), "below_noisy": counts.below + 3.0})
     assert await spent(client) == pytest.approx(0.375 + 0.5 + 0.125)

@@ -46,8 +46,8 @@ async def test_the_pooled_box_is_the_core_on_the_releases_received(
                            t.noise_scale, PrivacySpent(t.epsilon))
              for t in (c.answers["dp_tree_histogram"][0] for c in centers)]
     whiskers = pooled_whiskers(trees, grid=grid, extremes=pairs, bounds=BOUNDS)
-    counts = [(c.answers["dp_threshold_counts"][0].below,
-               c.answers["dp_threshold_counts"][0].above) for c in centers]
+    counts = [(c.answers["dp_threshold_counts"][0].below_noisy,
+               c.answers["dp_threshold_counts"][0].above_noisy) for c in centers]
     assert fed.pooled is not None
     assert fed.pooled.grid == grid
     assert fed.pooled.box == pooled_result(whiskers, counts, 1.0)

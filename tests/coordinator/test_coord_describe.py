@@ -136,7 +136,12 @@ def check_dp_rows(result: dict[str, Any], data: dict[str, dict[str, np.ndarray]]
         # mean = c + S/N: both noisy; the bound covers 12 scales of each.
         n_low = x.size - 12 * scale_n
         assert abs(r["mean"] - x.mean()) <= 12 * scale_s / n_low + (hi - lo) * 12 * scale_n / n_low
-        assert lo <= r["minimum"] <= r["q1"] <= r["median"] <= r["q3"] <= r["maximum"] <= hi
+        assert lo <= r["q1"] <= r["median"] <= r["q3"] <= hi
+        assert r["minimum"] is None and r["maximum"] is None  # no DP extremes
+        assert lo <= r["clip"][0] < r["clip"][1] <= hi
+        for key in ("n", "mean", "sd", "q1", "median", "q3"):  # each number in its interval
+            low, high = r[f"{key}_interval"]
+            assert low <= r[key] <= high
         assert r["epsilon"] == EPSILON
         assert len(r["edges"]) == 9 and r["edges"][0] == lo and r["edges"][-1] == hi
 
@@ -199,6 +204,7 @@ def test_describe_study_end_to_end(tmp_path: Path) -> None:
         assert "Table 1: descriptive statistics" in page
         assert "age (years)" in page and "Overall" in page
         assert "mean (SD)" in page and "median [Q1, Q3]" in page and "missing, n (%)" in page
+        assert "mean: 95 % interval" in page and "basic bootstrap" in page
         assert "ε-differentially private" in page and "K-anonymous tables" in page
 
         # What is left (4 per center) is less than one request of this study (5): each

@@ -5,6 +5,7 @@ named, the spec's own refusals, the Table 1 of the report and the client's frame
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -49,9 +50,12 @@ async def test_dp_rows_are_the_releases_pooled(federation: Federations) -> None:
     for cid, own in releases.items():
         # A center's own arm rows are its releases' summaries (answered in either order).
         assert {(rows[(cid, a)].n, rows[(cid, a)].mean, rows[(cid, a)].sd,
-                 rows[(cid, a)].median, rows[(cid, a)].minimum) for a in ("ctl", "trt")} == {
+                 rows[(cid, a)].median, rows[(cid, a)].mean_interval)
+                for a in ("ctl", "trt")} == {
             (d.summary().n, d.summary().mean, d.summary().sd, d.summary().median,
-             d.summary().minimum) for d in own}
+             d.summary().mean_interval) for d in own}
+        assert all(rows[(cid, a)].minimum is None and rows[(cid, a)].clip is not None
+                   for a in ("ctl", "trt"))
         overall = pool_descriptions(own).summary()
         assert rows[(cid, "all")].mean == pytest.approx(overall.mean)
         assert rows[(cid, "all")].epsilon == 2.0
@@ -60,8 +64,10 @@ async def test_dp_rows_are_the_releases_pooled(federation: Federations) -> None:
     assert pooled.n == every.n and pooled.mean == pytest.approx(every.mean)
     assert pooled.minimum is None and pooled.maximum is None
     assert pooled.counts == list(every.counts)
+    assert pooled.median_interval == every.median_interval
+    assert pooled.n_interval is not None and pooled.uncertainty
     names = [p.name for p in described.noise["crp"]]
-    assert names == ["count", "sum", "sum of squares", "quantiles", "histogram"]
+    assert names == ["count", "quantiles", "sum", "sum of squares", "histogram"]
 
 
 async def test_table_rows_against_the_raw_data(federation: Federations) -> None:
@@ -85,6 +91,12 @@ async def test_table_rows_against_the_raw_data(federation: Federations) -> None:
         assert abs(row.mean - values.mean()) <= width / 2  # type: ignore[operator]
         assert abs(row.median - np.median(values)) <= width  # type: ignore[operator]
         assert row.minimum is None and row.maximum is None
+        # The bins bound the sample mean and each quartile exactly.
+        lo, hi = row.mean_interval  # type: ignore[misc]
+        assert lo <= values.mean() <= hi
+        for q, iv in ((0.25, row.q1_interval), (0.5, row.median_interval),
+                      (0.75, row.q3_interval)):
+            assert iv is not None and iv[0] <= np.quantile(values, q) <= iv[1]
 
 
 async def test_an_implausible_description_is_named(federation: Federations) -> None:
@@ -95,6 +107,24 @@ async def test_an_implausible_description_is_named(federation: Federations) -> N
     assert failed.status == "failed"
     assert failed.error.model_dump()["center"] == "beta"  # type: ignore[union-attr]
     assert failed.error.model_dump()["kind"] == "implausible"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("tamper", "match"), [
+    ({"clip": (10.0, 90.0)}, "DP range is not the one"),
+    ({"center": 10.0}, "centered on its range's midpoint"),
+    ({"subdivisions": None}, "no subdivisions"),
+])
+async def test_a_description_whose_range_does_not_follow_is_named(
+        federation: Federations, tamper: dict[str, Any], match: str) -> None:
+    """The sums' range must be the one the released quartiles give (post-processing the
+    coordinator can redo), the sums centred on it, and the histogram subdivided."""
+    ports = [Tampered(p, dp_describe=tamper) if p.center_id == "beta" else p
+             for p in federation.ports()]
+    failed = (await run_study(spec(DP), ports, min_centers=2)).analyses[0]
+    assert failed.status == "failed"
+    error = failed.error.model_dump()  # type: ignore[union-attr]
+    assert error["center"] == "beta" and error["kind"] == "implausible"
+    assert match in error["detail"], error
 
 
 async def test_allow_partial_leaves_a_failing_center_out_of_every_row(
@@ -151,17 +181,34 @@ async def test_report_and_frame(federation: Federations) -> None:
     assert header == ["variable", "ctl", "trt", "Overall"]
     pooled = {r["arm"]: r for r in analysis["rows"] if r["center"] == "pooled"}
     assert rows[0][0] == "crp"
-    assert rows[1] == ["  n", *(str(pooled[a]["n"]) for a in ("ctl", "trt", "all"))]
+    lines = {r[0].strip(): r[1:] for r in rows[1:]}
     every = pooled["all"]
-    assert rows[2][3] == f"{fmt(every['mean'], 3)} ({fmt(every['sd'], 3)})"
-    assert rows[3][3] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
-                          f"{fmt(every['q3'], 3)}]")
-    assert rows[4][1:] == ["—", "—", "—"]  # missing: never released
+    assert lines["mean (SD)"][2] == f"{fmt(every['mean'], 3)} ({fmt(every['sd'], 3)})"
+    assert lines["median [Q1, Q3]"][2] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
+                                          f"{fmt(every['q3'], 3)}]")
+    assert lines["missing, n (%)"] == ["—", "—", "—"]  # missing: never released
+    # Table mode: n exact (no interval), the mean's and quartiles' exact bounds, no SD bound.
+    assert lines["n"] == [str(pooled[a]["n"]) for a in ("ctl", "trt", "all")]
+    assert lines["mean: exact bounds"][2] == (f"[{fmt(every['mean_interval'][0], 3)}, "
+                                              f"{fmt(every['mean_interval'][1], 3)}]")
+    assert lines["SD: exact bounds"] == ["—", "—", "—"]
+    assert all(lines[f"{q}: exact bounds"][2].startswith("[") for q in ("median", "Q1", "Q3"))
+    # DP mode: n is a DP count, shown with its interval (whole numbers around it).
+    dp = view["result"]["analyses"][0]
+    dp_pooled = {r["arm"]: r for r in dp["rows"] if r["center"] == "pooled"}["all"]
+    dp_lines = {r[0].strip(): r[1:] for r in table_one(dp, ["ctl", "trt"])[1][1:]}
+    lo, hi = dp_pooled["n_interval"]
+    assert lo < dp_pooled["n"] < hi
+    assert dp_lines["n"][2] == f"{dp_pooled['n']} [{math.floor(lo)}, {math.ceil(hi)}]"
+    assert all(dp_lines[f"{q}: 95 % interval"][2].startswith("[")
+               for q in ("mean", "SD", "median", "Q1", "Q3"))
     text = summary(view)
     assert "Table 1 (dp):" in text and "Table 1 (table):" in text
     assert "mean (SD)" in text and "no ε spent" in text
+    assert "basic bootstrap" in text and "exact bounds" in text
     page = render_html(view)
     assert page.count("Table 1: descriptive statistics") == 2
+    assert "min (DP)" not in page and "sums clipped to" in page
     assert "ε = 1 per variable and arm" in page
     frame = Describe([a for a in result.analyses if isinstance(a, DescribeResult)]).to_frame()
     assert len(frame) == sum(len(a.rows) for a in result.analyses  # type: ignore[union-attr]

@@ -9,17 +9,21 @@ import pytest
 
 from shared.dp.boxplot import EXTREMES_WALKS, extremes_sorted
 from shared.dp.pooled import (
+    COUNT_SHARE,
+    PooledWhiskers,
     TreeHistogram,
     center_extremes,
     consistent_leaves,
     grid_edges,
     pooled_boxplot,
     pooled_quartiles,
+    pooled_result,
     sum_trees,
     threshold_counts,
     tree_counts,
     tree_histogram,
 )
+from shared.dp.uncertainty import laplace_sum_halfwidth
 from shared.privacy import PrivacySpent
 
 
@@ -113,6 +117,41 @@ def test_threshold_counts():
     assert (exact.below, exact.above) == (10, 10) and exact.spent == PrivacySpent(1e9)
     with pytest.raises(ValueError, match="lower <= upper"):
         threshold_counts(data, lower=5, upper=1, epsilon=1, neighbouring="swap", rng=rng())
+
+
+def test_pooled_outlier_counts_are_summed_before_they_are_floored():
+    """Three centers, true counts 2, 0 and 5 below and 22, 1, 3 above, ε = 1 for the box (the
+    counts get ε/16 each, Laplace(16)): the pooled count is the centers' noisy counts summed,
+    then rounded and floored once. The noisy sum is unbiased (its mean over 4000 seeded draws
+    within 4 standard errors of the truth) and the shown count median-unbiased (flooring is
+    monotone): its median within 2 of the truth, where summing the centers' floored counts,
+    as before, puts it 10 or more above (and its mean 15-21 above). The shown interval, count
+    ± ⌈h⌉ clipped at 0 with h the Laplace-sum half-width, holds the truth at least 95 % of the
+    time (less 1.4 %, 4 standard errors): conservative where the count is near 0, whose floor
+    only widens it (0.976 and 0.979 here)."""
+    data = [np.concatenate([np.full(b, -1.0), np.full(50, 5.0), np.full(a, 11.0)])
+            for b, a in ((2, 22), (0, 1), (5, 3))]
+    truth = np.array([7, 26])
+    box = PooledWhiskers(4.0, 5.0, 6.0, 150, 0.0, "fence", 10.0, "fence")
+    generator = rng(11)
+    eps3 = 2 * COUNT_SHARE * 1.0
+    h = math.ceil(laplace_sum_halfwidth([2.0 / eps3] * 3))
+    draws = 4000
+    noisy, shown, old = (np.zeros((draws, 2)) for _ in range(3))
+    for i in range(draws):
+        counts = [threshold_counts(x, lower=0.0, upper=10.0, epsilon=eps3,
+                                   neighbouring="add_remove", rng=generator) for x in data]
+        result = pooled_result(box, [(c.below_noisy, c.above_noisy) for c in counts], 1.0)
+        noisy[i] = sum(c.below_noisy for c in counts), sum(c.above_noisy for c in counts)
+        shown[i] = result.lower_outliers, result.upper_outliers
+        old[i] = sum(c.below for c in counts), sum(c.above for c in counts)
+    np.testing.assert_array_equal(shown, np.maximum(0, np.round(noisy)))
+    se = math.sqrt(3 * 2 * 16.0**2 / draws)
+    assert np.abs(noisy.mean(axis=0) - truth).max() < 4 * se
+    assert np.abs(np.median(shown, axis=0) - truth).max() <= 2
+    assert (np.median(old, axis=0) - truth).min() >= 10  # the old pooled count
+    covered = ((np.maximum(0, shown - h) <= truth) & (truth <= shown + h)).mean(axis=0)
+    assert ((covered > 0.95 - 0.014) & (covered < 0.99)).all(), covered
 
 
 def test_sum_trees_refuses_different_grids():
