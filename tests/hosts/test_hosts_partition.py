@@ -157,8 +157,9 @@ def federation(tmp_path: Path) -> Iterator[Federation]:
              "store_url": f"sqlite:///{tmp_path / 'coordinator.sqlite'}",
              "tls_certfile": str(cert), "tls_keyfile": str(key),
              "tls_client_certfile": str(client_cert), "tls_client_keyfile": str(client_key),
-             # A cut link shows as a timeout: short ones keep the test short.
-             "connect_timeout_s": 2.0, "read_timeout_s": 4.0,
+             # A cut link shows as a timeout: short ones keep the test short (scaled: a
+             # loaded machine must not look like a cut link).
+             "connect_timeout_s": scaled(2.0), "read_timeout_s": scaled(4.0),
              "retry": {"attempts": 2, "backoff_initial_s": 0.1, "backoff_max_s": 0.5}},
             {f"centers.{cid}": {"url": site.url, "token": center_tokens[cid],
                                 "ca_bundle": str(ca.cert)}
