@@ -16,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 PYTHON=${PYTHON:-.venv/bin/python}
+export PYTHONUNBUFFERED=1  # progress shows as it happens, also when the output goes to a file
 cores=$(nproc)
 hogs=$(( ${HOG_PER_CORE:-4} * cores ))
 
