@@ -46,7 +46,8 @@ stop_hog() {
     kill -TERM -- "-$hog" 2>/dev/null || true
     wait "$hog" 2>/dev/null || true
 }
-trap stop_hog EXIT INT TERM
+trap stop_hog EXIT
+trap 'exit 130' INT TERM  # stop here (the EXIT trap stops the hog), not at the next run
 sleep 20  # let the load average climb before the tests start
 echo "hog: $hog_kind; load now: $(uptime)"
 
@@ -60,6 +61,6 @@ started=$(date +%s)
 echo "faults suite: exit $status after $(( $(date +%s) - started )) s; load: $(uptime)"
 
 stop_hog
-trap - EXIT INT TERM
+trap - EXIT
 echo "after: $(uptime)"
 exit "$status"
