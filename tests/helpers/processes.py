@@ -79,7 +79,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait()  # SIGKILLed: it exits, however busy the machine
     if proc.stderr:
         proc.stderr.close()
 
