@@ -8,8 +8,10 @@ per-example deadline (a wall-clock limit a loaded machine misses). Helpers are i
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.process
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Generator, Iterator
@@ -28,6 +30,15 @@ from tests.helpers import postgres, timing
 hypothesis.settings.register_profile("fedstats", derandomize=True, database=None,
                                      deadline=None, print_blob=True)
 hypothesis.settings.load_profile("fedstats")
+
+
+# A suite started in the background by a non-interactive shell (``cmd &``, as scripts and some
+# CI runners do) inherits SIGINT ignored, and so would every process a test starts: the tests
+# that press Ctrl-C on the demo would send a signal nobody hears. With a handler here, children
+# start with the default again (a handler, unlike "ignored", is reset by exec).
+with contextlib.suppress(ValueError):  # not the main thread: nothing to restore there
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
