@@ -29,6 +29,9 @@ from shared.kinds import Kind, Rel, Req
 from shared.protocol import Budget, CenterInfo, Health
 
 M = TypeVar("M", bound=BaseModel)
+# A center's info as asked at a study's submission: its answer, or its answer to come (None if
+# that question failed).
+Declared = CenterInfo | asyncio.Future[CenterInfo | None]
 
 
 def release_key(call: str, dataset: str, request: BaseModel | None) -> tuple[str, str]:
@@ -47,11 +50,13 @@ class RecordedCenter:
     releases spend; None: no quota applies).
 
     ``declared`` is the center's info as it answered moments before, at the study's submission
-    (its names were checked against it): the study's first :meth:`info` records and returns it
-    instead of asking the center again."""
+    (its names were checked against it), or the answer to that question still to come (a
+    center slower than the submission waits): the study's first :meth:`info` records and
+    returns it instead of asking the center again; only when that question failed is the
+    center asked anew."""
 
     def __init__(self, port: CenterPort, store: Store, study_id: str,
-                 analyst_id: str | None = None, *, declared: CenterInfo | None = None) -> None:
+                 analyst_id: str | None = None, *, declared: Declared | None = None) -> None:
         self.port = port
         self.store = store
         self.study_id = study_id
@@ -72,7 +77,8 @@ class RecordedCenter:
         declared = self.declared
 
         async def ask() -> CenterInfo:
-            return declared if declared is not None else await self.port.info()
+            answer = await declared if isinstance(declared, asyncio.Future) else declared
+            return answer if answer is not None else await self.port.info()
 
         return await self._recorded("info", "", None, CenterInfo, ask)
 

@@ -39,6 +39,21 @@ def _problem(failure: CenterFailure) -> CenterProblem:
     return CenterProblem(kind=failure.kind, detail=failure.reason)
 
 
+def _info_of(task: asyncio.Future[Declaration]) -> asyncio.Future[CenterInfo | None]:
+    """The info ``task`` gives (None if it failed), in a future of its own: awaiting it, or
+    cancelling the waiter, never cancels the round shared with other askers."""
+    info: asyncio.Future[CenterInfo | None] = asyncio.get_running_loop().create_future()
+
+    def done(answered: asyncio.Future[Declaration]) -> None:
+        if info.done():
+            return
+        failed = answered.cancelled() or answered.exception() is not None
+        info.set_result(None if failed else answered.result().info)
+
+    task.add_done_callback(done)
+    return info
+
+
 class Registry:
     """The centers a coordinator knows, asked for their state on demand."""
 
@@ -83,6 +98,17 @@ class Registry:
         await asyncio.wait(asked, timeout=wait_s)
         return [task.result() if task.done() else self._late(cid, wait_s)
                 for task, cid in zip(asked, self.centers, strict=True)]
+
+    def infos(self, *, budgets: bool = False) -> dict[str, asyncio.Future[CenterInfo | None]]:
+        """Each center's info in the latest round of :meth:`declarations` (with ``budgets`` or
+        not), answered or still in flight; None when the center failed.
+
+        A caller that gave up waiting for a slow center (``wait_s``) takes its answer from here
+        when it comes instead of asking again: the question already asked is the one answered,
+        however long the machine takes (a deadline missed under load must not turn into a
+        second request)."""
+        asked = self._declaring.get(budgets, [])
+        return {cid: _info_of(task) for task, cid in zip(asked, self.centers, strict=True)}
 
     def _late(self, center_id: str, wait_s: float | None) -> Declaration:
         return Declaration(center=center_id, url=self.urls.get(center_id), info=None,

@@ -54,20 +54,20 @@ from coordinator.db import Store, StudyRecord
 from coordinator.models import FailedAnalysis, StudyPlan, StudyResult, StudySpec, StudyStatus
 from coordinator.plan import plan_study
 from coordinator.ports import CenterPort
-from coordinator.recording import RecordedCenter
+from coordinator.recording import Declared, RecordedCenter
 from coordinator.registry import Registry
 from coordinator.study import run_study
 from coordinator.tables import TableMemory
 from coordinator.webhooks import Notifier
 from fedstats_service.context import CallContext, current, set_current
 from fedstats_service.errors import error_body
-from shared.protocol import CenterInfo
 
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR = ServiceError("the study failed unexpectedly").body()
 # How long a submission waits for the centers' info to check the spec's names: a center slower
-# than this is not held against the spec (its run will ask it again).
+# than this is not held against the spec (its run takes the same answer when it comes: asked
+# once either way).
 NAMES_WAIT_S = 3.0
 # A center that could not be reached in time may answer when asked again.
 TRANSIENT_KINDS = frozenset({"unreachable", "timeout"})
@@ -153,16 +153,19 @@ class StudyRunner:
             )
         self.notifier.check(spec.webhook_url)
 
-    async def check_names(self, spec: StudySpec) -> dict[str, CenterInfo]:
+    async def check_names(self, spec: StudySpec) -> dict[str, Declared]:
         """Refuse (422 ``unknown_name``) a spec naming a dataset, variable or group level the
         selected centers do not declare, from their info alone (``coordinator.catalog``).
 
-        Returns the info of each selected center that answered: the study's survey takes it
-        instead of asking again (one round trip fewer per center)."""
+        Returns the info of each selected center, answered or (a center slower than
+        ``NAMES_WAIT_S``) still to come: the study's survey takes it instead of asking again
+        (one round trip fewer per center, and never two questions for one answer)."""
         selected = spec.centers or list(self.centers)
         declared = await self.registry.declarations(wait_s=NAMES_WAIT_S, budgets=False)
         check_names(spec, declared, selected, min_centers=self.min_centers)
-        return {d.center: d.info for d in declared if d.center in selected and d.info is not None}
+        answered = {d.center: d.info for d in declared if d.info is not None}
+        coming = self.registry.infos(budgets=False)
+        return {c: answered.get(c) or coming[c] for c in selected if c in coming}
 
     async def plan(self, spec: StudySpec, analyst_id: str | None = None) -> StudyPlan:
         """What ``spec`` would spend and what would be refused (``coordinator.plan``): nothing
@@ -273,7 +276,7 @@ class StudyRunner:
         return updated
 
     def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None, *,
-               declared: Mapping[str, CenterInfo] | None = None) -> None:
+               declared: Mapping[str, Declared] | None = None) -> None:
         task = asyncio.create_task(self._run(study_id, spec, previous, declared or {}),
                                    name=f"study-{study_id}")
         self._tasks[study_id] = task
@@ -289,9 +292,10 @@ class StudyRunner:
             log.error("study %s could not be recorded", study_id, exc_info=task.exception())
 
     async def _run(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None,
-                   declared: Mapping[str, CenterInfo] | None = None) -> None:
+                   declared: Mapping[str, Declared] | None = None) -> None:
         """Runs the study and records how it ended; ``declared``: the centers' info asked at
-        submission a moment before, which the survey takes as each center's answer."""
+        submission a moment before (or still coming), which the survey takes as each center's
+        answer."""
         store = self.store
         # The owner goes with every center call (the client's headers) and pays its quota.
         record = await asyncio.to_thread(store.get_study, study_id)

@@ -197,7 +197,9 @@ def run_demo(
         (workdir / "processes.json").write_text(json.dumps(
             {c.name: {"pid": c.proc.pid, "url": c.url} for c in group.children}, indent=2))
         say(f"  starting 3 centers and the coordinator ({base_url}) ...")
-        group.wait_healthy()
+        # No deadline: a service that cannot start exits (and is named); on a busy machine
+        # the imports only take longer, and Ctrl-C stops everything.
+        group.wait_healthy(timeout_s=None)
         say(f"  all healthy after {time.monotonic() - started:.1f} s; running the study")
         with analyst_client(base_url, analyst_token, timeout_s=30.0) as client:
             view = run_study(client, spec, timeout_s=300.0,

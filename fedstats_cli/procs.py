@@ -116,9 +116,10 @@ class ProcessGroup:
         self.children.append(child)
         return child
 
-    def wait_healthy(self, timeout_s: float = 60.0) -> None:
-        """Wait until every child answers ``GET /v1/health``; raise naming one that died."""
-        deadline = time.monotonic() + timeout_s
+    def wait_healthy(self, timeout_s: float | None = 60.0) -> None:
+        """Wait until every child answers ``GET /v1/health``; raise naming one that died, or
+        at ``timeout_s`` (None: no deadline; a child that cannot start exits)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         pending = list(self.children)
         with httpx.Client(timeout=1.0, trust_env=False) as client:
             while pending:
@@ -131,7 +132,7 @@ class ProcessGroup:
                     with contextlib.suppress(httpx.TransportError):
                         if client.get(f"{child.url}/v1/health").status_code == 200:
                             pending.remove(child)
-                if pending and time.monotonic() > deadline:
+                if pending and deadline is not None and time.monotonic() > deadline:
                     names = ", ".join(c.name for c in pending)
                     raise RuntimeError(f"not healthy within {timeout_s:.0f} s: {names}")
                 if pending:
@@ -161,14 +162,16 @@ def await_health(
     proc: subprocess.Popen[bytes],
     url: str,
     *,
-    timeout_s: float = 60.0,
+    timeout_s: float | None = 60.0,
     output: Callable[[], str] = lambda: "",
     verify: ssl.SSLContext | bool = True,
 ) -> None:
     """Poll ``GET {url}/v1/health`` until it answers 200 (a refused connection only means "not
     up yet"); raise RuntimeError when ``proc`` exits first, with ``output()``, or at the
-    deadline. ``verify``: how an ``https`` URL's certificate is checked (httpx's meaning)."""
-    deadline = time.monotonic() + timeout_s
+    deadline (``timeout_s``; None: no deadline, the process exiting is the only failure, for a
+    caller that must not fail because the machine is slow). ``verify``: how an ``https`` URL's
+    certificate is checked (httpx's meaning)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with httpx.Client(timeout=1.0, trust_env=False, verify=verify) as client:
         while True:
             if proc.poll() is not None:
@@ -176,7 +179,7 @@ def await_health(
             with contextlib.suppress(httpx.TransportError):
                 if client.get(f"{url}/v1/health").status_code == 200:
                     return
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise RuntimeError(f"{proc.args!r} did not become healthy within {timeout_s} s")
             time.sleep(0.1)
 

@@ -24,6 +24,7 @@ from fastapi import APIRouter, FastAPI, Request
 
 from fedstats_service import handlers
 from fedstats_service.auth import Authenticator, static_tokens
+from fedstats_service.errors import transport_responses
 from fedstats_service.middleware import BearerGate, BodySizeLimit, CallContextMiddleware
 from fedstats_service.settings import ServiceSettings
 
@@ -69,6 +70,8 @@ def create_service_app(
         docs_url=DOCS_PATHS[0],
         redoc_url=None,
         openapi_url=DOCS_PATHS[1],
+        # Any route, health included, may get the HTTP server's plain-text 400 or 503.
+        responses=transport_responses(),
     )
     app.state.services = services
     check = authenticate or static_tokens(settings)

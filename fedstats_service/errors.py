@@ -101,12 +101,36 @@ class InvalidFields(ServiceError):
                          extra={"fields": [dotted(err.get("loc", ())) for err in errors]})
 
 
+# What the HTTP server (uvicorn) itself answers, before the app sees the request, as plain text:
+# 400 "Invalid HTTP request received." for a request it cannot parse (a control or non-ASCII
+# byte in the target, a Content-Length that is not a number), and 503 "Service Unavailable"
+# past ``max_concurrency`` (``fedstats_service.serving``). Every error answer's content type is
+# declared (a client generator, or schemathesis, must not meet an undeclared one).
+TRANSPORT_ERRORS: dict[int, str] = {
+    400: "a malformed request: `{error, detail}` from the service (e.g. an invalid "
+         "Content-Length header), or plain text from the HTTP server for a request it cannot "
+         "parse",
+    503: "busy: past the concurrent request limit (plain text from the HTTP server) or, from "
+         "the coordinator, too many studies running (`busy`)",
+}
+PLAIN_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
+def transport_responses() -> dict[int | str, dict[str, Any]]:
+    """The error answers any route can give, the public ones included (:data:`TRANSPORT_ERRORS`),
+    for the OpenAPI schema: the service's JSON error body or the HTTP server's plain text."""
+    from shared.protocol import ErrorBody  # the wire shape both services render
+
+    return {code: {"model": ErrorBody, "description": text, "content": dict(PLAIN_TEXT)}
+            for code, text in TRANSPORT_ERRORS.items()}
+
+
 def error_responses() -> dict[int | str, dict[str, Any]]:
-    """The typed error answers every protected route can give, for the OpenAPI schema."""
+    """The typed error answers every protected route can give, for the OpenAPI schema (with
+    :func:`transport_responses`: a route's own 400 replaces the app's, so it says both)."""
     from shared.protocol import ErrorBody  # the wire shape both services render
 
     described = {
-        400: "a malformed request (e.g. an invalid Content-Length header)",
         401: "missing or invalid bearer token (`unauthenticated`)",
         403: "a privacy refusal: budget, K, a switched-off release, a call cap",
         404: "an unknown dataset, variable, level or study",
@@ -114,4 +138,6 @@ def error_responses() -> dict[int | str, dict[str, Any]]:
         413: "the request body is over the size limit",
         422: "the request does not validate; `detail` names each bad field",
     }
-    return {code: {"model": ErrorBody, "description": text} for code, text in described.items()}
+    typed: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorBody, "description": text} for code, text in described.items()}
+    return dict(sorted({**transport_responses(), **typed}.items(), key=lambda kv: int(kv[0])))

@@ -1,21 +1,49 @@
 """Fixtures every test folder shares: the anyio backend, no ``FEDSTATS_*`` setting of the
-developer's shell, a throw-away PostgreSQL schema; and the ``process`` marker enforced: a test
+developer's shell, a throw-away PostgreSQL schema; the ``process`` marker enforced: a test
 that starts a process (``subprocess``, ``multiprocessing``) without the marker fails, so that
-``pytest -m "not process"`` never starts one. Helpers are in ``tests/helpers/``."""
+``pytest -m "not process"`` never starts one; and Hypothesis made deterministic and free of its
+per-example deadline (a wall-clock limit a loaded machine misses). Helpers are in
+``tests/helpers/``; the rules for tests run in parallel (pytest-xdist) are in
+``tests/README.md``."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.process
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import hypothesis
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers import postgres
+from tests.helpers import postgres, timing
+
+# Hypothesis: the same examples on every run and every machine (derandomize: a property that
+# fails, fails for everyone, and a run that passed passes again), no example database left in
+# the working tree, and no per-example deadline (200 ms by default: load misses it). A test may
+# still ask for more or fewer examples with @settings.
+hypothesis.settings.register_profile("fedstats", derandomize=True, database=None,
+                                     deadline=None, print_blob=True)
+hypothesis.settings.load_profile("fedstats")
+
+
+# A suite started in the background by a non-interactive shell (``cmd &``, as scripts and some
+# CI runners do) inherits SIGINT ignored, and so would every process a test starts: the tests
+# that press Ctrl-C on the demo would send a signal nobody hears. With a handler here, children
+# start with the default again (a handler, unlike "ignored", is reset by exec).
+with contextlib.suppress(ValueError):  # not the main thread: nothing to restore there
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"timing: bounds scaled by {timing.factor():.2f} ({timing.SCALE_ENV} or the load "
+            f"per core, at least 1; tests/helpers/timing.py)")
 
 
 @pytest.fixture
@@ -25,9 +53,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def _clean_fedstats_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No FEDSTATS_* variable of the developer's shell leaks into a test."""
+    """No FEDSTATS_* variable of the developer's shell leaks into a test (but the suite's own
+    ``FEDSTATS_TEST_*`` settings, ``tests/helpers/timing.py``)."""
     for name in list(os.environ):
-        if name.startswith("FEDSTATS_"):
+        if name.startswith("FEDSTATS_") and not name.startswith("FEDSTATS_TEST_"):
             monkeypatch.delenv(name)
 
 

@@ -18,6 +18,7 @@ import pytest
 from tests.helpers.attacks import budget, small_counts
 from tests.helpers.center import AUTH, Center, K, center_config, center_process
 from tests.helpers.processes import running_center
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -219,7 +220,7 @@ def test_replay_after_sigkill_and_restart(tmp_path: Path) -> None:
         before = [c.post(path, json=body) for path, body in requests]
         spent_before = budget(c, "cohort")
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
     assert [r.status_code for r in before] == [200, 200, 200, 200, 200, 403]
     assert before[-1].json()["error"] == "budget_exceeded"
     assert spent_before["spent_epsilon"] == pytest.approx(2.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import secrets
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.helpers.attacks import small_counts
 from tests.helpers.center import TOKEN, Center, K, center_process
 from tests.helpers.coordinator import ANALYST_TOKEN, coordinator_config
 from tests.helpers.processes import running_coordinator
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -269,4 +271,45 @@ def test_a_lying_or_invalid_content_length(services: Services) -> None:
                 conn.close()
             assert_nothing_leaked(services, status, body)
             assert 400 <= status < 500, (value, status, body)
+    assert_still_up(services)
+
+
+def send_raw(port: int, request: bytes) -> tuple[int, str]:
+    """``request``'s bytes as they are (no client would send them): the status and content type
+    of the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(30)) as s:
+        s.sendall(request)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    fields = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+    content_type = {k.lower(): v for k, v in fields.items()}.get("content-type", "")
+    return int(head[0].split(" ")[1]), content_type
+
+
+@pytest.mark.parametrize("target", [b"/v1/audit?since=\x01", b"/v1/audit?since=\xff",
+                                    b"/v1/au dit", b"/v1/health?a=\x7f"])
+def test_a_request_the_server_cannot_parse_gets_an_error_its_schema_declares(
+        services: Services, target: bytes) -> None:
+    """Attack: a request target with a control or non-ASCII byte (schemathesis's negative cases
+    send them). The HTTP server answers 400 in plain text before the app sees it; the OpenAPI
+    schema of each service declares that content type for a 400 of every operation, so a
+    client generator or a fuzzer never meets an undeclared one."""
+    for _, port, token, _, _ in targets(services):
+        status, content_type = send_raw(port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n"
+                                        + f"Authorization: Bearer {token}\r\n".encode()
+                                        + b"Connection: close\r\n\r\n")
+        assert status == 400, (port, target, status)
+        schema = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=scaled(30),
+                           headers={"Authorization": f"Bearer {token}"}).json()
+        media = content_type.split(";")[0].strip()
+        for path, operations in schema["paths"].items():
+            for method, operation in operations.items():
+                for code in ("400", "503"):  # what the HTTP server itself may answer
+                    declared = operation["responses"][code]["content"]
+                    assert media in declared, (method, path, code, sorted(declared))
+                for code, response in operation["responses"].items():
+                    if code[0] in "45":
+                        assert response.get("content"), (method, path, code)
     assert_still_up(services)

@@ -12,27 +12,29 @@ from typing import Any
 
 import httpx
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
-from schemathesis.checks import CHECKS
-from schemathesis.core.failures import FailureGroup
 
 from tests.helpers.attacks import small_counts
 from tests.helpers.center import AUTH, center_process
 from tests.helpers.coordinator import ANALYST_TOKEN, coordinator_config
 from tests.helpers.fuzzing import aim_center, aim_study, operations
 from tests.helpers.processes import running_coordinator
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
 EXAMPLES = 20  # per operation and generation mode
 
 
+# schemathesis is imported by the functions that use it, not when the suite is collected (it
+# takes seconds, and a run that deselects these tests must not pay for them).
+
+
 def every_check() -> list[Any]:
     import schemathesis.specs.openapi.checks  # noqa: F401  (registers the OpenAPI checks)
+    from schemathesis.checks import CHECKS
 
     checks = CHECKS.get_all()
     assert len(checks) >= 10, [c.__name__ for c in checks]
@@ -42,10 +44,14 @@ def every_check() -> list[Any]:
 aim_coordinator = aim_study("x", ["a", "b"], ["alpha"])
 
 
-def property_test(operation: Any, mode: GenerationMode, base_url: str, headers: dict[str, str],
+def property_test(operation: Any, mode: Any, base_url: str, headers: dict[str, str],
                   aim: Callable[[Any], None], failures: list[str]) -> Callable[[], None]:
-    """A Hypothesis test sending ``operation``'s generated cases; check failures are collected
-    (one line each), a 500 or a small count fails at once."""
+    """A Hypothesis test sending ``operation``'s generated cases (``mode``: a schemathesis
+    ``GenerationMode``); check failures are collected (one line each), a 500 or a small count
+    fails at once."""
+    from schemathesis import GenerationMode
+    from schemathesis.core.failures import FailureGroup
+
     checks = every_check()
     label = f"{operation.label} [{mode}]"
 
@@ -55,7 +61,7 @@ def property_test(operation: Any, mode: GenerationMode, base_url: str, headers: 
     def run(case: Any, aimed: bool) -> None:
         if aimed and mode == GenerationMode.POSITIVE:
             aim(case)  # (aiming a negative case could repair what it violates)
-        response = case.call(base_url=base_url, headers=headers, timeout=60)
+        response = case.call(base_url=base_url, headers=headers, timeout=scaled(60))
         assert response.status_code < 500, (case.path, response.text)
         if response.status_code == 200 and response.content:
             assert small_counts(response.json()) == [], response.text
@@ -72,6 +78,8 @@ def property_test(operation: Any, mode: GenerationMode, base_url: str, headers: 
 def fuzz(schema: Any, base_url: str, headers: dict[str, str],
          aim: Callable[[Any], None]) -> list[str]:
     """Every operation, positive then negative cases; returns the distinct check failures."""
+    from schemathesis import GenerationMode
+
     failures: list[str] = []
     found = operations(schema)
     assert found
@@ -96,6 +104,8 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
 
 @pytest.fixture(scope="module")
 def center_findings(services: tuple[str, str]) -> list[str]:
+    import schemathesis
+
     url, _ = services
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     findings = fuzz(schema, url, AUTH, aim_center)
@@ -106,6 +116,8 @@ def center_findings(services: tuple[str, str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def coordinator_findings(services: tuple[str, str]) -> list[str]:
+    import schemathesis
+
     _, url = services
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
     return fuzz(schema, url, {"Authorization": f"Bearer {ANALYST_TOKEN}"}, aim_coordinator)

@@ -45,6 +45,7 @@ from shared.protocol import canonical_json
 from tests.helpers.center import AUTH, OTHER_TOKEN, TOKEN, center_process, dataset_config, write_csv
 from tests.helpers.config import write_toml
 from tests.helpers.processes import clean_env, fedstats
+from tests.helpers.timing import scaled
 
 OPERATOR_TOKEN = "op-" + "0f1e2d3c4b5a69788796"
 OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -505,7 +506,7 @@ def test_the_operator_exports_a_real_centers_trail_as_csv(tmp_path: Path) -> Non
         done = subprocess.run(
             [*fedstats(), "center", "audit", "--config", str(center.config), "--format", "csv",
              "--study", "s-proc"],
-            env=clean_env(), capture_output=True, text=True, timeout=120)
+            env=clean_env(), capture_output=True, text=True, timeout=scaled(120))
         assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout)))
     assert [r["request_id"] for r in rows] == ["p-table", "p-dp", "p-dp-again"]

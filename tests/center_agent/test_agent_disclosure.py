@@ -124,6 +124,7 @@ def releases(draw: st.DrawFn) -> tuple[dict[str, list[float]], list[Partition]]:
     return values, parts
 
 
+@pytest.mark.slow  # a Hypothesis property over many examples: seconds, for the CI run
 @settings(max_examples=200, deadline=None)
 @given(case=releases())
 def test_atoms_match_a_per_record_reference(case: tuple[dict[str, list[float]], list[Partition]]

@@ -28,6 +28,7 @@ from center_agent.db import Store, releases, spend_units, total_units
 from center_agent.ledger import Caps, Ledger, request_key
 from tests.helpers.ledger_worker import at_once
 from tests.helpers.processes import clean_env
+from tests.helpers.timing import scaled
 
 
 def worker(*args: str, **pipes: Any) -> subprocess.Popen[Any]:
@@ -198,7 +199,7 @@ def test_200_concurrent_requests_from_4_processes_never_overspend(
     outputs = []
     try:
         for p in procs:
-            outputs.append((*p.communicate(timeout=120), p.returncode))
+            outputs.append((*p.communicate(timeout=scaled(120)), p.returncode))
     finally:
         for p in procs:
             p.kill()
@@ -225,7 +226,7 @@ def test_sigkill_mid_release_loses_no_recorded_spend(
     released = -1
     try:
         assert proc.stdout is not None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while time.monotonic() < deadline:
             line = proc.stdout.readline().strip()
             if not line:
@@ -238,7 +239,7 @@ def test_sigkill_mid_release_loses_no_recorded_spend(
                 break
     finally:
         proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
         if proc.stdout:
             proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL, (tmp_path / "worker.log").read_text()
@@ -271,7 +272,7 @@ def test_random_sigkills_keep_spent_equal_to_stored_releases(
                       stderr=subprocess.DEVNULL)
         time.sleep(1.0 + rng.random())
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
         with store.engine.connect() as conn:
             n_stored = conn.execute(
                 sa.select(sa.func.count()).select_from(releases).where(releases.c.dataset == "big")

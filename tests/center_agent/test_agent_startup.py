@@ -31,6 +31,7 @@ from center_agent.main import create_app
 from tests.helpers.center import AUTH, K
 from tests.helpers.config import write_toml
 from tests.helpers.processes import clean_env, fedstats
+from tests.helpers.timing import scaled
 
 BAD = "37,25"  # a number with a decimal comma: the value no message may ever show
 ROWS = 60
@@ -247,7 +248,7 @@ def test_fedstats_center_serve_exits_2_with_one_line(
     config = center_toml(tmp_path, base_config, {"kind": "csv", "path": str(csv)},
                          port=0, host="127.0.0.1")
     done = subprocess.run([*fedstats(), "center", "serve", "--config", str(config)],
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+                          env=clean_env(), capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr  # no traceback, no log lines

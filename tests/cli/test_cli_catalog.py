@@ -19,6 +19,7 @@ from tests.helpers.center import AUTH as CENTER_AUTH
 from tests.helpers.center import K, center_config
 from tests.helpers.coordinator import ANALYST_TOKEN, coordinator_config
 from tests.helpers.processes import clean_env, fedstats, running_center, running_coordinator
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -68,7 +69,7 @@ def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def cli(*args: str, token: str | None = ANALYST_TOKEN) -> subprocess.CompletedProcess[str]:
     env = clean_env(FEDSTATS_ANALYST_TOKEN=token) if token else clean_env()
     return subprocess.run([*fedstats(), *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=scaled(120))
 
 
 def test_catalog_and_centers(coordinator: str) -> None:

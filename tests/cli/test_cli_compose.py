@@ -35,6 +35,7 @@ from coordinator.core.config import ENV_PREFIX as COORDINATOR_PREFIX
 from coordinator.core.config import Settings as CoordinatorSettings
 from fedstats_cli.procs import ProcessGroup, free_port
 from tests.helpers.processes import REPO, clean_env, fedstats, wait_gone
+from tests.helpers.timing import scaled
 
 COMPOSE = REPO / "docker-compose.yml"
 DEMO = REPO / "deploy" / "demo"
@@ -205,7 +206,8 @@ def compose_commands() -> list[tuple[str, list[str]]]:
     for name, argv in (("v2", ["docker", "compose"]), ("1.x", ["docker-compose"])):
         if shutil.which(argv[0]) is None:
             continue
-        version = subprocess.run([*argv, "version"], capture_output=True, text=True, timeout=30)
+        version = subprocess.run([*argv, "version"], capture_output=True, text=True,
+                                 timeout=scaled(30))
         if version.returncode == 0:
             found.append((name, argv))
     return found
@@ -221,7 +223,7 @@ def test_the_installed_compose_commands_accept_it() -> None:
     for name, argv in commands:
         done = subprocess.run([*argv, "-f", str(COMPOSE), "config", "-q"], cwd=REPO,
                               env={**os.environ, **secrets_env}, capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=scaled(60))
         assert done.returncode == 0, f"{name}: {done.stderr}"
 
 
@@ -302,7 +304,7 @@ def test_the_entry_commands_run_as_compose_runs_them(
     for center in CENTERS:
         writer = services[f"{center}-data"]
         argv = [*writer["command"][:-1], host_path(writer, writer["command"][-1])]
-        subprocess.run([*fedstats(), *argv], env=clean_env(), check=True, timeout=60)
+        subprocess.run([*fedstats(), *argv], env=clean_env(), check=True, timeout=scaled(60))
     # The keys services, as compose runs them (before any center), and again: every `up`
     # runs them, and an existing key is kept.
     signing_keys: dict[str, str] = {}
@@ -310,7 +312,7 @@ def test_the_entry_commands_run_as_compose_runs_them(
         for center in CENTERS:
             keys = services[f"{center}-keys"]
             subprocess.run([*fedstats(), *on_host(keys, "--out", "--public-dir")],
-                           env=clean_env(), check=True, timeout=60, capture_output=True)
+                           env=clean_env(), check=True, timeout=scaled(60), capture_output=True)
             key = Path(host_path(keys, option(keys["command"], "--out"))).read_text()
             assert signing_keys.setdefault(center, key) == key, "the key changed on a rerun"
     peers = volumes[PEER_KEYS]
@@ -357,13 +359,13 @@ def test_the_entry_commands_run_as_compose_runs_them(
         group.wait_healthy()
         for child in group.children:  # the containers' health check command
             assert subprocess.run([*fedstats(), "health", child.url], env=clean_env(),
-                                  timeout=60).returncode == 0
+                                  timeout=scaled(60)).returncode == 0
         out = tmp_path / "run"
         done = subprocess.run(
             [*fedstats(), "study", "run", str(REPO / "examples" / "study.toml"),
              "--coordinator", f"http://127.0.0.1:{port}", "--out", str(out)],
             env=clean_env(FEDSTATS_ANALYST_TOKEN=secrets_env["ANALYST_TOKEN"]),
-            capture_output=True, text=True, timeout=120,
+            capture_output=True, text=True, timeout=scaled(120),
         )
         pids = [c.proc.pid for c in group.children]
     assert wait_gone(pids) == []

@@ -23,6 +23,7 @@ from fedstats_cli.demo import K, demo_spec
 from shared.binning import BinTable
 from shared.mwu import fisher_test, mann_whitney, sum_test, table_test, weighted_test
 from tests.helpers.processes import clean_env, fedstats, wait_gone
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -53,14 +54,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
     started = time.monotonic()
     done = subprocess.run([*fedstats(), "demo", "--workdir", str(workdir)],
                           cwd=workdir.parent, env=clean_env(), capture_output=True, text=True,
-                          timeout=180)
+                          timeout=scaled(180))
     return workdir, done, time.monotonic() - started
 
 
 def test_demo_succeeds_within_a_minute_and_writes_its_report(demo: Any) -> None:
     workdir, done, seconds = demo
     assert done.returncode == 0, done.stdout + done.stderr
-    assert seconds < 60
+    assert seconds < scaled(60)
     assert "succeeded" in done.stdout and "every process stopped" in done.stdout
     html = (workdir / "report.html").read_text()
     assert html.startswith("<!doctype html>") and "<svg" in html
@@ -189,14 +190,14 @@ def test_an_interrupted_demo_stops_every_process_it_started(
 
     try:
         listing = workdir / "processes.json"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while not listing.exists():
             assert proc.poll() is None, output()
             assert time.monotonic() < deadline, "the demo started no process within 60 s"
             time.sleep(0.05)
         time.sleep(0.5)  # the services are importing: the hardest moment to stop them
         proc.send_signal(sig)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -223,7 +224,7 @@ def test_the_demo_keeps_its_services_and_console_up_with_keep(tmp_path: Path) ->
         return (tmp_path / "out.txt").read_text() + (tmp_path / "err.txt").read_text()
 
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + scaled(180)
         while "Console: " not in output():
             assert proc.poll() is None, output()
             assert time.monotonic() < deadline, output()
@@ -247,7 +248,7 @@ def test_the_demo_keeps_its_services_and_console_up_with_keep(tmp_path: Path) ->
             assert "succeeded" in studies.text
         assert proc.poll() is None  # still serving
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()

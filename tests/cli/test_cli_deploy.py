@@ -40,6 +40,7 @@ from fedstats_cli.synth import write_hospital
 from fedstats_service.settings import ServiceSettings
 from tests.cli.test_cli_compose import dockerfile_dirs
 from tests.helpers.processes import REPO
+from tests.helpers.timing import scaled
 from tests.helpers.tls import make_ca
 
 VARIABLE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*)(?::([?-])([^}]*))?\}")
@@ -336,7 +337,7 @@ def compose_v2() -> bool:
     if shutil.which("docker") is None:
         return False
     done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True,
-                          timeout=30)
+                          timeout=scaled(30))
     return done.returncode == 0
 
 
@@ -351,7 +352,7 @@ def test_docker_compose_v2_accepts_each_site(site: Site, tmp_path: Path) -> None
     done = subprocess.run(
         ["docker", "compose", "-f", str(site.folder / "compose.yaml"), "config", "-q"],
         env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=60)
+        timeout=scaled(60))
     assert done.returncode == 0, done.stderr
 
 
@@ -397,7 +398,7 @@ def test_the_documented_certificates_work_for_mutual_tls(tmp_path: Path) -> None
     if shutil.which("openssl") is None:
         pytest.skip("no openssl command")
     done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + certificate_commands()],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     files = {p.name for p in tmp_path.iterdir()}
     assert {"ca.crt", "center.crt", "center.key", "coordinator.crt", "coordinator.key",

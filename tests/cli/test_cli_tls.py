@@ -43,6 +43,7 @@ from tests.helpers.center import center_config
 from tests.helpers.config import write_toml
 from tests.helpers.coordinator import ANALYST_TOKEN
 from tests.helpers.processes import clean_env, fedstats, running, spawn, stop, wait_healthy
+from tests.helpers.timing import scaled
 from tests.helpers.tls import CA, CertPair, make_ca
 
 CENTERS = {"alpha": (260, 1), "beta": (190, 2)}  # id -> (rows, seed)
@@ -147,7 +148,7 @@ class Federation:
         path = write_toml(self.workdir / f"{name}.toml", {
             "analyst_tokens": [ANALYST_TOKEN], "port": port, "min_centers": 2,
             "store_url": f"sqlite:///{self.workdir / f'{name}.sqlite'}",
-            "connect_timeout_s": 5.0, "read_timeout_s": 60.0,
+            "connect_timeout_s": scaled(5.0), "read_timeout_s": scaled(60.0),
             "retry": {"attempts": 2, "backoff_initial_s": 0.1, "backoff_max_s": 0.2},
             "tls_certfile": server.cert, "tls_keyfile": server.key, **client,
             "centers": {cid: {"url": f"https://127.0.0.1:{p}", "token": CENTER_TOKEN,

@@ -25,6 +25,7 @@ from tests.helpers.center import center_config
 from tests.helpers.config import write_toml
 from tests.helpers.coordinator import ANALYST_TOKEN, AUTH, coordinator_config
 from tests.helpers.processes import clean_env, fedstats, running, spawn, stop, wait_healthy
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -86,7 +87,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
     with contextlib.ExitStack() as stack:
         urls["gamma"] = stack.enter_context(holding_releases(urls["gamma"]))
         config, port = coordinator_config(
-            workdir / "coordinator.toml", urls, min_centers=2, read_timeout_s=120.0,
+            workdir / "coordinator.toml", urls, min_centers=2, read_timeout_s=scaled(120.0),
             retry={"attempts": 1, "backoff_initial_s": 0.0, "backoff_max_s": 0.0})
         procs = {cid: spawn("center_agent", path) for cid, (path, _) in centers.items()}
         for proc in procs.values():
@@ -101,7 +102,7 @@ def cli(federation: Federation, *args: str, token: str | None = ANALYST_TOKEN,
         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = clean_env(**({"FEDSTATS_ANALYST_TOKEN": token} if token else {}))
     done = subprocess.run([*fedstats(), *args, "--coordinator", federation.url],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=cwd)
+                          capture_output=True, text=True, timeout=scaled(180), env=env, cwd=cwd)
     assert ANALYST_TOKEN not in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     return done
@@ -175,7 +176,7 @@ def test_cancel_a_running_study(federation: Federation) -> None:
                          json={**STUDY, "centers": ["beta", "gamma"]})
     assert created.status_code == 202, created.text
     study_id = created.json()["id"]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while cli(federation, "study", "status", study_id).stdout.split()[2] != "running":
         assert time.monotonic() < deadline
         time.sleep(0.2)

@@ -45,6 +45,7 @@ from tests.helpers.coordinator import (
     sqlite_url,
 )
 from tests.helpers.processes import REPO
+from tests.helpers.timing import scaled
 
 matplotlib.use("Agg")
 
@@ -356,7 +357,7 @@ print(",".join(loaded))
 @pytest.mark.process
 def test_the_client_imports_no_server_code() -> None:
     done = subprocess.run([sys.executable, "-c", LIGHT_IMPORT], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+                          timeout=scaled(120), cwd=REPO)
     assert done.returncode == 0, done.stderr
     loaded = set(done.stdout.strip().split(","))
     # The API models and the field types behind them; no protocol, store or server.

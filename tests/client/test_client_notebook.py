@@ -17,6 +17,7 @@ from fedstats_cli import synth
 from fedstats_cli.procs import free_port
 from fedstats_cli.settings_files import write_toml
 from tests.helpers.processes import REPO, running_center, running_coordinator
+from tests.helpers.timing import scaled
 
 NOTEBOOK = REPO / "examples" / "analyst.ipynb"
 K = 10
@@ -54,7 +55,7 @@ def federation_configs(workdir: Path) -> tuple[dict[str, tuple[Path, int]], Path
     coordinator = write_toml(
         workdir / "coordinator.toml",
         {"analyst_tokens": [analyst_token], "min_centers": 2, "host": "127.0.0.1",
-         "port": port, "read_timeout_s": 60.0,
+         "port": port, "read_timeout_s": scaled(60.0),
          "store_url": f"sqlite:///{workdir / 'coordinator.sqlite'}"},
         {f"centers.{cid}": {"url": f"http://127.0.0.1:{p}", "token": tokens[cid]}
          for cid, (_, p) in centers.items()},

@@ -24,6 +24,7 @@ from coordinator.db import Store
 from tests.helpers.center import center_process
 from tests.helpers.coordinator import coordinator_config
 from tests.helpers.processes import REPO, running_coordinator
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.process
 
@@ -120,7 +121,7 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
     page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))
     study_url = page.url
     # The page follows the study and reloads with its results when it ends.
-    page.wait_for_selector("section.report", timeout=120_000)
+    page.wait_for_selector("section.report", timeout=scaled(120) * 1000)
     assert page.locator("[data-field=status]").inner_text() == "succeeded"
     report = page.locator("section.report").inner_text()
     assert "Mann-Whitney tests" in report

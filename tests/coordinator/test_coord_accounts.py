@@ -41,6 +41,7 @@ from tests.helpers.coordinator import (
     sqlite_url,
 )
 from tests.helpers.processes import clean_env, fedstats
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -529,7 +530,7 @@ def test_the_operator_manages_accounts_with_the_command_line(tmp_path: Path) -> 
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*fedstats(), "coordinator", *args, "--config", str(config)],
-                              env=clean_env(), capture_output=True, text=True, timeout=120)
+                              env=clean_env(), capture_output=True, text=True, timeout=scaled(120))
 
     added = cli("analyst", "add", "--name", "Grace H", "--role", "admin")
     assert added.returncode == 0, added.stderr

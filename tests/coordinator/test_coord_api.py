@@ -298,6 +298,27 @@ async def test_nothing_is_asked_twice_within_a_study(running: Running) -> None:
         "alpha", "beta", "gamma"]
 
 
+async def test_a_center_slower_than_the_names_check_is_still_asked_once(
+        running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gamma's info comes after the submission stopped waiting for it (a loaded machine): the
+    study's survey takes that answer when it comes instead of asking gamma again."""
+    from coordinator import runner
+
+    monkeypatch.setattr(runner, "NAMES_WAIT_S", 0.01)
+    gamma = running.app.state.services.centers["gamma"]
+    gamma.gate = asyncio.Event()  # gamma answers nothing until the submission has returned
+    created = await running.client.post("/v1/studies", json=SPEC, headers=AUTH)
+    assert created.status_code == 202, created.text
+    assert gamma.calls["info"] == 1
+    gamma.gate.set()
+    await running.app.state.services.runner.wait(created.json()["id"])
+    view = (await running.client.get(f"/v1/studies/{created.json()['id']}",
+                                     headers=AUTH)).json()
+    assert view["status"] == "succeeded", view
+    assert {cid: c.calls["info"] for cid, c in running.app.state.services.centers.items()} == {
+        "alpha": 1, "beta": 1, "gamma": 1}
+
+
 async def test_a_dp_boxplot_study(running: Running) -> None:
     spec = {**SPEC, "analyses": [{"kind": "dp_boxplot", "epsilon": 0.5, "bounds": [0, 100],
                                   "group": "trt"}]}

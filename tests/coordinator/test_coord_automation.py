@@ -40,6 +40,7 @@ from tests.helpers.coordinator import (
     settings_for,
     sqlite_url,
 )
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -330,7 +331,7 @@ class Receiver:
     hold: threading.Event = field(default_factory=threading.Event)
 
     def wait_for(self, n: int, timeout_s: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + scaled(timeout_s)
         while len(self.posts) < n and time.monotonic() < deadline:
             time.sleep(0.02)
 

@@ -24,6 +24,7 @@ from fedstats_client.results import StudyRecord
 from tests.helpers.config import write_toml
 from tests.helpers.coordinator import AUTH, CENTER_TOKENS, K, coordinator_config
 from tests.helpers.processes import spawn, stop, wait_healthy
+from tests.helpers.timing import scaled
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -72,7 +73,7 @@ def center_config(tmp_path: Path, cid: str, data: dict[str, np.ndarray], port: i
 
 
 def wait_for_status(client: httpx.Client, url: str, timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         view: dict[str, Any] = client.get(url).json()
         if view["status"] not in ("pending", "running"):
@@ -152,7 +153,7 @@ def test_describe_study_end_to_end(tmp_path: Path) -> None:
     configs = {cid: center_config(tmp_path, cid, data[cid], ports[cid]) for cid in SIZES}
     urls = {cid: f"http://127.0.0.1:{p}" for cid, p in ports.items()}
     config, port = coordinator_config(tmp_path / "coordinator.toml", urls, tokens=CENTER_TOKENS,
-                                      min_centers=2, read_timeout_s=60.0)
+                                      min_centers=2, read_timeout_s=scaled(60.0))
     with contextlib.ExitStack() as stack:
         procs = [(spawn("center_agent", configs[c]), ports[c], configs[c]) for c in SIZES]
         procs.append((spawn("coordinator", config), port, config))
@@ -161,7 +162,7 @@ def test_describe_study_end_to_end(tmp_path: Path) -> None:
         for proc, p, c in procs:
             wait_healthy(proc, p, c)
         client = stack.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{port}",
-                                                  headers=AUTH, timeout=60))
+                                                  headers=AUTH, timeout=scaled(60)))
 
         # A DP describe of a variable with no bounds in the spec nor declared: refused at
         # submission, naming the field; nothing asked of any center.

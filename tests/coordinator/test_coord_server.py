@@ -33,6 +33,7 @@ from tests.helpers.coordinator import (
     make_data,
 )
 from tests.helpers.processes import run_module, spawn, stop, wait_healthy
+from tests.helpers.timing import scaled
 from tests.helpers.tls import self_signed
 
 pytestmark = pytest.mark.process
@@ -79,7 +80,7 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
     config, port = coordinator_config(
         tmp_path / "coordinator.toml",
         {cid: f"http://127.0.0.1:{p}" for cid, p in [*ports.items(), ("gamma", gamma_port)]},
-        tokens=CENTER_TOKENS, min_centers=2, read_timeout_s=60.0)
+        tokens=CENTER_TOKENS, min_centers=2, read_timeout_s=scaled(60.0))
     base = f"http://127.0.0.1:{port}"
     spec = {"dataset": "cohort", "variable": "crp", "groups": ["ctl", "trt"], "k": K,
             "analyses": [{"kind": "mwu", "tests": ["sum"]}]}
@@ -103,7 +104,7 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
         poll(client, stuck["status_url"], until="running")
         wait_for(lambda: len(client.get(stuck["status_url"]).json()["provenance"]) == 2)
         coordinator.send_signal(signal.SIGKILL)
-        coordinator.wait(timeout=10)
+        coordinator.wait(timeout=scaled(10))
 
         restarted = started(stack, "coordinator", config)
         wait_healthy(restarted, port, config)
@@ -116,7 +117,7 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
 
 
 def wait_for(condition: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")

@@ -35,6 +35,7 @@ from shared.protocol import Health
 from tests.helpers.center import TOKEN, center_config
 from tests.helpers.coordinator import ANALYST_TOKEN, AUTH, coordinator_config
 from tests.helpers.processes import log_file, running_center, running_coordinator
+from tests.helpers.timing import scaled
 
 SECRET = "the-service-secret-0123456789"
 TEXT_LINE = re.compile(
@@ -274,7 +275,7 @@ def test_one_request_id_from_the_analyst_to_the_centers_log(tmp_path: Path) -> N
         assert done.status_code == 202, done.text
         assert done.headers["X-Request-ID"] == "test-req-123"
         study_id = done.json()["id"]
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while (status := client.get(done.json()["status_url"]).json()["status"]) in (
                 "pending", "running"):
             assert time.monotonic() < deadline, "the study did not finish"

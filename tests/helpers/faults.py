@@ -1,9 +1,16 @@
 """A TCP proxy in front of a real center process that can SIGKILL the center the moment a
 request for a given step has been forwarded to it (whatever the center answers to that request
-is dropped, so a fast center cannot answer before it dies), or hold the center's answer back for
-a while. It runs its own event loop in a thread and reads only the request line (the path) and,
-for a batch of releases (``POST /v1/datasets/{dataset}/releases``, ``coordinator.batching``),
-the kinds its body names: a batch holding the step's release is that step's request too."""
+is dropped, so a fast center cannot answer before it dies), or hold the center's answer to it
+back for good (the client gives up on its own read timeout, however slow the machine). It runs
+its own event loop in a thread and reads only the request line (the path) and, for a batch of
+releases (``POST /v1/datasets/{dataset}/releases``, ``coordinator.batching``), the kinds its
+body names: a batch holding the step's release is that step's request too.
+
+A fault fires once per arming (:meth:`Fault.arm`): the first request of its step is the one
+killed or held, and ``fired`` counts exactly that. Requests of the step after it (a client's
+retry, which on a loaded machine may still reach the dying center's listening socket, or the
+next batch holding the same kind) pass untouched and are only counted in ``hits``: a retry is
+never a second kill."""
 
 from __future__ import annotations
 
@@ -17,19 +24,41 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from shared.kinds import BATCH_PATH, KINDS
+from tests.helpers.timing import scaled
 
 
 @dataclass
 class Fault:
-    """What the proxy does to requests whose path ends with ``path``: ``kill`` the center right
-    after forwarding the request (its answer never reaches the client), or ``delay_s`` its
-    answer."""
+    """What the proxy does to the first request whose path ends with ``path`` (or the first
+    batch holding that step's release) once armed: ``kill`` the center right after forwarding
+    it (its answer never reaches the client), or ``hold`` its answer (never forwarded).
+
+    ``fired``: how many times it acted (at most once per arming); ``hits``: the step's requests
+    seen since armed, the fired one and any retries after it; ``seen``: every request path."""
 
     path: str | None = None
     kill: bool = False
-    delay_s: float = 0.0
+    hold: bool = False
+    fired: int = 0
     hits: int = 0
     seen: list[str] = field(default_factory=list)
+
+    def arm(self, path: str, *, kill: bool = False, hold: bool = False) -> None:
+        """Act on the next request of ``path``'s step (counts reset)."""
+        self.kill, self.hold, self.fired, self.hits, self.seen = kill, hold, 0, 0, []
+        self.path = path
+
+    def disarm(self) -> None:
+        """Forward everything untouched from now on (counts kept)."""
+        self.path, self.kill, self.hold = None, False, False
+
+    def take(self) -> bool:
+        """A request of the step arrives: whether the fault acts on it (the first one only)."""
+        self.hits += 1
+        if self.fired or not (self.kill or self.hold):
+            return False
+        self.fired += 1
+        return True
 
 
 class Proxy:
@@ -49,7 +78,7 @@ class Proxy:
 
     def start(self) -> None:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=scaled(10))
 
     def close(self) -> None:
         async def stop() -> None:
@@ -65,9 +94,9 @@ class Proxy:
             if self._server is not None:
                 await self._server.wait_closed()
 
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=scaled(10))
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=scaled(10))
         self._loop.close()
 
     async def _serve(self) -> None:
@@ -90,12 +119,11 @@ class Proxy:
             client_w.close()
             return
         self._writers.add(up_w)
-        # Set by the request side, taken by the answer side of this connection: the delay of
-        # the next answer, and whether answers are dropped (the center is being killed).
-        delay = [0.0]
-        drop = [False]
-        to_center = asyncio.create_task(self._requests(client_r, up_w, delay, drop))
-        to_client = asyncio.create_task(self._answers(up_r, client_w, delay, drop))
+        # Set by the request side, taken by the answer side of this connection: whether answers
+        # are dropped (the center is being killed, or its answer is held).
+        drop = [""]
+        to_center = asyncio.create_task(self._requests(client_r, up_w, drop))
+        to_client = asyncio.create_task(self._answers(up_r, client_w, drop))
         await asyncio.wait([to_center, to_client], return_when=asyncio.FIRST_COMPLETED)
         await asyncio.sleep(0.05)
         for task in (to_center, to_client):
@@ -108,7 +136,7 @@ class Proxy:
             self._writers.discard(writer)
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        delay: list[float], drop: list[bool]) -> None:
+                        drop: list[str]) -> None:
         path, counted = "", False  # the request being forwarded, and whether it matched
         while chunk := await reader.read(65536):
             first = chunk.split(b"\r\n", 1)[0].decode("latin-1")
@@ -122,28 +150,29 @@ class Proxy:
             matched = (not counted and bool(path) and fault.path is not None
                        and (path.endswith(fault.path) or in_batch(fault.path, path, chunk)))
             counted = counted or matched
-            if matched and fault.kill:
-                drop[0] = True  # before the center can answer: it dies without being heard
+            acts = matched and fault.take()
+            if acts:
+                # Before the center can answer: it dies without being heard, or is never heard.
+                drop[0] = "kill" if fault.kill else "hold"
             writer.write(chunk)
             await writer.drain()
-            if matched:
-                fault.hits += 1
-                if fault.kill:
-                    await asyncio.sleep(0.01)  # the center has the request: kill it mid-step
-                    self.proc().send_signal(signal.SIGKILL)
-                    return
-                delay[0] = fault.delay_s
+            if acts and fault.kill:
+                await asyncio.sleep(0.01)  # the center has the request: kill it mid-step
+                self.proc().send_signal(signal.SIGKILL)
+                return
 
     async def _answers(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       delay: list[float], drop: list[bool]) -> None:
+                       drop: list[str]) -> None:
         while chunk := await reader.read(65536):
             if drop[0]:
                 continue
-            if delay[0]:
-                wait, delay[0] = delay[0], 0.0
-                await asyncio.sleep(wait)
             writer.write(chunk)
             await writer.drain()
+        if drop[0] == "hold":
+            # The center closed its side (its keep-alive ran out): closing the client's now
+            # would tell it the connection dropped before any answer, which it may retry. A
+            # held answer is silence until the client gives up and closes (its read timeout).
+            await asyncio.Event().wait()
 
 
 def in_batch(step: str, path: str, request: bytes) -> bool:

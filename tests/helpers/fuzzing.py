@@ -10,7 +10,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
 
 Aim = Callable[[Any], None]
 
@@ -53,6 +52,8 @@ def never_a_server_error(operations: Sequence[Any], headers: dict[str, str], aim
                          max_examples: int) -> None:
     """``max_examples`` generated cases per operation, sent with ``headers`` (through the ASGI
     app the schema was loaded from), half of them aimed: none may be answered with a 500."""
+    from schemathesis.checks import not_a_server_error  # not at collection: it takes seconds
+
     for operation in operations:
 
         @given(case=operation.as_strategy(), aimed=st.booleans())

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from tests.helpers.timing import scaled
+
 NETNS_ETC = Path("/etc/netns")
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check,
-                          timeout=30)
+                          timeout=scaled(30))
 
 
 def unavailable() -> str | None:
@@ -83,7 +85,7 @@ class Host:
         _ip("-n", self.ns, "link", "show", "eth0")
         subprocess.run(["tc", "-n", self.ns, "qdisc", "replace", "dev", "eth0", "root", "tbf",
                         "rate", rate, "burst", "4kb", "latency", "2s"],
-                       check=True, capture_output=True, text=True, timeout=30)
+                       check=True, capture_output=True, text=True, timeout=scaled(30))
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Real processes, as operators and users run them: ``python -m center_agent`` and ``python -m
 coordinator`` under uvicorn on loopback ports (started with a clean environment, their stderr
-appended to a log file next to their configuration, waited for on ``/v1/health``, always
-stopped), the ``fedstats`` command, and checks that processes are gone.
+appended to a log file next to their configuration, waited for on ``/v1/health`` for as long as
+they live, always stopped), the ``fedstats`` command, and checks that processes are gone. No
+wait here fails because the machine is slow (``tests/helpers/timing.py``).
 
 Every test using these is marked ``process`` (``tests/conftest.py`` fails one that is not)."""
 
@@ -17,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fedstats_cli import procs
+from tests.helpers.timing import scaled
 
 REPO = Path(__file__).resolve().parents[2]
-STARTUP_S = 60.0  # imports take seconds, and the CI machine is shared
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -36,9 +37,10 @@ def fedstats() -> list[str]:
 
 
 def run_module(module: str, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """``python -m <module> <args>`` to its end, its output captured as text."""
+    """``python -m <module> <args>`` to its end, its output captured as text (``timeout_s``, a
+    hang guard for a quiet machine, is :func:`~tests.helpers.timing.scaled`)."""
     return subprocess.run([sys.executable, "-m", module, *args], env=clean_env(),
-                          capture_output=True, text=True, timeout=timeout_s)
+                          capture_output=True, text=True, timeout=scaled(timeout_s))
 
 
 def log_file(config: Path) -> Path:
@@ -62,9 +64,10 @@ def spawn(module: str, config: Path) -> subprocess.Popen[bytes]:
 
 def wait_healthy(proc: subprocess.Popen[bytes], port: int, config: Path, *,
                  scheme: str = "http", verify: ssl.SSLContext | bool = True) -> None:
-    """Wait until the process answers ``/v1/health`` (it may start in parallel with others);
-    raise with its log when it exits first or does not come up."""
-    procs.await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=STARTUP_S, verify=verify,
+    """Wait until the process answers ``/v1/health`` (it may start in parallel with others),
+    however long its imports take on a busy machine; raise with its log when it exits first
+    (a service that cannot start, say on a taken port, exits)."""
+    procs.await_health(proc, f"{scheme}://127.0.0.1:{port}", timeout_s=None, verify=verify,
                        output=lambda: log_tail(config))
 
 
@@ -76,7 +79,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait()  # SIGKILLed: it exits, however busy the machine
     if proc.stderr:
         proc.stderr.close()
 
@@ -117,8 +120,9 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
-    """The PIDs still running after ``timeout_s`` (orphans are reaped by init a moment later)."""
-    deadline = time.monotonic() + timeout_s
+    """The PIDs still running after ``timeout_s`` (:func:`~tests.helpers.timing.scaled`;
+    orphans are reaped by init a moment later)."""
+    deadline = time.monotonic() + scaled(timeout_s)
     while True:
         left = [p for p in pids if alive(p)]
         if not left or time.monotonic() > deadline:

@@ -32,6 +32,7 @@ from fedstats_cli import synth
 from fedstats_cli.settings_files import write_toml
 from tests.helpers import netns
 from tests.helpers.processes import clean_env, fedstats
+from tests.helpers.timing import scaled
 from tests.helpers.tls import make_ca
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
@@ -71,7 +72,7 @@ class Federation:
         """The ``fedstats`` command, run on the analyst's host."""
         env = clean_env(FEDSTATS_ANALYST_TOKEN=self.analyst_token)
         return subprocess.run(self.analyst.command([*fedstats(), *args]), env=env,
-                              capture_output=True, text=True, timeout=timeout_s)
+                              capture_output=True, text=True, timeout=scaled(timeout_s))
 
 
 def _start(site: Site) -> None:
@@ -87,7 +88,7 @@ def _start(site: Site) -> None:
 def _wait_started(site: Site) -> None:
     """Until the service logs that it serves (a health check from outside its host could not
     reach it, and a center with mutual TLS answers no client without a certificate)."""
-    deadline = time.monotonic() + STARTUP_S
+    deadline = time.monotonic() + scaled(STARTUP_S)
     while time.monotonic() < deadline:
         assert site.proc is not None
         if site.proc.poll() is not None:
@@ -103,10 +104,10 @@ def _stop(site: Site) -> None:
         return
     os.killpg(site.proc.pid, signal.SIGTERM)
     try:
-        site.proc.wait(timeout=15)
+        site.proc.wait(timeout=scaled(15))
     except subprocess.TimeoutExpired:
         os.killpg(site.proc.pid, signal.SIGKILL)
-        site.proc.wait(timeout=15)
+        site.proc.wait(timeout=scaled(15))
 
 
 @pytest.fixture
@@ -156,8 +157,9 @@ def federation(tmp_path: Path) -> Iterator[Federation]:
              "store_url": f"sqlite:///{tmp_path / 'coordinator.sqlite'}",
              "tls_certfile": str(cert), "tls_keyfile": str(key),
              "tls_client_certfile": str(client_cert), "tls_client_keyfile": str(client_key),
-             # A cut link shows as a timeout: short ones keep the test short.
-             "connect_timeout_s": 2.0, "read_timeout_s": 4.0,
+             # A cut link shows as a timeout: short ones keep the test short (scaled: a
+             # loaded machine must not look like a cut link).
+             "connect_timeout_s": scaled(2.0), "read_timeout_s": scaled(4.0),
              "retry": {"attempts": 2, "backoff_initial_s": 0.1, "backoff_max_s": 0.5}},
             {f"centers.{cid}": {"url": site.url, "token": center_tokens[cid],
                                 "ca_bundle": str(ca.cert)}
@@ -224,12 +226,12 @@ def test_a_study_across_hosts_survives_a_cut_link_and_resumes_paying_nothing_twi
 
     # Anyone outside the namespaces cannot reach the federation at all.
     outside = subprocess.run([*fedstats(), "health", coordinator, "--timeout", "1"],
-                             env=clean_env(), capture_output=True, text=True, timeout=60)
+                             env=clean_env(), capture_output=True, text=True, timeout=scaled(60))
     assert outside.returncode == 1
 
     # Without the private CA the analyst's command refuses the coordinator's certificate.
     untrusted = fed.fedstats("study", "run", str(study), "--coordinator", coordinator,
-                             "--out", str(fed.workdir / "untrusted"), "--timeout", "60")
+                             "--out", str(fed.workdir / "untrusted"), "--timeout", str(scaled(60)))
     assert untrusted.returncode != 0
     assert "certificate" in (untrusted.stderr + untrusted.stdout).lower()
 
@@ -244,16 +246,16 @@ def test_a_study_across_hosts_survives_a_cut_link_and_resumes_paying_nothing_twi
         run = subprocess.Popen(
             fed.analyst.command([*fedstats(), "study", "run", str(study), "--coordinator",
                                  coordinator, "--ca-bundle", str(fed.ca_bundle), "--out",
-                                 str(out), "--timeout", "240"]),
+                                 str(out), "--timeout", str(scaled(240))]),
             env=env, stdout=out_file, stderr=err_file)
     assert victim.ledger is not None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + scaled(120)
     while _released(victim.ledger) < 1:
         assert run.poll() is None, (said_out.read_text(), said_err.read_text())
         assert time.monotonic() < deadline, "hospital_b released nothing"
         time.sleep(0.02)
     victim.host.cut()
-    run.wait(timeout=300)
+    run.wait(timeout=scaled(300))
     stdout, stderr = said_out.read_text(), said_err.read_text()
     assert run.returncode == 1, (stdout, stderr)
     first = json.loads((out / "study.json").read_text())
@@ -266,7 +268,7 @@ def test_a_study_across_hosts_survives_a_cut_link_and_resumes_paying_nothing_twi
     resumed_out = fed.workdir / "resumed"
     resumed = fed.fedstats("study", "resume", first["id"], "--coordinator", coordinator,
                            "--ca-bundle", str(fed.ca_bundle), "--out", str(resumed_out),
-                           "--timeout", "240")
+                           "--timeout", str(scaled(240)))
     assert resumed.returncode == 0, (resumed.stdout, resumed.stderr,
                                      fed.coordinator.log.read_text()[-5000:])
     final = json.loads((resumed_out / "study.json").read_text())

@@ -1,6 +1,7 @@
 """Load on loopback: 50 concurrent analysts against one ``python -m coordinator`` with 10 real
 ``python -m center_agent`` processes (about 45 s on 2 cores, start-up included; the
-load itself must end within WALL_LIMIT_S). Each analyst lists the centers,
+load itself must end within WALL_LIMIT_S on a quiet machine, :func:`~tests.helpers.timing.scaled`
+on a busy one). Each analyst lists the centers,
 submits a study (federated table, MWU, one of 5 DP quantile requests) and polls it to its end.
 The centers trust each other's signed tables (one folder, one ``peers/`` directory), and each
 logs to its own file. Asserted: no error answer, every study succeeded, and each center's ledger
@@ -24,6 +25,7 @@ from tests.helpers.center import AUTH as CENTER_AUTH
 from tests.helpers.center import K, center_config
 from tests.helpers.coordinator import AUTH, coordinator_config
 from tests.helpers.processes import running_coordinator, spawn, stop, wait_healthy
+from tests.helpers.timing import scaled
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -32,7 +34,7 @@ ANALYSTS = 50
 VARIANTS = 5  # distinct DP requests
 EPSILON = 0.1  # per DP request: within the default cap, a quarter of EPSILON_TOTAL
 EPSILON_TOTAL = 3.0
-WALL_LIMIT_S = 120.0
+WALL_LIMIT_S = 120.0  # on a quiet machine; scaled
 
 
 def spec(variant: int) -> dict[str, Any]:
@@ -52,7 +54,7 @@ async def analyst(
 ) -> tuple[str, float, list[int]]:
     """One analyst: list centers, submit, poll to the end. Returns (status, study s, codes)."""
     codes: list[int] = []
-    async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=120) as c:
+    async with httpx.AsyncClient(base_url=base, headers=AUTH, timeout=scaled(120)) as c:
 
         async def call(kind: str, method: str, url: str, **kw: Any) -> httpx.Response:
             t = time.perf_counter()
@@ -98,7 +100,7 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
         config, port = coordinator_config(
             workdir / "coordinator.toml",
             {f"c{i}": f"http://127.0.0.1:{cport}" for i, (_, cport) in enumerate(centers)},
-            min_centers=2, max_running_studies=ANALYSTS + 10, read_timeout_s=60.0)
+            min_centers=2, max_running_studies=ANALYSTS + 10, read_timeout_s=scaled(60.0))
         with running_coordinator(config, port):
             latencies: list[tuple[str, float]] = []
             start = time.perf_counter()
@@ -111,7 +113,7 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
             outcomes = asyncio.run(everyone())
             wall = time.perf_counter() - start
             spent = [httpx.get(f"http://127.0.0.1:{cport}/v1/budget/cohort",
-                               headers=CENTER_AUTH, timeout=30).json()
+                               headers=CENTER_AUTH, timeout=scaled(30)).json()
                      for _, cport in centers]
     finally:
         for proc in procs:
@@ -133,4 +135,4 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
     for budget in spent:
         assert budget["spent_epsilon"] == pytest.approx(VARIANTS * EPSILON, abs=1e-9)
         assert budget["spent_epsilon"] <= budget["total_epsilon"]
-    assert wall < WALL_LIMIT_S
+    assert wall < scaled(WALL_LIMIT_S)

@@ -48,6 +48,7 @@ def check_table(table, groups, k):
         assert table.counts[g].sum() == v.size
 
 
+@pytest.mark.slow  # a Hypothesis property over many examples: seconds, for the CI run
 @settings(max_examples=300, deadline=None)
 @given(two_groups(), st.integers(0, 2**32 - 1))
 def test_two_group_tables_are_k_anonymous(case, seed):
@@ -56,6 +57,7 @@ def test_two_group_tables_are_k_anonymous(case, seed):
     check_table(table, [x, y], k)
 
 
+@pytest.mark.slow  # a Hypothesis property over many examples: seconds, for the CI run
 @settings(max_examples=300, deadline=None)
 @given(st.integers(2, 50), st.data(), st.integers(0, 2**32 - 1))
 def test_one_group_tables_are_k_anonymous(k, data, seed):
@@ -162,6 +164,7 @@ def test_same_seed_same_table():
     np.testing.assert_array_equal(a.limits, b.limits)
 
 
+@pytest.mark.slow  # a Hypothesis property over many examples: seconds, for the CI run
 @settings(max_examples=200, deadline=None)
 @given(two_groups(), st.integers(1, 6), st.integers(0, 2**32 - 1))
 def test_capped_tables_stay_k_anonymous_views_of_the_table(case, max_bins, seed):

@@ -83,6 +83,7 @@ def centers(draw):
     return k, out
 
 
+@pytest.mark.slow  # a Hypothesis property over many examples: seconds, for the CI run
 @settings(max_examples=150, deadline=None)
 @given(centers(), st.integers(0, 2**32 - 1))
 def test_every_refinement_step_releases_only_k_anonymous_numbers(case, seed):

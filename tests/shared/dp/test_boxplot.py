@@ -282,6 +282,8 @@ def test_accuracy_against_the_non_private_boxplot():
 
     Location |median − 0| and scale |IQR − IQR*| errors of DPBoxplot against the population
     values, compared with the same errors of the non-private boxplot on the same samples.
+    Sized to the 1.5× margin: the non-private mean |median| is 3.2·10⁻³ with SE 1.7·10⁻⁴ over
+    200 replications (the median's sd 1.2533/√n, half-normal), about 5 % of it.
     """
     rng = np.random.default_rng(2025)
     iqr_star = 2 * 0.6744897501960817  # 2·Φ^-1(3/4)

@@ -166,7 +166,10 @@ def _interval_frequencies(draws):
     ],
 )
 def test_sampler_matches_brute_force_distribution(x, levels, eps, neighbouring):
-    """2·10^5 draws of the sampler against the enumerated distribution over interval tuples."""
+    """2·10^5 draws of the sampler against the enumerated distribution over interval tuples.
+
+    Sized to the question: a cell's frequency has SE √(p(1−p)/N) ≤ 1.1·10⁻³, so a sampler off
+    by 1 % (absolute) in a cell is 9 SE or more away."""
     rng = np.random.default_rng(7)
     delta = joint_exp_sensitivity(levels, neighbouring)
     ref = brute.normalise(brute.exp_mech_config_logweights(x, 0.0, 1.0, levels, eps, delta))
@@ -182,7 +185,7 @@ def test_sampler_matches_brute_force_distribution(x, levels, eps, neighbouring):
     assert p_value > 1e-3
 
 
-@pytest.mark.slow  # 3000 draws: ~2 s
+@pytest.mark.slow  # 3000 draws: ~2 s; a cell's frequency has SE ≤ 0.5/√3000 = 9.1·10⁻³
 def test_public_function_draws_like_the_sampler():
     rng = np.random.default_rng(5)
     levels = (0.25, 0.5, 0.75)
@@ -206,6 +209,8 @@ def test_all_tied_data_exact_configuration_probabilities():
     Every one of the 4 ordered placements of the quartiles has the same utility (−1.5·n), so the
     probabilities are the volumes w^k/k!: 1/8, 3/8, 3/8, 1/8. Each is e^-375 away from the peak of
     the kernel; a Toeplitz product by FFT on exp(log − max) returns noise for all of them.
+    16,000 draws: the frequencies' SE are 2.6·10⁻³ (1/8) and 3.8·10⁻³ (3/8), against the
+    noise's errors of order one.
     """
     n = 1000
     tables = joint_exp_tables(
