@@ -20,7 +20,7 @@ Checked with an independent reference (plain per-record loops, none of the gate'
   total the same;
 * the same question gets the same answer while the data do not change;
 * no answer or error text holds a raw value the caller did not send;
-* **one number per gap** (docs/privacy.md, guarantee 6): every number the center placed between
+* **one number per gap** (docs/privacy.md, guarantee 13): every number the center placed between
   data (a table's limits and buffers, a refinement's split limits and moved buffers; not the
   numbers the caller sent) lies strictly inside a gap between two consecutive distinct raw
   values of the data it was computed from, or beyond them; and a number never released before
