@@ -32,6 +32,7 @@ from collections.abc import Iterable
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from center_agent.db import placed_numbers
 from center_agent.gate.keys import CenterKeys
@@ -50,13 +51,15 @@ def placed(conn: Connection, dataset: str, variable: str) -> FloatArray:
 
 
 def record(conn: Connection, dataset: str, variable: str, numbers: Iterable[float]) -> None:
-    """Remember the finite ``numbers`` a release placed (the ones not remembered yet)."""
-    known = {float(v) for v in placed(conn, dataset, variable)}
-    new = sorted({float(v) + 0.0 for v in numbers if np.isfinite(v)} - known)
-    if new:
-        conn.execute(placed_numbers.insert(), [
-            {"dataset": dataset, "variable": variable, "value": v.hex()} for v in new
-        ])
+    """Remember the finite ``numbers`` a release placed; one already remembered (by this
+    release's gap or by a concurrent one placing the same keyed number) is left as it is."""
+    new = sorted({float(v) + 0.0 for v in numbers if np.isfinite(v)})
+    if not new:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(placed_numbers).on_conflict_do_nothing(), [
+        {"dataset": dataset, "variable": variable, "value": v.hex()} for v in new
+    ])
 
 
 class GapPoints:
