@@ -38,8 +38,9 @@ from shared.privacy import isolating
 FloatArray = NDArray[np.float64]
 Extreme = Literal["infinite", "buffer"] | float
 """How to close a table at one end: ``"infinite"``, ``"buffer"`` (the seed's privacy buffer:
-the extreme value moved out by the mean gap between consecutive values of the extreme bin), or a
-number: a natural limit such as 0 for a variable that cannot be negative."""
+the extreme value moved out by about the mean gap between consecutive values near it; see
+:func:`outer_point`), or a number: a natural limit such as 0 for a variable that cannot be
+negative."""
 ExtremeKind = Literal["buffer", "natural", "infinite"]
 """How a table's extreme limit was made: a privacy buffer (data-derived: a center with values
 beyond it moves it out), a natural limit (public: values beyond it are counted in the extreme
@@ -409,8 +410,8 @@ def close_table(table: BinTable, lower: Extreme, upper: Extreme) -> BinTable:
 
 
 def buffer_gap(extreme_gap: float, lowest: float, highest: float, count: float) -> float:
-    """The gap a privacy buffer moves an extreme limit out by: the mean gap of the extreme bin,
-    or, when its values are all equal (gap 0: the limit would be a data value), the mean gap of
+    """The scale a privacy buffer moves an extreme limit out by: the mean gap of the extreme
+    records (:func:`buffer_scales`), or, when their values are all equal (gap 0: the limit would be a data value), the mean gap of
     all the values (``count`` of them, from ``lowest`` to ``highest``); 0 only when every value
     is equal, and then the end is opened instead."""
     return extreme_gap if extreme_gap > 0 else mean_gap(lowest, highest, count)
