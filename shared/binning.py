@@ -411,9 +411,9 @@ def close_table(table: BinTable, lower: Extreme, upper: Extreme) -> BinTable:
 
 def buffer_gap(extreme_gap: float, lowest: float, highest: float, count: float) -> float:
     """The scale a privacy buffer moves an extreme limit out by: the mean gap of the extreme
-    records (:func:`buffer_scales`), or, when their values are all equal (gap 0: the limit would be a data value), the mean gap of
-    all the values (``count`` of them, from ``lowest`` to ``highest``); 0 only when every value
-    is equal, and then the end is opened instead."""
+    records (:func:`buffer_scales`), or, when their values are all equal (gap 0: the limit
+    would be a data value), the mean gap of all the values (``count`` of them, from ``lowest``
+    to ``highest``); 0 only when every value is equal, and then the end is opened instead."""
     return extreme_gap if extreme_gap > 0 else mean_gap(lowest, highest, count)
 
 
