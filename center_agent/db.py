@@ -129,6 +129,17 @@ epochs = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
 )
 
+placed_numbers = Table(
+    # Every number the center placed between data of a variable (a limit, a split limit, a
+    # buffer), as float.hex (exact): a later release reuses it in the gap that holds it
+    # (center_agent.gate.gaps).
+    "fedstats_placed_number",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("variable", String(128), primary_key=True),
+    Column("value", String(32), primary_key=True),
+)
+
 secrets_table = Table(
     # The center's secrets: the key of its release randomness and its signing key.
     "fedstats_secret",

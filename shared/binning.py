@@ -6,6 +6,12 @@ at least ``k``; interior limits are randomized between the two data values they 
 interior limit is a data value; the extreme limits are infinite, natural (given by the data
 owner) or privacy buffers.
 
+Where a limit falls between two values is the caller's :data:`Placement`: the core decides
+*which* gaps of the data get a limit (from ranks and counts only), the placement *which number*
+inside each gap. By default it is the seed's fresh uniform draw (:func:`random_placement`); a
+center passes its own, one keyed number per gap reused by every release
+(``center_agent.gate.gaps``, docs/privacy.md "One number per gap").
+
 Example
 -------
 >>> import numpy as np
@@ -17,7 +23,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,12 +38,20 @@ from shared.privacy import isolating
 FloatArray = NDArray[np.float64]
 Extreme = Literal["infinite", "buffer"] | float
 """How to close a table at one end: ``"infinite"``, ``"buffer"`` (the seed's privacy buffer:
-the extreme value moved out by the mean gap between consecutive values of the extreme bin), or a
-number: a natural limit such as 0 for a variable that cannot be negative."""
+the extreme value moved out by about the mean gap between consecutive values near it; see
+:func:`outer_point`), or a number: a natural limit such as 0 for a variable that cannot be
+negative."""
 ExtremeKind = Literal["buffer", "natural", "infinite"]
 """How a table's extreme limit was made: a privacy buffer (data-derived: a center with values
 beyond it moves it out), a natural limit (public: values beyond it are counted in the extreme
 bin) or infinite."""
+
+
+Placement = Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
+"""Where the limits between data fall: ``place(below, above)`` returns one number strictly inside
+each gap ``(below[i], above[i])`` between two consecutive distinct values (``below[i]`` may be
+-inf: the gap below the smallest value, where a lower buffer goes; ``above[i]`` may be +inf:
+above the largest). An outer gap may get ±inf: no buffer (every value is equal)."""
 
 
 class KAnonymityError(ValueError):
@@ -83,20 +97,92 @@ def check_group_sizes(sizes: list[int], k: int) -> None:
 def randomized_limits(
     below: FloatArray, above: FloatArray, rng: np.random.Generator
 ) -> FloatArray:
-    """c = w·a + (1 − w)·v with a fresh w ~ U(0, 1) per limit (seed 001, §5).
+    """c = w·a + (1 − w)·v with a fresh w ~ U(0, 1) per limit (seed 001, §5); see
+    :func:`point_in_gap` for how rounding is handled."""
+    return point_in_gap(below, above, rng.random(below.size))
 
-    ``below`` holds the largest value of each bin, ``above`` the smallest value of the next.
-    Rounding can land c on a or v when they are close; those limits fall back to the midpoint,
-    and stay equal to ``a`` only when a and v are adjacent doubles (nothing lies between them).
+
+def point_in_gap(below: FloatArray, above: FloatArray, w: FloatArray) -> FloatArray:
+    """The point a fraction ``w`` (in [0, 1)) of the way from ``above`` down to ``below``:
+    c = w·below + (1 − w)·above, for finite gaps.
+
+    Rounding can land c on a or v when they are close; those points fall back to the midpoint,
+    then to the next double above ``below``, and stay equal to ``below`` only when the two are
+    adjacent doubles (nothing lies between them). Written as a weighted sum (no ``above −
+    below``), so no gap overflows.
     """
-    w = rng.random(below.size)
+    below = np.asarray(below, dtype=np.float64)
+    above = np.asarray(above, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
     c = w * below + (1.0 - w) * above
     bad = ~((c > below) & (c < above))
     if bad.any():
-        mid = below[bad] + (above[bad] - below[bad]) / 2.0
-        ok = (mid > below[bad]) & (mid < above[bad])
-        c[bad] = np.where(ok, mid, below[bad])
+        b, a = below[bad], above[bad]
+        mid = b / 2.0 + a / 2.0
+        step = np.nextafter(b, np.inf)
+        c[bad] = np.where((mid > b) & (mid < a), mid, np.where(step < a, step, b))
     return c
+
+
+def outer_point(extreme: FloatArray, scale: float, w: FloatArray, side: int) -> FloatArray:
+    """A privacy buffer beyond the data's ``extreme`` value (``side`` −1: below the smallest,
+    +1: above the largest): moved out by (½ + w)·``scale``, w in [0, 1), so by the scale on
+    average as the seed's buffer is (docs/methods.md §1.5); ±inf when ``scale`` is 0 (every value
+    equal: a buffer of 0 would be a data value, the end is opened instead)."""
+    extreme = np.asarray(extreme, dtype=np.float64)
+    if not scale > 0:
+        return np.full(extreme.shape, side * np.inf)
+    out = extreme + side * (0.5 + np.asarray(w, dtype=np.float64)) * scale
+    # Rounding on a value far from 0 with a tiny scale: the next double out, never the value.
+    stuck = out == extreme
+    out[stuck] = np.nextafter(extreme[stuck], side * np.inf)
+    return out
+
+
+def place_points(below: FloatArray, above: FloatArray, w: FloatArray, lower_scale: float,
+                 upper_scale: float) -> FloatArray:
+    """One point in each gap (see :data:`Placement`) at the fractions ``w``: inside a finite gap
+    by :func:`point_in_gap`, beyond the data by :func:`outer_point` with each end's scale."""
+    below = np.asarray(below, dtype=np.float64)
+    above = np.asarray(above, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    out = np.empty(below.size)
+    low = np.isneginf(below)
+    high = np.isposinf(above) & ~low
+    inner = ~(low | high)
+    out[inner] = point_in_gap(below[inner], above[inner], w[inner])
+    out[low] = outer_point(above[low], lower_scale, w[low], -1)
+    out[high] = outer_point(below[high], upper_scale, w[high], +1)
+    return out
+
+
+def buffer_scales(lowest: float, kth_lowest: float, kth_highest: float, highest: float,
+                  n: int, k: int) -> tuple[float, float]:
+    """How far out the buffers of data go (before the random factor of :func:`outer_point`):
+    the mean gap between the ``k`` smallest (largest) records — a gap over fewer could give a
+    raw value back (docs/methods.md §2.6) —, or of all ``n`` records when those are all equal."""
+    m = min(k, n)
+    return (buffer_gap(mean_gap(lowest, kth_lowest, m), lowest, highest, n),
+            buffer_gap(mean_gap(kth_highest, highest, m), lowest, highest, n))
+
+
+def sorted_scales(values: FloatArray, k: int) -> tuple[float, float]:
+    """:func:`buffer_scales` of sorted ``values`` (at least one)."""
+    n = values.size
+    m = min(k, n)
+    return buffer_scales(float(values[0]), float(values[m - 1]), float(values[n - m]),
+                         float(values[-1]), n, k)
+
+
+def random_placement(rng: np.random.Generator, lower_scale: float,
+                     upper_scale: float) -> Placement:
+    """The seed's placement: a fresh uniform fraction per gap and per call (seed 001, §5).
+    Asked twice, it places two numbers in a gap: fine for one table, not for a center that
+    answers many requests (it passes its keyed placement instead)."""
+    def place(below: FloatArray, above: FloatArray) -> FloatArray:
+        return place_points(below, above, rng.random(np.asarray(below).size), lower_scale,
+                            upper_scale)
+    return place
 
 
 def mean_gap(lowest: float, highest: float, count: float) -> float:
@@ -120,7 +206,8 @@ def bin_table(
     y: ArrayLike | None = None,
     *,
     k: int = 10,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
     lower: Extreme = "buffer",
     upper: Extreme = "buffer",
 ) -> BinTable:
@@ -129,7 +216,7 @@ def bin_table(
     Seed 001 Algorithms 1-3 as docs/methods.md §1 states them: greedy limits from the smallest
     value up, each per-group count 0 or >= ``k``; leftovers at the end join the last bin (merging
     further back if that is needed to stay K-anonymous); interior limits randomized with a fresh
-    w ~ U(0, 1) each; extreme limits by ``lower``/``upper``.
+    w ~ U(0, 1) each (or placed by ``place``); extreme limits by ``lower``/``upper``.
 
     Parameters
     ----------
@@ -138,7 +225,9 @@ def bin_table(
     k : int
         The anonymity threshold K (>= 2).
     rng : numpy.random.Generator
-        Source of the limits' randomization.
+        Source of the limits' randomization (:func:`random_placement`), unless ``place``.
+    place : Placement
+        Where the limits between data fall (one of ``rng`` and ``place``).
     lower, upper : {"infinite", "buffer"} or float
         How to close the table at each end (see :data:`Extreme`). A natural limit that leaves
         values outside counts them in the extreme bin (see :func:`close_table`).
@@ -151,16 +240,18 @@ def bin_table(
     groups = [as_finite_1d(x, "x", allow_empty=y is not None)]
     if y is not None:
         groups.append(as_finite_1d(y, "y", allow_empty=True))
-    return bin_groups(groups, k=k, rng=rng, lower=lower, upper=upper)
+    return bin_groups(groups, k=k, rng=rng, place=place, lower=lower, upper=upper)
 
 
 def bin_groups(
     groups: Sequence[ArrayLike],
     *,
     k: int = 10,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
     lower: Extreme = "buffer",
     upper: Extreme = "buffer",
+    max_bins: int | None = None,
 ) -> BinTable:
     """K-anonymous bin table of any number of groups (one row of counts each).
 
@@ -170,10 +261,12 @@ def bin_groups(
     :func:`bin_table`. A center bins every declared level at once, so that every table it
     releases of a variable, whichever levels it shows, has the same limits (no two of its
     tables can be subtracted).
+
+    With ``max_bins``, runs of adjacent bins are merged as :func:`cap_bins` merges them, before
+    any limit is placed (a limit merged away is never drawn).
     """
     k = check_int(k, "k", 2)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError("`rng` must be a numpy.random.Generator")
+    check_placement(rng, place)
     lower = check_extreme(lower, "lower")
     upper = check_extreme(upper, "upper")
     arrays = [as_finite_1d(g, f"groups[{i}]", allow_empty=True) for i, g in enumerate(groups)]
@@ -190,8 +283,41 @@ def bin_groups(
     end = np.full(1, n_distinct, dtype=np.int64)
     chain, visited, final = _greedy.walk(nxt, start, seg_end)
     _, cuts = _greedy.close_chains(counts, chain, visited, final, start, end, k)
-    table = _assemble(u, counts, cuts, k, rng)
+    if max_bins is not None:
+        cuts = _cap_cuts(cuts, check_int(max_bins, "max_bins", 1))
+    if place is None:
+        assert rng is not None
+        pooled = counts.sum(axis=0)
+        n = int(pooled[-1])
+        m = min(k, n)
+        # The m-th smallest record lies at the first cut holding m records, the m-th largest
+        # at the first holding n - m + 1.
+        kth_low = u[np.searchsorted(pooled, m, side="left") - 1]
+        kth_high = u[np.searchsorted(pooled, n - m + 1, side="left") - 1]
+        place = random_placement(rng, *buffer_scales(float(u[0]), float(kth_low),
+                                                     float(kth_high), float(u[-1]), n, k))
+    table = _assemble(u, counts, cuts, k, place)
     return close_table(table, lower, upper)
+
+
+def check_placement(rng: object, place: object) -> None:
+    """Exactly one of ``rng`` (a Generator) and ``place`` (a callable)."""
+    if (rng is None) == (place is None):
+        raise ValueError("give exactly one of `rng` and `place`")
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise ValueError("`rng` must be a numpy.random.Generator")
+    if place is not None and not callable(place):
+        raise ValueError("`place` must be callable")
+
+
+def _cap_cuts(cuts: NDArray[np.signedinteger[Any]], max_bins: int
+              ) -> NDArray[np.signedinteger[Any]]:
+    """Bin ends keeping every ``m``-th interior one, ``m = ceil(B / max_bins)`` (as
+    :func:`cap_bins`)."""
+    if cuts.size <= max_bins:
+        return cuts
+    step = -(-cuts.size // max_bins)
+    return np.concatenate([cuts[:-1][step - 1::step], cuts[-1:]])
 
 
 def merge_bins(table: BinTable, keep: NDArray[np.bool_]) -> BinTable:
@@ -284,10 +410,10 @@ def close_table(table: BinTable, lower: Extreme, upper: Extreme) -> BinTable:
 
 
 def buffer_gap(extreme_gap: float, lowest: float, highest: float, count: float) -> float:
-    """The gap a privacy buffer moves an extreme limit out by: the mean gap of the extreme bin,
-    or, when its values are all equal (gap 0: the limit would be a data value), the mean gap of
-    all the values (``count`` of them, from ``lowest`` to ``highest``); 0 only when every value
-    is equal, and then the end is opened instead."""
+    """The scale a privacy buffer moves an extreme limit out by: the mean gap of the extreme
+    records (:func:`buffer_scales`), or, when their values are all equal (gap 0: the limit
+    would be a data value), the mean gap of all the values (``count`` of them, from ``lowest``
+    to ``highest``); 0 only when every value is equal, and then the end is opened instead."""
     return extreme_gap if extreme_gap > 0 else mean_gap(lowest, highest, count)
 
 
@@ -296,23 +422,19 @@ def _assemble(
     counts: NDArray[np.signedinteger[Any]],
     cuts: NDArray[np.signedinteger[Any]],
     k: int,
-    rng: np.random.Generator,
+    place: Placement,
 ) -> BinTable:
     """Limits and counts of a table whose bins end at ``cuts`` (the last one being D), its ends
-    closed by privacy buffers (:func:`close_table` then closes them as the caller asked)."""
+    closed by privacy buffers (:func:`close_table` then closes them as the caller asked).
+
+    Every limit is placed in one gap: the interior ones between the values they separate, the
+    buffers below the smallest and above the largest value (±inf, an open end, when the
+    placement has no buffer: every value equal)."""
     bounds = np.concatenate([[0], cuts])
     at = counts[:, bounds]
     bin_counts = np.diff(at, axis=1).astype(np.float64)
     interior = cuts[:-1]
-    inner = randomized_limits(u[interior - 1], u[interior], rng)
-    pooled = at.sum(axis=0)
-    n = float(pooled[-1])
-    first_gap = buffer_gap(mean_gap(u[0], u[bounds[1] - 1], float(pooled[1] - pooled[0])),
-                           float(u[0]), float(u[-1]), n)
-    last_gap = buffer_gap(mean_gap(u[bounds[-2]], u[-1], float(pooled[-1] - pooled[-2])),
-                          float(u[0]), float(u[-1]), n)
-    # A buffer of 0 (every value equal) would put a data value in the table: open that end.
-    lo = float(u[0]) - first_gap if first_gap > 0 else -np.inf
-    hi = float(u[-1]) + last_gap if last_gap > 0 else np.inf
-    limits = np.concatenate([[lo], inner, [hi]])
+    below = np.concatenate([[-np.inf], u[interior - 1], [u[-1]]])
+    above = np.concatenate([[u[0]], u[interior], [np.inf]])
+    limits = np.asarray(place(below, above), dtype=np.float64)
     return BinTable(limits=limits, counts=bin_counts, k=k)

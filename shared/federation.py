@@ -39,11 +39,12 @@ from shared.binning import (
     Extreme,
     ExtremeKind,
     KAnonymityError,
+    Placement,
     bin_table,
-    buffer_gap,
     check_group_sizes,
-    mean_gap,
-    randomized_limits,
+    check_placement,
+    random_placement,
+    sorted_scales,
 )
 from shared.privacy import isolating
 
@@ -94,38 +95,46 @@ def refine_table(
     y: ArrayLike | None = None,
     *,
     k: int,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
     lower: ExtremeKind = "buffer",
     upper: ExtremeKind = "buffer",
     split: bool = True,
 ) -> Refinement:
     """The new center's half of adding it to a table with the given ``limits``.
 
-    Releases only K-anonymous numbers: randomized sub-limits, per-group run totals that are 0
-    or >= ``k``, and the table's buffer limits moved out when the center holds values beyond
-    them. A moved limit is the center's extreme value less (or plus) the mean gap between its
+    Releases only K-anonymous numbers: randomized sub-limits (placed by ``place``, or drawn
+    from ``rng``: :func:`~shared.binning.random_placement`), per-group run totals that are 0 or
+    >= ``k``, and the table's buffer limits moved out when the center holds values beyond them.
+    A moved limit is the center's extreme value less (or plus) about the mean gap between its
     ``k`` most extreme values (docs/methods.md §2.6): a gap over fewer records could give a raw
-    value back. Values beyond a natural limit (``lower``/``upper`` ``"natural"``) are counted in
-    the extreme bin, as the table that set the limit counts its own. With ``split=False`` no bin
-    is split (a coarser release, for a center whose earlier releases it would conflict with).
+    value back.
+
+    Where the cuts fall never depends on the table's extreme limits: the center's values are
+    binned inside the table's *interior* limits, on the data as they are. A natural limit
+    (``lower``/``upper`` ``"natural"``) is then applied as a view: sub-limits at or beyond it
+    are dropped (the sub-bins beyond merge into the extreme one, so values beyond it are counted
+    in the extreme bin, as the table that set it counts its own). Clipping the values to it
+    instead would let a caller choose where a gap starts, and a chain of natural limits would
+    converge on a raw value (docs/privacy.md, "One number per gap"). With ``split=False`` no
+    bin is split (a coarser release, for a center whose earlier releases it would conflict with).
     """
     k = check_int(k, "k", 2)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError("`rng` must be a numpy.random.Generator")
+    check_placement(rng, place)
     lim = _check_limits(limits)
     groups = [as_finite_1d(x, "x", allow_empty=True)]
     if y is not None:
         groups.append(as_finite_1d(y, "y", allow_empty=True))
     check_group_sizes([g.size for g in groups], k)
     sorted_groups = [ascending(g) for g in groups]
-    clip_lo = lim[0] if lower == "natural" else -np.inf
-    clip_hi = lim[-1] if upper == "natural" else np.inf
-    if np.isfinite(clip_lo) or np.isfinite(clip_hi):
-        # Clipping keeps sorted values sorted.
-        sorted_groups = [np.clip(g, clip_lo, clip_hi) for g in sorted_groups]
 
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
+    if place is None:
+        assert rng is not None
+        pooled = np.sort(np.concatenate(sorted_groups))
+        place = random_placement(rng, *sorted_scales(pooled, k)) if pooled.size else (
+            random_placement(rng, 0.0, 0.0))
     n_bins = lim.size - 1
     seg = np.searchsorted(lim[1:-1], u, side="left")
     bin_ids = np.arange(n_bins)
@@ -138,29 +147,32 @@ def refine_table(
     sub_bin, sub_cut = _split_cuts(counts, seg_end, bin_start, bin_end, k)
     if not split:
         sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
+    split_limits = np.asarray(place(u[sub_cut - 1], u[sub_cut]), dtype=np.float64)
+    # Natural limits as a view: only the sub-limits strictly inside them stay (comparisons of
+    # the placed numbers with public ones; dropping a sub-limit merges two sub-bins, whose counts
+    # add up to 0 or >= K).
+    inside = np.ones(split_limits.size, dtype=bool)
+    if lower == "natural":
+        inside &= split_limits > lim[0]
+    if upper == "natural":
+        inside &= split_limits < lim[-1]
+    sub_bin, sub_cut, split_limits = sub_bin[inside], sub_cut[inside], split_limits[inside]
     cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
     cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
     loose = cell_counts[:, ~fixed].sum(axis=1)
     if isolating(loose, k).any():
-        sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
+        sub_bin, sub_cut, split_limits = sub_bin[:0], sub_cut[:0], split_limits[:0]
         cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
         cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
 
-    split_limits = randomized_limits(u[sub_cut - 1], u[sub_cut], rng)
     runs = [_runs(row, fixed, k) for row in cell_counts]
 
     new_lower = new_upper = None
     if n_distinct:
-        pooled = np.concatenate(sorted_groups)
-        lo, hi, n = float(u[0]), float(u[-1]), float(pooled.size)
         if lower == "buffer" and np.isfinite(lim[0]) and u[0] < lim[0]:
-            head = np.partition(pooled, k - 1)[:k]
-            gap = buffer_gap(mean_gap(float(head.min()), float(head.max()), k), lo, hi, n)
-            new_lower = float(u[0] - gap) if gap > 0 else -np.inf
+            new_lower = float(place(np.array([-np.inf]), u[:1])[0])
         if upper == "buffer" and np.isfinite(lim[-1]) and u[-1] > lim[-1]:
-            tail = np.partition(pooled, pooled.size - k)[pooled.size - k:]
-            gap = buffer_gap(mean_gap(float(tail.min()), float(tail.max()), k), lo, hi, n)
-            new_upper = float(u[-1] + gap) if gap > 0 else np.inf
+            new_upper = float(place(u[-1:], np.array([np.inf]))[0])
     return Refinement(
         k=k,
         split_bins=sub_bin.tolist(),

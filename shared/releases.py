@@ -21,7 +21,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared import protocol
-from shared.binning import BinTable, Extreme, bin_groups, cap_bins, close_table, coarsen_table
+from shared.binning import (
+    BinTable,
+    Extreme,
+    Placement,
+    bin_groups,
+    close_table,
+    coarsen_table,
+    random_placement,
+    sorted_scales,
+)
 from shared.dp import (
     approx_quantiles,
     dp_boxplot,
@@ -48,16 +57,20 @@ def public_size(n: int, k: int) -> int:
 
 
 def canonical_table(
-    levels: Sequence[FloatArray], k: int, rng: np.random.Generator
+    levels: Sequence[FloatArray], k: int, place: Placement | np.random.Generator
 ) -> BinTable:
     """A center's one table of a variable: every declared level binned at once (each count 0 or
-    >= K), privacy buffers at both ends. Every table the center releases of the variable is a
-    view of it (:func:`table_view`), so no two of its tables have different limits.
+    >= K), privacy buffers at both ends, its limits placed by ``place`` (a center's keyed
+    placement; a Generator: the seed's fresh draws). Every table the center releases of the
+    variable is a view of it (:func:`table_view`), so no two of its tables have different
+    limits, and natural limits never move one.
 
     A table never holds more than :data:`~shared.protocol.MAX_LIMITS` bins (what a peer accepts
-    to refine): beyond that, adjacent bins are merged (:func:`~shared.binning.cap_bins`)."""
-    table = bin_groups(levels, k=k, rng=rng, lower="buffer", upper="buffer")
-    return cap_bins(table, protocol.MAX_LIMITS)
+    to refine): beyond that, adjacent bins are merged (as :func:`~shared.binning.cap_bins`),
+    before the limits are placed."""
+    source = {"rng": place} if isinstance(place, np.random.Generator) else {"place": place}
+    return bin_groups(levels, k=k, lower="buffer", upper="buffer",
+                      max_bins=protocol.MAX_LIMITS, **source)
 
 
 def table_view(
@@ -84,13 +97,18 @@ def table_view(
 
 
 def refinement_release(
-    groups: Sequence[FloatArray], request: protocol.RefinementRequest, rng: np.random.Generator,
-    *, split: bool = True,
+    groups: Sequence[FloatArray], request: protocol.RefinementRequest,
+    place: Placement | np.random.Generator, *, split: bool = True,
 ) -> Refinement:
     """The center's half of joining the table its request carries (Algorithms 4-6), treating
-    values beyond the table's extremes as the statement says they were made."""
+    values beyond the table's extremes as the statement says they were made (a natural limit
+    as a view of the refinement inside the interior limits, never as a clip of the data)."""
     statement = request.table.statement
-    return refine_table(statement.limits, *groups, k=request.k, rng=rng,
+    if isinstance(place, np.random.Generator):
+        values = np.sort(np.concatenate(list(groups))) if groups else np.zeros(0)
+        place = random_placement(place, *(sorted_scales(values, request.k) if values.size
+                                          else (0.0, 0.0)))
+    return refine_table(statement.limits, *groups, k=request.k, place=place,
                         lower=statement.lower, upper=statement.upper, split=split)
 
 

@@ -1,9 +1,11 @@
 """The center's secrets: the key of its release randomness, and its Ed25519 signing key.
 
-* **Keyed randomness.** The randomized limits of a table or a refinement come from a generator
-  seeded by HMAC-SHA256(secret, the question's meaning and the data's fingerprint): asking the
-  same question again, in any wording, gives the same limits, and no one without the secret can
-  predict them. The secret is made at the first start and kept in the ledger's database (back it
+* **Keyed randomness: one number per gap.** The randomized limits of a table or a refinement
+  (interior limits, split limits, buffers) are placed by a MAC under the secret of the variable
+  and the gap between two consecutive distinct values: :meth:`CenterKeys.gap_fractions`, used by
+  ``center_agent.gate.gaps``. Every release that puts a limit in a gap puts the same one there,
+  whatever its wording, statement, caller or natural limits, and no one without the secret can
+  predict it. The secret is made at the first start and kept in the ledger's database (back it
   up with the ledger; whoever reads it can predict limits, not data).
 * **Signed limits.** Every table and refinement a center releases carries its
   :class:`~shared.protocol.LimitsStatement`, signed. A center refines only statements signed by
@@ -34,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from center_agent.db import Store, secrets_table
-from shared.protocol import LimitsStatement, SignedLimits, canonical_json
+from shared.protocol import LimitsStatement, SignedLimits
 from shared.signatures import decode_public_key, encode_public_key, sign, verifies
 
 __all__ = ["CenterKeys", "decode_public_key", "encode_public_key", "read_peer_keys",
@@ -108,11 +110,22 @@ class CenterKeys:
             signing = Ed25519PrivateKey.from_private_bytes(raw)
         return cls(center_id, secret, signing, peers)
 
-    def rng(self, *meaning: Any) -> np.random.Generator:
-        """A generator determined by the secret and ``meaning`` (JSON-able parts)."""
-        digest = hmac.new(self._secret, canonical_json(list(meaning)).encode(),
-                          hashlib.sha256).digest()
-        return np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
+    def gap_fractions(self, variable: str, below: np.ndarray, above: np.ndarray) -> np.ndarray:
+        """The keyed fraction in [0, 1) of each gap ``(below[i], above[i])`` of ``variable``: a
+        MAC of the gap's two ends as exact doubles (keyed BLAKE2b, under a key derived from the
+        secret and the variable by HMAC-SHA256), its first 53 bits. Nothing else enters: not the
+        dataset's wording, a statement, a caller, a study or a natural limit (docs/privacy.md,
+        "One number per gap"). BLAKE2b's keyed mode is a PRF and three times cheaper per call
+        than HMAC (100k gaps: 0.6 s against 1.8 s on the development machine)."""
+        key = hmac.digest(self._secret, b"gap\0" + variable.encode(), "sha256")
+        # +0.0 turns -0.0 into 0.0: one gap, one identity.
+        ends = np.stack([np.asarray(below, dtype=np.float64) + 0.0,
+                         np.asarray(above, dtype=np.float64) + 0.0], axis=-1).astype(">f8")
+        blob = ends.tobytes()
+        macs = b"".join(hashlib.blake2b(blob[i:i + 16], key=key, digest_size=8).digest()
+                        for i in range(0, len(blob), 16))
+        bits = np.frombuffer(macs, dtype=">u8").astype(np.uint64) >> np.uint64(11)
+        return np.asarray(bits, dtype=np.float64) * 2.0**-53
 
     def sign(self, statement: LimitsStatement) -> SignedLimits:
         return sign(self._signing, statement)

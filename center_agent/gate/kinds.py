@@ -23,7 +23,7 @@ and the audit record come with it (``center_agent.gate``).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -37,7 +37,9 @@ from center_agent.core.errors import (
     UntrustedTable,
 )
 from center_agent.data import Dataset, Population
+from center_agent.gate import gaps
 from center_agent.gate.disclosure import Candidate, Partition
+from center_agent.gate.gaps import GapPoints
 from shared import kinds
 from shared.binning import BinTable, ExtremeKind, check_extreme, merge_bins
 from shared.describe import dp_describe
@@ -119,11 +121,18 @@ class Context:
     request_key: str
     fingerprint: str = field(repr=False, default="")
 
-    def keyed_rng(self, *meaning: Any) -> np.random.Generator:
-        """Randomness of a non-DP release: the center's keyed function of the question's
-        meaning and the data version (the same question always gets the same limits)."""
-        return self.gate.keys.rng(self.dataset.name, self.epoch, self.population.fingerprint,
-                                  *meaning)
+    def placement(self, variable: str) -> GapPoints:
+        """Where this center's limits fall between the data of ``variable``: one keyed number
+        per gap of the population, the one already released there if any
+        (``center_agent.gate.gaps``; never a function of the request)."""
+        return GapPoints(self.gate.keys, variable, self.population.pooled(variable),
+                         gaps.placed(self.conn, self.dataset.name, variable),
+                         self.gate.settings.k)
+
+    def remember(self, variable: str, numbers: Iterable[float | None]) -> None:
+        """Record the numbers a release placed between data, in its transaction."""
+        gaps.record(self.conn, self.dataset.name, variable,
+                    [v for v in numbers if v is not None])
 
     def admit(self, variable: str, candidate: Candidate) -> Candidate:
         return self.gate.disclosure.admit(
@@ -268,10 +277,11 @@ class TableKind(ExactKind[TableRequest, BinTableRelease]):
     """This center's K-anonymous table of one variable: one group, two declared levels, or all.
 
     Every table of a variable in an epoch is a view of one canonical table (every declared level
-    binned at once, limits drawn from the center's keyed randomness), so asking again in any
-    wording (other extremes, another K, the levels swapped) gives the same limits: nothing to
-    average, nothing to subtract. A natural ``lower``/``upper`` is a public input: values beyond
-    it are counted in the extreme bin, never refused.
+    binned at once, each limit the keyed number of its gap: ``gate.gaps``), so asking again in
+    any wording (other extremes, another K, the levels swapped) gives the same limits: nothing
+    to average, nothing to subtract. A natural ``lower``/``upper`` is a public input applied to
+    the view only (bins beyond it merged into the extreme one): values beyond it are counted in
+    the extreme bin, never refused, and no limit moves.
     """
 
     wire = kinds.TABLE
@@ -294,10 +304,11 @@ class TableKind(ExactKind[TableRequest, BinTableRelease]):
         levels = ctx.population.levels
         arrays = [ctx.population.level(request.variable, level) for level in levels]
         k = ctx.gate.settings.k
-        table = canonical_table(arrays, k, ctx.keyed_rng("table", request.variable))
+        table = canonical_table(arrays, k, ctx.placement(request.variable))
         admitted = ctx.admit(request.variable, TableCandidate(table, levels, ctx.dataset.name))
         assert isinstance(admitted, TableCandidate)
         t = admitted.table
+        ctx.remember(request.variable, t.limits.tolist())
         # Infinite limits as the strings "Infinity"/"-Infinity" (JSON has no infinity; float()
         # reads them back).
         limits = [v if np.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
@@ -366,9 +377,12 @@ class RefineCandidate:
 
 class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
     """This center's refinement of a table whose limits a trusted center signed (Algorithms
-    4-6): randomized split limits, K-anonymous run totals, moved buffer limits, and the signed
-    statement of the refined limits for the next center. Limits no trusted center signed are
-    refused: placed around one record, they would make the runs an emptiness oracle."""
+    4-6): split limits and moved buffers placed at the population's keyed gap numbers
+    (``gate.gaps``: the same in every refinement, whatever the statement), K-anonymous run
+    totals, and the signed statement of the refined limits for the next center. The statement's
+    natural limits are a view (splits beyond them dropped), never a clip of the data. Limits no
+    trusted center signed are refused: placed around one record, they would make the runs an
+    emptiness oracle."""
 
     wire = kinds.REFINE
     summary = "this center's refinement of a signed table"
@@ -409,12 +423,12 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
             arrays = [population.level(request.variable, level) for level in groups]
             levels, pooled = groups, False
             canonical_request = request.model_copy(update={"groups": groups})
-        meaning = ("refine", request.variable, list(levels) if not pooled else None, request.k,
-                   request.table.statement.digest())
+        # The split limits and moved buffers are the population's keyed gap numbers: the same
+        # for every statement, view or natural limit that asks for a cut in a gap.
+        place = ctx.placement(request.variable)
 
         def make(split: bool) -> Refinement:
-            return refinement_release(arrays, canonical_request, ctx.keyed_rng(*meaning),
-                                      split=split)
+            return refinement_release(arrays, canonical_request, place, split=split)
 
         limits = np.asarray(request.table.statement.limits, dtype=np.float64)
         first = make(True)
@@ -427,6 +441,7 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
         admitted = ctx.admit(request.variable, candidate)
         assert isinstance(admitted, RefineCandidate)
         release = admitted.release
+        ctx.remember(request.variable, [*release.split_limits, release.lower, release.upper])
         parent = request.table.statement
         statement = LimitsStatement(
             center_id=ctx.gate.settings.center_id, dataset=ctx.dataset.name,

@@ -4,7 +4,10 @@ Random data (ties, missing values, undeclared and missing labels, a level smalle
 random K, and a random sequence of requests over the whole API — tables of any grouping, K and
 closing, refinements of tables a trusted peer signed at random limits, exact and noisy
 Mann-Whitney, DP releases, YJ moments, ``/v1/info`` — with the data file changed between requests
-(records appended, removed, edited). Every answer is kept with the data it was computed from.
+(records appended, removed, edited). Natural limits are any number, a raw value, one ulp either
+side of one, or a number the center released before (the chain that converged on a raw value);
+the center refines its own views and peers' tables closed by buffers or natural limits; tables
+and refinements also travel in batches. Every answer is kept with the data it was computed from.
 
 Checked with an independent reference (plain per-record loops, none of the gate's code):
 
@@ -16,7 +19,13 @@ Checked with an independent reference (plain per-record loops, none of the gate'
 * one population: an ungrouped table totals its levels' tables, and every variable's tables
   total the same;
 * the same question gets the same answer while the data do not change;
-* no answer or error text holds a raw value the caller did not send.
+* no answer or error text holds a raw value the caller did not send;
+* **one number per gap** (docs/privacy.md, guarantee 13): every number the center placed between
+  data (a table's limits and buffers, a refinement's split limits and moved buffers; not the
+  numbers the caller sent) lies strictly inside a gap between two consecutive distinct raw
+  values of the data it was computed from, or beyond them; and a number never released before
+  lands only in a gap holding no earlier one. With appends only, each gap holds at most one
+  number for ever; a removal that merges gaps keeps theirs, and no new one joins them.
 """
 
 from __future__ import annotations
@@ -130,16 +139,28 @@ def small(n: int, k: int) -> bool:
 @st.composite
 def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
     groups = st.sampled_from([None, ("a", "b"), ("b", "a"), ("a", "c")])
-    extreme = st.one_of(st.sampled_from(["buffer", "infinite"]),
-                        st.integers(-40, 40).map(lambda v: v + 0.25))
+    # A natural limit: any number; a raw value, or one ulp below or above one; a number the
+    # center released (a chain of natural limits, each set to the last cut near a raw value).
+    natural = st.one_of(
+        st.integers(-40, 40).map(lambda v: v + 0.25),
+        st.tuples(st.just("raw"), st.integers(0, 10**6), st.sampled_from([-1, 0, 1])),
+        st.tuples(st.just("placed"), st.integers(0, 10**6)),
+    )
+    extreme = st.one_of(st.sampled_from(["buffer", "infinite"]), natural)
     table = st.tuples(st.just("table"), st.sampled_from(["x", "y"]), groups,
                       st.sampled_from([k, k, k + 1, 2 * k]), extreme, extreme)
+    # A peer's table closed at each end by an open end, a buffer or a natural limit.
+    peer_end = st.one_of(st.just("infinite"), st.tuples(st.just("buffer"), st.integers(0, 40)),
+                         st.tuples(st.just("natural"), natural))
     refine = st.tuples(st.just("refine"), st.sampled_from(["x", "y"]), groups,
                        st.sampled_from([k, k, 2 * k]),
-                       st.lists(st.integers(-35, 35), min_size=1, max_size=30, unique=True))
+                       st.lists(st.integers(-35, 35), min_size=1, max_size=30, unique=True),
+                       peer_end, peer_end)
+    own = st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), groups)
     op = st.one_of(
-        table, table, refine, refine, refine,
-        st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), groups),
+        table, table, refine, refine, refine, own,
+        st.tuples(st.just("batch"), st.lists(st.one_of(table, refine, own), min_size=1,
+                                             max_size=4)),
         st.tuples(st.just("mwu"), st.sampled_from(["x", "y"]),
                   st.sampled_from([("a", "b"), ("b", "a"), ("a", "c")]),
                   st.sampled_from([None, 0.2])),
@@ -164,18 +185,31 @@ class Attacker:
         self.last: tuple[str, dict[str, Any]] | None = None
         self.own: dict[str, dict[str, Any]] = {}
         self.texts: list[tuple[int, str, str | None, set[float]]] = []
+        # Every number the center placed between data, in release order: (version, variable,
+        # number).
+        self.placed: list[tuple[int, str, float]] = []
 
     async def post(self, version: int, path: str, body: dict[str, Any]) -> httpx.Response:
         r = await self.client.post(path, json=body, headers=AUTH)
-        assert r.status_code != 500, r.text
+        assert r.status_code < 500, r.text
         variable = None if r.status_code != 200 else body.get("variable")
         self.texts.append((version, r.text, variable, _numbers_in(body)))
         if r.status_code == 200:
-            key = (version, path + json.dumps(body, sort_keys=True))
-            previous = self.answers.setdefault(key, r.text)
-            assert previous == r.text, "the same question got another answer"
+            self.same_answer(version, path, body, r.json())
         self.last = (path, body)
         return r
+
+    def same_answer(self, version: int, path: str, body: dict[str, Any], answer: Any) -> None:
+        key = (version, path + json.dumps(body, sort_keys=True))
+        text = json.dumps(answer, sort_keys=True)
+        previous = self.answers.setdefault(key, text)
+        assert previous == text, "the same question got another answer"
+
+    def place(self, version: int, variable: str, numbers: list[Any], sent: set[float]) -> None:
+        """Keep the finite ``numbers`` of a release the caller did not send."""
+        for value in numbers:
+            if isinstance(value, (int, float)) and math.isfinite(value) and value not in sent:
+                self.placed.append((version, variable, float(value)))
 
 
 def _numbers_in(value: Any) -> set[float]:
@@ -268,42 +302,30 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
                      *r.json()["datasets"][0]["n_by_group"].values()]:
             assert size % k == 0
         return
-    if kind == "table":
-        _, variable, groups, kk, lower, upper = op
-        if isinstance(lower, float) and isinstance(upper, float) and lower >= upper:
+    if kind == "batch":
+        prepared = [(sub, prepare(attacker, sub, v, versions, k, grid)) for sub in op[1]]
+        items = [(sub, p) for sub, p in prepared if p is not None]
+        if not items:
             return
-        body = {"variable": variable, "groups": groups, "k": kk, "lower": lower, "upper": upper}
-        r = await attacker.post(v, "/v1/datasets/d/table", body)
-        if r.status_code == 200:
-            table = r.json()
-            levels = list(groups) if groups else None
-            record(attacker, v, pop, variable, table["limits"], levels,
-                   [list(range(len(table["limits"]) - 1))] * len(table["counts"]),
-                   table["counts"])
-            attacker.own[variable] = table["signed"]
+        body = {"items": [{"kind": p[0], "request": p[2]} for _, p in items]}
+        r = await attacker.client.post("/v1/datasets/d/releases", json=body, headers=AUTH)
+        assert r.status_code == 200, r.text
+        attacker.texts.append((v, r.text, None, _numbers_in(body)))
+        for (sub, (_name, path, request)), answer in zip(items, r.json()["answers"],
+                                                          strict=True):
+            assert answer["status"] < 500, answer
+            if answer["status"] == 200:
+                attacker.same_answer(v, path, request, answer["release"])
+                absorb(attacker, sub, v, pop, request, answer["release"])
         return
-    if kind in ("refine", "refine_own"):
-        variable, groups = op[1], op[2]
-        if kind == "refine":
-            kk, cuts = op[3], op[4]
-            limits = [-math.inf, *sorted(c * grid + grid / 3 for c in cuts), math.inf]
-            signed = peer_table(limits, variable=variable, groups=groups, k=kk, dataset="d")
-        else:
-            signed = attacker.own.get(variable)
-            if signed is None or tuple(signed["statement"]["groups"] or ()) != tuple(
-                    groups or ()):
-                return
-            kk = signed["statement"]["k"]
-        body = {"variable": variable, "groups": groups, "k": kk, "table": signed}
-        r = await attacker.post(v, "/v1/datasets/d/table/refine", body)
+    if kind in ("table", "refine", "refine_own"):
+        ready = prepare(attacker, op, v, versions, k, grid)
+        if ready is None:
+            return
+        _name, path, body = ready
+        r = await attacker.post(v, path, body)
         if r.status_code == 200:
-            release = r.json()
-            limits = release["signed"]["statement"]["limits"]
-            levels = list(groups) if groups else None
-            record(attacker, v, pop, variable, limits, levels,
-                   [g["run_of_cell"] for g in release["runs"]],
-                   [g["totals"] for g in release["runs"]])
-            attacker.own[variable] = release["signed"]
+            absorb(attacker, op, v, pop, body, r.json())
         return
     if kind == "mwu":
         _, variable, groups, eps = op
@@ -337,6 +359,84 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
     raise AssertionError(op)
 
 
+def natural_value(attacker: Attacker, choice: Any, variable: str,
+                  pop: dict[str, dict[str, list[float]]]) -> float | str:
+    """A generated natural limit as a number (see ``operations``)."""
+    if not isinstance(choice, tuple):
+        return choice  # type: ignore[no-any-return]
+    if choice[0] == "raw":
+        raw = sorted({value for columns in pop.values() for value in columns[variable]})
+        if not raw:
+            return 0.25
+        value = raw[choice[1] % len(raw)]
+        return math.nextafter(value, choice[2] * math.inf) if choice[2] else value
+    mine = [value for _, name, value in attacker.placed if name == variable]
+    return mine[choice[1] % len(mine)] if mine else 0.25
+
+
+def prepare(attacker: Attacker, op: tuple[Any, ...], v: int, versions: list[list[Row]], k: int,
+            grid: float) -> tuple[str, str, dict[str, Any]] | None:
+    """The (kind, path, body) of a table or refinement operation, or None when there is none."""
+    pop = population(versions[v], k)
+    kind, variable, groups = op[0], op[1], op[2]
+    if kind == "table":
+        kk = op[3]
+        lower, upper = (natural_value(attacker, e, variable, pop) for e in op[4:6])
+        if isinstance(lower, float) and isinstance(upper, float) and lower >= upper:
+            return None
+        body = {"variable": variable, "groups": groups, "k": kk, "lower": lower, "upper": upper}
+        return "table", "/v1/datasets/d/table", body
+    if kind == "refine":
+        kk, cuts, low_end, high_end = op[3:7]
+        inner = sorted(c * grid + grid / 3 for c in cuts)
+        ends = []
+        for end, side in ((low_end, -1), (high_end, 1)):
+            if end == "infinite":
+                ends.append((side * math.inf, "buffer"))
+            elif end[0] == "buffer":  # a finite buffer beyond the peer's limits
+                ends.append(((inner[0] if side < 0 else inner[-1]) + side * (end[1] + 0.5),
+                             "buffer"))
+            else:
+                value = natural_value(attacker, end[1], variable, pop)
+                ends.append((float(value), "natural"))
+        (lo, lower), (hi, upper) = ends
+        inner = [c for c in inner if lo < c < hi]
+        if not lo < hi:
+            return None
+        signed = peer_table([lo, *inner, hi], variable=variable, groups=groups, k=kk,
+                            dataset="d", lower=lower, upper=upper)
+    else:
+        signed = attacker.own.get(variable)
+        if signed is None or tuple(signed["statement"]["groups"] or ()) != tuple(groups or ()):
+            return None
+        kk = signed["statement"]["k"]
+    body = {"variable": variable, "groups": groups, "k": kk, "table": signed}
+    return "refine", "/v1/datasets/d/table/refine", body
+
+
+def absorb(attacker: Attacker, op: tuple[Any, ...], v: int,
+           pop: dict[str, dict[str, list[float]]], body: dict[str, Any],
+           release: dict[str, Any]) -> None:
+    """Keep a table's or refinement's answer: its counted sets, the numbers it placed, and its
+    signed statement for the center to refine next."""
+    variable, groups = body["variable"], body["groups"]
+    levels = list(groups) if groups else None
+    sent = _numbers_in(body)
+    if op[0] == "table":
+        limits = release["limits"]
+        record(attacker, v, pop, variable, limits, levels,
+               [list(range(len(limits) - 1))] * len(release["counts"]), release["counts"])
+        attacker.place(v, variable, limits, sent)
+    else:
+        limits = release["signed"]["statement"]["limits"]
+        record(attacker, v, pop, variable, limits, levels,
+               [g["run_of_cell"] for g in release["runs"]],
+               [g["totals"] for g in release["runs"]])
+        attacker.place(v, variable, [*release["split_limits"], release["lower"],
+                                     release["upper"]], sent)
+    attacker.own[variable] = release["signed"]
+
+
 def record(attacker: Attacker, version: int, pop: dict[str, dict[str, list[float]]],
            variable: str, limits: list[Any], levels: list[str] | None,
            labels: list[list[int]], counts: list[list[float]]) -> None:
@@ -367,7 +467,27 @@ def record(attacker: Attacker, version: int, pop: dict[str, dict[str, list[float
         assert sum(totals) == whole
 
 
+def check_gaps(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
+    """One number per gap (module docstring): per variable, in release order, each number the
+    center placed against the raw values of the data it came from and the numbers before it."""
+    seen: dict[str, set[float]] = {"x": set(), "y": set()}
+    for v, variable, number in attacker.placed:
+        known = seen[variable]
+        if number in known:
+            continue  # a number released before, in the gap that holds it
+        pop = population(versions[v], k)
+        raw = {value for columns in pop.values() for value in columns[variable]}
+        assert number not in raw, (v, variable, number)
+        lo = max((r for r in raw if r < number), default=-math.inf)
+        hi = min((r for r in raw if r > number), default=math.inf)
+        others = sorted(d for d in known if lo < d < hi)
+        assert not others, (f"a second number in the gap ({lo}, {hi}) of {variable!r} "
+                            f"(data version {v}): {number} beside {others}")
+        known.add(number)
+
+
 def check(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
+    check_gaps(attacker, versions, k)
     answered = sorted({v for v, _ in attacker.history})
     last = {v: max(i for i, (w, _) in enumerate(attacker.history) if w == v) for v in answered}
 

@@ -1,11 +1,14 @@
 """The checks every attack, fault and load test ends with: no exact count in 1..K-1 anywhere in
-an answer, and the ledger's spend read back from the center."""
+an answer, the ledger's spend read back from the center, and how many released numbers each gap
+between raw values holds (one at most)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
+import numpy as np
 
 from tests.helpers.center import AUTH, K
 
@@ -36,3 +39,41 @@ def budget(client: httpx.Client, dataset: str) -> dict[str, float]:
     entry = body.get("datasets", {}).get(dataset, body)
     # Only the ε accounts: the entry also carries per-variable release counts.
     return {key: entry[key] for key in ("total_epsilon", "spent_epsilon", "remaining_epsilon")}
+
+
+def numbers_per_gap(numbers: Iterable[float], raw: Iterable[float]
+                    ) -> dict[tuple[float, float], set[float]]:
+    """The distinct ``numbers`` inside each gap between consecutive distinct ``raw`` values
+    (and below the smallest, above the largest: ±inf ends), by the gap's ends. A number equal
+    to a raw value is under the gap ``(v, v)``."""
+    values = np.unique(np.asarray(list(raw), dtype=np.float64))
+    found: dict[tuple[float, float], set[float]] = {}
+    for number in {float(v) for v in numbers if np.isfinite(v)}:
+        i = int(np.searchsorted(values, number, side="left"))
+        if i < values.size and values[i] == number:
+            gap = (number, number)
+        else:
+            gap = (float(values[i - 1]) if i > 0 else -np.inf,
+                   float(values[i]) if i < values.size else np.inf)
+        found.setdefault(gap, set()).add(number)
+    return found
+
+
+def crowded_gaps(numbers: Iterable[float], raw: Iterable[float]
+                 ) -> dict[tuple[float, float], list[float]]:
+    """The gaps of ``raw`` holding more than one of ``numbers`` (a second number in a gap tells
+    more about its ends than one random point; docs/privacy.md, "One number per gap"), and the
+    numbers equal to a raw value (under ``(v, v)``)."""
+    return {gap: sorted(found) for gap, found in numbers_per_gap(numbers, raw).items()
+            if len(found) > 1 or gap[0] == gap[1]}
+
+
+def closest_from_below(numbers: Iterable[float], raw: Iterable[float]) -> dict[float, float]:
+    """For each raw value with a number in the gap below it, how close the closest one comes,
+    as a fraction of that gap: what an attacker recovers of the value."""
+    values = np.unique(np.asarray(list(raw), dtype=np.float64))
+    out: dict[float, float] = {}
+    for (lo, hi), found in numbers_per_gap(numbers, values).items():
+        if np.isfinite(lo) and np.isfinite(hi) and lo < hi:
+            out[hi] = (hi - max(found)) / (hi - lo)
+    return out

@@ -1,0 +1,107 @@
+"""One number per gap: where a center's limits fall between its data (docs/privacy.md, "One
+number per gap").
+
+A table's interior limit, a refinement's split limit, a privacy buffer and a moved buffer are
+all numbers placed between two consecutive distinct values of the variable, or beyond the
+smallest or largest one. The core (``shared.binning``, ``shared.federation``) decides *which*
+gaps get a limit, from ranks and counts; this module decides *which number*, for the center:
+
+* a gap is one of the **population's** (every record any release of the variable counts), found
+  from the two values the core names: a release of two levels cuts between two of their values
+  ``p < q``, and the limit goes in the population's gap just below ``q`` (between ``q`` and the
+  largest population value under it), inside ``(p, q)``; the buffer below a release's smallest
+  value ``q`` goes in the population's gap below ``q`` (the outer gap when ``q`` is the
+  population's minimum), and symmetrically above;
+* a gap that already holds a number this center released (in any epoch) gets that number again;
+* any other gap gets its **keyed** number: the fraction MAC_secret(variable, gap) of the way
+  across it (:meth:`~center_agent.gate.keys.CenterKeys.gap_fractions`), and beyond the data the
+  extreme value moved out by (½ + that fraction) of the mean gap of the population's K most
+  extreme records; the numbers a release places are remembered (:func:`record`) in its
+  transaction.
+
+So the number in a gap depends on the secret, the gap and the numbers already released, never on
+a request: every release that puts a limit in a gap puts the same one there. A caller who reads
+them all learns, of each gap, one number inside it. Two requests computed concurrently agree too:
+a gap without a remembered number gets its keyed number from either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from center_agent.db import placed_numbers
+from center_agent.gate.keys import CenterKeys
+from shared.binning import place_points, sorted_scales
+
+FloatArray = NDArray[np.float64]
+
+
+def placed(conn: Connection, dataset: str, variable: str) -> FloatArray:
+    """The numbers this center placed between data of ``variable`` so far, sorted."""
+    rows = conn.execute(
+        select(placed_numbers.c.value).where(placed_numbers.c.dataset == dataset,
+                                             placed_numbers.c.variable == variable)
+    ).all()
+    return np.sort(np.asarray([float.fromhex(row.value) for row in rows], dtype=np.float64))
+
+
+def record(conn: Connection, dataset: str, variable: str, numbers: Iterable[float]) -> None:
+    """Remember the finite ``numbers`` a release placed; one already remembered (by this
+    release's gap or by a concurrent one placing the same keyed number) is left as it is."""
+    new = sorted({float(v) + 0.0 for v in numbers if np.isfinite(v)})
+    if not new:
+        return
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    conn.execute(dialect.insert(placed_numbers).on_conflict_do_nothing(), [
+        {"dataset": dataset, "variable": variable, "value": v.hex()} for v in new
+    ])
+
+
+class GapPoints:
+    """The center's :data:`~shared.binning.Placement` for one variable of one population (see
+    the module docstring). ``values`` are the population's values of the variable, sorted;
+    ``remembered`` the numbers placed before, sorted."""
+
+    def __init__(self, keys: CenterKeys, variable: str, values: FloatArray,
+                 remembered: FloatArray, k: int) -> None:
+        self.keys = keys
+        self.variable = variable
+        self.values = values
+        self.remembered = remembered
+        self.scales = sorted_scales(values, k) if values.size else (0.0, 0.0)
+
+    def gaps(self, below: FloatArray, above: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """The population's gap for each gap the core names (module docstring): the one just
+        below ``above`` (just above ``below`` when ``above`` is +inf)."""
+        values = self.values
+        lo = np.asarray(below, dtype=np.float64).copy()
+        hi = np.asarray(above, dtype=np.float64).copy()
+        up = np.isposinf(hi) & np.isfinite(lo)
+        down = ~up
+        i = np.searchsorted(values, hi[down], side="left")
+        nearest = np.where(i > 0, values[np.maximum(i - 1, 0)], -np.inf)
+        lo[down] = np.maximum(lo[down], nearest)
+        j = np.searchsorted(values, lo[up], side="right")
+        nearest = np.where(j < values.size, values[np.minimum(j, values.size - 1)], np.inf)
+        hi[up] = np.minimum(hi[up], nearest)
+        return lo, hi
+
+    def __call__(self, below: FloatArray, above: FloatArray) -> FloatArray:
+        lo, hi = self.gaps(below, above)
+        out = np.empty(lo.size)
+        mem = self.remembered
+        # The first remembered number above the gap's lower end, if it lies below its upper.
+        i = np.searchsorted(mem, lo, side="right")
+        candidate = mem[np.minimum(i, mem.size - 1)] if mem.size else np.full(lo.size, np.inf)
+        held = (i < mem.size) & (candidate < hi)
+        out[held] = candidate[held]
+        fresh = ~held
+        if fresh.any():
+            w = self.keys.gap_fractions(self.variable, lo[fresh], hi[fresh])
+            out[fresh] = place_points(lo[fresh], hi[fresh], w, *self.scales)
+        return out

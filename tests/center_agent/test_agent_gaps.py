@@ -1,0 +1,105 @@
+"""The center's placement of limits between data (``center_agent.gate.gaps``; docs/privacy.md
+§13): one keyed number per gap of the population, the one already released there if any."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from center_agent.db import Store
+from center_agent.gate import gaps
+from center_agent.gate.gaps import GapPoints
+from center_agent.gate.keys import CenterKeys
+from shared.binning import bin_groups
+from shared.federation import refine_table
+
+KEYS = CenterKeys("c", secrets.token_bytes(32), Ed25519PrivateKey.generate(), {})
+VALUES = np.array([1.0, 2.0, 2.0, 3.5, 4.0, 7.0, 7.5, 9.0, 10.0, 12.0])
+
+
+def placement(remembered: list[float] | None = None, keys: CenterKeys = KEYS) -> GapPoints:
+    return GapPoints(keys, "x", VALUES, np.sort(np.asarray(remembered or [], dtype=float)), 3)
+
+
+def test_one_keyed_number_per_gap_whoever_asks() -> None:
+    place = placement()
+    below, above = np.array([2.0, 4.0, 9.0]), np.array([3.5, 7.0, 10.0])
+    first = place(below, above)
+    assert np.all((first > below) & (first < above))
+    # Asked again, alone, in another order, or by another placement of the same key: the same.
+    np.testing.assert_array_equal(place(below[::-1], above[::-1]), first[::-1])
+    assert place(below[1:2], above[1:2])[0] == first[1]
+    assert placement()(below, above).tolist() == first.tolist()
+    # Another secret places other numbers; another variable too.
+    other = CenterKeys("c", secrets.token_bytes(32), Ed25519PrivateKey.generate(), {})
+    assert not np.any(placement(keys=other)(below, above) == first)
+    assert not np.any(GapPoints(KEYS, "y", VALUES, np.zeros(0), 3)(below, above) == first)
+
+
+def test_a_gap_of_some_levels_lands_in_the_populations_gap_below_its_upper_value() -> None:
+    """Two levels' values 2.0 and 7.0 (the population holds 3.5 and 4.0 between them): the
+    limit goes in (4.0, 7.0), the one number that gap ever gets."""
+    place = placement()
+    wide = place(np.array([2.0]), np.array([7.0]))[0]
+    assert 4.0 < wide < 7.0
+    assert wide == place(np.array([4.0]), np.array([7.0]))[0]
+    # Below a subset's smallest value 3.5: in (2.0, 3.5), not beyond the population.
+    low = place(np.array([-np.inf]), np.array([3.5]))[0]
+    assert 2.0 < low < 3.5 and low == place(np.array([2.0]), np.array([3.5]))[0]
+
+
+def test_buffers_beyond_the_data() -> None:
+    """Below the smallest value by (1/2 + u) times the mean gap of the K = 3 smallest records,
+    above the largest likewise; the same buffer for every release."""
+    place = placement()
+    lo = place(np.array([-np.inf]), np.array([1.0]))[0]
+    hi = place(np.array([12.0]), np.array([np.inf]))[0]
+    assert 1.0 - 1.5 * 0.5 <= lo <= 1.0 - 0.5 * 0.5
+    assert 12.0 + 0.5 * 1.5 <= hi <= 12.0 + 1.5 * 1.5
+    table = bin_groups([VALUES], k=3, place=place)
+    assert table.limits[0] == lo and table.limits[-1] == hi
+
+
+def test_a_remembered_number_is_reused_in_its_gap() -> None:
+    """A number released before (in an earlier epoch, when the gap was wider) is the gap's
+    number; a gap without one gets its keyed number."""
+    place = placement([5.0])
+    out = place(np.array([4.0, 9.0]), np.array([7.0, 10.0]))
+    assert out[0] == 5.0
+    assert out[1] == placement()(np.array([9.0]), np.array([10.0]))[0]
+
+
+def test_natural_limits_never_move_a_split() -> None:
+    """A refinement inside one wide bin: with any natural lower (a raw value, one ulp below or
+    above it, a split limit itself), the split limits are those of the refinement without it,
+    less those at or below it."""
+    place = placement()
+    x = VALUES.repeat(2)
+    base = refine_table([-np.inf, 100.0], x, k=3, place=place, lower="buffer")
+    assert base.split_limits
+    for lower in [0.5, 2.0, np.nextafter(2.0, 0), np.nextafter(2.0, 9), 7.0,
+                  *base.split_limits]:
+        viewed = refine_table([lower, 100.0], x, k=3, place=place, lower="natural")
+        assert viewed.split_limits == [v for v in base.split_limits if v > lower]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_record_keeps_each_number_once(backend: str, tmp_path: Path,
+                                       request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite:///{tmp_path / 'ledger.sqlite'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    store = Store(url)
+    try:
+        with store.engine.begin() as conn:
+            gaps.record(conn, "d", "x", [1.5, -0.0, np.inf, 1.5])
+            gaps.record(conn, "d", "x", [1.5, 0.1 + 0.2])
+            gaps.record(conn, "d", "y", [7.0])
+        with store.engine.connect() as conn:
+            assert gaps.placed(conn, "d", "x").tolist() == [0.0, 0.1 + 0.2, 1.5]
+            assert gaps.placed(conn, "d", "y").tolist() == [7.0]
+    finally:
+        store.close()
