@@ -132,9 +132,16 @@ class Ledger:
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
 
-    @staticmethod
-    def cached(conn: Connection, dataset: str, request_key: str) -> JSONPayload | None:
+    @classmethod
+    def cached(cls, conn: Connection, dataset: str, request_key: str) -> JSONPayload | None:
         """The stored answer for ``request_key`` (``None``: never answered)."""
+        text = cls.cached_text(conn, dataset, request_key)
+        return None if text is None else json.loads(text)
+
+    @staticmethod
+    def cached_text(conn: Connection, dataset: str, request_key: str) -> str | None:
+        """The stored answer for ``request_key`` as stored (canonical JSON; ``None``: never
+        answered): the gate decodes it after letting the lock go."""
         row = conn.execute(
             select(releases.c.payload, releases.c.dataset).where(
                 releases.c.request_key == request_key
@@ -144,7 +151,7 @@ class Ledger:
             return None
         if row.dataset != dataset:
             raise ValueError("request key reused across datasets")
-        return json.loads(row.payload)
+        return str(row.payload)
 
     def debit(self, conn: Connection, dataset: str, epsilon: float, total: int,
               spent: int) -> int:

@@ -53,10 +53,10 @@ mechanism whose failure would depend on its draw); and the same question asked a
 computed under that payment, never debited twice.
 
 Several requests on one dataset may come in one batch (:meth:`ReleaseGate.release_batch`, a
-study's releases to one center in one round): step 3 runs for every item, in order, in one
-transaction, each item in a savepoint of it (a refused item rolls back alone); then steps 4-5
-item by item, the lock released between them. So each item is answered as its own call would
-be; a question asked twice in one batch is computed once. A lone request is a batch of one.
+study's releases to one center in one round): each item passes steps 3-5 in order, as its own
+call would, the lock let go between items and between steps (so nothing waits for more than
+one item's short step); a question asked twice in one batch is computed once (the second finds
+the first's stored answer). A lone request is a batch of one.
 
 Refusals are audited (in the step-3 transaction, or one of their own for a refusal decided in
 step 1 or 4). No route touches the data: the routes are made from :data:`gate.kinds.KINDS` and
@@ -65,6 +65,7 @@ only call the gate.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -128,6 +129,10 @@ class _Hold:
 
     stack: ExitStack
     conn: Any = None
+
+
+class _Stored(str):
+    """A stored answer's text, read under the lock and decoded after it."""
 
 
 class _Answered(ServiceError):
@@ -225,29 +230,32 @@ class ReleaseGate:
         stored: dict[int, Any] = {}
         if questions:
             population = dataset.population()
-            pending = questions
+        for index, question in questions.items():
+            # Item by item, the lock released between them and between steps: a stored answer
+            # asked meanwhile waits for one item's short step at most.
+            pending = {index: question}
             while pending:
                 leads, follows = self._reserve(dataset, items, pending, population, caller,
                                                asked, answers, stored)
-                for index, lead in leads.items():
-                    kind, request = items[index]
+                for lead_index, lead in leads.items():
+                    kind, request = items[lead_index]
                     outcome = self._compute(kind, dataset, request, population, caller,
-                                            asked[index], lead)
+                                            asked[lead_index], lead)
                     if isinstance(outcome, ServiceError):
-                        answers[index] = outcome
+                        answers[lead_index] = outcome
                     else:
-                        stored[index] = outcome
-                # A question being computed elsewhere: its outcome, then step 3 again (a
+                        stored[lead_index] = outcome
+                # A question another call is computing: its outcome, then step 3 again (its
                 # stored answer, audited as served from the store).
                 pending = {}
-                for index, flight in follows.items():
+                for follow_index, flight in follows.items():
                     flight.done.wait()
                     if flight.error is not None:
-                        kind = items[index][0]
-                        answers[index] = self._refused(dataset.name, kind, caller,
-                                                       asked[index], flight.error)
+                        kind = items[follow_index][0]
+                        answers[follow_index] = self._refused(dataset.name, kind, caller,
+                                                              asked[follow_index], flight.error)
                     else:
-                        pending[index] = questions[index]
+                        pending[follow_index] = questions[follow_index]
         for index, value in stored.items():
             kind, request = items[index]
             answers[index] = self._present(kind, dataset, value, request)
@@ -371,6 +379,9 @@ class ReleaseGate:
             if isinstance(exc, UnknownLedgerDataset):
                 raise UnknownDataset(ds.name) from None
             raise
+        for index, value in stored.items():
+            if isinstance(value, _Stored):  # decoded once the lock is let go
+                stored[index] = json.loads(value)
         return leads, follows
 
     def _reserve_one(self, conn: Any, kind: ReleaseKind[Any, Any], ds: Dataset,
@@ -389,7 +400,7 @@ class ReleaseGate:
             # Public sizes first, cached or not: one stored answer may serve many wordings
             # (a table's K), and each is refused or not on its own.
             kind.require(self, ds, population, request)
-            stored = self.ledger.cached(conn, ds.name, key)
+            stored = self.ledger.cached_text(conn, ds.name, key)
             record: dict[str, Any] = {
                 "dataset": ds.name, "kind": kind.name, "caller": caller, "question": asked,
                 "request_key": key, "epoch": epoch.number, "data_fingerprint": epoch.fingerprint}
@@ -397,7 +408,7 @@ class ReleaseGate:
                 trail.record(conn, outcome="cached", epsilon_units=0, **record)
                 log.info("%s release of %r (variable %r): cached", kind.name, ds.name,
                          question.variable)
-                return stored
+                return _Stored(stored)
             paid = self.ledger.reserved(conn, ds.name, key)
             units = 0
             if paid is not None:
