@@ -1,5 +1,6 @@
-"""The center's own database: privacy budgets, stored releases, the record sets every exact
-release counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
+"""The center's own database: privacy budgets, stored releases, the reservations of releases
+paid and being computed, each token's work per period, the record sets every exact release
+counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
 
 One :class:`Store` per process, shared by the ledger and the release gate. SQLite (the default)
 runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``

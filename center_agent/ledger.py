@@ -17,6 +17,14 @@ Usage (a DP endpoint)::
 A crash anywhere before the commit rolls everything back: nothing was released, nothing is spent.
 After the commit the spend is on disk (SQLite WAL with ``synchronous=FULL``, or PostgreSQL) before
 the payload is returned to the caller, so a killed process never loses a recorded spend.
+
+The release gate (``center_agent.gate``) does not compute inside the lock: it debits and
+**reserves** the key (:meth:`Ledger.reserve`) in one short transaction, computes outside it,
+and stores the answer in place of the reservation (:meth:`Ledger.settle`) in another. A
+reservation is paid: the per-period cap counts it, a retry of the same key is computed under it
+(never debited twice), and only a refusal decided without the data drops it with its units
+(:meth:`Ledger.cancel`). The token's work per period is charged in the same first transaction
+(:meth:`Ledger.charge_compute`).
 """
 
 from __future__ import annotations

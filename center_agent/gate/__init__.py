@@ -208,9 +208,9 @@ class ReleaseGate:
         """The answers to several requests on one dataset, in order, each what its own
         :meth:`release` would answer (an error in place of a refused or failed one).
 
-        Step 3 runs for every item in one transaction, each item in a savepoint of it; steps
-        4-5 item by item, the lock released between them (module docstring). Nothing is
-        presented before its answer is stored."""
+        Each item passes steps 3-5 in order, each step in a short transaction of its own (the
+        lock let go between them: module docstring). Nothing is presented before its answer is
+        stored."""
         for kind, _request in items:
             if kind not in KINDS:
                 raise TypeError(f"{kind!r} is not a release kind declared to the gate")
@@ -335,11 +335,11 @@ class ReleaseGate:
                  questions: dict[int, Question], population: Population, caller: str,
                  asked: list[str], answers: list[WireModel | ServiceError | None],
                  stored: dict[int, Any]) -> tuple[dict[int, Lead], dict[int, Flight]]:
-        """Step 3 for each item with a question, in one transaction holding the dataset's
-        lock: a stored answer goes into ``stored``, a refused or failed item's error into
-        ``answers`` (its savepoint rolled back, its refusal audited in the transaction); the
-        items this call computes (their key reserved), and those that wait for a computation
-        under way."""
+        """Step 3 for each item of ``questions`` (one, from :meth:`release_batch`), in one
+        transaction holding the dataset's lock, each item in a savepoint: a stored answer goes
+        into ``stored``, a refused or failed item's error into ``answers`` (its savepoint rolled
+        back, its refusal audited in the transaction); returns the items this call computes
+        (their key reserved), and those that wait for a computation under way."""
         leads: dict[int, Lead] = {}
         follows: dict[int, Flight] = {}
         try:
