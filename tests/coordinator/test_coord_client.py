@@ -261,6 +261,9 @@ async def test_a_429_is_a_named_resumable_failure() -> None:
     assert isinstance(second, CenterFailure)
     assert (second.kind, second.center_error) == ("throttled", "compute_allowance_exceeded")
 
+    from coordinator.quotas import refund_after
+
+    assert refund_after(failure)  # the center spent nothing: the analyst's quota is given back
     record = SimpleNamespace(status="failed", error=json.dumps(
         Failure("alpha", "throttled", "ask again in 120 s").body()))
     assert resumable(record)  # type: ignore[arg-type]
