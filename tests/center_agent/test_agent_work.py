@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from center_agent.core.config import load_settings
@@ -242,3 +243,53 @@ def test_the_default_allowance_is_far_above_a_study(services: Services) -> None:
     settings = services.settings
     assert settings.compute_allowance == 1_000_000_000 and settings.compute_period_s == 3600
     assert 5_000 * 100 < settings.compute_allowance / 1000
+
+
+def test_exact_releases_computed_together_are_admitted_one_after_the_other(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table's candidate is computed (outside the lock) and held before its admission; a
+    refinement of the same variable is computed and admitted meanwhile. The table is then
+    admitted against it: every atom of both, with the levels' sizes, holds 0 or >= K records,
+    and the disclosure memory holds both, the refinement first."""
+    from center_agent.gate.disclosure import Partition, atoms, cell_counts, edges_of, small
+    from shared.binning import bin_table
+    from shared.protocol import RefinementRequest
+    from tests.helpers.center import peer_table
+
+    gate = services.gate
+    computed, go = threading.Event(), threading.Event()
+    real = gate.admit
+    main = threading.current_thread()
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not main:  # the table's, computed in the worker
+            computed.set()
+            assert go.wait(GUARD_S)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gate, "admit", held)
+    out: list[Any] = []
+    worker = in_thread(gate, TABLE, out, kind="table")
+    assert computed.wait(GUARD_S)
+    rng = np.random.default_rng(7)
+    peer = bin_table(rng.normal(50, 10, 300), rng.normal(52, 10, 300), k=K, rng=rng)
+    refine = RefinementRequest.model_validate(
+        {"variable": "x", "groups": ["a", "b"], "k": K, "table": peer_table(peer.limits.tolist())})
+    gate.release(KIND["refine"], "cohort", refine, CALLER)
+    assert worker.is_alive()  # the table still waits to be admitted
+    go.set()
+    worker.join(GUARD_S)
+    assert len(out) == 1 and not isinstance(out[0], ServiceError), out
+    population = services.datasets["cohort"].population()
+    with services.store.engine.connect() as conn:
+        history = gate.disclosure.history(conn, "cohort", "x")
+    table_interior = np.asarray(out[0].limits)[1:-1]
+    assert len(history) == 2
+    assert np.array_equal(history[1].interior, table_interior)  # admitted second
+    assert not np.array_equal(history[0].interior, table_interior)
+    levels = population.levels
+    every = [Partition.totals(levels), *history]
+    edges = edges_of(every)
+    counts = cell_counts(population, "x", levels, edges)
+    assert not small(atoms(every, levels, edges), counts, K).any()
