@@ -293,3 +293,50 @@ def test_exact_releases_computed_together_are_admitted_one_after_the_other(
     edges = edges_of(every)
     counts = cell_counts(population, "x", levels, edges)
     assert not small(atoms(every, levels, edges), counts, K).any()
+
+
+def test_an_exact_release_of_data_that_changed_while_it_was_computed_is_not_admitted(
+    services: Services, monkeypatch: pytest.MonkeyPatch, csv_path: Path
+) -> None:
+    """The data change (K records added: the version check passes) and a new epoch starts
+    while a table computed from the old data waits for its admission: it is not admitted
+    against releases of data it was not computed from (503 data_moved, nothing remembered);
+    asked again, the table is computed from the new data."""
+    import os
+
+    import pyarrow as pa
+
+    from center_agent.core.errors import DataMovedDuringRelease
+    from tests.helpers.center import make_table, write_csv
+
+    gate = services.gate
+    computed, go = threading.Event(), threading.Event()
+    real = gate.admit
+    main = threading.current_thread()
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not main:
+            computed.set()
+            assert go.wait(GUARD_S)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gate, "admit", held)
+    out: list[Any] = []
+    worker = in_thread(gate, TABLE, out, kind="table")
+    assert computed.wait(GUARD_S)
+    old = make_table()
+    added = pa.table({"x": [60.0] * K, "y": [1.0] * K, "arm": ["a"] * K,
+                      "notes": ["added"] * K}, schema=old.schema)
+    write_csv(pa.concat_tables([old, added]), csv_path)
+    stat = csv_path.stat()
+    os.utime(csv_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert gate.describe("cohort").epoch == 2
+    go.set()
+    worker.join(GUARD_S)
+    assert len(out) == 1 and isinstance(out[0], DataMovedDuringRelease), out
+    assert out[0].status_code == 503
+    with services.store.engine.connect() as conn:
+        assert gate.disclosure.history(conn, "cohort", "x") == []
+    table = gate.release(KIND["table"], "cohort", TABLE, CALLER)
+    assert isinstance(table, BinTableRelease)
+    assert sum(map(sum, table.counts)) == 140 + K
