@@ -463,6 +463,13 @@ class ReleaseGate:
                 answer = refusal
             self._land(lead, error=answer)
             return answer
+        except Exception:
+            # A fault outside the core (storing the answer): this item's only, as above.
+            log.exception("%s release of %r raised", kind.name, ds.name)
+            fault = ReleaseFailed(f"the center could not compute this {kind.name} release")
+            self._failed(kind, ds, caller, asked, lead)
+            self._land(lead, error=fault)
+            return fault
         except BaseException:
             self._land(lead, error=ReleaseFailed(
                 f"the center could not compute this {kind.name} release"))
