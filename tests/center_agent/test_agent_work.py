@@ -239,7 +239,8 @@ async def test_a_tokens_work_per_period_is_bounded_with_a_429(
 
 def test_the_default_allowance_is_far_above_a_study(services: Services) -> None:
     """The default lets one token compute 10^9 records x releases per hour: a study of the
-    demo's size (a few thousand records, a few dozen releases) uses under 10^-3 of it."""
+    demo's size (about a thousand records at its largest center, a few dozen releases) uses
+    under 10^-3 of it."""
     settings = services.settings
     assert settings.compute_allowance == 1_000_000_000 and settings.compute_period_s == 3600
     assert 5_000 * 100 < settings.compute_allowance / 1000
