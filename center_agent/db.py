@@ -1,5 +1,6 @@
-"""The center's own database: privacy budgets, stored releases, the record sets every exact
-release counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
+"""The center's own database: privacy budgets, stored releases, the reservations of releases
+paid and being computed, each token's work per period, the record sets every exact release
+counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
 
 One :class:`Store` per process, shared by the ledger and the release gate. SQLite (the default)
 runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``
@@ -64,6 +65,28 @@ releases = Table(
     Column("epsilon_units", BigInteger, nullable=False),
     Column("payload", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+reservations = Table(
+    # DP releases paid for and being computed (or whose computation failed): the payment is
+    # committed before the computation starts, outside the dataset's lock
+    # (center_agent.gate); the answer replaces the row in fedstats_release when it is stored.
+    "fedstats_reservation",
+    metadata,
+    Column("request_key", String(64), primary_key=True),
+    Column("dataset", String(128), nullable=False, index=True),
+    Column("epsilon_units", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+compute_use = Table(
+    # Work done per calling token and period (records x releases computed), against the
+    # center's compute allowance (center_agent.ledger.Ledger.charge_compute).
+    "fedstats_compute_use",
+    metadata,
+    Column("caller", String(64), primary_key=True),
+    Column("window", BigInteger, primary_key=True),
+    Column("units", BigInteger, nullable=False),
 )
 
 call_counts = Table(

@@ -17,6 +17,14 @@ Usage (a DP endpoint)::
 A crash anywhere before the commit rolls everything back: nothing was released, nothing is spent.
 After the commit the spend is on disk (SQLite WAL with ``synchronous=FULL``, or PostgreSQL) before
 the payload is returned to the caller, so a killed process never loses a recorded spend.
+
+The release gate (``center_agent.gate``) does not compute inside the lock: it debits and
+**reserves** the key (:meth:`Ledger.reserve`) in one short transaction, computes outside it,
+and stores the answer in place of the reservation (:meth:`Ledger.settle`) in another. A
+reservation is paid: the per-period cap counts it, a retry of the same key is computed under it
+(never debited twice), and only a refusal decided without the data drops it with its units
+(:meth:`Ledger.cancel`). The token's work per period is charged in the same first transaction
+(:meth:`Ledger.charge_compute`).
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 
 from center_agent.core.errors import (
     BudgetExceeded,
     CallCapExceeded,
+    ComputeAllowanceExceeded,
     EpsilonCapExceeded,
     UnknownDataset,
 )
@@ -42,7 +52,9 @@ from center_agent.db import (
     UnknownLedgerDataset,
     budgets,
     call_counts,
+    compute_use,
     releases,
+    reservations,
     spend_units,
     total_units,
     units_to_epsilon,
@@ -128,9 +140,16 @@ class Ledger:
         except UnknownLedgerDataset:
             raise UnknownDataset(dataset) from None
 
-    @staticmethod
-    def cached(conn: Connection, dataset: str, request_key: str) -> JSONPayload | None:
+    @classmethod
+    def cached(cls, conn: Connection, dataset: str, request_key: str) -> JSONPayload | None:
         """The stored answer for ``request_key`` (``None``: never answered)."""
+        text = cls.cached_text(conn, dataset, request_key)
+        return None if text is None else json.loads(text)
+
+    @staticmethod
+    def cached_text(conn: Connection, dataset: str, request_key: str) -> str | None:
+        """The stored answer for ``request_key`` as stored (canonical JSON; ``None``: never
+        answered): the gate decodes it after letting the lock go."""
         row = conn.execute(
             select(releases.c.payload, releases.c.dataset).where(
                 releases.c.request_key == request_key
@@ -140,7 +159,7 @@ class Ledger:
             return None
         if row.dataset != dataset:
             raise ValueError("request key reused across datasets")
-        return json.loads(row.payload)
+        return str(row.payload)
 
     def debit(self, conn: Connection, dataset: str, epsilon: float, total: int,
               spent: int) -> int:
@@ -159,12 +178,12 @@ class Ledger:
             )
         if caps.per_period is not None:
             since = utcnow() - caps.period
-            recent = conn.execute(
-                select(func.coalesce(func.sum(releases.c.epsilon_units), 0)).where(
-                    releases.c.dataset == dataset, releases.c.created_at >= since
+            recent = sum(int(conn.execute(
+                select(func.coalesce(func.sum(table.c.epsilon_units), 0)).where(
+                    table.c.dataset == dataset, table.c.created_at >= since
                 )
-            ).scalar()
-            if int(recent or 0) + units > total_units(caps.per_period):
+            ).scalar() or 0) for table in (releases, reservations))  # paid, stored or not
+            if recent + units > total_units(caps.per_period):
                 days = caps.period.total_seconds() / 86400
                 raise EpsilonCapExceeded(
                     f"dataset {dataset!r}: at most epsilon {caps.per_period:g} may be spent per "
@@ -182,8 +201,9 @@ class Ledger:
 
     @staticmethod
     def keep(conn: Connection, dataset: str, request_key: str, units: int,
-             payload: JSONPayload) -> JSONPayload:
-        """Store an answer under its key (in the caller's transaction); returns it as stored."""
+             payload: JSONPayload, created_at: Any = None) -> JSONPayload:
+        """Store an answer under its key (in the caller's transaction); returns it as stored.
+        ``created_at`` is when it was paid (default: now)."""
         stored = canonical_json(payload)
         conn.execute(
             releases.insert().values(
@@ -191,10 +211,91 @@ class Ledger:
                 dataset=dataset,
                 epsilon_units=units,
                 payload=stored,
-                created_at=utcnow(),
+                created_at=created_at or utcnow(),
             )
         )
         return json.loads(stored)
+
+    # -- reservations: paid before computed, computed outside the lock -----------------------
+
+    @staticmethod
+    def reserve(conn: Connection, dataset: str, request_key: str, units: int) -> None:
+        """Record that ``request_key`` is paid (``units``, already debited) and being computed
+        (in the caller's locked transaction, committed before the computation starts)."""
+        conn.execute(reservations.insert().values(
+            request_key=request_key, dataset=dataset, epsilon_units=units, created_at=utcnow()))
+
+    @staticmethod
+    def reserved(conn: Connection, dataset: str, request_key: str) -> int | None:
+        """The units paid for ``request_key`` while it has no stored answer (``None``: no
+        reservation)."""
+        row = conn.execute(
+            select(reservations.c.epsilon_units, reservations.c.dataset)
+            .where(reservations.c.request_key == request_key)
+        ).first()
+        if row is None:
+            return None
+        if row.dataset != dataset:
+            raise ValueError("request key reused across datasets")
+        return int(row.epsilon_units)
+
+    def settle(self, conn: Connection, dataset: str, request_key: str,
+               payload: JSONPayload) -> JSONPayload:
+        """Store the answer of a reservation under its key, with the units and the time it
+        was paid, and drop the reservation; returns the answer as stored."""
+        row = conn.execute(
+            select(reservations.c.epsilon_units, reservations.c.created_at)
+            .where(reservations.c.request_key == request_key)
+        ).first()
+        units, paid_at = (0, None) if row is None else (int(row.epsilon_units), row.created_at)
+        conn.execute(delete(reservations).where(reservations.c.request_key == request_key))
+        return self.keep(conn, dataset, request_key, units, payload, created_at=paid_at)
+
+    @staticmethod
+    def cancel(conn: Connection, dataset: str, request_key: str) -> int:
+        """Drop a reservation and give its units back to the budget (a computation refused by
+        a decision made without the data: nothing was released); returns the units."""
+        units = conn.execute(
+            select(reservations.c.epsilon_units).where(reservations.c.request_key == request_key)
+        ).scalar()
+        if units is None:
+            return 0
+        conn.execute(delete(reservations).where(reservations.c.request_key == request_key))
+        if units:
+            conn.execute(update(budgets).where(budgets.c.dataset == dataset)
+                         .values(spent_units=budgets.c.spent_units - int(units)))
+        return int(units)
+
+    # -- the compute allowance -----------------------------------------------------------------
+
+    @staticmethod
+    def charge_compute(conn: Connection, caller: str, units: int, allowance: int,
+                       period_s: float, now: float) -> None:
+        """Charge ``units`` of work (records x releases) to ``caller``'s allowance for the
+        fixed window of ``period_s`` seconds holding ``now`` (Unix seconds), in the caller's
+        transaction; :class:`ComputeAllowanceExceeded` (nothing charged) past ``allowance``.
+
+        Kept in the ledger: the allowance outlives a restart as the budget does (a restart is
+        no way to more work), and every process serving the ledger counts against the one
+        allowance."""
+        window = int(now // period_s)
+        key = (compute_use.c.caller == caller) & (compute_use.c.window == window)
+        used = conn.execute(select(compute_use.c.units).where(key)).scalar()
+        if int(used or 0) + units > allowance:
+            retry = max(1, math.ceil((window + 1) * period_s - now))
+            raise ComputeAllowanceExceeded(allowance, period_s, retry)
+        if used is not None:
+            conn.execute(update(compute_use).where(key).values(units=compute_use.c.units + units))
+            return
+        # Earlier windows of this caller are of no use any more.
+        conn.execute(delete(compute_use).where((compute_use.c.caller == caller)
+                                               & (compute_use.c.window < window)))
+        try:
+            with conn.begin_nested():
+                conn.execute(compute_use.insert().values(caller=caller, window=window,
+                                                         units=units))
+        except IntegrityError:  # another dataset's transaction made the row first (PostgreSQL)
+            conn.execute(update(compute_use).where(key).values(units=compute_use.c.units + units))
 
     def count_call(self, dataset: str, scope: str, kind: str, cap: int) -> int:
         """Count one more ``kind`` call in ``scope``; refuse past ``cap`` (own transaction)."""

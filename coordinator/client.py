@@ -22,8 +22,9 @@ Retries, with exponential backoff (:class:`coordinator.core.config.RetryPolicy`)
 
 Every answer is validated into its wire model; anything else raises
 :class:`coordinator.core.errors.CenterFailure` with the center's id and one kind: ``unreachable``,
-``timeout``, ``refused`` (a privacy ``ErrorBody`` with 403/409), ``error`` (any other error
-status) or ``malformed`` (including an answer longer than ``max_response_bytes``, which is never
+``timeout``, ``refused`` (a privacy ``ErrorBody`` with 403/409), ``throttled`` (429: the
+center's compute allowance for our token; resumable), ``error`` (any other error status) or
+``malformed`` (including an answer longer than ``max_response_bytes``, which is never
 read past that limit). The token travels only in the ``Authorization`` header; no message,
 log line or provenance record holds it. Proxies from the environment are ignored
 (``trust_env=False``): a center is reached exactly as configured.
@@ -64,6 +65,8 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Error statuses a center answers when it refuses for privacy (``PrivacyRefusal``).
 REFUSAL_STATUSES = frozenset({403, 409})
+#: The status of a center that refuses more work from our token for now (its compute allowance).
+THROTTLED_STATUS = 429
 #: Statuses worth another try of an idempotent call (a proxy or a restarting center).
 RETRY_STATUSES = frozenset({502, 503, 504})
 #: The codes of a center without the batch route (404 for the path, 405 for the method).
@@ -291,6 +294,10 @@ class HttpCenter:
         said = f": {error.detail}" if error is not None else ""
         if status in REFUSAL_STATUSES and error is not None:
             raise self._failure("refused", f"{what}: refused ({code}){said}", code)
+        if status == THROTTLED_STATUS:
+            # The center's work allowance for our token: the study can resume after it.
+            raise self._failure("throttled", f"{what}: the center asks to wait ({code}){said}",
+                                code)
         if status == 401:
             raise self._failure(
                 "error", f"{what}: the center does not accept the coordinator's token", code

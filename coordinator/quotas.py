@@ -46,8 +46,11 @@ from coordinator.models import (
 )
 from shared.dp.pooled import COUNT_SHARE, EXTREMES_SHARE, HISTOGRAM_SHARE
 
-# A failure after which the center has spent nothing: it said no, or it was never reached.
-NOTHING_SPENT = frozenset({"refused", "error", "unreachable"})
+# A failure after which the center has spent nothing: it said no (a refusal, or a 429 of its
+# compute allowance), or it was never reached. (A center's 500 keeps what the release paid, and
+# computes the same question under it when asked again: the analyst's reservation is made again
+# by the study that asks it, so giving it back here does not count it twice.)
+NOTHING_SPENT = frozenset({"refused", "throttled", "error", "unreachable"})
 
 
 def request_epsilon(request: BaseModel | None) -> float:

@@ -22,8 +22,9 @@ one (:meth:`StudyRunner.replay`, ``coordinator.db.Store.create_study``); a study
 ``webhook_url`` sends a signed notice when it ends (``coordinator.webhooks``).
 
 A resumed study keeps the analyses that succeeded and runs the others again; a ``failed`` one is
-resumable only when a center could not be reached in time (``unreachable``, ``timeout``): any
-other failure would come back the same (a refusal, an implausible answer, a bad spec).
+resumable only when a center could not be reached in time (``unreachable``, ``timeout``) or
+asked to wait (``throttled``: its compute allowance for our token, 429): any other failure
+would come back the same (a refusal, an implausible answer, a bad spec).
 
 Restart policy: a coordinator does **not** resume studies by itself. At start-up every study
 still ``pending`` or ``running`` (its process died) is marked ``failed_resumable``; an analyst
@@ -69,8 +70,9 @@ INTERNAL_ERROR = ServiceError("the study failed unexpectedly").body()
 # than this is not held against the spec (its run takes the same answer when it comes: asked
 # once either way).
 NAMES_WAIT_S = 3.0
-# A center that could not be reached in time may answer when asked again.
-TRANSIENT_KINDS = frozenset({"unreachable", "timeout"})
+# A center that could not be reached in time, or that asked to wait (its compute allowance for
+# our token, 429), may answer when asked again.
+TRANSIENT_KINDS = frozenset({"unreachable", "timeout", "throttled"})
 CANCELLABLE: tuple[StudyStatus, ...] = ("pending", "running")
 CANCELLED_ERROR = json.dumps(error_body(
     "cancelled", "the study was cancelled; POST .../resume runs what it did not finish from its "

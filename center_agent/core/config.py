@@ -248,6 +248,22 @@ class Settings(ServiceSettings):
         description="limits those releases may hold together (bounds disclosure control's "
                     "cost)",
     )
+    min_epsilon_per_release: float = Field(
+        default=1e-3, ge=0, le=1,
+        description="the least ε one differentially private release may ask for (below it a "
+                    "release is refused with 422): noise beyond any use costs the center "
+                    "work and nearly no budget",
+    )
+    compute_allowance: int = Field(
+        default=1_000_000_000, ge=1,
+        description="the work one token may make this center compute per compute_period_s: "
+                    "releases computed (not answered from the store) times the records of "
+                    "their dataset (its public size); past it, 429 with Retry-After",
+    )
+    compute_period_s: float = Field(
+        default=3600.0, gt=0, le=31_622_400,
+        description="the period of compute_allowance, in seconds (fixed windows)",
+    )
     signing_key_file: FilePath | None = Field(
         default=None, description="Ed25519 key (fedstats center keygen); default: in the ledger"
     )

@@ -4,7 +4,10 @@ which also holds the errors every service answers with: 401, 404, 413, 422 ``val
     ServiceError                500 internal_error
     ├── ReleaseFailed           500 internal_error (a fault in the core; logged, no detail)
     ├── DataSourceError         500 data_source_error (detail never names paths or SQL)
+    ├── DataMovedDuringRelease  503 data_moved (the data changed while a release was computed)
     ├── InvalidRequest          422 invalid_request (values the statistics cannot use)
+    ├── ComputeAllowanceExceeded 429 compute_allowance_exceeded (the token's work per period is
+    │                            used up; ``Retry-After`` and ``retry_after_s`` say when to ask)
     ├── Forbidden               403 forbidden (a valid token of the wrong role)
     ├── NotFound                404 not_found
     │   ├── UnknownDataset      404 unknown_dataset
@@ -70,6 +73,27 @@ class InvalidRequest(ServiceError):
     error = "invalid_request"
 
 
+class ComputeAllowanceExceeded(ServiceError):
+    """The calling token has used the work this center computes for one token per period
+    (records x releases computed: settings ``compute_allowance``, ``compute_period_s``).
+    Decided from the token's own earlier calls and the datasets' public sizes only; nothing was
+    spent or computed. ``Retry-After`` (and ``retry_after_s`` in the body, for an item of a
+    batch) is the number of seconds until the period ends."""
+
+    status_code = 429
+    error = "compute_allowance_exceeded"
+
+    def __init__(self, allowance: int, period_s: float, retry_after_s: int) -> None:
+        super().__init__(
+            f"this token has used the work this center computes per token in {period_s:g} s "
+            f"({allowance} records x releases; settings compute_allowance, compute_period_s); "
+            f"ask again in {retry_after_s} s (answers already given are served meanwhile)",
+            extra={"retry_after_s": retry_after_s, "compute_allowance": allowance},
+            headers={"Retry-After": str(retry_after_s)},
+        )
+        self.retry_after_s = retry_after_s
+
+
 class Forbidden(ServiceError):
     """A valid token whose role may not use this route (an operator's token on a release route,
     the coordinator's on the audit trail); the detail says which token it takes."""
@@ -86,6 +110,22 @@ class DataSourceError(ServiceError):
 
     status_code = 503
     error = "data_source_error"
+
+
+class DataMovedDuringRelease(ServiceError):
+    """The dataset started a new epoch (its data changed) while an exact release was computed
+    from the old data, outside the dataset's lock: it is not admitted against releases of data
+    it was not computed from. Nothing was released or spent; asking again answers from the new
+    data."""
+
+    status_code = 503
+    error = "data_moved"
+
+    def __init__(self, dataset: str) -> None:
+        super().__init__(
+            f"dataset {dataset!r}: the data changed while this release was computed; ask again",
+            headers={"Retry-After": "1"},
+        )
 
 
 class PrivacyRefusal(ServiceError):

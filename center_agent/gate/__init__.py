@@ -5,48 +5,83 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
 (``gate.kinds``):
 
 1. **Checks from the request and public settings only** — names, levels, K, signatures,
-   switches, the sensitivity of what is asked. Nothing data-dependent decides a refusal or goes
-   into an error text (a data-dependent refusal is an oracle).
+   switches, the sensitivity of what is asked, and a DP release's ε no lower than the center's
+   ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or goes into an error
+   text (a data-dependent refusal is an oracle).
 2. **The population** (``center_agent.data``): the records every release of the dataset counts.
-3. **One transaction holding the dataset's lock**, in which:
+3. **A short transaction holding the dataset's lock** (nothing is computed in it), in which:
    a. the **epoch** is admitted (``gate.epochs``): a release is computed from the data version
       its epoch pinned; changed data are admitted only after the version check;
    b. the question's **meaning** (not its bytes) and the epoch give the request key: an answer
       stored under it is returned as it is (the same question always gets the same answer, and
-      averaging repeats gains nothing), once c. passed;
+      averaging repeats gains nothing), once c. passed; a question this process is computing
+      right now (its reservation, step d) waits, outside the lock, for that computation and
+      gets its answer (or its error): one computation, one payment;
    c. **public sizes** are checked (a level whose ``/v1/info`` size is below K is refused),
       for every request, answered before or not;
-   d. **accounting**: the ε caps and the budget are checked and ε is debited (before anything is
-      computed); calls limited by number are counted;
-   e. the answer is **computed**, exact ones **admitted by disclosure control**
-      (``gate.disclosure``: coarsened until no combination with earlier releases isolates
-      1..K-1 records), and stored;
-   f. an **audit record** is written (``center_agent.audit``: the caller's fingerprint, the
+   d. **accounting**: the ε caps and the budget are checked and ε is debited; calls limited by
+      number are counted; the token's **compute allowance** is charged (records × releases
+      computed per ``compute_period_s``, records being the dataset's public size: past
+      ``compute_allowance``, 429 with ``Retry-After``); a **reservation** of the request key
+      records the payment. The transaction commits here: the release is paid, durably,
+      before anything is computed;
+   e. an **audit record** is written (``center_agent.audit``: the caller's fingerprint, the
       study, analyst and request ids, the question, ε, the epoch and its data fingerprint).
-   Anything that fails rolls all of it back: nothing spent, nothing stored, nothing released.
-4. The answer to *this* wording is presented from the stored one (post-processing only).
+   A refusal in a.-d. rolls back that item: nothing spent, nothing reserved.
+4. **The answer is computed outside the lock** (``kind.compute``): a stored answer, and every
+   other question, never waits behind a computation. The exception is **disclosure control**
+   of exact releases (``gate.disclosure``: coarsened until no combination with earlier releases
+   isolates 1..K-1 records): the candidate table or refinement is computed outside, and its
+   admission takes the lock when the kind asks for it (:meth:`ReleaseGate.admit`) and keeps it
+   until the answer is stored (step 5), so exact releases are admitted one at a time, each
+   against every one before it and on the epoch it was computed from (a new epoch meanwhile:
+   503 ``data_moved``, nothing spent).
+5. **A short transaction holding the lock** stores the answer under its key in place of its
+   reservation (when another process stored one first, that one is the answer).
+6. The answer to *this* wording is presented from the stored one (post-processing only).
+
+**When the computation fails.** A refusal raised in step 4 (an exact release's disclosure caps,
+earlier releases unsafe on forced data, a new epoch) is decided from the request, public sizes
+and earlier releases: its reservation is dropped, its ε given back (0 for the exact kinds, the
+only ones that refuse there) and the refusal audited, as the refused call always was. Any other
+fault (a bug in the core, a killed process) **keeps the reservation: the ε stays spent** and a
+``failed`` audit record follows the ``released`` one (their ε still adds up to the budget
+spent). A crash cannot give a committed payment back, so a fault is made to end the same way
+(one rule, whatever killed the computation). It is safe: nothing was released, so the ledger
+only over-counts; a fault cannot be retried for free with fresh noise (rejection sampling of a
+mechanism whose failure would depend on its draw); and the same question asked again is
+computed under that payment, never debited twice.
 
 Several requests on one dataset may come in one batch (:meth:`ReleaseGate.release_batch`, a
-study's releases to one center in one round): each passes the same steps, in order, in one
-transaction holding the lock, each in a savepoint of it, so a refused or failed item rolls back
-alone. A lone request is a batch of one.
+study's releases to one center in one round): each item passes steps 3-5 in order, as its own
+call would, the lock let go between items and between steps (so nothing waits for more than
+one item's short step); a question asked twice in one batch is computed once (the second finds
+the first's stored answer). A lone request is a batch of one.
 
-Refusals are audited (in the batch's transaction, or one of their own for a refusal decided in
-step 1). No route touches the data: the routes are
-made from :data:`gate.kinds.KINDS` and only call the gate.
+Refusals are audited (in the step-3 transaction, or one of their own for a refusal decided in
+step 1 or 4). No route touches the data: the routes are made from :data:`gate.kinds.KINDS` and
+only call the gate.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from contextlib import ExitStack
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from center_agent import audit as trail
 from center_agent.core.config import Settings
 from center_agent.core.errors import (
+    ComputeAllowanceExceeded,
     DataChanged,
+    DataMovedDuringRelease,
+    InvalidRequest,
     KAnonymityRefusal,
     PrivacyRefusal,
     ReleaseFailed,
@@ -56,16 +91,59 @@ from center_agent.core.errors import (
 )
 from center_agent.data import Dataset, Datasets, Population, round_down
 from center_agent.db import Store, UnknownLedgerDataset
-from center_agent.gate.disclosure import Disclosure
-from center_agent.gate.epochs import Epochs
+from center_agent.gate.disclosure import Candidate, Disclosure
+from center_agent.gate.epochs import Epoch, Epochs
 from center_agent.gate.keys import CenterKeys
-from center_agent.gate.kinds import KINDS, Context, ReleaseKind
+from center_agent.gate.kinds import KINDS, Context, Question, ReleaseKind
 from center_agent.ledger import Caps, Ledger, request_key
 from shared.protocol import WireModel
 
 log = logging.getLogger(__name__)
 
 __all__ = ["KINDS", "DatasetState", "ReleaseGate"]
+
+
+@dataclass
+class Flight:
+    """A release this process is computing (its request key is reserved): whoever asks the same
+    question meanwhile waits for it and gets its outcome."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    stored: Any = None
+    error: ServiceError | None = None
+
+
+@dataclass(frozen=True)
+class Lead:
+    """An item whose step 3 reserved its key: this call computes it."""
+
+    epoch: Epoch
+    key: str
+    flight: Flight
+
+
+@dataclass
+class _Hold:
+    """The exact admission's transaction, opened when the kind asks for it (step 4) and held
+    until the answer is stored (step 5)."""
+
+    stack: ExitStack
+    conn: Any = None
+
+
+class _Stored(str):
+    """A stored answer's text, read under the lock and decoded after it."""
+
+
+class _Answered(ServiceError):
+    """The answer got stored while this computation ran (another process): that one is it."""
+
+    def __init__(self, stored: Any) -> None:
+        super().__init__("answered meanwhile")
+        self.stored = stored
+
+
+_hold: ContextVar[_Hold | None] = ContextVar("fedstats_gate_hold", default=None)
 
 
 @dataclass(frozen=True)
@@ -92,6 +170,9 @@ class ReleaseGate:
                                      max_releases=settings.max_releases_per_variable,
                                      max_limits=settings.max_limits_per_variable)
         self.epochs = Epochs(settings.k, self.disclosure)
+        # The releases this process is computing, by request key (step 3b).
+        self._flights: dict[str, Flight] = {}
+        self._flights_lock = threading.Lock()
 
     @staticmethod
     def caps(settings: Settings) -> dict[str, Caps]:
@@ -127,32 +208,87 @@ class ReleaseGate:
         """The answers to several requests on one dataset, in order, each what its own
         :meth:`release` would answer (an error in place of a refused or failed one).
 
-        Each item passes the same steps; the dataset's lock and transaction are taken once, and
-        each item runs in a savepoint of it, so one item's refusal or failure rolls back only
-        that item. Nothing is presented before the transaction commits."""
+        Each item passes steps 3-5 in order, each step in a short transaction of its own (the
+        lock let go between them: module docstring). Nothing is presented before its answer is
+        stored."""
         for kind, _request in items:
             if kind not in KINDS:
                 raise TypeError(f"{kind!r} is not a release kind declared to the gate")
         dataset = self.datasets[dataset_name]
         answers: list[WireModel | ServiceError | None] = [None] * len(items)
         asked = [trail.question_text(request.to_payload()) for _kind, request in items]
-        questions: dict[int, Any] = {}
+        questions: dict[int, Question] = {}
         for index, (kind, request) in enumerate(items):
             # Step 1, from the request and public settings only: a refusal here reads no data.
             try:
                 kind.check(self, dataset, request)
-                questions[index] = kind.question(self, dataset, request)
+                question = kind.question(self, dataset, request)
+                self._check_epsilon(question)
+                questions[index] = question
             except ServiceError as exc:
                 answers[index] = self._refused(dataset.name, kind, caller, asked[index], exc)
+        stored: dict[int, Any] = {}
         if questions:
             population = dataset.population()
-            stored = self._transaction(dataset.name, items, questions, population, caller,
-                                       asked, answers)
-            for index, value in stored.items():
-                kind, request = items[index]
-                answers[index] = self._present(kind, dataset, value, request)
+        for index, question in questions.items():
+            # Item by item, the lock released between them and between steps: a stored answer
+            # asked meanwhile waits for one item's short step at most.
+            pending = {index: question}
+            while pending:
+                leads, follows = self._reserve(dataset, items, pending, population, caller,
+                                               asked, answers, stored)
+                for lead_index, lead in leads.items():
+                    kind, request = items[lead_index]
+                    outcome = self._compute(kind, dataset, request, population, caller,
+                                            asked[lead_index], lead)
+                    if isinstance(outcome, ServiceError):
+                        answers[lead_index] = outcome
+                    else:
+                        stored[lead_index] = outcome
+                # A question another call is computing: its outcome, then step 3 again (its
+                # stored answer, audited as served from the store).
+                pending = {}
+                for follow_index, flight in follows.items():
+                    flight.done.wait()
+                    if flight.error is not None:
+                        kind = items[follow_index][0]
+                        answers[follow_index] = self._refused(dataset.name, kind, caller,
+                                                              asked[follow_index], flight.error)
+                    else:
+                        pending[follow_index] = questions[follow_index]
+        for index, value in stored.items():
+            kind, request = items[index]
+            answers[index] = self._present(kind, dataset, value, request)
         assert all(answer is not None for answer in answers)
         return [answer for answer in answers if answer is not None]
+
+    def admit(self, ctx: Context, variable: str, candidate: Candidate) -> Candidate:
+        """Disclosure control of an exact release computed outside the lock (step 4): takes the
+        dataset's lock (kept until the answer is stored), checks that the epoch is still the
+        one the candidate was computed on, and admits it (``gate.disclosure``)."""
+        return self.disclosure.admit(
+            self.held(ctx), dataset=ctx.dataset.name, variable=variable, epoch=ctx.epoch,
+            population=ctx.population, candidate=candidate, request_key=ctx.request_key,
+        )
+
+    def held(self, ctx: Context) -> Any:
+        """The exact release's transaction holding the dataset's lock, opened on first use and
+        kept until its answer is stored: its admission (step 4) and the numbers it places
+        between data (read from and remembered in the ledger, ``gate.gaps``) are decided in
+        it, so two exact releases computed at once never place two numbers in one gap."""
+        hold = _hold.get()
+        if hold is None:
+            raise RuntimeError("an exact release is admitted only while the gate computes it")
+        dataset = ctx.dataset.name
+        if hold.conn is None:
+            hold.conn, _total, _spent = hold.stack.enter_context(self.store.locked(dataset))
+            current = self.epochs.current(hold.conn, dataset)
+            if current is None or current.number != ctx.epoch:
+                raise DataMovedDuringRelease(dataset)
+            stored = self.ledger.cached(hold.conn, dataset, ctx.request_key)
+            if stored is not None:
+                raise _Answered(stored)
+        return hold.conn
 
     def describe(self, dataset_name: str) -> DatasetState:
         """The dataset's sizes as ``/v1/info`` shows them: those of its epoch, rounded down to
@@ -191,43 +327,78 @@ class ReleaseGate:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _transaction(self, dataset: str,
-                     items: Sequence[tuple[ReleaseKind[Any, Any], WireModel]],
-                     questions: dict[int, Any], population: Population, caller: str,
-                     asked: list[str],
-                     answers: list[WireModel | ServiceError | None]) -> dict[int, Any]:
-        """Steps 3a-f for each item with a question, in one transaction holding the dataset's
-        lock: the stored answers by item; a refused or failed item's error goes into
-        ``answers`` (its savepoint rolled back, its refusal audited in the transaction)."""
-        ds = self.datasets[dataset]
-        stored: dict[int, Any] = {}
+    def _check_epsilon(self, question: Question) -> None:
+        """Step 1: a DP release's ε no lower than the center's minimum (from the request)."""
+        least = self.settings.min_epsilon_per_release
+        if 0 < question.epsilon < least:
+            raise InvalidRequest(
+                f"epsilon {question.epsilon:g} is below {least:g}, the least this center spends "
+                "on one differentially private release (setting min_epsilon_per_release): ask "
+                f"for at least {least:g}",
+                extra={"min_epsilon_per_release": least},
+            )
+
+    def _reserve(self, ds: Dataset, items: Sequence[tuple[ReleaseKind[Any, Any], WireModel]],
+                 questions: dict[int, Question], population: Population, caller: str,
+                 asked: list[str], answers: list[WireModel | ServiceError | None],
+                 stored: dict[int, Any]) -> tuple[dict[int, Lead], dict[int, Flight]]:
+        """Step 3 for each item of ``questions`` (one, from :meth:`release_batch`), in one
+        transaction holding the dataset's lock, each item in a savepoint: a stored answer goes
+        into ``stored``, a refused or failed item's error into ``answers`` (its savepoint rolled
+        back, its refusal audited in the transaction); returns the items this call computes
+        (their key reserved), and those that wait for a computation under way."""
+        leads: dict[int, Lead] = {}
+        follows: dict[int, Flight] = {}
         try:
-            with self.store.locked(dataset) as (conn, _total, _spent):
+            with self.store.locked(ds.name) as (conn, _total, _spent):
                 for index, question in questions.items():
                     kind, request = items[index]
                     try:
                         with conn.begin_nested():
-                            stored[index] = self._one(conn, kind, ds, request, question,
-                                                      population, caller, asked[index])
+                            outcome = self._reserve_one(conn, kind, ds, request, question,
+                                                        population, caller, asked[index])
                     except ServiceError as exc:
-                        answers[index] = self._refused(dataset, kind, caller, asked[index], exc,
+                        answers[index] = self._refused(ds.name, kind, caller, asked[index], exc,
                                                        conn)
+                        continue
                     except Exception:
                         # A fault of this item only: its savepoint is rolled back, the others
                         # stand (a lone request would answer the same bare 500).
-                        log.exception("%s release of %r raised", kind.name, dataset)
+                        log.exception("%s release of %r raised", kind.name, ds.name)
                         answers[index] = ReleaseFailed(
                             f"the center could not compute this {kind.name} release")
-        except UnknownLedgerDataset:
-            raise UnknownDataset(dataset) from None
-        return stored
+                        continue
+                    if isinstance(outcome, Lead):
+                        # In flight from now on: the same question asked meanwhile (in this
+                        # batch too) waits for it.
+                        with self._flights_lock:
+                            self._flights[outcome.key] = outcome.flight
+                        leads[index] = outcome
+                    elif isinstance(outcome, Flight):
+                        follows[index] = outcome
+                    else:
+                        stored[index] = outcome
+        except BaseException as exc:
+            # Nothing was reserved after all: whoever waits for these hears so.
+            for lead in leads.values():
+                self._land(lead, error=ReleaseFailed("the center could not reserve this "
+                                                     "release"))
+            if isinstance(exc, UnknownLedgerDataset):
+                raise UnknownDataset(ds.name) from None
+            raise
+        for index, value in stored.items():
+            if isinstance(value, _Stored):  # decoded once the lock is let go
+                stored[index] = json.loads(value)
+        return leads, follows
 
-    def _one(self, conn: Any, kind: ReleaseKind[Any, Any], ds: Dataset, request: WireModel,
-             question: Any, population: Population, caller: str, asked: str) -> Any:
-        """One item's steps 3a-f (module docstring), inside the batch's transaction: its
-        stored answer."""
-        # The dataset's lock is held: this joins the batch's transaction and reads the budget
-        # as the earlier items left it.
+    def _reserve_one(self, conn: Any, kind: ReleaseKind[Any, Any], ds: Dataset,
+                     request: WireModel, question: Question, population: Population,
+                     caller: str, asked: str) -> Lead | Flight | Any:
+        """One item's step 3 (module docstring), inside the transaction: its stored answer,
+        the :class:`Flight` computing it, or a :class:`Lead` (reserved: this call computes
+        it)."""
+        # The dataset's lock is held: this joins the transaction and reads the budget as the
+        # earlier items left it.
         with self.store.locked(ds.name) as (conn, total, spent):
             epoch = self.epochs.admit(conn, ds.name, population)
             key = request_key(ds.name, question.variable, kind.name,
@@ -236,26 +407,120 @@ class ReleaseGate:
             # Public sizes first, cached or not: one stored answer may serve many wordings
             # (a table's K), and each is refused or not on its own.
             kind.require(self, ds, population, request)
-            stored = self.ledger.cached(conn, ds.name, key)
-            outcome = "cached"
+            stored = self.ledger.cached_text(conn, ds.name, key)
+            record: dict[str, Any] = {
+                "dataset": ds.name, "kind": kind.name, "caller": caller, "question": asked,
+                "request_key": key, "epoch": epoch.number, "data_fingerprint": epoch.fingerprint}
+            if stored is not None:
+                trail.record(conn, outcome="cached", epsilon_units=0, **record)
+                log.info("%s release of %r (variable %r): cached", kind.name, ds.name,
+                         question.variable)
+                return _Stored(stored)
+            paid = self.ledger.reserved(conn, ds.name, key)
             units = 0
-            if stored is None:
+            if paid is not None:
+                with self._flights_lock:
+                    flight = self._flights.get(key)
+                if flight is not None:
+                    return flight
+                # Paid before, never stored (a computation that failed, a process that was
+                # killed): computed again under that payment.
+            else:
                 units = self.ledger.debit(conn, ds.name, question.epsilon, total, spent)
                 kind.count_calls(self, conn, ds, caller)
-                ctx = Context(self, conn, ds, population, epoch.number, key)
+            self._charge(conn, ds, epoch, caller)
+            if paid is None:
+                self.ledger.reserve(conn, ds.name, key, units)
+            trail.record(conn, outcome="released", epsilon_units=units, **record)
+        lead = Lead(epoch, key, Flight())
+        # Only what was asked, and how it went (never a value).
+        log.info("%s release of %r (variable %r): paid, epsilon %g", kind.name, ds.name,
+                 question.variable, question.epsilon)
+        return lead
+
+    def _charge(self, conn: Any, ds: Dataset, epoch: Epoch, caller: str) -> None:
+        """The work of computing one release of ``ds``, charged to the caller's allowance:
+        the dataset's public size (its epoch's, rounded down to K as ``/v1/info`` shows)."""
+        records = max(1, round_down(epoch.n, self.settings.k))
+        self.ledger.charge_compute(conn, caller, records, self.settings.compute_allowance,
+                                   self.settings.compute_period_s, time.time())
+
+    def _compute(self, kind: ReleaseKind[Any, Any], ds: Dataset, request: WireModel,
+                 population: Population, caller: str, asked: str, lead: Lead) -> Any:
+        """Steps 4-5 of a reserved item: its stored answer, or the error it answers with (what
+        a failure does: module docstring). Whoever waits for the same question gets the
+        same."""
+        try:
+            stored = self._compute_and_store(kind, ds, request, population, lead)
+        except _Answered as answered:
+            stored = answered.stored
+        except ReleaseFailed as failure:
+            self._failed(kind, ds, caller, asked, lead)
+            self._land(lead, error=failure)
+            return failure
+        except ServiceError as refusal:
+            # Decided from the request, public sizes and earlier releases: as a refused call.
+            try:
+                with self.store.locked(ds.name) as (conn, _total, _spent):
+                    self.ledger.cancel(conn, ds.name, lead.key)
+                    answer = self._refused(ds.name, kind, caller, asked, refusal, conn)
+            except Exception:
+                log.exception("could not drop the reservation of a refused %s release",
+                              kind.name)
+                answer = refusal
+            self._land(lead, error=answer)
+            return answer
+        except Exception:
+            # A fault outside the core (storing the answer): this item's only, as above.
+            log.exception("%s release of %r raised", kind.name, ds.name)
+            fault = ReleaseFailed(f"the center could not compute this {kind.name} release")
+            self._failed(kind, ds, caller, asked, lead)
+            self._land(lead, error=fault)
+            return fault
+        except BaseException:
+            self._land(lead, error=ReleaseFailed(
+                f"the center could not compute this {kind.name} release"))
+            raise
+        self._land(lead, stored=stored)
+        return stored
+
+    def _compute_and_store(self, kind: ReleaseKind[Any, Any], ds: Dataset, request: WireModel,
+                           population: Population, lead: Lead) -> Any:
+        ctx = Context(self, None, ds, population, lead.epoch.number, lead.key)
+        with ExitStack() as stack:
+            token = _hold.set(_Hold(stack))
+            try:
                 with core_errors():
                     payload = kind.compute(ctx, request)
-                stored = self.ledger.keep(conn, ds.name, key, units, payload)
-                outcome = "released"
-            trail.record(conn, dataset=ds.name, kind=kind.name, caller=caller,
-                         outcome=outcome, epsilon_units=units, question=asked,
-                         request_key=key, epoch=epoch.number,
-                         data_fingerprint=epoch.fingerprint)
-        # Only what was asked, and how it went (never a value); it is released once the
-        # transaction commits.
-        log.info("%s release of %r (variable %r): %s, epsilon %g", kind.name, ds.name,
-                 question.variable, outcome, question.epsilon)
-        return stored
+                # Joins the exact admission's transaction when the kind took it.
+                with self.store.locked(ds.name) as (conn, _total, _spent):
+                    existing = self.ledger.cached(conn, ds.name, lead.key)
+                    if existing is not None:  # another process stored one first
+                        return existing
+                    return self.ledger.settle(conn, ds.name, lead.key, payload)
+            finally:
+                _hold.reset(token)
+
+    def _failed(self, kind: ReleaseKind[Any, Any], ds: Dataset, caller: str, asked: str,
+                lead: Lead) -> None:
+        """A fault computing a paid release: the reservation stays (module docstring)."""
+        try:
+            with self.store.locked(ds.name) as (conn, _total, _spent):
+                trail.record(conn, dataset=ds.name, kind=kind.name, caller=caller,
+                             outcome="failed", epsilon_units=0, question=asked,
+                             request_key=lead.key, epoch=lead.epoch.number,
+                             data_fingerprint=lead.epoch.fingerprint)
+        except Exception:
+            log.exception("could not record a failed release in the audit log")
+
+    def _land(self, lead: Lead, *, stored: Any = None, error: ServiceError | None = None) -> None:
+        """The computation's outcome to whoever waits for it; the question is no longer in
+        flight (its answer is stored, or its reservation waits for the next asker)."""
+        lead.flight.stored, lead.flight.error = stored, error
+        with self._flights_lock:
+            if self._flights.get(lead.key) is lead.flight:
+                del self._flights[lead.key]
+        lead.flight.done.set()
 
     def _present(self, kind: ReleaseKind[Any, Any], dataset: Dataset, stored: Any,
                  request: WireModel) -> WireModel | ServiceError:
@@ -272,7 +537,7 @@ class ReleaseGate:
         """``exc`` as an item's answer; a privacy refusal is logged and audited (ε 0: nothing
         was spent, so a dataset's records add up to its spent budget; the ε asked is in the
         question), in the batch's transaction when one is open."""
-        if isinstance(exc, PrivacyRefusal):
+        if isinstance(exc, PrivacyRefusal | ComputeAllowanceExceeded):
             log.info("%s release of %r refused: %s", kind.name, dataset, exc.error)
             try:
                 if conn is not None:

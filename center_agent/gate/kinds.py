@@ -9,8 +9,8 @@ A kind says, for its request model:
   the one stored answer;
 * ``require`` — what is refused from the population's public sizes (a level whose size in
   ``/v1/info`` is below K);
-* ``compute`` — the answer, on the population, inside the gate's transaction (exact kinds admit
-  it to the disclosure memory there, coarsening it as needed);
+* ``compute`` — the answer, on the population, outside the dataset's lock (exact kinds admit it
+  to the disclosure memory with ``Context.admit``, which takes the lock, coarsening it as needed);
 * ``present`` — the answer to this request from the stored one (post-processing only: a table's
   view, runs or U for the groups in the order asked).
 
@@ -126,19 +126,23 @@ class Context:
         per gap of the population, the one already released there if any
         (``center_agent.gate.gaps``; never a function of the request)."""
         return GapPoints(self.gate.keys, variable, self.population.pooled(variable),
-                         gaps.placed(self.conn, self.dataset.name, variable),
+                         gaps.placed(self._conn(), self.dataset.name, variable),
                          self.gate.settings.k)
 
     def remember(self, variable: str, numbers: Iterable[float | None]) -> None:
         """Record the numbers a release placed between data, in its transaction."""
-        gaps.record(self.conn, self.dataset.name, variable,
+        gaps.record(self._conn(), self.dataset.name, variable,
                     [v for v in numbers if v is not None])
 
+    def _conn(self) -> Any:
+        """The exact release's transaction under the dataset's lock (``ReleaseGate.held``):
+        numbers are placed with the memory as it is when the release is admitted."""
+        return self.conn if self.conn is not None else self.gate.held(self)
+
     def admit(self, variable: str, candidate: Candidate) -> Candidate:
-        return self.gate.disclosure.admit(
-            self.conn, dataset=self.dataset.name, variable=variable, epoch=self.epoch,
-            population=self.population, candidate=candidate, request_key=self.request_key,
-        )
+        """Disclosure control of an exact release, under the dataset's lock (the gate's step
+        4: ``ReleaseGate.admit``)."""
+        return self.gate.admit(self, variable, candidate)
 
 
 def fresh_rng() -> np.random.Generator:

@@ -27,6 +27,10 @@ A :class:`CenterFailure` has one ``kind`` of :data:`FailureKind`:
   center working as designed; its code is kept in ``center_error`` (``budget_exceeded``, ...);
 * ``error`` — any other error answer (401 for our token, 404 unknown dataset/variable, 422, 5xx);
   the center's own code is kept in ``center_error`` when it sent one;
+* ``throttled`` — the center answered 429: the coordinator's token used the work the center
+  computes per period (``compute_allowance_exceeded``, its code kept in ``center_error``); the
+  detail says when to ask again (``Retry-After``). Resumable: the study runs again once the
+  period ends, paying nothing twice;
 * ``malformed`` — a success answer that is not the wire model it should be;
 * ``implausible`` — a well-formed answer whose numbers cannot be right (a count in 1..K-1,
   totals larger than the center's size, a refinement that does not fit the table).
@@ -41,7 +45,8 @@ from typing import Literal
 from fedstats_service.errors import NotFound as NotFound
 from fedstats_service.errors import ServiceError as ServiceError
 
-FailureKind = Literal["unreachable", "timeout", "refused", "error", "malformed", "implausible"]
+FailureKind = Literal["unreachable", "timeout", "refused", "throttled", "error", "malformed",
+                      "implausible"]
 MAX_RELAYED_DETAIL = 500
 
 

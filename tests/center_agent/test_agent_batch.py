@@ -100,11 +100,14 @@ async def test_invalid_and_unknown_items_are_answered_in_their_slots(
     assert await spent(client) == pytest.approx(0.5)
 
 
-async def test_a_failing_item_rolls_back_alone(client: httpx.AsyncClient,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fault computing one release (a bug, a broken library): that item answers 500 with
-    nothing paid or stored for it; the items before and after it stand."""
+async def test_a_failing_item_fails_alone_and_keeps_its_payment(
+        client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault computing one release (a bug, a broken library): that item answers 500, the
+    items before and after it stand. Its ε was paid before it was computed and stays spent
+    (as after a killed process: center_agent.gate, "When the computation fails"); the same
+    question asked again is computed under that payment, never debited twice."""
     boxplot = next(kind for kind in gate_kinds.KINDS if kind.name == "dp_boxplot")
+    working = type(boxplot).compute_release
 
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("the core broke")
@@ -116,7 +119,15 @@ async def test_a_failing_item_rolls_back_alone(client: httpx.AsyncClient,
     assert [a["status"] for a in answers] == [200, 500, 200]
     assert answers[1]["error"]["error"] == ReleaseFailed.error
     assert "the core broke" not in str(answers[1])
-    assert await spent(client) == pytest.approx(1.0)
+    assert await spent(client) == pytest.approx(1.5)
+    again = await batch(client, ("dp_boxplot", box))
+    assert again[0]["status"] == 500 and await spent(client) == pytest.approx(1.5)
+
+    monkeypatch.setattr(type(boxplot), "compute_release", working)
+    fixed = await batch(client, ("dp_boxplot", box))
+    assert fixed[0]["status"] == 200
+    assert await spent(client) == pytest.approx(1.5)  # computed under the first payment
+    assert (await batch(client, ("dp_boxplot", box)))[0] == fixed[0]
 
 
 async def test_every_item_has_its_audit_record(client: httpx.AsyncClient) -> None:

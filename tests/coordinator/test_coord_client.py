@@ -3,6 +3,7 @@ and every failure typed with the center's id and its kind, never holding the tok
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -222,3 +223,47 @@ async def test_an_oversized_answer_is_not_read() -> None:
     port._client._transport = httpx.MockTransport(chunked)
     with pytest.raises(CenterFailure, match="exceeds 10000 bytes"):
         await port.release(kinds.TABLE, "cohort", REQ)
+
+
+THROTTLED = {"error": "compute_allowance_exceeded",
+             "detail": "this token has used the work this center computes per token in 3600 s "
+                       "(...); ask again in 120 s", "retry_after_s": 120}
+
+
+async def test_a_429_is_a_named_resumable_failure() -> None:
+    """A center's compute allowance for our token (429 with Retry-After): ``throttled``, the
+    center's code and its words kept, alone or as an item of a batch; a study failed by it is
+    resumable (it may pass once the center's period ends)."""
+    import json
+    from types import SimpleNamespace
+
+    from coordinator.core.errors import CenterFailure as Failure
+    from coordinator.runner import resumable
+
+    port = center(Recorder(json_response(429, THROTTLED)))
+    port.batching = False
+    with pytest.raises(CenterFailure) as caught:
+        await port.release(kinds.TABLE, "cohort", REQ)
+    failure = caught.value
+    assert (failure.kind, failure.center_error) == ("throttled", "compute_allowance_exceeded")
+    assert "ask again in 120 s" in failure.detail
+    assert len(port._client._transport.handler.requests) == 1  # type: ignore[attr-defined]
+    assert_clean(failure)
+
+    # Two calls at once travel as one batch; its second item is throttled.
+    batched = center(Recorder(json_response(200, {"answers": [
+        {"status": 200, "release": TABLE}, {"status": 429, "error": THROTTLED}]})))
+    other = REQ.model_copy(update={"k": 20})
+    first, second = await asyncio.gather(batched.release(kinds.TABLE, "cohort", REQ),
+                                         batched.release(kinds.TABLE, "cohort", other),
+                                         return_exceptions=True)
+    assert not isinstance(first, BaseException)
+    assert isinstance(second, CenterFailure)
+    assert (second.kind, second.center_error) == ("throttled", "compute_allowance_exceeded")
+
+    from coordinator.quotas import refund_after
+
+    assert refund_after(failure)  # the center spent nothing: the analyst's quota is given back
+    record = SimpleNamespace(status="failed", error=json.dumps(
+        Failure("alpha", "throttled", "ask again in 120 s").body()))
+    assert resumable(record)  # type: ignore[arg-type]

@@ -46,7 +46,6 @@ _BY_NAME = {kind.name: kind for kind in KINDS}
 def releases(dataset: str, body: BatchRequest, gate: GateDep,
              caller: Authenticated) -> BatchRelease:
     """A study's releases to this center in one round: each item is answered as its own
-    ``POST`` would be (same checks, ε accounting, audit record and stored answer), in order, in
-    one transaction of the dataset; an item's refusal or failure is its answer's error and
-    leaves the others as they are."""
+    ``POST`` would be (same checks, ε accounting, audit record and stored answer), in order; an
+    item's refusal or failure is its answer's error and leaves the others as they are."""
     return answer_batch(gate, dataset, body, _BY_NAME, caller.token_id)
