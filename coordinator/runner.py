@@ -52,7 +52,7 @@ from coordinator.core.errors import (
 )
 from coordinator.db import Store, StudyRecord
 from coordinator.models import FailedAnalysis, StudyPlan, StudyResult, StudySpec, StudyStatus
-from coordinator.plan import plan_study
+from coordinator.plan import check_info, plan_study
 from coordinator.ports import CenterPort
 from coordinator.recording import RecordedCenter
 from coordinator.registry import Registry
@@ -155,14 +155,18 @@ class StudyRunner:
 
     async def check_names(self, spec: StudySpec) -> dict[str, CenterInfo]:
         """Refuse (422 ``unknown_name``) a spec naming a dataset, variable or group level the
-        selected centers do not declare, from their info alone (``coordinator.catalog``).
+        selected centers do not declare, and (409 ``would_be_refused``) one a center would
+        refuse every release of, from their info alone (``coordinator.catalog``,
+        ``coordinator.plan.check_info``).
 
         Returns the info of each selected center that answered: the study's survey takes it
         instead of asking again (one round trip fewer per center)."""
         selected = spec.centers or list(self.centers)
         declared = await self.registry.declarations(wait_s=NAMES_WAIT_S, budgets=False)
         check_names(spec, declared, selected, min_centers=self.min_centers)
-        return {d.center: d.info for d in declared if d.center in selected and d.info is not None}
+        infos = {d.center: d.info for d in declared if d.center in selected and d.info is not None}
+        check_info(spec, infos, selected, min_centers=self.min_centers)
+        return infos
 
     async def plan(self, spec: StudySpec, analyst_id: str | None = None) -> StudyPlan:
         """What ``spec`` would spend and what would be refused (``coordinator.plan``): nothing
@@ -190,8 +194,11 @@ class StudyRunner:
         returns the study that key made, started once (409 ``idempotency_conflict`` when it was
         made with another spec).
 
-        Refused (503 ``busy``) while ``max_running`` studies run, and (422 ``unknown_name``)
-        when it names what the selected centers do not declare (:meth:`check_names`)."""
+        Refused (503 ``busy``) while ``max_running`` studies run, (422 ``unknown_name``)
+        when it names what the selected centers do not declare (:meth:`check_names`), and (409
+        ``would_be_refused``) when a selected center would refuse all of it, known from its
+        info (its K above the study's, the dataset paused or unavailable), unless
+        ``allow_partial`` runs the rest (``coordinator.plan.check_info``)."""
         self.check(spec)
         self._room()
         declared = await self.check_names(spec)

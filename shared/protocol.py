@@ -183,6 +183,12 @@ class DatasetInfo(WireModel):
         default=False,
         description="the data changed and releases wait for the operator's new epoch",
     )
+    available: bool = Field(
+        default=True,
+        description="false: the dataset's source cannot be read now (its releases answer 503 "
+                    "data_source_error until its operator fixes it; the center's other datasets "
+                    "are not affected); the sizes are then those of its current epoch",
+    )
 
 
 class CenterInfo(WireModel):

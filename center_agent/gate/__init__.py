@@ -47,6 +47,7 @@ from center_agent import audit as trail
 from center_agent.core.config import Settings
 from center_agent.core.errors import (
     DataChanged,
+    DataSourceError,
     KAnonymityRefusal,
     PrivacyRefusal,
     ReleaseFailed,
@@ -70,12 +71,15 @@ __all__ = ["KINDS", "DatasetState", "ReleaseGate"]
 
 @dataclass(frozen=True)
 class DatasetState:
-    """What ``/v1/info`` may show of a dataset: its epoch's sizes, rounded down to K."""
+    """What ``/v1/info`` may show of a dataset: its epoch's sizes, rounded down to K;
+    ``available`` False when its source cannot be read now (the sizes are then its current
+    epoch's, or 0 before any)."""
 
     epoch: int
     n: int
     sizes: dict[str, int]
     paused: bool
+    available: bool = True
 
 
 class ReleaseGate:
@@ -159,8 +163,21 @@ class ReleaseGate:
         K. Changed data that pass the version check start a new epoch here; data that fail it
         leave the epoch (and its sizes) as they were, marked paused."""
         dataset = self.datasets[dataset_name]
-        population = dataset.population()
         k = self.settings.k
+        try:
+            population = dataset.population()
+        except DataSourceError:
+            # One dataset's broken source is its own state, not the center's: the others are
+            # described (and released) as usual. What is shown was public already: its epoch.
+            with self.store.engine.connect() as conn:
+                current = self.epochs.current(conn, dataset.name)
+            sizes = current.sizes if current is not None else {}
+            return DatasetState(
+                epoch=current.number if current is not None else 1,
+                n=round_down(current.n, k) if current is not None else 0,
+                sizes={level: round_down(sizes.get(level, 0), k) for level in dataset.levels},
+                paused=False, available=False,
+            )
         with self.store.engine.connect() as conn:
             current = self.epochs.current(conn, dataset.name)
         if current is not None and current.fingerprint == population.fingerprint:
