@@ -709,6 +709,17 @@ class NewAnalyst(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     role: AnalystRole = "analyst"
+    expires_in_days: float | None = Field(
+        default=None, gt=0, le=36_600, allow_inf_nan=False,
+        description="the token stops working this many days from now (default: never)")
+
+
+class RotateAnalyst(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expires_in_days: float | None = Field(
+        default=None, gt=0, le=36_600, allow_inf_nan=False,
+        description="the new token stops working this many days from now (default: never)")
 
 
 class AnalystView(BaseModel):
@@ -717,6 +728,8 @@ class AnalystView(BaseModel):
     role: str
     created_at: str
     revoked_at: str | None
+    expires_at: str | None = Field(
+        default=None, description="when the token stops working (UTC; null: never)")
 
 
 class AnalystCreated(AnalystView):

@@ -48,11 +48,12 @@ from fedstats_service.settings import (
     Section,
     ServiceSettings,
     SqlUrl,
+    ToolSettings,
     database_url,
     strong_tokens,
 )
+from shared.fields import VariableMeta
 from shared.privacy import Neighbouring
-from shared.protocol import VariableMeta
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
@@ -300,6 +301,27 @@ class Settings(ServiceSettings):
         authenticator, ``center_agent.api.deps.roles``)."""
         return self.tokens
 
+
+
+class LedgerSettings(ToolSettings):
+    """What ``fedstats center audit`` reads: the ledger's URL (every other key is ignored,
+    tokens included: ``fedstats_service.settings.ToolSettings``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
+    SERVICE: ClassVar[str] = "center"
+    CONFIG_ENV: ClassVar[str] = CONFIG_ENV
+
+    ledger_url: Annotated[str, database_url("ledger")] = "sqlite:///./center_ledger.sqlite"
+
+
+class EpochSettings(LedgerSettings):
+    """What ``fedstats center epoch`` reads besides the ledger: K, the datasets (their sources
+    are read: the check compares the data as they are now) and the disclosure memory's caps."""
+
+    k: int = Field(default=10, ge=2)
+    datasets: dict[str, DatasetConfig] = Field(min_length=1)
+    max_releases_per_variable: int = Field(default=64, ge=1, le=10_000)
+    max_limits_per_variable: int = Field(default=200_000, ge=100, le=10_000_000)
 
 
 load_settings = Settings.load

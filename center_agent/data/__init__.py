@@ -57,7 +57,7 @@ from center_agent.core.errors import (
 )
 from center_agent.data.memory import give_back, tune_allocator
 from center_agent.data.sources import DataSource, SourceProblem, open_source, to_float
-from shared.releases import public_size
+from shared.privacy import public_size
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

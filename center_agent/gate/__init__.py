@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from center_agent import audit as trail
 from center_agent.core.config import Settings
@@ -59,14 +59,26 @@ from center_agent.data import Dataset, Datasets, Population, round_down
 from center_agent.db import Store, UnknownLedgerDataset
 from center_agent.gate.disclosure import Disclosure
 from center_agent.gate.epochs import Epochs
-from center_agent.gate.keys import CenterKeys
-from center_agent.gate.kinds import KINDS, Context, ReleaseKind
 from center_agent.ledger import Caps, Ledger, request_key
-from shared.protocol import WireModel
+from shared.wire import WireModel
+
+if TYPE_CHECKING:
+    # The kinds (and through them the statistics) and the keys are imported when a gate is
+    # built (center_agent.services), not by what only reads the epochs (fedstats center epoch).
+    from center_agent.gate.keys import CenterKeys
+    from center_agent.gate.kinds import ReleaseKind
 
 log = logging.getLogger(__name__)
 
 __all__ = ["KINDS", "DatasetState", "ReleaseGate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KINDS":  # re-exported, imported on first use
+        from center_agent.gate.kinds import KINDS
+
+        return KINDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -134,6 +146,8 @@ class ReleaseGate:
         Each item passes the same steps; the dataset's lock and transaction are taken once, and
         each item runs in a savepoint of it, so one item's refusal or failure rolls back only
         that item. Nothing is presented before the transaction commits."""
+        from center_agent.gate.kinds import KINDS
+
         for kind, _request in items:
             if kind not in KINDS:
                 raise TypeError(f"{kind!r} is not a release kind declared to the gate")
@@ -259,6 +273,8 @@ class ReleaseGate:
             if stored is None:
                 units = self.ledger.debit(conn, ds.name, question.epsilon, total, spent)
                 kind.count_calls(self, conn, ds, caller)
+                from center_agent.gate.kinds import Context
+
                 ctx = Context(self, conn, ds, population, epoch.number, key)
                 with core_errors():
                     payload = kind.compute(ctx, request)
