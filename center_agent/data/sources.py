@@ -533,5 +533,5 @@ def open_source(config: CsvSource | ParquetSource | SqlSource) -> DataSource:
         return CsvFile(config.path)
     if isinstance(config, ParquetSource):
         return ParquetFile(config.path)
-    return SqlTable(config.url, table=config.table, query=config.query,
+    return SqlTable(config.connect_url(), table=config.table, query=config.query,
                     version_query=config.version_query, version_ttl_s=config.version_ttl_s)
