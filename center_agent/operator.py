@@ -119,6 +119,8 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
 def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool, force: bool,
               say: Say) -> int:
     """One dataset's report (and roll), inside its lock; the exit code."""
+    from center_agent.gate.epochs import CORRECTIONS_GUIDE
+
     status = 0
     current = epochs.current(conn, name)
     changed = current is not None and current.fingerprint != population.fingerprint
@@ -144,13 +146,11 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
             say(f"  started epoch {new.number}"
                 + (" (forced past the problems above)" if found else ""))
     elif changed and problems:
-        say(f"  what to do: {CORRECTIONS_GUIDE}")
+        say(f"  the change is held: a running center keeps answering from the data of epoch "
+            f"{current.number} (one started since the change pauses them) until the data pass "
+            f"the check or a new epoch starts; what to do: {CORRECTIONS_GUIDE}")
         status = 1
     return status
-
-
-CORRECTIONS_GUIDE = "docs/deploy.md, \"I corrected a value: what now?\""
-"""Where the operator reads what a correction of the data does and what to do about it."""
 
 
 AuditFormat = Literal["text", "csv", "json"]

@@ -260,7 +260,9 @@ class ReleaseGate:
         # The dataset's lock is held: this joins the batch's transaction and reads the budget
         # as the earlier items left it.
         with self.store.locked(ds.name) as (conn, total, spent):
-            epoch = self.epochs.admit(conn, ds.name, population)
+            # A change of the data that fails the version check is held: the epoch's own
+            # population answers (gate.epochs).
+            epoch, population = self.epochs.admit_population(conn, ds.name, population)
             key = request_key(ds.name, question.variable, kind.name,
                               {"meaning": question.meaning, "epoch": epoch.number},
                               question.epsilon)
