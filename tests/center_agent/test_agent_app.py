@@ -223,7 +223,8 @@ async def test_refusals_are_typed(client: httpx.AsyncClient, app: FastAPI) -> No
     assert r.status_code == 409
     body = r.json()
     assert body["error"] == "data_changed" and body["epoch"] == 3
-    assert "fedstats center epoch --roll" in body["detail"]
+    assert "fedstats center epoch" in body["detail"]
+    assert "I corrected a value: what now?" in body["detail"]
 
 
 async def test_unreadable_source_is_503_without_details(
