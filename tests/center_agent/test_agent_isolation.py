@@ -116,3 +116,36 @@ async def test_the_sql_text_error_at_start_up_says_to_cast_in_the_query(
     assert "variable 'x' holds str values, not numbers" in detail
     assert "cast it in the query" in detail and "docs/deploy.md" in detail
     assert BAD not in detail
+
+
+async def test_a_dataset_broken_at_start_up_does_not_keep_the_others_down(
+    lab_url: str, base_config: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The center restarts while the lab column holds a text value: it starts (the CSV dataset
+    is served), logs the lab's problem with its fix, and the lab answers once fixed."""
+    break_lab(lab_url)
+    lab = dataset_config({"kind": "sql", "url": lab_url, "table": "lab_iso",
+                          "version_ttl_s": 0})
+    config = {**base_config, "datasets": {**base_config["datasets"], "lab": lab}}
+    application = create_app(load_settings(write_toml(tmp_path / "two.toml", config)))
+    try:
+        transport = httpx.ASGITransport(app=application, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
+            info = {d["name"]: d for d in
+                    (await client.get("/v1/info", headers=AUTH)).json()["datasets"]}
+            assert info["lab"]["available"] is False and info["cohort"]["available"] is True
+            good = await client.post("/v1/datasets/cohort/table", json=TABLE, headers=AUTH)
+            assert good.status_code == 200
+            bad = await client.post("/v1/datasets/lab/table", json=TABLE, headers=AUTH)
+            assert bad.status_code == 503
+            engine = sa.create_engine(lab_url)
+            with engine.begin() as conn:  # the operator's fix
+                conn.execute(sa.text("UPDATE lab_iso SET x = '1.5' WHERE x = :bad"),
+                             {"bad": BAD})
+            engine.dispose()
+            fixed = await client.post("/v1/datasets/lab/table", json=TABLE, headers=AUTH)
+            assert fixed.status_code == 200, fixed.text
+    finally:
+        application.state.services.close()
+    assert "start-up: dataset 'lab': variable 'x' holds str values" in caplog.text
+    assert "cast it in the query" in caplog.text and BAD not in caplog.text
