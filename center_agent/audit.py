@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, select
 
 from center_agent.db import audit_log, units_to_epsilon, utcnow
 from fedstats_service import context
-from shared.protocol import WireModel, canonical_json
+from shared.wire import WireModel, canonical_json
 
 QUESTION_MAX_CHARS = 4000
 """A question longer than this (a refinement of many limits) is kept as its beginning and a

@@ -60,7 +60,7 @@ from center_agent.db import (
     units_to_epsilon,
     utcnow,
 )
-from shared.protocol import canonical_json
+from shared.wire import canonical_json
 
 JSONPayload = Any  # a JSON-serializable value (dict, list, str, int, float, bool, None)
 

@@ -24,13 +24,14 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from center_agent.audit import AuditQuery, AuditRecord, read
-from center_agent.core.config import Settings
+from center_agent.core.config import EpochSettings, LedgerSettings
 from center_agent.db import Store
-from center_agent.gate.keys import read_private_key, write_key_pair
-from center_agent.services import Services
+
+if TYPE_CHECKING:
+    from center_agent.core.config import Settings
 
 Say = Callable[[str], None]
 
@@ -43,6 +44,8 @@ def keygen(out: Path, *, public_dir: Path | None, center_id: str | None, force: 
     if public_dir is not None and center_id is None:
         print("--public-dir needs --id (the file is named after the center)", file=sys.stderr)
         return 2
+    from center_agent.gate.keys import read_private_key, write_key_pair
+
     pub = out.with_name(out.name + ".pub")
     if out.exists() and not force:
         from center_agent.gate.keys import encode_public_key
@@ -62,6 +65,8 @@ def keygen(out: Path, *, public_dir: Path | None, center_id: str | None, force: 
 
 
 def public_key(settings: Settings, say: Say = print) -> int:
+    from center_agent.services import Services
+
     services = Services.build(settings, check_sources=False)
     try:
         say(services.gate.keys.public_key)
@@ -70,44 +75,81 @@ def public_key(settings: Settings, say: Say = print) -> int:
     return 0
 
 
-def epoch(settings: Settings, *, dataset: str | None, roll: bool, force: bool,
+def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bool,
           say: Say = print) -> int:
-    """Report (and with ``roll`` start) the epochs of one dataset or of all."""
-    services = Services.build(settings)
-    gate = services.gate
+    """Report (and with ``roll`` start) the epochs of one dataset or of all.
+
+    Reads the ledger and the datasets' sources only (``EpochSettings``: no token, no service
+    setting), and builds no service: the epochs and their check (``center_agent.gate.epochs``)
+    on the ledger's disclosure memory, as the running center sees them (it takes the same
+    per-dataset lock, so a roll and a release never interleave)."""
+    from center_agent.core.errors import UnknownDataset
+    from center_agent.data import Dataset
+    from center_agent.db import UnknownLedgerDataset
+    from center_agent.gate.disclosure import Disclosure
+    from center_agent.gate.epochs import Epochs
+
+    if dataset is not None and dataset not in settings.datasets:
+        raise UnknownDataset(dataset)
+    epochs = Epochs(settings.k, Disclosure(settings.k,
+                                           max_releases=settings.max_releases_per_variable,
+                                           max_limits=settings.max_limits_per_variable))
+    store = Store(settings.ledger_url)
     status = 0
     try:
-        names = [dataset] if dataset is not None else list(services.datasets)
+        names = [dataset] if dataset is not None else list(settings.datasets)
         for name in names:
-            ds = services.datasets[name]
-            population = ds.population()
-            with services.store.locked(name) as (conn, _total, _spent):
-                current = gate.epochs.current(conn, name)
-                changed = current is not None and current.fingerprint != population.fingerprint
-                problems = gate.epochs.check(conn, name, population) if changed else []
-                if current is None:
-                    say(f"{name}: no epoch yet (the first release or /v1/info starts one on "
-                        "the data as they are then)")
-                else:
-                    say(f"{name}: epoch {current.number} (since the {current.reason}); the data "
-                        f"{'changed since it began' if changed else 'are those it pinned'}")
-                for problem in problems:
-                    say(f"  - {problem}")
-                if changed and not problems:
-                    say("  the check passes: the next release starts a new epoch by itself")
-                if roll and changed:
-                    new, found = gate.epochs.roll(conn, name, population, force=force)
-                    if new is None:
-                        say("  not rolled: earlier releases could be subtracted from new ones "
-                            "(--force starts the epoch anyway, accepting that risk)")
-                        status = 1
-                    else:
-                        say(f"  started epoch {new.number}"
-                            + (" (forced past the problems above)" if found else ""))
-                elif changed and problems:
-                    status = 1
+            ds = Dataset(name, settings.datasets[name], settings.k)
+            try:
+                population = ds.population()
+                try:
+                    with store.locked(name) as (conn, _total, _spent):
+                        status = max(status, _epoch_of(epochs, conn, name, population,
+                                                       roll=roll, force=force, say=say))
+                except UnknownLedgerDataset:
+                    say(f"{name}: no epoch yet (the center has not served it: its first "
+                        "release or /v1/info starts one on the data as they are then)")
+            finally:
+                ds.source.close()
     finally:
-        services.close()
+        store.close()
+    return status
+
+
+def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool, force: bool,
+              say: Say) -> int:
+    """One dataset's report (and roll), inside its lock; the exit code."""
+    from center_agent.gate.epochs import CORRECTIONS_GUIDE
+
+    status = 0
+    current = epochs.current(conn, name)
+    changed = current is not None and current.fingerprint != population.fingerprint
+    problems = epochs.check(conn, name, population) if changed else []
+    if current is None:
+        say(f"{name}: no epoch yet (the first release or /v1/info starts one on the data as "
+            "they are then)")
+    else:
+        say(f"{name}: epoch {current.number} (since the {current.reason}); the data "
+            f"{'changed since it began' if changed else 'are those it pinned'}")
+    for problem in problems:
+        say(f"  - {problem}")
+    if changed and not problems:
+        say("  the check passes: the next release starts a new epoch by itself")
+    if roll and changed:
+        new, found = epochs.roll(conn, name, population, force=force)
+        if new is None:
+            say("  not rolled: earlier releases could be subtracted from new ones (--force "
+                "starts the epoch anyway, accepting that risk; what else to do: "
+                f"{CORRECTIONS_GUIDE})")
+            status = 1
+        else:
+            say(f"  started epoch {new.number}"
+                + (" (forced past the problems above)" if found else ""))
+    elif changed and problems:
+        say(f"  the change is held: a running center keeps answering from the data of epoch "
+            f"{current.number} (one started since the change pauses them) until the data pass "
+            f"the check or a new epoch starts; what to do: {CORRECTIONS_GUIDE}")
+        status = 1
     return status
 
 
@@ -116,7 +158,7 @@ TEXT_LIMIT = 100
 """The records ``audit`` prints as text unless told otherwise (an export takes them all)."""
 
 
-def audit(settings: Settings, *, fmt: AuditFormat = "text", out: Path | None = None,
+def audit(settings: LedgerSettings, *, fmt: AuditFormat = "text", out: Path | None = None,
           dataset: str | None = None, study: str | None = None, analyst: str | None = None,
           since: datetime | None = None, until: datetime | None = None,
           limit: int | None = None, say: Say = print) -> int:

@@ -15,6 +15,13 @@ request all the same, so a revoked account is refused at once, by every coordina
 the store. Failed verifications of one account are limited (:data:`MAX_FAILURES` a minute): a
 caller cannot guess at a token, nor keep the server hashing.
 
+A token may **expire** (``expires_at``, set when the account is made or its token rotated; none:
+never): an expired token that verifies is refused with 401 saying so and what to do (a token
+that does not verify learns nothing of the account). **Rotation** (``fedstats coordinator analyst
+rotate``, ``POST /v1/analysts/{id}/rotate``) gives the account a new token, shown once, and
+optionally a new expiry: the old token is refused from the next request on, in every process (a
+remembered verification is of one token hash; a rotated account's hash differs).
+
 The migration path: the settings' ``analyst_tokens`` still work. Each configured token is its own
 analyst, ``config-<fingerprint>`` (``fedstats_service.auth.fingerprint``), role ``analyst``; the
 studies made with it before accounts existed stay its own (``coordinator.db``). See
@@ -32,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal, get_args
 
 from argon2 import PasswordHasher
@@ -41,7 +49,8 @@ from pydantic import SecretStr
 from coordinator import audit
 from coordinator.core.errors import AnalystNotFound
 from coordinator.db import AnalystRecord, QuotaRecord, Store
-from fedstats_service.auth import Caller, check_bearer, fingerprint
+from fedstats_service.callers import Caller, check_bearer, fingerprint
+from fedstats_service.db import utcnow
 from fedstats_service.errors import AuthenticationError
 
 log = logging.getLogger(__name__)
@@ -82,12 +91,32 @@ def config_analyst(token: str) -> str:
     return f"{CONFIG_PREFIX}{fingerprint(token)}"
 
 
+MAX_EXPIRY_DAYS = 36_600.0
+
+
+def expiry(days: float | None) -> str | None:
+    """The expiry time ``days`` from now (ISO 8601 UTC, as the store writes times), or None."""
+    if days is None:
+        return None
+    if not (math.isfinite(days) and 0 < days <= MAX_EXPIRY_DAYS):
+        raise ValueError(f"an expiry is a number of days in (0, {MAX_EXPIRY_DAYS:g}]")
+    return (utcnow() + timedelta(days=days)).isoformat(timespec="microseconds")
+
+
 def check_name(name: str) -> str:
     """An account's name: 1 to 200 printable characters (it is printed and logged)."""
     name = name.strip()
     if not 0 < len(name) <= MAX_NAME or not name.isprintable():
         raise ValueError(f"a name is 1 to {MAX_NAME} printable characters")
     return name
+
+
+class Expired(Exception):
+    """An account's real token, past its expiry (:meth:`Accounts.authenticate` says so)."""
+
+    def __init__(self, record: AnalystRecord) -> None:
+        super().__init__(record.id)
+        self.record = record
 
 
 @dataclass(frozen=True)
@@ -119,22 +148,42 @@ class Accounts:
         self.hasher = hasher or token_hasher()
         self.clock = clock
         self._lock = threading.Lock()
-        self._verified: dict[str, tuple[str, float]] = {}  # SHA-256 of token -> (id, until)
+        # SHA-256 of token -> (account id, its token hash then, until)
+        self._verified: dict[str, tuple[str, str, float]] = {}
         self._failures: dict[str, list[float]] = {}
         self._refusals: list[float] = []
 
     # -- managing accounts --------------------------------------------------------------------
 
-    def add(self, name: str, role: str = "analyst", *, by: Caller | None = None) -> NewAccount:
-        """A new account; its token is in the answer and nowhere else."""
+    def add(self, name: str, role: str = "analyst", *, by: Caller | None = None,
+            expires_in_days: float | None = None) -> NewAccount:
+        """A new account; its token is in the answer and nowhere else. With
+        ``expires_in_days`` its token stops working that many days from now."""
         if role not in ROLES:
             raise ValueError(f"role must be one of {list(ROLES)}, not {role!r}")
         name = check_name(name)
+        expires_at = expiry(expires_in_days)
         analyst_id = secrets.token_hex(6)
         token = new_token(analyst_id)
-        record = self.store.add_analyst(analyst_id, name, role, self.hasher.hash(token))
+        record = self.store.add_analyst(analyst_id, name, role, self.hasher.hash(token),
+                                        expires_at)
         audit.record(self.store, "analyst.add", caller=by, target=analyst_id,
-                     detail=f"role={role}")
+                     detail=f"role={role}" + (f" expires={expires_at}" if expires_at else ""))
+        return NewAccount(record, token)
+
+    def rotate(self, analyst_id: str, *, by: Caller | None = None,
+               expires_in_days: float | None = None) -> NewAccount:
+        """A new token for an active account (shown once), expiring ``expires_in_days`` from
+        now (None: never); the old token is refused from the next request on."""
+        expires_at = expiry(expires_in_days)
+        token = new_token(analyst_id)
+        record = self.store.rotate_analyst(analyst_id, self.hasher.hash(token), expires_at)
+        if record is None:
+            raise AnalystNotFound(analyst_id)
+        with self._lock:
+            self._verified = {k: v for k, v in self._verified.items() if v[0] != analyst_id}
+        audit.record(self.store, "analyst.rotate", caller=by, target=analyst_id,
+                     detail=f"expires={expires_at}" if expires_at else None)
         return NewAccount(record, token)
 
     def list(self) -> list[AnalystRecord]:
@@ -183,7 +232,14 @@ class Accounts:
         context, so every log line of the request names it."""
         if not token:
             raise AuthenticationError()
-        caller = self._account(token) if analyst_of(token) else self._configured(token)
+        try:
+            caller = self._account(token) if analyst_of(token) else self._configured(token)
+        except Expired as expired:
+            self._refused(token, path)
+            raise AuthenticationError(
+                f"the token of analyst {expired.record.id} expired at "
+                f"{(expired.record.expires_at or '')[:19]} UTC; ask the coordinator's operator "
+                "for a new one (fedstats coordinator analyst rotate)") from None
         if caller is None:
             self._refused(token, path)
             raise AuthenticationError("the bearer token is not valid for this coordinator")
@@ -211,13 +267,18 @@ class Accounts:
         now = self.clock()
         with self._lock:
             hit = self._verified.get(key)
-        if hit is None or hit[0] != analyst_id or hit[1] <= now:
+        # A remembered verification is of this account's current hash only: a rotated token
+        # is checked (and refused) again at once.
+        if hit is None or hit[:2] != (analyst_id, record.token_hash) or hit[2] <= now:
             if not self._may_verify(analyst_id, now):
                 return None
             if not self._verify(record.token_hash, token):
                 self._failed(analyst_id, now)
                 return None
-            self._remember(key, analyst_id, now)
+            self._remember(key, analyst_id, record.token_hash, now)
+        # Told only to a caller holding the account's real token: nothing leaks to a guesser.
+        if record.expired():
+            raise Expired(record)
         return Caller(token_id=fingerprint(token), role=record.role, analyst_id=record.id,
                       name=record.name)
 
@@ -227,13 +288,13 @@ class Accounts:
         except (VerificationError, InvalidHashError):
             return False
 
-    def _remember(self, key: str, analyst_id: str, now: float) -> None:
+    def _remember(self, key: str, analyst_id: str, token_hash: str, now: float) -> None:
         with self._lock:
             if len(self._verified) >= MAX_CACHED:
-                self._verified = {k: v for k, v in self._verified.items() if v[1] > now}
+                self._verified = {k: v for k, v in self._verified.items() if v[2] > now}
                 if len(self._verified) >= MAX_CACHED:
                     self._verified.clear()
-            self._verified[key] = (analyst_id, now + self.cache_ttl_s)
+            self._verified[key] = (analyst_id, token_hash, now + self.cache_ttl_s)
 
     def _may_verify(self, analyst_id: str, now: float) -> bool:
         with self._lock:

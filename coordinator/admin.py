@@ -15,13 +15,15 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import SecretStr
 
 from coordinator.accounts import Accounts
-from coordinator.core.config import Settings
 from coordinator.db import AuditRecord, Store
 from fedstats_service.errors import ServiceError
 
@@ -35,8 +37,22 @@ class BadValue(ServiceError):
     error = "bad_value"
 
 
+class StoreView(Protocol):
+    """What the commands read of the settings: ``coordinator.core.config.StoreSettings`` (the
+    CLI's: no token needed) or the service's whole ``Settings``."""
+
+    @property
+    def store_url(self) -> str: ...
+
+    @property
+    def centers(self) -> Mapping[str, Any]: ...
+
+    @property
+    def analyst_tokens(self) -> Sequence[SecretStr]: ...
+
+
 @contextmanager
-def opened(settings: Settings) -> Iterator[Accounts]:
+def opened(settings: StoreView) -> Iterator[Accounts]:
     """The accounts of the store the settings name, closed after the block."""
     store = Store(settings.store_url)
     try:
@@ -45,30 +61,55 @@ def opened(settings: Settings) -> Iterator[Accounts]:
         store.close()
 
 
-def add(settings: Settings, name: str, role: str) -> int:
+def add(settings: StoreView, name: str, role: str, expires_in_days: float | None = None) -> int:
     with opened(settings) as accounts:
         try:
-            made = accounts.add(name, role)
+            made = accounts.add(name, role, expires_in_days=expires_in_days)
         except ValueError as exc:
-            raise BadValue(f"--name/--role: {exc}") from None
-    print(f"analyst {made.analyst.id} ({made.analyst.name}, {made.analyst.role}) added; its "
-          "token follows, shown this once (only its hash is kept):", file=sys.stderr)
+            raise BadValue(f"--name/--role/--expires-in: {exc}") from None
+    print(f"analyst {made.analyst.id} ({made.analyst.name}, {made.analyst.role}) added"
+          f"{_expiring(made.analyst.expires_at)}; its token follows, shown this once (only its "
+          "hash is kept):", file=sys.stderr)
     print(made.token)
     return 0
 
 
-def list_accounts(settings: Settings) -> int:
+def rotate(settings: StoreView, analyst_id: str, expires_in_days: float | None = None) -> int:
+    """A new token for an account (printed alone on stdout, once); the old one stops working
+    at once."""
+    with opened(settings) as accounts:
+        if analyst_id in accounts.config_ids:
+            raise BadValue(f"{analyst_id} is a token of analyst_tokens: replace it in the "
+                           "settings and restart the coordinator")
+        try:
+            made = accounts.rotate(analyst_id, expires_in_days=expires_in_days)
+        except ValueError as exc:
+            raise BadValue(f"--expires-in: {exc}") from None
+    print(f"analyst {made.analyst.id} ({made.analyst.name}): new token"
+          f"{_expiring(made.analyst.expires_at)}; the old one is refused from now on. The new "
+          "token follows, shown this once:", file=sys.stderr)
+    print(made.token)
+    return 0
+
+
+def _expiring(expires_at: str | None) -> str:
+    return f", expiring {expires_at[:19]} UTC" if expires_at else ", never expiring"
+
+
+def list_accounts(settings: StoreView) -> int:
     """Every account, then each configured token's analyst, with their quotas."""
     with opened(settings) as accounts:
         listed = accounts.list()
         quotas = accounts.store.quotas_of()
         config = accounts.config_ids
-    print(f"{'ID':<24} {'ROLE':<8} {'CREATED':<20} {'REVOKED':<20} NAME")
+    print(f"{'ID':<24} {'ROLE':<8} {'CREATED':<20} {'REVOKED':<20} {'EXPIRES':<20} NAME")
     for a in listed:
+        expires = "-" if a.expires_at is None else a.expires_at[:19] + (
+            " (expired)" if a.expired() else "")
         print(f"{a.id:<24} {a.role:<8} {a.created_at[:19]:<20} "
-              f"{(a.revoked_at or '-')[:19]:<20} {a.name}")
+              f"{(a.revoked_at or '-')[:19]:<20} {expires:<20} {a.name}")
     for analyst_id, where in config.items():
-        print(f"{analyst_id:<24} {'analyst':<8} {'(settings)':<20} {'-':<20} {where}")
+        print(f"{analyst_id:<24} {'analyst':<8} {'(settings)':<20} {'-':<20} {'-':<20} {where}")
     if quotas:
         print(f"\n{'ANALYST':<24} {'CENTER':<16} {'DATASET':<16} {'QUOTA ε':>10} {'SPENT ε':>10}")
         for q in quotas:
@@ -77,7 +118,7 @@ def list_accounts(settings: Settings) -> int:
     return 0
 
 
-def revoke(settings: Settings, analyst_id: str) -> int:
+def revoke(settings: StoreView, analyst_id: str) -> int:
     with opened(settings) as accounts:
         if analyst_id in accounts.config_ids:
             raise BadValue(f"{analyst_id} is a token of analyst_tokens: remove it from the "
@@ -87,7 +128,7 @@ def revoke(settings: Settings, analyst_id: str) -> int:
     return 0
 
 
-def set_quota(settings: Settings, analyst_id: str, *, center: str, dataset: str,
+def set_quota(settings: StoreView, analyst_id: str, *, center: str, dataset: str,
               epsilon: float | None) -> int:
     """Set (``epsilon``) or remove (None) a quota at a registered center's dataset."""
     if center not in settings.centers:
@@ -103,7 +144,7 @@ def set_quota(settings: Settings, analyst_id: str, *, center: str, dataset: str,
     return 0
 
 
-def audit(settings: Settings, *, fmt: str = "text", out: Path | None = None,
+def audit(settings: StoreView, *, fmt: str = "text", out: Path | None = None,
           analyst: str | None = None, action: str | None = None, limit: int = 100) -> int:
     """The newest ``limit`` audit rows (filtered), as text lines, CSV or JSON, on stdout or in
     ``out`` (made readable by its owner only)."""

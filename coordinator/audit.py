@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from coordinator.db import Store
-from fedstats_service.auth import Caller
+from fedstats_service.callers import Caller
 from fedstats_service.context import current
 
 log = logging.getLogger(__name__)

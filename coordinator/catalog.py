@@ -49,7 +49,7 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
         group_column=dataset.group.column if dataset.group is not None else None,
         levels=levels, n_records=rounded(dataset.n_records, k),
         n_by_group={level: rounded(dataset.n_by_group.get(level, 0), k) for level in levels},
-        epoch=dataset.epoch, paused=dataset.paused,
+        epoch=dataset.epoch, paused=dataset.paused, available=dataset.available,
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,
         metadata=dict(dataset.metadata),
     )

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     Column,
@@ -72,9 +72,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from coordinator.models import StudyStatus
 from fedstats_service.db import Database, add_missing_columns, utcnow
 from fedstats_service.errors import error_body
+
+if TYPE_CHECKING:  # annotations only: the store (and the operator's commands) need no models
+    from coordinator.models import StudyStatus
 
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
 INTERRUPTED_ERROR = json.dumps(error_body(
@@ -122,6 +124,8 @@ analysts = Table(
     Column("token_hash", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("revoked_at", String(40), nullable=True),
+    # When the token stops working (None: never); a rotation sets a new token and expiry.
+    Column("expires_at", String(40), nullable=True),
 )
 
 shares = Table(
@@ -243,10 +247,15 @@ class AnalystRecord:
     token_hash: str
     created_at: str
     revoked_at: str | None
+    expires_at: str | None = None
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+    def expired(self, at: str | None = None) -> bool:
+        """Whether its token has expired by ``at`` (ISO 8601 UTC as :func:`now`; default now)."""
+        return self.expires_at is not None and self.expires_at <= (at or now())
 
 
 @dataclass(frozen=True)
@@ -311,7 +320,7 @@ def _study(row: Any) -> StudyRecord:
 
 def _analyst(row: Any) -> AnalystRecord:
     return AnalystRecord(row.id, row.name, row.role, row.token_hash, row.created_at,
-                         row.revoked_at)
+                         row.revoked_at, row.expires_at)
 
 
 def _table(row: Any) -> TableRecord:
@@ -323,7 +332,15 @@ def _upgrade(engine: Engine) -> None:
 
     ``coordinator_study.analyst_id`` (the owner) is added, indexed, and filled for the studies
     of before: their ``created_by`` is the fingerprint of a configured analyst token, whose
-    analyst is ``config-<fingerprint>`` (``coordinator.accounts``)."""
+    analyst is ``config-<fingerprint>`` (``coordinator.accounts``); ``coordinator_analyst``
+    gains ``expires_at`` (the accounts of before never expire)."""
+    try:
+        with engine.begin() as conn:
+            add_missing_columns(conn, {analysts: ["expires_at"]})
+    except DBAPIError:
+        if "expires_at" not in {c["name"] for c in inspect(engine).get_columns(
+                "coordinator_analyst")}:
+            raise
     try:
         with engine.begin() as conn:
             if not add_missing_columns(conn, {studies: ["analyst_id"]}):
@@ -550,13 +567,25 @@ class Store(Database):
 
     # -- analysts -----------------------------------------------------------------------------
 
-    def add_analyst(self, analyst_id: str, name: str, role: str, token_hash: str) -> AnalystRecord:
+    def add_analyst(self, analyst_id: str, name: str, role: str, token_hash: str,
+                    expires_at: str | None = None) -> AnalystRecord:
         stamp = now()
         with self.engine.begin() as conn:
             conn.execute(insert(analysts).values(id=analyst_id, name=name, role=role,
                                                  token_hash=token_hash, created_at=stamp,
-                                                 revoked_at=None))
-        return AnalystRecord(analyst_id, name, role, token_hash, stamp, None)
+                                                 revoked_at=None, expires_at=expires_at))
+        return AnalystRecord(analyst_id, name, role, token_hash, stamp, None, expires_at)
+
+    def rotate_analyst(self, analyst_id: str, token_hash: str,
+                       expires_at: str | None) -> AnalystRecord | None:
+        """A new token (its hash) and expiry for an active account: the old token stops
+        working at once. None if there is no such active account."""
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(analysts)
+                .where(analysts.c.id == analyst_id, analysts.c.revoked_at.is_(None))
+                .values(token_hash=token_hash, expires_at=expires_at)).rowcount
+        return self.get_analyst(analyst_id) if changed else None
 
     def get_analyst(self, analyst_id: str) -> AnalystRecord | None:
         with self.engine.connect() as conn:

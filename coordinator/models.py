@@ -644,6 +644,14 @@ class CenterProblem(BaseModel):
     detail: str
 
 
+DatasetState = Literal["ok", "paused", "unavailable"]
+
+
+def dataset_state(*, paused: bool, available: bool) -> DatasetState:
+    """A dataset's state from its ``/v1/info`` entry."""
+    return "unavailable" if not available else "paused" if paused else "ok"
+
+
 class CenterStatus(BaseModel):
     """One registered center as the coordinator sees it now."""
 
@@ -654,6 +662,10 @@ class CenterStatus(BaseModel):
     remaining_epsilon: dict[str, float] | None = Field(
         description="remaining ε per dataset (none when the budget could not be read)"
     )
+    datasets: dict[str, DatasetState] | None = Field(
+        default=None, description="each dataset's state as the center's /v1/info shows it: "
+        "ok, paused (its data changed; releases wait for its operator) or unavailable (its "
+        "source cannot be read now); none when the info could not be read")
 
 
 class StudyCreated(BaseModel):
@@ -738,6 +750,17 @@ class NewAnalyst(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     role: AnalystRole = "analyst"
+    expires_in_days: float | None = Field(
+        default=None, gt=0, le=36_600, allow_inf_nan=False,
+        description="the token stops working this many days from now (default: never)")
+
+
+class RotateAnalyst(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    expires_in_days: float | None = Field(
+        default=None, gt=0, le=36_600, allow_inf_nan=False,
+        description="the new token stops working this many days from now (default: never)")
 
 
 class AnalystView(BaseModel):
@@ -746,6 +769,8 @@ class AnalystView(BaseModel):
     role: str
     created_at: str
     revoked_at: str | None
+    expires_at: str | None = Field(
+        default=None, description="when the token stops working (UTC; null: never)")
 
 
 class AnalystCreated(AnalystView):
@@ -795,6 +820,8 @@ class CatalogEntry(BaseModel):
     n_by_group: dict[str, int] = Field(description="records per level, each rounded down to K")
     epoch: int
     paused: bool = Field(description="the data changed; releases wait for the operator")
+    available: bool = Field(default=True, description="false: the center cannot read this "
+                            "dataset's source now (its other datasets are not affected)")
     remaining_epsilon: float | None = Field(
         description="ε left in the center's budget for the dataset (none: budget unreadable)")
     metadata: dict[str, VariableMeta] = Field(
@@ -830,7 +857,8 @@ class Catalog(BaseModel):
 
 
 PlanRefusalReason = Literal[
-    "unknown_name", "center_k", "dataset_paused", "budget_exceeded", "quota_exceeded",
+    "unknown_name", "center_k", "dataset_paused", "dataset_unavailable", "budget_exceeded",
+    "quota_exceeded",
     "center_unavailable", "too_few_centers", "release_limit_reached",
 ]
 

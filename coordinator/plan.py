@@ -8,6 +8,8 @@ account the quota check at submission uses. What would be refused:
 * ``unknown_name`` — a name a selected center does not declare (``coordinator.catalog``);
 * ``center_k`` — a center whose K is above the study's ``k`` (it would refuse every release);
 * ``dataset_paused`` — the center's data changed and releases wait for its operator;
+* ``dataset_unavailable`` — the center cannot read the dataset's source now (its other
+  datasets answer as usual);
 * ``budget_exceeded`` — the study's ε is more than the center's budget has left;
 * ``quota_exceeded`` — ... more than the analyst's quota there has left (the submission is
   refused with 403, ``allow_partial`` or not);
@@ -33,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from coordinator.catalog import check_names, unknown_names
-from coordinator.core.errors import UnknownName
+from coordinator.core.errors import UnknownName, WouldBeRefused
 from coordinator.db import EPSILON_TOLERANCE, QuotaRecord
 from coordinator.models import (
     CenterPlan,
@@ -51,6 +53,53 @@ from coordinator.protocols.table import build_order
 from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
 from coordinator.tables import KeptTable, TableKey
+from shared.protocol import CenterInfo
+
+
+def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[str, str]]:
+    """What a center would refuse of every release of ``spec``, read from its info alone
+    (reason, detail): its K above the study's, the dataset paused or unavailable. The dry run
+    lists them; a submission is refused for them unless the spec allows partial results
+    (:func:`check_info`)."""
+    out = []
+    if info.k > spec.k:
+        out.append(("center_k", f"center {center!r} releases only with K >= {info.k}; the "
+                                f"study asks k = {spec.k} (raise the study's k to {info.k}, "
+                                "or leave the center out)"))
+    dataset = next((d for d in info.datasets if d.name == spec.dataset), None)
+    if dataset is not None and dataset.paused:
+        out.append(("dataset_paused", f"center {center!r} pauses releases of "
+                                      f"{spec.dataset!r} until its operator starts a new epoch"))
+    if dataset is not None and not dataset.available:
+        out.append(("dataset_unavailable", f"center {center!r} cannot read the source of "
+                                           f"{spec.dataset!r} now (its operator is told why in "
+                                           "its log)"))
+    return out
+
+
+def check_info(spec: StudySpec, infos: Mapping[str, CenterInfo], selected: Sequence[str], *,
+               min_centers: int) -> None:
+    """At submission: refuse (409 ``would_be_refused``) a spec some selected center would
+    refuse every release of, from the info asked for its names (:func:`info_refusals`: its K,
+    the dataset paused or unavailable), unless ``allow_partial`` (those centers are then left
+    out) leaves at least ``min_centers``. Centers whose info could not be read are not held
+    against it (the run names their failure and can be resumed)."""
+    found = [(center, reason, detail) for center in selected if center in infos
+             for reason, detail in info_refusals(spec, center, infos[center])]
+    if not found:
+        return
+    left_out = {center for center, _r, _d in found}
+    remain = [c for c in selected if c not in left_out]
+    if spec.allow_partial and len(remain) >= min_centers:
+        return
+    hint = ("; with allow_partial = true the other centers would run it"
+            if not spec.allow_partial else
+            f"; only {len(remain)} center(s) would remain, the study needs {min_centers}")
+    raise WouldBeRefused(
+        "; ".join(detail for _c, _r, detail in found) + hint
+        + " (fedstats study plan shows the whole dry run)",
+        extra={"refusals": [{"center": c, "reason": r, "detail": d} for c, r, d in found]},
+    )
 
 
 def needs_table(spec: StudySpec) -> bool:
@@ -217,14 +266,9 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
             why = declared.problem.detail if declared and declared.problem else "no answer"
             refuse("center_unavailable", center, f"center {center!r} could not be asked: {why}",
                    blocking=not partial)
-        elif info.k > spec.k:
-            refuse("center_k", center, f"center {center!r} releases only with K >= {info.k}; "
-                   f"the study asks k = {spec.k}", blocking=not partial)
-        dataset = next((d for d in info.datasets if d.name == spec.dataset), None) if info else None
-        if dataset is not None and dataset.paused:
-            refuse("dataset_paused", center, f"center {center!r} pauses releases of "
-                   f"{spec.dataset!r} until its operator starts a new epoch",
-                   blocking=not partial)
+        else:
+            for reason, detail in info_refusals(spec, center, info):
+                refuse(reason, center, detail, blocking=not partial)
         budget = (declared.budget.datasets.get(spec.dataset)
                   if declared is not None and declared.budget is not None else None)
         remaining = budget.remaining_epsilon if budget is not None else None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from coordinator.core.errors import CenterFailure
-from coordinator.models import CenterProblem, CenterStatus
+from coordinator.models import CenterProblem, CenterStatus, DatasetState, dataset_state
 from coordinator.ports import CenterPort
 from shared.protocol import Budget, CenterInfo
 
@@ -121,16 +121,22 @@ class Registry:
     async def _status(self, center_id: str, port: CenterPort) -> CenterStatus:
         problem: CenterProblem | None = None
         remaining: dict[str, float] | None = None
+        states: dict[str, DatasetState] | None = None
         healthy = False
         try:
             await port.health()
             healthy = True
             budget = await port.budget()
             remaining = {name: b.remaining_epsilon for name, b in budget.datasets.items()}
+            # Each dataset's state: one dataset whose source fails is its own problem, shown
+            # beside a healthy center.
+            info = await port.info()
+            states = {d.name: dataset_state(paused=d.paused, available=d.available)
+                      for d in info.datasets}
         except CenterFailure as failure:
             problem = _problem(failure)
         return CenterStatus(id=port.center_id, url=self.urls.get(center_id), healthy=healthy,
-                            problem=problem, remaining_epsilon=remaining)
+                            problem=problem, remaining_epsilon=remaining, datasets=states)
 
     async def _declaration(self, center_id: str, port: CenterPort, *,
                            budgets: bool) -> Declaration:

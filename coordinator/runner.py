@@ -53,7 +53,7 @@ from coordinator.core.errors import (
 )
 from coordinator.db import Store, StudyRecord
 from coordinator.models import FailedAnalysis, StudyPlan, StudyResult, StudySpec, StudyStatus
-from coordinator.plan import plan_study
+from coordinator.plan import check_info, plan_study
 from coordinator.ports import CenterPort
 from coordinator.recording import Declared, RecordedCenter
 from coordinator.registry import Registry
@@ -157,7 +157,9 @@ class StudyRunner:
 
     async def check_names(self, spec: StudySpec) -> dict[str, Declared]:
         """Refuse (422 ``unknown_name``) a spec naming a dataset, variable or group level the
-        selected centers do not declare, from their info alone (``coordinator.catalog``).
+        selected centers do not declare, and (409 ``would_be_refused``) one a center would
+        refuse every release of, from their info alone (``coordinator.catalog``,
+        ``coordinator.plan.check_info``).
 
         Returns the info of each selected center, answered or (a center slower than
         ``NAMES_WAIT_S``) still to come: the study's survey takes it instead of asking again
@@ -166,6 +168,8 @@ class StudyRunner:
         declared = await self.registry.declarations(wait_s=NAMES_WAIT_S, budgets=False)
         check_names(spec, declared, selected, min_centers=self.min_centers)
         answered = {d.center: d.info for d in declared if d.info is not None}
+        check_info(spec, {c: i for c, i in answered.items() if c in selected}, selected,
+                   min_centers=self.min_centers)
         coming = self.registry.infos(budgets=False)
         return {c: answered.get(c) or coming[c] for c in selected if c in coming}
 
@@ -195,8 +199,11 @@ class StudyRunner:
         returns the study that key made, started once (409 ``idempotency_conflict`` when it was
         made with another spec).
 
-        Refused (503 ``busy``) while ``max_running`` studies run, and (422 ``unknown_name``)
-        when it names what the selected centers do not declare (:meth:`check_names`)."""
+        Refused (503 ``busy``) while ``max_running`` studies run, (422 ``unknown_name``)
+        when it names what the selected centers do not declare (:meth:`check_names`), and (409
+        ``would_be_refused``) when a selected center would refuse all of it, known from its
+        info (its K above the study's, the dataset paused or unavailable), unless
+        ``allow_partial`` runs the rest (``coordinator.plan.check_info``)."""
         self.check(spec)
         self._room()
         declared = await self.check_names(spec)

@@ -59,7 +59,9 @@ def render_catalog(catalog: dict[str, Any]) -> str:
                    + (f"; group levels {', '.join(levels)}" if levels else ""))
         rows = [[e["center"], e["k"], e["n_records"],
                  *[e["n_by_group"].get(level) for level in levels],
-                 e["remaining_epsilon"], e["epoch"], "paused" if e["paused"] else ""]
+                 e["remaining_epsilon"], e["epoch"],
+                 "unavailable" if not e.get("available", True)
+                 else "paused" if e["paused"] else ""]
                 for e in dataset["centers"]]
         out.append(_indent(table(["center", "K", "records", *levels, "ε left", "epoch", ""],
                                  rows)))
@@ -89,8 +91,11 @@ def render_centers(centers: list[dict[str, Any]]) -> str:
         left = ", ".join(f"{name} {eps:.6g}" for name, eps in remaining.items()) \
             if remaining is not None else None
         problem = f"{c['problem']['kind']}: {c['problem']['detail']}" if c["problem"] else ""
-        rows.append([c["id"], c["url"], c["healthy"], left, problem])
-    return table(["center", "url", "healthy", "ε left", "problem"], rows)
+        states = c.get("datasets")
+        datasets = ", ".join(f"{name} {state}" for name, state in states.items()) \
+            if states is not None else None
+        rows.append([c["id"], c["url"], c["healthy"], datasets, left, problem])
+    return table(["center", "url", "healthy", "datasets", "ε left", "problem"], rows)
 
 
 def render_plan(plan: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@
     fedstats center serve --config center.toml
     fedstats center keygen|public-key|epoch|audit ...   (a center's operator)
     fedstats coordinator serve --config coordinator.toml
-    fedstats coordinator analyst add|list|revoke|quota ... | audit ...   (its operator)
+    fedstats coordinator analyst add|list|revoke|rotate|quota ... | audit ...   (its operator)
     fedstats study run study.toml --coordinator https://coordinator:8800 [--ca-bundle FILE]
         [--idempotency-key KEY]
     fedstats study resume|status|get|cancel STUDY_ID --coordinator URL [--ca-bundle FILE]
@@ -185,7 +185,8 @@ def add_coordinator_actions(actions: argparse._SubParsersAction[argparse.Argumen
                             env: str) -> None:
     """``fedstats coordinator analyst|audit``: the operator's tools on the coordinator's store
     (``coordinator.admin``; docs/coordinator.md, "Analyst accounts")."""
-    analyst = actions.add_parser("analyst", help="analyst accounts: add, list, revoke, quota")
+    analyst = actions.add_parser("analyst", help="analyst accounts: add, list, revoke, rotate, "
+                                 "quota")
     ops = analyst.add_subparsers(dest="op", required=True, metavar="OP")
     add = ops.add_parser("add", help="make an account; prints its token, once")
     add.add_argument("--name", required=True, help="who it is for (shown in lists and logs)")
@@ -194,6 +195,13 @@ def add_coordinator_actions(actions: argparse._SubParsersAction[argparse.Argumen
     listed = ops.add_parser("list", help="every account and each analyst's ε quotas")
     revoke = ops.add_parser("revoke", help="revoke an account: its token is refused at once")
     revoke.add_argument("analyst_id", metavar="ID")
+    rotate = ops.add_parser("rotate", help="a new token for an account (prints it, once); the "
+                            "old one is refused at once")
+    rotate.add_argument("analyst_id", metavar="ID")
+    for p in (add, rotate):
+        p.add_argument("--expires-in", type=float, metavar="DAYS",
+                       help="the token stops working DAYS from now (default: never); an "
+                       "expired token is refused with 401 saying so")
     quota = ops.add_parser("quota", help="set an analyst's ε quota at a center's dataset")
     quota.add_argument("analyst_id", metavar="ID")
     quota.add_argument("--center", required=True)
@@ -211,7 +219,7 @@ def add_coordinator_actions(actions: argparse._SubParsersAction[argparse.Argumen
                        help="one action (study.create, auth.refused, ...)")
     trail.add_argument("--limit", type=int, default=100, metavar="N",
                        help="the newest N records (default: 100)")
-    for p in (add, listed, revoke, quota, trail):
+    for p in (add, listed, revoke, rotate, quota, trail):
         p.add_argument("--config", help=f"TOML settings file (default: ${env})")
 
 
@@ -349,7 +357,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def center_operator(args: argparse.Namespace) -> int:
     from center_agent import operator
-    from center_agent.core.config import Settings
+    from center_agent.core.config import EpochSettings, LedgerSettings, Settings
     from fedstats_service.entry import reporting_errors
 
     if args.action == "keygen":
@@ -361,31 +369,35 @@ def center_operator(args: argparse.Namespace) -> int:
                                force=args.force)
 
     def run() -> int:
-        settings = Settings.load(args.config)
+        # Each reads only what it uses (no token, no service setting): the ledger, and for
+        # `epoch` the datasets; `public-key` the keys, from the whole settings.
         if args.action == "public-key":
-            return operator.public_key(settings)
+            return operator.public_key(Settings.load(args.config))
         if args.action == "epoch":
-            return operator.epoch(settings, dataset=args.dataset, roll=args.roll,
-                                  force=args.force)
-        return operator.audit(settings, fmt=args.format, out=args.out, dataset=args.dataset,
-                              study=args.study, analyst=args.analyst, since=args.since,
-                              until=args.until, limit=args.limit)
+            return operator.epoch(EpochSettings.load(args.config), dataset=args.dataset,
+                                  roll=args.roll, force=args.force)
+        return operator.audit(LedgerSettings.load(args.config), fmt=args.format, out=args.out,
+                              dataset=args.dataset, study=args.study, analyst=args.analyst,
+                              since=args.since, until=args.until, limit=args.limit)
 
     return reporting_errors(Settings.SERVICE, run)
 
 
 def coordinator_operator(args: argparse.Namespace) -> int:
     from coordinator import admin
-    from coordinator.core.config import Settings
+    from coordinator.core.config import StoreSettings
     from fedstats_service.entry import reporting_errors
 
     def run() -> int:
-        settings = Settings.load(args.config)
+        # The store's URL and the centers' ids only: no token needed (StoreSettings).
+        settings = StoreSettings.load(args.config)
         if args.action == "audit":
             return admin.audit(settings, fmt=args.format, out=args.out, analyst=args.analyst,
                                action=args.audit_action, limit=args.limit)
         if args.op == "add":
-            return admin.add(settings, args.name, args.role)
+            return admin.add(settings, args.name, args.role, args.expires_in)
+        if args.op == "rotate":
+            return admin.rotate(settings, args.analyst_id, args.expires_in)
         if args.op == "list":
             return admin.list_accounts(settings)
         if args.op == "revoke":
@@ -393,7 +405,7 @@ def coordinator_operator(args: argparse.Namespace) -> int:
         return admin.set_quota(settings, args.analyst_id, center=args.center,
                                dataset=args.dataset, epsilon=None if args.remove else args.epsilon)
 
-    return reporting_errors(Settings.SERVICE, run)
+    return reporting_errors(StoreSettings.SERVICE, run)
 
 
 def health(url: str, timeout: float, ca_bundle: Path | None = None,

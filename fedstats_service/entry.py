@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TypeVar
-
-from fastapi import FastAPI
+from typing import TYPE_CHECKING, TypeVar
 
 from fedstats_service import logging as service_logging
 from fedstats_service.errors import ServiceError
-from fedstats_service.serving import serve
 from fedstats_service.settings import ConfigError, ServiceSettings
+
+if TYPE_CHECKING:  # the web stack is imported to serve, not by the operator's commands
+    from fastapi import FastAPI
 
 S = TypeVar("S", bound=ServiceSettings)
 
@@ -39,6 +39,8 @@ def reporting_errors(service: str, run: Callable[[], int]) -> int:
 def serve_settings(app: FastAPI, settings: ServiceSettings) -> None:
     """Serve ``app`` with uvicorn as ``settings`` say (HTTPS when they name TLS files; mutual
     TLS when they name ``tls_client_ca`` too)."""
+    from fedstats_service.serving import serve
+
     certfile, keyfile = settings.tls_files or (None, None)
     serve(app, host=settings.host, port=settings.port, certfile=certfile, keyfile=keyfile,
           client_ca=settings.tls_client_ca, header_timeout_s=settings.header_timeout_s,

@@ -26,14 +26,15 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from fedstats_service.timeouts import BODY_TIMEOUT_S as BODY_TIMEOUT_S
+from fedstats_service.timeouts import HEADER_TIMEOUT_S as HEADER_TIMEOUT_S
+
 # An idle keep-alive connection is closed by the server after KEEP_ALIVE_S. Clients (the
 # coordinator's httpx pool, keepalive_expiry = CLIENT_KEEPALIVE_S) must drop idle connections
 # first: with equal timeouts (uvicorn's and httpx's defaults are both 5 s) a client can send a
 # request on a connection the server is just closing, and the request is lost (ReadError).
 KEEP_ALIVE_S = 15
 CLIENT_KEEPALIVE_S = 5.0
-HEADER_TIMEOUT_S = 10.0
-BODY_TIMEOUT_S = 30.0
 MAX_CONCURRENCY = 128
 
 

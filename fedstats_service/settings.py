@@ -38,7 +38,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from fedstats_service.errors import describe_errors
-from fedstats_service.serving import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from fedstats_service.timeouts import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -274,5 +274,36 @@ class ServiceSettings(BaseSettings):
 
         Raises :class:`ConfigError` naming the environment variable or the bad keys.
         """
+        return load_settings(cls, config_env=cls.CONFIG_ENV, service=cls.SERVICE,
+                             config_file=config_file, overrides=overrides)
+
+
+class ToolSettings(BaseSettings):
+    """The few keys of a service's settings an operator's command reads (the store's or the
+    ledger's URL, ...), from the same file and environment as the service's, **every other key
+    ignored and nothing else validated**: a command on the store needs no token, certificate or
+    service setting, and starts without importing the service (``docs/deploy.md``, "Operator
+    commands"). A subclass declares its keys, ``SERVICE``, ``CONFIG_ENV`` and ``env_prefix``."""
+
+    model_config = SettingsConfigDict(env_nested_delimiter="__", extra="ignore", frozen=True)
+
+    SERVICE: ClassVar[str]
+    CONFIG_ENV: ClassVar[str]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The service's precedence: explicit arguments, the environment, the TOML file."""
+        return sources(settings_cls, init_settings, env_settings)
+
+    @classmethod
+    def load(cls, config_file: str | Path | None = None, **overrides: Any) -> Self:
+        """Read and validate the command's keys (:func:`load_settings`)."""
         return load_settings(cls, config_env=cls.CONFIG_ENV, service=cls.SERVICE,
                              config_file=config_file, overrides=overrides)

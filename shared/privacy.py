@@ -30,6 +30,11 @@ def isolating(counts: ArrayLike, k: int) -> NDArray[np.bool_]:
     return np.asarray((c > 0) & (c < k), dtype=bool)
 
 
+def public_size(n: int, k: int) -> int:
+    """A size as a center may show it: rounded down to a multiple of K (n mod K never leaves)."""
+    return (n // k) * k
+
+
 @dataclass(frozen=True)
 class PrivacySpent:
     """Budget consumed by one release: pure ε-DP when ``delta == 0``, else (ε, δ)-DP."""

@@ -13,15 +13,13 @@ release kinds that pair a request with its release are declared in :mod:`shared.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import json
 import math
 from itertools import pairwise
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
+from pydantic import ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
 
 from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: checks of releases
 from shared.binning import BinTable, Extreme, ExtremeKind
@@ -43,30 +41,8 @@ from shared.fields import VariableMeta as VariableMeta  # re-exported: part of D
 from shared.mwu import Alternative, MannWhitneyResult, released_result
 from shared.noisy_null import NoiseLaw
 from shared.privacy import Neighbouring, PrivacySpent
-
-_Result = TypeVar("_Result")
-
-
-class WireModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
-
-    def to_payload(self) -> Any:
-        """Plain JSON-compatible data (infinities as strings), e.g. for a ledger to store."""
-        return json.loads(self.model_dump_json())
-
-    @classmethod
-    def _from_fields(cls, result: Any, **values: Any) -> Self:
-        """The model whose fields are the same-named fields of ``result`` (a core dataclass),
-        then ``values`` (fields the result names otherwise or lacks)."""
-        shared = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
-                  if f.name in cls.model_fields and f.name not in values}
-        return cls(**shared, **values)
-
-    def _to_fields(self, result_type: type[_Result], **values: Any) -> _Result:
-        """The ``result_type`` dataclass made of this model's same-named fields, then ``values``."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(result_type)  # type: ignore[arg-type]
-                  if f.init and f.name in type(self).model_fields and f.name not in values}
-        return result_type(**shared, **values)
+from shared.wire import WireModel as WireModel  # re-exported: the base of every wire model
+from shared.wire import canonical_json as canonical_json  # re-exported
 
 
 class BinTableRelease(WireModel):
@@ -183,6 +159,12 @@ class DatasetInfo(WireModel):
         default=False,
         description="the data changed and releases wait for the operator's new epoch",
     )
+    available: bool = Field(
+        default=True,
+        description="false: the dataset's source cannot be read now (its releases answer 503 "
+                    "data_source_error until its operator fixes it; the center's other datasets "
+                    "are not affected); the sizes are then those of its current epoch",
+    )
 
 
 class CenterInfo(WireModel):
@@ -227,12 +209,6 @@ class Budget(WireModel):
 MAX_LIMITS = 100_000
 """The most bins a table sent to a center may have (a refinement's work and memory grow with
 them; a hospital's table of 10^6 records at K = 10 has fewer)."""
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, no NaN: equal values give equal strings (request keys,
-    signatures)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _check_limits(limits: list[float]) -> None:

@@ -45,15 +45,11 @@ from shared.federation import Refinement, refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
 from shared.privacy import Neighbouring
+from shared.privacy import public_size as public_size  # re-exported: the one rounding rule
 from shared.quantiles import quantile_loss, yeojohnson, yj_moments
 from shared.quantiles import wire as quantile_wire
 
 FloatArray = NDArray[np.float64]
-
-
-def public_size(n: int, k: int) -> int:
-    """A size as a center may show it: rounded down to a multiple of K (n mod K never leaves)."""
-    return (n // k) * k
 
 
 def canonical_table(

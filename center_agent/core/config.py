@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 from fedstats_service.settings import ConfigError as ConfigError
 from fedstats_service.settings import (
@@ -48,11 +49,12 @@ from fedstats_service.settings import (
     Section,
     ServiceSettings,
     SqlUrl,
+    ToolSettings,
     database_url,
     strong_tokens,
 )
+from shared.fields import VariableMeta
 from shared.privacy import Neighbouring
-from shared.protocol import VariableMeta
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
@@ -116,6 +118,52 @@ class SqlSource(Section):
         description="without a version_query: seconds the data read are kept before the next "
                     "request reads them again (0: read on every request)",
     )
+
+    password_file: FilePath | None = Field(
+        default=None,
+        description="a file holding the database password alone (a trailing newline is "
+                    "ignored), e.g. a Docker secret: /run/secrets/db_password; the `url` then "
+                    "has no password")
+    password: SecretStr | None = Field(
+        default=None,
+        description="the database password, from the environment only "
+                    "(FEDSTATS_CENTER_DATASETS__<NAME>__SOURCE__PASSWORD); the `url` then has "
+                    "no password")
+
+    @model_validator(mode="after")
+    def _one_password(self) -> Self:
+        # One place for the secret: a password in the URL too would be the one used by mistake
+        # (and the URL is the key operators paste into tickets).
+        given = [name for name in ("password", "password_file") if getattr(self, name)]
+        if len(given) > 1:
+            raise ValueError("give the password once: `password` (environment) or "
+                             "`password_file`, not both")
+        if given and make_url(self.url).password is not None:
+            raise ValueError(f"`url` holds a password and `{given[0]}` gives one: keep it "
+                             f"in `{given[0]}` only")
+        if self.password_file is not None:
+            self._read_password_file()
+        return self
+
+    def _read_password_file(self) -> str:
+        assert self.password_file is not None
+        try:
+            secret = self.password_file.read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"password_file cannot be read ({type(exc).__name__}); check "
+                             "that the service's user may read it") from None
+        if not secret:
+            raise ValueError("password_file is empty")
+        return secret
+
+    def connect_url(self) -> str:
+        """``url`` with the password put in (from ``password`` or ``password_file``): what
+        the source connects with. Never log it (SQLAlchemy's own URL objects hide it)."""
+        if self.password is None and self.password_file is None:
+            return self.url
+        secret = (self.password.get_secret_value() if self.password is not None
+                  else self._read_password_file())
+        return make_url(self.url).set(password=secret).render_as_string(hide_password=False)
 
     @model_validator(mode="after")
     def _table_xor_query(self) -> Self:
@@ -316,6 +364,27 @@ class Settings(ServiceSettings):
         authenticator, ``center_agent.api.deps.roles``)."""
         return self.tokens
 
+
+
+class LedgerSettings(ToolSettings):
+    """What ``fedstats center audit`` reads: the ledger's URL (every other key is ignored,
+    tokens included: ``fedstats_service.settings.ToolSettings``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
+    SERVICE: ClassVar[str] = "center"
+    CONFIG_ENV: ClassVar[str] = CONFIG_ENV
+
+    ledger_url: Annotated[str, database_url("ledger")] = "sqlite:///./center_ledger.sqlite"
+
+
+class EpochSettings(LedgerSettings):
+    """What ``fedstats center epoch`` reads besides the ledger: K, the datasets (their sources
+    are read: the check compares the data as they are now) and the disclosure memory's caps."""
+
+    k: int = Field(default=10, ge=2)
+    datasets: dict[str, DatasetConfig] = Field(min_length=1)
+    max_releases_per_variable: int = Field(default=64, ge=1, le=10_000)
+    max_limits_per_variable: int = Field(default=200_000, ge=100, le=10_000_000)
 
 
 load_settings = Settings.load

@@ -189,7 +189,9 @@ class DataChanged(PrivacyRefusal):
         super().__init__(
             f"dataset {dataset!r} changed since its epoch {epoch} began, and answers from the "
             "new data could be subtracted from earlier ones; releases are paused until the "
-            "center's operator starts a new epoch (fedstats center epoch --roll)",
+            "data pass the center's version check or its operator starts a new epoch "
+            "(fedstats center epoch; operators: docs/deploy.md, \"I corrected a value: what "
+            "now?\")",
             extra={"epoch": epoch},
         )
 

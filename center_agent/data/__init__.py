@@ -63,7 +63,7 @@ from center_agent.data.sources import (
     open_source,
     to_float,
 )
-from shared.releases import public_size
+from shared.privacy import public_size
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -214,7 +214,12 @@ class Dataset:
                 f"check their spelling under [datasets.{self.name}] (variables, group.column) "
                 "against the source's column names"
             )
-        self._population(at_start=True)
+        try:
+            self._population(at_start=True)
+        except DataSourceError as exc:
+            # The columns are there but the data do not read (a text value, a broken export):
+            # this dataset's problem, which need not stop the others (Datasets.check_columns).
+            raise UnreadableData(exc.detail) from None
 
     def source_identity(self) -> SourceIdentity:
         """What the dataset's source reads (start-up: a failure says what to fix)."""
@@ -408,6 +413,11 @@ class Dataset:
             "why)")
 
 
+class UnreadableData(DataSourceError):
+    """At start-up: a dataset's declared columns are there but its data do not read (the
+    detail names the column, row and fix)."""
+
+
 class Datasets(Mapping[str, Dataset]):
     """The configured datasets by name; ``[name]`` raises :class:`UnknownDataset`."""
 
@@ -435,16 +445,28 @@ class Datasets(Mapping[str, Dataset]):
         return len(self._datasets)
 
     def check_columns(self) -> None:
-        """Start-up: :meth:`Dataset.check_columns` of each, then :meth:`check_one_source_each`;
-        the first failure closes every source (the center will not start, and a database
-        connection must not linger)."""
+        """Start-up: :meth:`Dataset.check_columns` of each, then :meth:`check_one_source_each`.
+        A dataset whose columns are all there but whose data do not read
+        (:class:`UnreadableData`) is logged with the fix and left to answer 503 until fixed,
+        when another dataset reads: one broken source does not keep the center's other datasets
+        down. Any other failure, or every dataset unreadable, closes every source (the center
+        will not start, and a database connection must not linger)."""
+        unreadable: list[UnreadableData] = []
         try:
             for dataset in self._datasets.values():
-                dataset.check_columns()
+                try:
+                    dataset.check_columns()
+                except UnreadableData as exc:
+                    unreadable.append(exc)
+            if unreadable and len(unreadable) == len(self._datasets):
+                raise unreadable[0]
             self.check_one_source_each()
         except BaseException:
             self.close()
             raise
+        for problem in unreadable:
+            log.error("start-up: %s; this dataset answers 503 data_source_error until its "
+                      "data read, the center's other datasets are served", problem.detail)
 
     def check_one_source_each(self) -> None:
         """Start-up: no two datasets read the same source (one file, however its path is

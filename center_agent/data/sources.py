@@ -69,16 +69,22 @@ class NotNumeric(SourceProblem):
     first such data row (from 1, the header not counted) where the source has a stable order;
     ``kind`` the column's or value's type where that is the reason."""
 
-    def __init__(self, column: str, *, row: int | None = None, kind: str | None = None) -> None:
+    def __init__(self, column: str, *, row: int | None = None, kind: str | None = None,
+                 sql: bool = False) -> None:
         where = f" (first in data row {row}, the header not counted)" if row is not None else ""
         what = f" holds {kind} values, not numbers" if kind is not None else (
             " holds a value that is neither a number nor a missing marker")
-        super().__init__(
-            f"variable {column!r}{what}{where}",
-            "clean the column (numbers with '.' as the decimal point; leave a missing value "
-            "blank or write NA) or, if it holds labels, declare it as the dataset's group "
-            "column instead of a variable",
-        )
+        # A database column is fixed where the operator controls it: in the query the center
+        # runs (a view of the table), not by editing the hospital's records.
+        fix = (f"cast it in the query: give the source a `query` such as SELECT CAST(NULLIF("
+               f"{column}, '') AS double precision) AS {column}, ... (a CASE turning every "
+               "non-numeric text into NULL), or clean the column; if it holds labels, declare "
+               "it as the dataset's group column instead of a variable (docs/deploy.md, "
+               "\"SQL sources\")" if sql else
+               "clean the column (numbers with '.' as the decimal point; leave a missing value "
+               "blank or write NA) or, if it holds labels, declare it as the dataset's group "
+               "column instead of a variable")
+        super().__init__(f"variable {column!r}{what}{where}", fix)
         self.column = column
         self.row = row
 
@@ -425,8 +431,8 @@ class SqlTable:
                 np.float64(v if v is not None else np.nan)
             except (ValueError, TypeError):
                 # The database returns rows in no fixed order: a row number would mislead.
-                raise NotNumeric(name, kind=type(v).__name__) from None
-        raise NotNumeric(name)
+                raise NotNumeric(name, kind=type(v).__name__, sql=True) from None
+        raise NotNumeric(name, sql=True)
 
     def missing(self, columns: Sequence[str]) -> list[str]:
         """Probe the declared columns only: a role granted ``SELECT (a, b)`` on a table may not
@@ -610,5 +616,5 @@ def open_source(config: CsvSource | ParquetSource | SqlSource) -> DataSource:
         return CsvFile(config.path)
     if isinstance(config, ParquetSource):
         return ParquetFile(config.path)
-    return SqlTable(config.url, table=config.table, query=config.query,
+    return SqlTable(config.connect_url(), table=config.table, query=config.query,
                     version_query=config.version_query, version_ttl_s=config.version_ttl_s)

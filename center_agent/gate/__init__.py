@@ -73,7 +73,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from center_agent import audit as trail
 from center_agent.core.config import Settings
@@ -81,6 +81,7 @@ from center_agent.core.errors import (
     ComputeAllowanceExceeded,
     DataChanged,
     DataMovedDuringRelease,
+    DataSourceError,
     InvalidRequest,
     KAnonymityRefusal,
     PrivacyRefusal,
@@ -93,10 +94,14 @@ from center_agent.data import Dataset, Datasets, Population, round_down
 from center_agent.db import Store, UnknownLedgerDataset
 from center_agent.gate.disclosure import Candidate, Disclosure
 from center_agent.gate.epochs import Epoch, Epochs
-from center_agent.gate.keys import CenterKeys
-from center_agent.gate.kinds import KINDS, Context, Question, ReleaseKind
 from center_agent.ledger import Caps, Ledger, request_key
-from shared.protocol import WireModel
+from shared.wire import WireModel
+
+if TYPE_CHECKING:
+    # The kinds (and through them the statistics) and the keys are imported when a gate is
+    # built (center_agent.services), not by what only reads the epochs (fedstats center epoch).
+    from center_agent.gate.keys import CenterKeys
+    from center_agent.gate.kinds import Context, Question, ReleaseKind
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +125,8 @@ class Lead:
     epoch: Epoch
     key: str
     flight: Flight
+    population: Population
+    """What it is computed from: the epoch's population (a held change answers from it)."""
 
 
 @dataclass
@@ -146,14 +153,25 @@ class _Answered(ServiceError):
 _hold: ContextVar[_Hold | None] = ContextVar("fedstats_gate_hold", default=None)
 
 
+def __getattr__(name: str) -> Any:
+    if name == "KINDS":  # re-exported, imported on first use
+        from center_agent.gate.kinds import KINDS
+
+        return KINDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class DatasetState:
-    """What ``/v1/info`` may show of a dataset: its epoch's sizes, rounded down to K."""
+    """What ``/v1/info`` may show of a dataset: its epoch's sizes, rounded down to K;
+    ``available`` False when its source cannot be read now (the sizes are then its current
+    epoch's, or 0 before any)."""
 
     epoch: int
     n: int
     sizes: dict[str, int]
     paused: bool
+    available: bool = True
 
 
 class ReleaseGate:
@@ -211,6 +229,8 @@ class ReleaseGate:
         Each item passes steps 3-5 in order, each step in a short transaction of its own (the
         lock let go between them: module docstring). Nothing is presented before its answer is
         stored."""
+        from center_agent.gate.kinds import KINDS
+
         for kind, _request in items:
             if kind not in KINDS:
                 raise TypeError(f"{kind!r} is not a release kind declared to the gate")
@@ -239,7 +259,7 @@ class ReleaseGate:
                                                asked, answers, stored)
                 for lead_index, lead in leads.items():
                     kind, request = items[lead_index]
-                    outcome = self._compute(kind, dataset, request, population, caller,
+                    outcome = self._compute(kind, dataset, request, lead.population, caller,
                                             asked[lead_index], lead)
                     if isinstance(outcome, ServiceError):
                         answers[lead_index] = outcome
@@ -295,8 +315,21 @@ class ReleaseGate:
         K. Changed data that pass the version check start a new epoch here; data that fail it
         leave the epoch (and its sizes) as they were, marked paused."""
         dataset = self.datasets[dataset_name]
-        population = dataset.population()
         k = self.settings.k
+        try:
+            population = dataset.population()
+        except DataSourceError:
+            # One dataset's broken source is its own state, not the center's: the others are
+            # described (and released) as usual. What is shown was public already: its epoch.
+            with self.store.engine.connect() as conn:
+                current = self.epochs.current(conn, dataset.name)
+            sizes = current.sizes if current is not None else {}
+            return DatasetState(
+                epoch=current.number if current is not None else 1,
+                n=round_down(current.n, k) if current is not None else 0,
+                sizes={level: round_down(sizes.get(level, 0), k) for level in dataset.levels},
+                paused=False, available=False,
+            )
         with self.store.engine.connect() as conn:
             current = self.epochs.current(conn, dataset.name)
         if current is not None and current.fingerprint == population.fingerprint:
@@ -400,7 +433,9 @@ class ReleaseGate:
         # The dataset's lock is held: this joins the transaction and reads the budget as the
         # earlier items left it.
         with self.store.locked(ds.name) as (conn, total, spent):
-            epoch = self.epochs.admit(conn, ds.name, population)
+            # A change of the data that fails the version check is held: the epoch's own
+            # population answers (gate.epochs).
+            epoch, population = self.epochs.admit_population(conn, ds.name, population)
             key = request_key(ds.name, question.variable, kind.name,
                               {"meaning": question.meaning, "epoch": epoch.number},
                               question.epsilon)
@@ -432,7 +467,7 @@ class ReleaseGate:
             if paid is None:
                 self.ledger.reserve(conn, ds.name, key, units)
             trail.record(conn, outcome="released", epsilon_units=units, **record)
-        lead = Lead(epoch, key, Flight())
+        lead = Lead(epoch, key, Flight(), population)
         # Only what was asked, and how it went (never a value).
         log.info("%s release of %r (variable %r): paid, epsilon %g", kind.name, ds.name,
                  question.variable, question.epsilon)
@@ -486,6 +521,8 @@ class ReleaseGate:
 
     def _compute_and_store(self, kind: ReleaseKind[Any, Any], ds: Dataset, request: WireModel,
                            population: Population, lead: Lead) -> Any:
+        from center_agent.gate.kinds import Context
+
         ctx = Context(self, None, ds, population, lead.epoch.number, lead.key)
         with ExitStack() as stack:
             token = _hold.set(_Hold(stack))

@@ -14,11 +14,19 @@ only after the **version check** passes, and then in a new epoch:
 
 Then no count of records that were added or removed, in any set an earlier release determined,
 lies in 1..K-1 (with records only added, which is how clinical data grow; with removals the
-differences are net changes, not counts of records). A check that fails pauses every release of
-the dataset with 409 ``data_changed`` until the operator starts a new epoch
-(``fedstats center epoch --roll``, after reading what the check found; ``--force`` accepts the
-risk it names). Whether a check passed is visible to a caller (releases resume or not): one bit
-per change of the data, not per request, and never a count.
+differences are net changes, not counts of records).
+
+**A change that fails the check is held** (``docs/privacy.md``, "Corrections"): the center keeps
+answering every release from the population its epoch pinned, which it still holds in memory
+(:meth:`Epochs.admit_population`), as if the data had not changed, and checks the data again at
+their next change; the change takes effect when the data as they are then pass the check
+(corrections and later loads together: every released set changed by 0 or >= K), or when the
+operator starts a new epoch (``fedstats center epoch --roll``; ``--force`` accepts the risk the
+check names). No release is ever computed from data that failed the check, so the argument above
+covers every release; and a caller sees nothing of a held change (the same answers, the same
+``/v1/info``). Only a center that no longer holds its epoch's population (it was restarted since
+the data changed) pauses the dataset's releases with 409 ``data_changed``, until the data pass or
+the operator rolls: one bit per change of the data, never a count.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ from center_agent.gate.disclosure import Disclosure
 from shared.privacy import isolating
 
 log = logging.getLogger(__name__)
+
+CORRECTIONS_GUIDE = "docs/deploy.md, \"I corrected a value: what now?\""
+"""Where an operator reads what a change of the data does and what to do about it."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +68,16 @@ class Epochs:
     def __init__(self, k: int, disclosure: Disclosure) -> None:
         self.k = k
         self.disclosure = disclosure
-        # (dataset, fingerprint) of changed data already reported as paused: a paused dataset
-        # is checked again on every request, and its operator needs one line, not one per call.
+        # (dataset, fingerprint) of changed data already reported as paused or held: the
+        # operator needs one line, not one per call.
         self._reported: set[tuple[str, str]] = set()
+        # The population each dataset's current epoch pinned, as this process last saw it: what
+        # releases come from while a change of the data is held.
+        self._held: dict[str, Population] = {}
+        # (dataset, fingerprint, epoch) of data that failed the check: not checked again until
+        # the data or the epoch change, so a held dataset does not pay the check on every
+        # release. Conservative: keeping a change held longer never computes from it.
+        self._failed: set[tuple[str, str, int]] = set()
 
     def all(self, conn: Connection, dataset: str) -> list[Epoch]:
         rows = conn.execute(
@@ -73,27 +91,58 @@ class Epochs:
         return every[-1] if every else None
 
     def admit(self, conn: Connection, dataset: str, population: Population) -> Epoch:
-        """The epoch a release from ``population`` belongs to (started or rolled here when the
-        check passes); :class:`DataChanged` when the data changed and the check fails."""
+        """The epoch a release from ``population`` belongs to (:meth:`admit_population`)."""
+        return self.admit_population(conn, dataset, population)[0]
+
+    def admit_population(self, conn: Connection, dataset: str, population: Population
+                         ) -> tuple[Epoch, Population]:
+        """The epoch a release asked now belongs to and the population it is computed from:
+        ``population`` (the data as they are) when it is the epoch's or passes the check (a new
+        epoch starts here), else the epoch's own, held in memory (the change waits: module
+        docstring); :class:`DataChanged` when the check fails and this process does not hold
+        the epoch's population (it was restarted since the data changed)."""
         current = self.current(conn, dataset)
         if current is None:
             log.info("dataset %r: epoch 1 starts on the data as they are", dataset)
-            return self._start(conn, dataset, population, 1, "first release")
+            return self._pin(conn, dataset, population, 1, "first release"), population
         if current.fingerprint == population.fingerprint:
-            return current
-        problems = self.check(conn, dataset, population)
-        if problems:
-            if (dataset, population.fingerprint) not in self._reported:
-                self._reported.add((dataset, population.fingerprint))
+            self._held[dataset] = population
+            return current, population
+        failed = (dataset, population.fingerprint, current.number)
+        problems = [] if failed not in self._failed else ["(checked before)"]
+        if not problems:
+            problems = self.check(conn, dataset, population)
+        if not problems:
+            log.warning("dataset %r: the data changed and passed the version check; epoch %d "
+                        "starts", dataset, current.number + 1)
+            return self._pin(conn, dataset, population, current.number + 1,
+                             "data changed"), population
+        self._failed.add(failed)
+        held = self._held.get(dataset)
+        first = (dataset, population.fingerprint) not in self._reported
+        self._reported.add((dataset, population.fingerprint))
+        if held is not None and held.fingerprint == current.fingerprint:
+            if first:
                 # How many problems, never what they are: their words hold counts.
                 log.warning("dataset %r: the data changed and the version check found %d "
-                            "problem(s); releases are paused in epoch %d until the operator "
-                            "starts a new one (fedstats center epoch --roll)", dataset,
-                            len(problems), current.number)
-            raise DataChanged(dataset, current.number)
-        log.warning("dataset %r: the data changed and passed the version check; epoch %d "
-                    "starts", dataset, current.number + 1)
-        return self._start(conn, dataset, population, current.number + 1, "data changed")
+                            "problem(s); the change is held: releases keep coming from the "
+                            "data of epoch %d until the data pass the check or the operator "
+                            "starts a new epoch (fedstats center epoch; %s)", dataset,
+                            len(problems), current.number, CORRECTIONS_GUIDE)
+            return current, held
+        if first:
+            log.warning("dataset %r: the data changed and the version check found %d "
+                        "problem(s); this process does not hold the data of epoch %d (it "
+                        "started since they changed), so releases are paused until the data "
+                        "pass the check or the operator starts a new epoch (fedstats center "
+                        "epoch; %s)", dataset, len(problems), current.number, CORRECTIONS_GUIDE)
+        raise DataChanged(dataset, current.number)
+
+    def _pin(self, conn: Connection, dataset: str, population: Population, number: int,
+             reason: str) -> Epoch:
+        epoch = self._start(conn, dataset, population, number, reason)
+        self._held[dataset] = population
+        return epoch
 
     def check(self, conn: Connection, dataset: str, population: Population) -> list[str]:
         """What would let an earlier release be subtracted from a new one down to 1..K-1
@@ -144,7 +193,7 @@ class Epochs:
         log.warning("dataset %r: the operator starts epoch %d%s", dataset, number,
                     f", accepting {len(problems)} problem(s) of the version check"
                     if problems else "")
-        return self._start(conn, dataset, population, number, reason), problems
+        return self._pin(conn, dataset, population, number, reason), problems
 
     @staticmethod
     def _start(conn: Connection, dataset: str, population: Population, number: int,

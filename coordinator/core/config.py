@@ -65,6 +65,7 @@ from fedstats_service.settings import (
     Port,
     Section,
     ServiceSettings,
+    ToolSettings,
     check_tokens,
     database_url,
     strong_tokens,
@@ -238,6 +239,22 @@ class Settings(ServiceSettings):
     @property
     def bearer_tokens(self) -> list[SecretStr]:
         return self.analyst_tokens
+
+
+class StoreSettings(ToolSettings):
+    """What the operator's commands on the store read (``fedstats coordinator analyst ...``,
+    ``... audit``): the store's URL, the registered centers' ids (a quota names one) and the
+    ``analyst_tokens`` if any (their analysts are listed; the tokens' strength is not checked
+    here); every other key is ignored, the centers' tokens included
+    (``fedstats_service.settings.ToolSettings``)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX)
+    SERVICE: ClassVar[str] = "coordinator"
+    CONFIG_ENV: ClassVar[str] = CONFIG_ENV
+
+    store_url: Annotated[str, database_url("store")] = "sqlite:///./coordinator.sqlite"
+    centers: dict[str, dict[str, object]] = Field(default_factory=dict)
+    analyst_tokens: list[SecretStr] = Field(default_factory=list)
 
 
 load_settings = Settings.load

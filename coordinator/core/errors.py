@@ -118,6 +118,15 @@ class UnknownName(InvalidStudy):
     error = "unknown_name"
 
 
+class WouldBeRefused(ServiceError):
+    """A spec that selected centers would refuse every release of, known from their info at
+    submission (``coordinator.plan.check_info``): nothing was created, asked or spent.
+    ``refusals`` lists each center, reason and detail; ``allow_partial`` runs the rest."""
+
+    status_code = 409
+    error = "would_be_refused"
+
+
 class AnalysisFailed(ServiceError):
     """Every center answered, but the numbers admit no result (the detail says why)."""
 

@@ -223,17 +223,25 @@ async def test_refusals_are_typed(client: httpx.AsyncClient, app: FastAPI) -> No
     assert r.status_code == 409
     body = r.json()
     assert body["error"] == "data_changed" and body["epoch"] == 3
-    assert "fedstats center epoch --roll" in body["detail"]
+    assert "fedstats center epoch" in body["detail"]
+    assert "I corrected a value: what now?" in body["detail"]
 
 
 async def test_unreadable_source_is_503_without_details(
     client: httpx.AsyncClient, csv_path: Path
 ) -> None:
     csv_path.unlink()
-    r = await client.get("/v1/info", headers=AUTH)
+    # /v1/info lists the dataset as unavailable (the center's other datasets stay usable:
+    # tests/center_agent/test_agent_isolation.py); its releases are the 503.
+    info = await client.get("/v1/info", headers=AUTH)
+    assert info.status_code == 200
+    assert info.json()["datasets"][0]["available"] is False
+    r = await client.post("/v1/datasets/cohort/table", headers=AUTH,
+                          json={"variable": "x", "groups": ["a", "b"], "k": 10})
     assert r.status_code == 503
     assert r.json()["error"] == "data_source_error"
-    assert str(csv_path) not in r.text and "cohort.csv" not in r.text
+    for text in (r.text, info.text):
+        assert str(csv_path) not in text and "cohort.csv" not in text
 
 
 @pytest.mark.parametrize("allowed", [False, True])

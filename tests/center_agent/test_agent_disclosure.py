@@ -250,8 +250,13 @@ def test_an_epoch_pins_its_data_and_a_change_is_checked(store: Store) -> None:
         problems = epochs.check(conn, "d", one_more)
         assert any("level 'a' changed by +1" in p for p in problems)
         assert any("changed by 1..K-1" in p for p in problems)
-        with pytest.raises(DataChanged):
-            epochs.admit(conn, "d", one_more)
+        # The change is held: this process answers from the epoch's population ...
+        held, answering = epochs.admit_population(conn, "d", one_more)
+        assert held == first and answering is pop
+        # ... which a process started since the change does not hold: it pauses.
+        with pytest.raises(DataChanged) as paused:
+            epochs_for(store).admit(conn, "d", one_more)
+        assert "I corrected a value: what now?" in paused.value.detail
     block = population({"a": [*A, *[7.0] * K], "b": A})  # K records in one released cell
     with store.locked("d") as (conn, _t, _s):
         assert epochs.check(conn, "d", block) == []

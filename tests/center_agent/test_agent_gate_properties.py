@@ -4,10 +4,13 @@ Random data (ties, missing values, undeclared and missing labels, a level smalle
 random K, and a random sequence of requests over the whole API — tables of any grouping, K and
 closing, refinements of tables a trusted peer signed at random limits, exact and noisy
 Mann-Whitney, DP releases, YJ moments, ``/v1/info`` — with the data file changed between requests
-(records appended, removed, edited). Natural limits are any number, a raw value, one ulp either
-side of one, or a number the center released before (the chain that converged on a raw value);
-the center refines its own views and peers' tables closed by buffers or natural limits; tables
-and refinements also travel in batches. Every answer is kept with the data it was computed from.
+(records appended, removed, edited: corrections). Natural limits are any number, a raw value, one
+ulp either side of one, or a number the center released before (the chain that converged on a raw
+value); the center refines its own views and peers' tables closed by buffers or natural limits;
+tables and refinements also travel in batches. Every answer is kept with the data it was computed
+from: the epoch's (a change that fails the version check is held, and releases keep coming from
+the epoch's data; ``gate.epochs``), which the reference checks against the per-record truth of
+that version.
 
 Checked with an independent reference (plain per-record loops, none of the gate's code):
 
@@ -168,7 +171,8 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
         st.tuples(st.just("yj"), st.sampled_from([None, "a"]), st.sampled_from([0.5, 1.0])),
         st.tuples(st.just("info")),
         st.tuples(st.just("change"),
-                  st.sampled_from(["append", "remove", "edit", "block", "block", "block"]),
+                  st.sampled_from(["append", "remove", "edit", "missing", "block", "block",
+                                   "block"]),
                   st.integers(1, 4 * k + 2)),
         st.tuples(st.just("repeat")),
     )
@@ -188,6 +192,7 @@ class Attacker:
         # Every number the center placed between data, in release order: (version, variable,
         # number).
         self.placed: list[tuple[int, str, float]] = []
+        self.epochs: dict[int, int] = {}  # epoch -> the data version it began on
 
     async def post(self, version: int, path: str, body: dict[str, Any]) -> httpx.Response:
         r = await self.client.post(path, json=body, headers=AUTH)
@@ -265,11 +270,24 @@ def test_no_sequence_of_requests_isolates_fewer_than_k_records(
     check(attacker, versions, k)
 
 
+async def answering_version(attacker: Attacker, versions: list[list[Row]]) -> int:
+    """The data version the center answers from now: its epoch's (``/v1/info``, asked with
+    nothing changed since, admits as the next request does). A change that fails the version
+    check is held, so this is not always the newest version; an epoch seen for the first time
+    began on the newest."""
+    r = await attacker.client.get("/v1/info", headers=AUTH)
+    assert r.status_code == 200, r.text
+    dataset = r.json()["datasets"][0]
+    assert dataset["paused"] is False  # a held change never pauses a running center
+    return attacker.epochs.setdefault(dataset["epoch"], len(versions) - 1)
+
+
 async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]], csv: Path,
                k: int, grid: float, rng: np.random.Generator) -> None:
-    v = len(versions) - 1
-    pop = population(versions[-1], k)
     kind = op[0]
+    if kind != "change":
+        v = await answering_version(attacker, versions)
+        pop = population(versions[v], k)
     if kind == "change":
         rows = list(versions[-1])
         _, how, n = op
@@ -284,6 +302,10 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
             rows += [(label, x, y)] * (k + n)
         elif how == "remove":
             rows = rows[: max(0, len(rows) - n)]
+        elif how == "missing":  # a correction: a wrong value set to missing (NULL)
+            i = int(rng.integers(len(rows)))
+            label, _x, y = rows[i]
+            rows[i] = (label, None, y)
         else:
             i = int(rng.integers(len(rows)))
             label, _x, y = rows[i]

@@ -97,8 +97,9 @@ def test_catalog_and_centers(coordinator: str) -> None:
     centers = cli("centers", "--coordinator", coordinator)
     assert centers.returncode == 0, centers.stderr
     lines = centers.stdout.splitlines()
-    assert lines[0].split() == ["center", "url", "healthy", "ε", "left", "problem"]
-    assert any(line.startswith("alpha") and " yes " in line for line in lines)
+    assert lines[0].split() == ["center", "url", "healthy", "datasets", "ε", "left", "problem"]
+    assert any(line.startswith("alpha") and " yes " in line and " cohort ok " in line
+               for line in lines)
     assert any(line.startswith("gamma") and "unreachable" in line for line in lines)
 
 

@@ -577,3 +577,80 @@ def test_the_operator_manages_accounts_with_the_command_line(tmp_path: Path) -> 
     assert lines[0].startswith("id,at,analyst_id") and len(lines) == 2
     assert csv_out.stat().st_mode & 0o777 == 0o600
     assert token not in exported.stdout + csv_out.read_text()
+
+
+# -- token lifetimes: expiry and rotation ------------------------------------------------------
+
+
+async def test_an_expired_token_is_refused_with_a_clear_401(coord: Coordinator) -> None:
+    made = coord.accounts.add("eve", "analyst", expires_in_days=30)
+    assert made.analyst.expires_at is not None and not made.analyst.expired()
+    ok = await coord.client.get("/v1/studies", headers=bearer(made.token))
+    assert ok.status_code == 200  # verified and remembered
+    # Its expiry passes (set in the store, as time would): refused at once, cache or not.
+    with coord.store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE coordinator_analyst SET expires_at = '2000-01-01T00:00:00' "
+                             "WHERE id = ?", (made.analyst.id,))
+    refused = await coord.client.get("/v1/studies", headers=bearer(made.token))
+    assert refused.status_code == 401
+    assert refused.json()["detail"] == (
+        f"the token of analyst {made.analyst.id} expired at 2000-01-01T00:00:00 UTC; ask the "
+        "coordinator's operator for a new one (fedstats coordinator analyst rotate)")
+    # A wrong token naming the account learns nothing of its expiry.
+    guess = f"fsa_{made.analyst.id}_{'x' * 43}"
+    wrong = await coord.client.get("/v1/studies", headers=bearer(guess))
+    assert wrong.status_code == 401 and "expired" not in wrong.text
+    # The admin sees the expiry; a rotation gives a working token that never expires.
+    listed = (await coord.client.get("/v1/analysts", headers=coord.auth["ada"])).json()
+    assert next(a for a in listed if a["id"] == made.analyst.id)["expires_at"].startswith(
+        "2000-01-01")
+    rotated = await coord.client.post(f"/v1/analysts/{made.analyst.id}/rotate",
+                                      headers=coord.auth["ada"])
+    assert rotated.status_code == 200, rotated.text
+    assert rotated.json()["expires_at"] is None
+    fresh = rotated.json()["token"]
+    assert (await coord.client.get("/v1/studies", headers=bearer(fresh))).status_code == 200
+    assert (await coord.client.get("/v1/studies", headers=bearer(made.token))).status_code == 401
+
+
+async def test_a_rotated_token_is_refused_at_once_even_while_cached_elsewhere(
+    coord: Coordinator
+) -> None:
+    """Another process's accounts (the CLI on the same store) rotate the token: this
+    coordinator had verified the old one and still remembers it, yet refuses it next."""
+    old = coord.tokens["bob"]
+    assert (await coord.client.get("/v1/studies", headers=coord.auth["bob"])).status_code == 200
+    other = Accounts(Store(str(coord.store.engine.url)))
+    new = other.rotate(coord.ids["bob"], expires_in_days=7)
+    assert new.token != old and new.analyst.expires_at is not None
+    assert (await coord.client.get("/v1/studies", headers=bearer(old))).status_code == 401
+    assert (await coord.client.get("/v1/studies", headers=bearer(new.token))).status_code == 200
+    with pytest.raises(ValueError, match="expiry"):
+        other.rotate(coord.ids["bob"], expires_in_days=0)
+    other.store.close()
+
+
+def test_the_cli_adds_with_an_expiry_lists_it_and_rotates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fedstats_cli.cli import main
+
+    config = write_toml(tmp_path / "coordinator.toml", {
+        "store_url": sqlite_url(tmp_path),
+        "centers": {"alpha": {"url": "http://alpha.test:8700"}},
+    })
+    run = lambda *a: main(["coordinator", "analyst", *a, "--config", str(config)])  # noqa: E731
+    assert run("add", "--name", "Temp", "--expires-in", "90") == 0
+    out = capsys.readouterr()
+    token = out.out.strip()
+    analyst_id = token.split("_")[1]
+    assert "expiring" in out.err
+    assert run("list") == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if analyst_id in line)
+    assert row.split()[4][:2] == "20"  # an expiry date, not "-"
+    assert run("rotate", analyst_id) == 0
+    rotated = capsys.readouterr()
+    assert rotated.out.strip().startswith(f"fsa_{analyst_id}_")
+    assert rotated.out.strip() != token and "never expiring" in rotated.err
+    assert run("add", "--name", "Bad", "--expires-in", "-1") == 2
+    assert run("rotate", "f" * 12) == 2

@@ -371,3 +371,65 @@ async def test_the_catalog_shows_each_centers_declared_variable_metadata(
     assert entries["alpha"]["metadata"] == {
         "crp": {"bounds": [0.0, 300.0], "unit": "mg/L", "resolution": 0.1}}
     assert entries["beta"]["metadata"] == {}
+
+
+# -- refused at submission when a center's info already says so ------------------------------
+
+
+class HighK(CountingCenter):
+    """A center whose K is above the studies' (it would refuse every release)."""
+
+    async def info(self) -> CenterInfo:
+        info = await super().info()
+        return info.model_copy(update={"k": 2 * K})
+
+
+class Broken(CountingCenter):
+    """A center that cannot read the dataset's source now (its info says so)."""
+
+    async def info(self) -> CenterInfo:
+        info = await super().info()
+        datasets = [d.model_copy(update={"available": False}) for d in info.datasets]
+        return info.model_copy(update={"datasets": datasets})
+
+
+async def test_a_study_a_center_would_refuse_is_refused_at_submission_unless_partial(
+        tmp_path: Path, federation: Federations) -> None:
+    centers = counted(federation, gamma=HighK)
+    async with serving(tmp_path, centers) as coord:
+        refused = await coord.post({**BASE, "analyses": [{"kind": "table"}]})
+        assert refused.status_code == 409, refused.text
+        body = refused.json()
+        assert body["error"] == "would_be_refused"
+        assert body["refusals"] == [{"center": "gamma", "reason": "center_k", "detail": (
+            f"center 'gamma' releases only with K >= {2 * K}; the study asks k = {K} (raise "
+            f"the study's k to {2 * K}, or leave the center out)")}]
+        assert "allow_partial" in body["detail"]
+        assert (await coord.client.get("/v1/studies", headers=AUTH)).json() == []
+        assert all(released(c) == set() for c in centers.values())
+        # Asked to run the rest: the other centers run it.
+        study = await coord.run({**BASE, "analyses": [{"kind": "table"}], "allow_partial": True})
+        assert study["status"] in ("succeeded", "partially_failed"), study
+        assert released(centers["gamma"]) == set() or study["status"] == "partially_failed"
+
+
+async def test_an_unavailable_dataset_is_shown_and_refused_at_submission(
+        tmp_path: Path, federation: Federations) -> None:
+    centers = counted(federation, beta=Broken)
+    async with serving(tmp_path, centers) as coord:
+        catalog = (await coord.client.get("/v1/catalog", headers=AUTH)).json()
+        parts = {e["center"]: e for e in catalog["datasets"][0]["centers"]}
+        assert parts["beta"]["available"] is False and parts["alpha"]["available"] is True
+        admin = coord.app.state.services.accounts.add("root", "admin")
+        statuses = (await coord.client.get(
+            "/v1/centers", headers={"Authorization": f"Bearer {admin.token}"})).json()
+        states = {s["id"]: s["datasets"] for s in statuses}
+        assert states["beta"] == {"cohort": "unavailable"}
+        assert states["alpha"] == {"cohort": "ok"}
+        refused = await coord.post({**BASE, "analyses": [{"kind": "table"}]})
+        assert refused.status_code == 409
+        assert [r["reason"] for r in refused.json()["refusals"]] == ["dataset_unavailable"]
+        plan = (await coord.post({**BASE, "analyses": [{"kind": "table"}]},
+                                 dry_run="true")).json()
+        assert ("dataset_unavailable", "beta") in {(r["reason"], r["center"])
+                                                   for r in plan["refusals"]}

@@ -10,7 +10,9 @@ router = APIRouter(tags=["service"])
 
 @router.get("/info")
 def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterInfo:
-    """What this center exposes; every size is its epoch's, rounded down to a multiple of K."""
+    """What this center exposes; every size is its epoch's, rounded down to a multiple of K. A
+    dataset whose source cannot be read is listed as unavailable (the others as usual): one
+    broken source does not take the center's other datasets down."""
     described = []
     for dataset in datasets.values():
         state = gate.describe(dataset.name)
@@ -29,6 +31,7 @@ def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterI
                 n_by_group=state.sizes,
                 epoch=state.epoch,
                 paused=state.paused,
+                available=state.available,
             )
         )
     return CenterInfo(

@@ -22,6 +22,7 @@ from coordinator.models import (
     NewAnalyst,
     Quota,
     QuotaRequest,
+    RotateAnalyst,
 )
 from fedstats_service.errors import InvalidFields
 
@@ -33,7 +34,8 @@ Center = Annotated[str, Path(min_length=1, max_length=64)]
 
 def _view(record: AnalystRecord) -> AnalystView:
     return AnalystView(id=record.id, name=record.name, role=record.role,
-                       created_at=record.created_at, revoked_at=record.revoked_at)
+                       created_at=record.created_at, revoked_at=record.revoked_at,
+                       expires_at=record.expires_at)
 
 
 def _quota(record: QuotaRecord) -> Quota:
@@ -52,7 +54,8 @@ async def list_analysts(accounts: AccountsDep, admin: AdminDep) -> list[AnalystV
 async def add_analyst(body: NewAnalyst, accounts: AccountsDep, admin: AdminDep) -> AnalystCreated:
     """A new account; its token is in this answer and nowhere else (only its hash is kept)."""
     try:
-        made = await asyncio.to_thread(accounts.add, body.name, body.role, by=admin)
+        made = await asyncio.to_thread(lambda: accounts.add(
+            body.name, body.role, by=admin, expires_in_days=body.expires_in_days))
     except ValueError as exc:
         raise InvalidFields([{"loc": ("body", "name"), "msg": str(exc)}]) from None
     return AnalystCreated(**_view(made.analyst).model_dump(), token=made.token)
@@ -64,6 +67,19 @@ async def revoke_analyst(
 ) -> AnalystView:
     """Revoke an account: its token is refused from the next request on, by every process."""
     return _view(await asyncio.to_thread(accounts.revoke, analyst_id, by=admin))
+
+
+@router.post("/{analyst_id}/rotate")
+async def rotate_analyst(
+    analyst_id: AnalystId, accounts: AccountsDep, admin: AdminDep,
+    body: RotateAnalyst | None = None,
+) -> AnalystCreated:
+    """A new token for the account (in this answer only) and a new expiry (none: never); the
+    old token is refused from the next request on, by every process."""
+    days = body.expires_in_days if body is not None else None
+    made = await asyncio.to_thread(lambda: accounts.rotate(analyst_id, by=admin,
+                                                           expires_in_days=days))
+    return AnalystCreated(**_view(made.analyst).model_dump(), token=made.token)
 
 
 @router.get("/{analyst_id}/quotas")
