@@ -18,9 +18,19 @@ relation and the levels asked — public — never of the data, so it costs no �
   Laplace (a variance-gamma law, |e|^{k−½}·K_{k−½}(|e|/b)); we give the widest level's
   half-width. Both are guides, not bounds: a gap much wider than its neighbours draws the
   output towards it. Checked by simulation (``tests/shared/dp/test_uncertainty.py``).
-* **Quantiles by the unbounded walk** (Durfee 2023): the walk stops where the count crosses a
-  threshold, both noised by Laplace(2/ε): the rank error is about the difference of two
-  Laplace(2/ε), whose quantile is solved numerically; the grid adds a relative error of β − 1.
+* **Quantiles by the unbounded walk** (Durfee 2023; docs/methods.md §9.3): the release v = e_K
+  is a point of the walk's geometric grid, and the walk only learns on which step [e_(K−1), e_K)
+  the count crossed its noisy threshold; the records inside that step are counted below v
+  whatever the noise, so no statement about #{x < v} alone can hold without the data (a step
+  may hold any number of records). The stated rank error is therefore about the step:
+  #{x < v} >= q·n − h and #{x < e_(K−1)} <= q·n + h, e_(K−1) = a − 1 + (v − a + 1)/β the grid
+  point below v (public: a function of the release). Its h covers both ways the walk errs, for
+  any data: stopping late needs the first step past q·n + h not to fire (one difference of two
+  Laplace); stopping early needs one of the steps below q·n − h to fire, and there may be as
+  many of them as the grid has steps (N = ⌈log_β(b − a + 1)⌉), all just below — h solves
+  E_Z_T[1 − (1 − P(Z > Z_T + h))^N] + P(Z − Z_T < −h) = 1 − level exactly
+  (:func:`walk_rank_halfwidth`). Conservative where the data fill the grid (few steps compete),
+  exact in the worst case.
 * ApproxQuantile's recursion has no such single scale: ``None``.
 """
 
@@ -123,6 +133,45 @@ def _unit_bridge_halfwidth(steps: int, position: int, level: float) -> float:
     return float(optimize.brentq(outside, 0.0, top, xtol=1e-10))
 
 
+def walk_rank_halfwidth(scale: float, steps: int, level: float = 0.95) -> float:
+    """h with P(the walk's step misses q·n by more than h ranks) <= 1 − ``level`` for any data
+    (module docstring): N = ``steps`` grid steps, Laplace(``scale``) noise on the threshold and
+    on every query (the Laplace walk of :func:`shared.dp.unbounded.unbounded_quantile`)."""
+    scale = check_positive(scale, "scale")
+    level = check_open_unit(level, "level")
+    if steps < 1:
+        raise ValueError(f"`steps` must be >= 1, got {steps}")
+    return scale * _unit_walk_halfwidth(int(steps), level)
+
+
+@functools.lru_cache(maxsize=256)
+def _unit_walk_halfwidth(steps: int, level: float) -> float:
+    """:func:`walk_rank_halfwidth` at scale 1."""
+
+    def above(y: float) -> float:  # P(Laplace(1) > y)
+        return 0.5 * math.exp(-y) if y >= 0.0 else 1.0 - 0.5 * math.exp(y)
+
+    def early(h: float) -> float:
+        # Given Z_T = z, N competitors at −h fire first with 1 − (1 − P(Z > z + h))^N.
+        def integrand(z: float) -> float:
+            p = above(z + h)
+            fired = 1.0 if p >= 1.0 else -math.expm1(steps * math.log1p(-p))
+            return 0.5 * math.exp(-abs(z)) * fired
+
+        total = 0.0
+        for lo, hi in ((-math.inf, -h), (-h, 0.0), (0.0, math.inf)):
+            if lo < hi:
+                part, _ = integrate.quad(integrand, lo, hi, limit=200)
+                total += part
+        return total
+
+    def late(h: float) -> float:  # P(L1 − L2 < −h), one side of the difference
+        return 0.5 * (1.0 + h / 2.0) * math.exp(-h)
+
+    return float(optimize.brentq(lambda h: early(h) + late(h) - (1.0 - level), 0.0,
+                                 60.0 + 2.0 * math.log(steps), xtol=1e-9))
+
+
 def quantile_sensitivity(algorithm: str, levels: Sequence[float],
                          neighbouring: Neighbouring) -> float | None:
     """Δ of the exponential mechanism's utility (rank error) as the DP modules calibrate it (for
@@ -136,11 +185,16 @@ def quantile_sensitivity(algorithm: str, levels: Sequence[float],
 
 
 def rank_halfwidth(algorithm: str, levels: Sequence[float], epsilon: float,
-                   neighbouring: Neighbouring, level: float = 0.95) -> float | None:
-    """The 95 % rank error of a DP quantile release (module docstring), in records."""
+                   neighbouring: Neighbouring, level: float = 0.95,
+                   grid_steps: int | None = None) -> float | None:
+    """The 95 % rank error of a DP quantile release (module docstring), in records. For the
+    unbounded walk ``grid_steps`` is the number of its grid's steps
+    (:func:`shared.dp.unbounded.grid_steps`) and the error is about the step below the value."""
     epsilon = check_positive(epsilon, "epsilon")
     if algorithm == "unbounded":
-        return laplace_difference_halfwidth(2.0 / (epsilon / len(levels)), level)
+        if grid_steps is None:
+            raise ValueError("the unbounded walk's rank error needs its number of grid steps")
+        return walk_rank_halfwidth(2.0 / (epsilon / len(levels)), grid_steps, level)
     delta = quantile_sensitivity(algorithm, levels, neighbouring)
     if delta is None:
         return None
