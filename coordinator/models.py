@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -44,6 +45,7 @@ from shared.fields import (
     FiniteExtreme,
     Levels,
     VariableMeta,
+    canonical_method,
     check_leaves,
     epsilon_field,
 )
@@ -401,7 +403,9 @@ class Box(_Result):
     lower_branch: str
     upper_branch: str
     epsilon: float
-    method: str
+    # DPBoxplot's version (shared.fields); the names stored studies carry are read as the
+    # current ones.
+    method: Annotated[str, BeforeValidator(canonical_method)]
     outlier_halfwidth: float | None = Field(
         default=None, description="each outlier count is within ± this of the true count with "
                                   "probability 95 % (Laplace noise)")

@@ -31,12 +31,16 @@ EFFECT_NOTE = (
     "n_X·n_Y, the effect the sum test tests. 95 % score intervals (Newcombe 2006, Method 5), "
     "widened for the centers' DP noise where there is any.")
 WHISKER_RULE = (
-    "Whiskers (DPBoxplot, Ramsay & Diaz-Rodriguez 2025): the upper whisker is the private "
-    "maximum if it lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence "
-    "Q3 + 1.5·IQR (marked \"fence\"); the lower one likewise below Q1; both kept inside the "
-    "bounds. A whisker on the box's edge means the private extreme fell inside the box. Outlier "
-    "counts are differentially private counts of records beyond the whiskers, shown with the "
-    "95 % interval of the true count [low, high].")
+    "Method: DPBoxplot (Ramsay & Diaz-Rodriguez, Differentially Private Boxplots, ICML 2025, "
+    "arXiv 2405.20415) as its authors' code runs it, not the paper's Algorithm 1 as written: "
+    "the extremes come from a one-sided walk that estimates about the 1 − 1/(20√n) quantile "
+    "(and the 1/(20√n) quantile below), not the maximum and minimum, so up to about √n/20 "
+    "records may lie beyond them. Whiskers: the upper whisker is that high quantile ψ if it "
+    "lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence Q3 + 1.5·IQR (marked "
+    "\"fence\"); the lower one likewise below Q1; both kept inside the bounds. A whisker on the "
+    "box's edge means ψ fell inside the box. Outlier counts are differentially private counts "
+    "of records beyond the whiskers, shown with the 95 % interval of the true count "
+    "[low, high].")
 FRACTIONAL_NOTE = (
     "Counts may be fractional: when a center splits a bin, the coordinator shares that bin's "
     "count out over the new bins in proportion to the center's own counts in them (seed 001, "
@@ -103,7 +107,7 @@ def effect_rows(mwu: dict[str, Any]) -> list[list[Any]]:
 
 def box_row(label: str, box: dict[str, Any]) -> list[Any]:
     """One boxplot's row: n, the DP outlier counts with their intervals, the five numbers (a
-    whisker at Tukey's fence marked so, one at the private extreme not), and ε."""
+    whisker at Tukey's fence marked so, one at the walk's high or low quantile ψ not), and ε."""
     h = box.get("outlier_halfwidth")
     five: list[Any] = [box[k] for k in BOX_KEYS]
     for i, side in ((0, "lower_branch"), (4, "upper_branch")):
