@@ -197,6 +197,8 @@ async def run_study(
                     groups=list(spec.groups) if spec.groups is not None else [None],
                     names=names, levels=analysis.levels, epsilon=analysis.epsilon,
                     bounds=analysis.bounds,
+                    sizes=[sum(survey.declared[c.center_id][g] for c in survey.usable)
+                           for g in range(len(names))],
                 )
             return quantiles_result(estimates, analysis.levels, table)
         if isinstance(analysis, DPQuantilesAnalysis):

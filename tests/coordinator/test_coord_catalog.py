@@ -320,7 +320,9 @@ async def test_yj_data_is_planned_as_an_upper_bound(tmp_path: Path,
         view = await coord.run(spec)
         assert view["status"] == "succeeded", view
         spent = await coord.spent()
-    assert all(0 < s <= 2 * 1.2 + 1e-6 for s in spent.values())
+    # An upper bound: here nothing at all, as YJ data is not offered at ε = 1.2 on these sizes
+    # (shared.quantiles.yj_data.yj_data_noise_ratio).
+    assert all(0 <= s <= 2 * 1.2 + 1e-6 for s in spent.values())
 
 
 async def test_the_dry_run_names_what_would_be_refused(tmp_path: Path,
