@@ -361,7 +361,9 @@ async def test_the_catalog_shows_each_centers_declared_variable_metadata(
     from coordinator.local import in_process_federation
 
     rng = np.random.default_rng(3)
-    declared = federation.dataset(rng.normal(50, 10, 40), rng.normal(50, 10, 40))
+    # Recorded at the resolution declared (a center refuses data off it).
+    declared = federation.dataset(np.round(rng.normal(50, 10, 40), 1),
+                                  np.round(rng.normal(50, 10, 40), 1))
     declared["metadata"] = {"crp": {"bounds": [0.0, 300.0], "unit": "mg/L", "resolution": 0.1}}
     plain = federation.dataset(rng.normal(50, 10, 40), rng.normal(50, 10, 40))
     made = in_process_federation({"alpha": {"cohort": declared}, "beta": {"cohort": plain}}, k=K)
