@@ -450,6 +450,11 @@ class QuantilesResult(_Result):
         description="estimator -> group ('all' without groups) -> quantiles or the reason"
     )
     table_totals: list[float] = Field(description="records per group in the federated table")
+    brackets: dict[str, list[tuple[float, float]]] = Field(
+        default_factory=dict,
+        description="group -> per level, the table's bins the sample quantile lies in: the "
+                    "bin crossing the level (certain with whole counts), with its neighbours "
+                    "where counts were shared out (conservative; docs/methods.md §8.9)")
     excluded: list[ExcludedCenter] = Field(
         default_factory=list, description="the centers the federated table was built without")
 

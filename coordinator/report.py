@@ -245,6 +245,28 @@ def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None,
     ]
 
 
+def quantiles_heading(analysis: dict[str, Any]) -> str:
+    """A ``quantiles`` result's heading: what it released. The table estimators release
+    nothing more; YJ data spends ε on the centers' DP moment sums."""
+    if "yj_data" in (analysis.get("estimates") or {}):
+        return ("Federated quantiles (the table estimators from the table, nothing more "
+                "released; YJ data from ε-DP moment sums each center released)")
+    return "Federated quantiles (from the table; nothing more released)"
+
+
+QUANTILE_BRACKET_NOTE = (
+    "Table bracket: the bins of the federated table the sample quantile lies in, whatever the "
+    "estimator (95 % or more: certain where the counts are whole; where a center split bins "
+    "and the counts were shared out, the neighbouring bins are included, conservative; "
+    "docs/methods.md §8.9).")
+
+
+def bracket_rows(analysis: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The table brackets of a ``quantiles`` result: (label, "[low, high]" per level)."""
+    return [(f"table bracket · {group}", [f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" for lo, hi in pairs])
+            for group, pairs in (analysis.get("brackets") or {}).items()]
+
+
 def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any], Any, Any]]:
     """The rows of a ``dp_quantiles`` result: (center · group, its released quantiles, its n,
     the 95 % rank error of each value in records or None)."""
@@ -333,13 +355,17 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             excluded_line = f"  left out: {left_out(analysis)}" if left_out(analysis) else None
             if analysis.get("kind") == "quantiles":
                 levels = analysis["levels"]
-                lines.append("Federated quantiles from the table (estimator · group: "
+                lines.append(quantiles_heading(analysis) + " (estimator · group: "
                              + ", ".join(f"q{fmt(lv, 3)}" for lv in levels) + "):")
                 lines += [excluded_line] if excluded_line else []
                 for label, values, error in estimate_rows(analysis):
                     shown = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
                              else f"not estimated: {error}")
                     lines.append(f"  {label:<28}{shown}")
+                for label, shown_brackets in bracket_rows(analysis):
+                    lines.append(f"  {label:<28}" + "  ".join(shown_brackets))
+                if analysis.get("brackets"):
+                    lines.append(f"  {QUANTILE_BRACKET_NOTE}")
                 continue
             if analysis.get("kind") == "describe":
                 header, rows = table_one(analysis, spec.get("groups"))
@@ -639,15 +665,17 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                              "(a guide, not a bound; n is rounded down to the center's K).</p>")
                 continue
             if analysis.get("kind") == "quantiles":
-                heading = "Federated quantiles (from the table; nothing more released)"
-                parts[-1] = f"<h2>{esc(heading)}</h2>"
+                parts[-1] = f"<h2>{esc(quantiles_heading(analysis))}</h2>"
                 parts += excluded_note
                 levels = analysis["levels"]
                 parts.append(_table(
                     ["estimator · group", *(f"q{fmt(lv, 3)}" for lv in levels)],
                     [[label, *values] if values is not None
                      else [label, f"not estimated: {error}", *([""] * (len(levels) - 1))]
-                     for label, values, error in estimate_rows(analysis)]))
+                     for label, values, error in estimate_rows(analysis)]
+                    + [[label, *shown] for label, shown in bracket_rows(analysis)]))
+                if analysis.get("brackets"):
+                    parts.append(f"<p class='note'>{esc(QUANTILE_BRACKET_NOTE)}</p>")
                 continue
             parts += excluded_note
             q = list(quantile_rows(analysis))

@@ -130,11 +130,13 @@ def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResu
 
 
 def quantiles_result(
-    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: FederatedTable
+    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: FederatedTable,
+    brackets: dict[str, list[tuple[float, float]]] | None = None,
 ) -> QuantilesResult:
     """The quantiles read from ``table`` (and the centers' YJ moment sums, which every center
-    usable for the table gave: a failing one fails the analysis)."""
+    usable for the table gave: a failing one fails the analysis), with the table's brackets."""
     return QuantilesResult(
+        brackets=brackets or {},
         levels=levels,
         estimates={
             name: {g: EstimateResult(

@@ -63,7 +63,11 @@ from coordinator.protocols import (
 )
 from coordinator.protocols.describe import federated_describe
 from coordinator.protocols.parallel import all_or_first_failure
-from coordinator.protocols.quantiles import table_quantiles, yj_data_estimates
+from coordinator.protocols.quantiles import (
+    quantile_brackets,
+    table_quantiles,
+    yj_data_estimates,
+)
 from coordinator.protocols.table import FederatedTable
 from coordinator.results import (
     center_status,
@@ -200,7 +204,8 @@ async def run_study(
                     sizes=[sum(survey.declared[c.center_id][g] for c in survey.usable)
                            for g in range(len(names))],
                 )
-            return quantiles_result(estimates, analysis.levels, table)
+            return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
+                table.table, analysis.levels, groups=names))
         if isinstance(analysis, DPQuantilesAnalysis):
             quantiles = await center_dp_quantiles(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,

@@ -32,6 +32,7 @@ from shared.quantiles import (
     YJMoments,
     extrapolation_quantiles,
     interpolation_quantiles,
+    table_brackets,
     yj_shaped_quantiles,
     yj_table_quantiles,
 )
@@ -82,6 +83,21 @@ def table_quantiles(
                 out[name][group] = Estimate(None, str(exc))
             else:
                 out[name][group] = finite_estimate(result.quantiles, levels)
+    return out
+
+
+def quantile_brackets(table: BinTable, levels: Sequence[float], *,
+                      groups: Sequence[str]) -> dict[str, list[tuple[float, float]]]:
+    """``{group: [(low, high) per level]}``: where the table says each group's sample quantile
+    lies (``shared.quantiles.table.table_brackets``); a group the table cannot bracket (say an
+    empty row) is left out."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for g, group in enumerate(groups):
+        row = BinTable(limits=table.limits, counts=table.counts[g : g + 1], k=table.k)
+        try:
+            out[group] = table_brackets(row, list(levels))
+        except ValueError:
+            continue
     return out
 
 
