@@ -409,6 +409,15 @@ class Box(_Result):
     outlier_halfwidth: float | None = Field(
         default=None, description="each outlier count is within ± this of the true count with "
                                   "probability 95 % (Laplace noise)")
+    quartile_rank_halfwidth: float | None = Field(
+        default=None, description="Q1, median and Q3 are each within ± this many records of "
+                                  "their level's rank with probability about 95 % (JointExp's "
+                                  "Laplace bridge, where the data are evenly spread; pooled: "
+                                  "about the tree leaf holding the value, conservative)")
+    extreme_rank_halfwidth: float | None = Field(
+        default=None, description="a whisker at the walk's ψ: the grid step next to ψ is within "
+                                  "± this many records of the walk's count target with "
+                                  "probability >= 95 %, for any data")
 
 
 class LevelValue(_Result):

@@ -117,6 +117,32 @@ def box_row(label: str, box: dict[str, Any]) -> list[Any]:
             dp_count(box.get("upper_outliers"), h), box.get("epsilon", "")]
 
 
+BOX_UNCERTAINTY_HEADER = ["", "Q1, median, Q3 (95 %)", "whisker at ψ (95 %)"]
+BOX_UNCERTAINTY_NOTE = (
+    "Uncertainty, in records: a center's quartiles are each within ± the stated number of "
+    "ranks of their level with probability about 95 % (JointExp at ε/2: its Laplace bridge, "
+    "where the data are evenly spread); the pooled box's quartiles and further levels within "
+    "± that many ranks about the tree leaf holding them (the noise of the tree nodes summed, "
+    "conservative). A whisker at ψ: the walk's grid step next to ψ is within ± that many ranks "
+    "of its count target (n − √n/20; n for Algorithm 1) with probability at least 95 % for any "
+    "data. A fence whisker, Q ± 1.5·IQR, carries the quartiles' uncertainty "
+    "(docs/methods.md §9.4-§9.5).")
+
+
+def box_uncertainty_rows(analysis: dict[str, Any]) -> list[list[str]]:
+    """(label, quartiles' rank error, ψ's rank error) of each box of a ``dp_boxplot`` result
+    that states them."""
+    rows = []
+    for label, found in dp_boxes(analysis):
+        quartiles, extreme = (found.get("quartile_rank_halfwidth"),
+                              found.get("extreme_rank_halfwidth"))
+        if quartiles is None and extreme is None:
+            continue
+        rows.append([label, rank_error(quartiles) + " ranks" if quartiles is not None else "n/a",
+                     rank_error(extreme) + " ranks" if extreme is not None else "n/a"])
+    return rows
+
+
 BOX_HEADER = ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3", "upper whisker",
               "outliers above", "ε"]
 
@@ -416,6 +442,12 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                     + f"  ({POOLED_LEVELS_NOTE})")
             if found and analysis.get("kind") == "dp_boxplot" and WHISKER_RULE not in lines:
                 lines.append(WHISKER_RULE)
+            if analysis.get("kind") == "dp_boxplot":
+                uncertain = box_uncertainty_rows(analysis)
+                for row in uncertain:
+                    lines.append(f"  {row[0]:<24}quartiles {row[1]}, whisker at ψ {row[2]}")
+                if uncertain:
+                    lines.append(BOX_UNCERTAINTY_NOTE)
     for note in notes or []:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
@@ -696,6 +728,10 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                                       (analysis.get("spent") or {}).items())
                     parts.append(f"<p>ε spent by each center: {esc(spent)}. "
                                  f"{esc(WHISKER_RULE)}</p>")
+                    uncertain = box_uncertainty_rows(analysis)
+                    if uncertain:
+                        parts.append(_table(BOX_UNCERTAINTY_HEADER, uncertain))
+                        parts.append(f"<p class='note'>{esc(BOX_UNCERTAINTY_NOTE)}</p>")
                     extra = pooled_levels(analysis)
                     if extra is not None:
                         label, levels, values = extra

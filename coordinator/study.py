@@ -232,7 +232,7 @@ async def run_study(
                 branching=analysis.branching, levels=analysis.levels, min_centers=min_centers,
                 allow_partial=spec.allow_partial, survey=survey,
             )
-            return dp_boxplot_result(boxes, analysis.group)
+            return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
         assert spec.groups is not None  # StudySpec refuses mwu without groups
         mwu = await federated_mwu(
             centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,

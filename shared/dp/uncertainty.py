@@ -133,20 +133,39 @@ def _unit_bridge_halfwidth(steps: int, position: int, level: float) -> float:
     return float(optimize.brentq(outside, 0.0, top, xtol=1e-10))
 
 
-def walk_rank_halfwidth(scale: float, steps: int, level: float = 0.95) -> float:
-    """h with P(the walk's step misses q·n by more than h ranks) <= 1 − ``level`` for any data
-    (module docstring): N = ``steps`` grid steps, Laplace(``scale``) noise on the threshold and
-    on every query (the Laplace walk of :func:`shared.dp.unbounded.unbounded_quantile`)."""
+def walk_rank_halfwidth(scale: float, steps: int, level: float = 0.95,
+                        noise: str = "laplace") -> float:
+    """h with P(the walk's step misses its count target by more than h ranks) <= 1 − ``level``
+    for any data (module docstring): N = ``steps`` grid steps, noise of ``scale`` on the
+    threshold and on every query — Laplace (the walk of
+    :func:`shared.dp.unbounded.unbounded_quantile`) or one-sided exponential (DPBoxplot's
+    default extremes walk: stopping late needs Z_T − Z_k > h, probability ½·e^(−h/s); early,
+    one of N steps with Z_k > Z_T + h)."""
     scale = check_positive(scale, "scale")
     level = check_open_unit(level, "level")
     if steps < 1:
         raise ValueError(f"`steps` must be >= 1, got {steps}")
-    return scale * _unit_walk_halfwidth(int(steps), level)
+    if noise not in ("laplace", "exponential"):
+        raise ValueError(f"`noise` must be 'laplace' or 'exponential', got {noise!r}")
+    return scale * _unit_walk_halfwidth(int(steps), level, noise)
 
 
 @functools.lru_cache(maxsize=256)
-def _unit_walk_halfwidth(steps: int, level: float) -> float:
+def _unit_walk_halfwidth(steps: int, level: float, noise: str = "laplace") -> float:
     """:func:`walk_rank_halfwidth` at scale 1."""
+    if noise == "exponential":
+        def early_given(z: float, h: float) -> float:  # z >= 0: N steps with Z_k > z + h
+            p = math.exp(-(z + h))
+            return -math.expm1(steps * math.log1p(-p)) if p < 1.0 else 1.0
+
+        def early_exp(h: float) -> float:
+            part, _ = integrate.quad(lambda z: math.exp(-z) * early_given(z, h), 0.0, math.inf,
+                                     limit=200)
+            return part
+
+        return float(optimize.brentq(
+            lambda h: early_exp(h) + 0.5 * math.exp(-h) - (1.0 - level), 0.0,
+            60.0 + 2.0 * math.log(steps), xtol=1e-9))
 
     def above(y: float) -> float:  # P(Laplace(1) > y)
         return 0.5 * math.exp(-y) if y >= 0.0 else 1.0 - 0.5 * math.exp(y)
@@ -170,6 +189,50 @@ def _unit_walk_halfwidth(steps: int, level: float) -> float:
 
     return float(optimize.brentq(lambda h: early(h) + late(h) - (1.0 - level), 0.0,
                                  60.0 + 2.0 * math.log(steps), xtol=1e-9))
+
+
+QUARTILES = (0.25, 0.5, 0.75)
+
+
+def box_rank_halfwidths(method: str, epsilon: float, bounds: tuple[float, float],
+                        level: float = 0.95) -> tuple[float | None, float | None]:
+    """(quartiles, extremes): the 95 % rank errors a DPBoxplot states for its parts, in records
+    (docs/methods.md §9.4), from public numbers (its method, ε, the bounds).
+
+    * Quartiles, JointExp at ε/2: the Laplace bridge's widest level (where the data are
+      evenly spread), at swap's Δ = 2 — not below add/remove's 1.5, whichever the center uses.
+    * Extremes ψ, the walk at 3ε/16 on the β = 1.001 grid over the bounds: about the grid step
+      next to ψ and the walk's count target (n − √n/20 for the default one-sided walk,
+      exponential noise; n for Algorithm 1, Laplace noise), for any data
+      (:func:`walk_rank_halfwidth`). A fence whisker is Q ± 1.5·IQR: its uncertainty is the
+      quartiles'.
+
+    (None, None) for a method without these parts (the naive boxplots)."""
+    from shared.dp.unbounded import DEFAULT_BETA, grid_steps
+    from shared.fields import METHOD_NAMES
+
+    noise = {METHOD_NAMES["one_sided"]: "exponential",
+             METHOD_NAMES["algorithm_1"]: "laplace",
+             "pooled_dp_boxplot": "exponential"}.get(method)
+    if noise is None:
+        return None, None
+    quartiles = rank_halfwidth("joint_exp", QUARTILES, epsilon / 2.0, "swap", level)
+    extremes = walk_rank_halfwidth(2.0 / (3.0 * epsilon / 16.0),
+                                   grid_steps(bounds, DEFAULT_BETA), level, noise)
+    return quartiles, extremes
+
+
+def tree_rank_halfwidth(scales: Sequence[float], branching: int, depth: int,
+                        level: float = 0.95) -> float:
+    """The 95 % rank error of any level read off the pooled tree (docs/methods.md §9.5), about
+    the leaf holding the value, from the centers' node noise ``scales`` (public): the count
+    below a leaf edge is a sum of at most (b − 1)·depth nodes of each center's tree, and the
+    level's target q·total moves with the root's noise (at most one node more), so the error is
+    within the half-width of a sum of (b − 1)·depth + 1 Laplace variables per center
+    (:func:`laplace_sum_halfwidth`). Conservative: the consistency step (Hay et al. 2010)
+    averages each node with its parent and children and only narrows it."""
+    nodes = (branching - 1) * depth + 1
+    return laplace_sum_halfwidth([s for s in scales for _ in range(nodes)], level)
 
 
 def quantile_sensitivity(algorithm: str, levels: Sequence[float],
