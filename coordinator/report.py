@@ -303,6 +303,19 @@ def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any], Any
             for center, values in (analysis.get("per_center") or {}).items()]
 
 
+def rank_error_note(algorithm: Any) -> str:
+    """What a ``dp_quantiles`` result's rank error means for its algorithm."""
+    if algorithm == "unbounded":
+        return ("The unbounded walk's values are points of its geometric grid (β = 1.001 from "
+                "the lower bound a): with probability at least 95 % for any data, the grid step "
+                "below each value, [a − 1 + (v − a + 1)/β, v), holds the level's rank within "
+                "the rank error (the records inside one step cannot be told apart; "
+                "docs/methods.md §9.3; n is rounded down to the center's K).")
+    return ("Each value's rank among the center's n records is within the rank error of the "
+            "level asked with probability about 95 % where the data are evenly spread (a "
+            "guide, not a bound; n is rounded down to the center's K).")
+
+
 def rank_error(value: Any) -> str:
     return f"± {math.ceil(number(value))}" if value is not None else "n/a"
 
@@ -691,10 +704,8 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                 spent = ", ".join(f"{c} {fmt(e)}" for c, e in
                                   (analysis.get("spent") or {}).items())
                 parts.append(f"<p>Algorithm {esc(str(analysis.get('algorithm')))}; ε spent by "
-                             f"each center: {esc(spent)}. Each value's rank among the center's "
-                             "n records is within the rank error of the level asked with "
-                             "probability about 95 % where the data are evenly spread "
-                             "(a guide, not a bound; n is rounded down to the center's K).</p>")
+                             f"each center: {esc(spent)}. "
+                             f"{esc(rank_error_note(analysis.get('algorithm')))}</p>")
                 continue
             if analysis.get("kind") == "quantiles":
                 parts[-1] = f"<h2>{esc(quantiles_heading(analysis))}</h2>"

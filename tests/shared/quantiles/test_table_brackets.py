@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.report import bracket_rows, quantiles_heading
+from coordinator.report import bracket_rows, quantiles_heading, rank_error_note
 from shared.binning import BinTable, bin_table
 from shared.federation import federated_table
 from shared.quantiles import table_brackets
@@ -59,3 +59,8 @@ def test_the_heading_says_what_was_released() -> None:
     assert heading != quantiles_heading(table_only)
     assert bracket_rows({"brackets": {"all": [[1.0, 2.5]]}}) == [
         ("table bracket · all", ["[1, 2.5]"])]
+
+
+def test_the_walks_rank_error_is_said_to_be_about_its_grid_step() -> None:
+    assert "grid step below each value" in rank_error_note("unbounded")
+    assert "evenly spread" in rank_error_note("joint_exp")
