@@ -808,7 +808,7 @@ class Catalog(BaseModel):
 
 PlanRefusalReason = Literal[
     "unknown_name", "center_k", "dataset_paused", "budget_exceeded", "quota_exceeded",
-    "center_unavailable", "too_few_centers", "release_limit_reached",
+    "center_unavailable", "too_few_centers", "release_limit_reached", "estimator_not_offered",
 ]
 
 

@@ -317,6 +317,10 @@ async def test_yj_data_is_planned_as_an_upper_bound(tmp_path: Path,
         plan = (await coord.post(spec, dry_run="true")).json()
         [spend] = plan["centers"][0]["spends"]
         assert spend["epsilon"] == pytest.approx(2 * 1.2) and spend["exact"] is False
+        # At ε = 1.2 on these sizes YJ data would not be offered: said, not blocking.
+        not_offered = [r for r in plan["refusals"] if r["reason"] == "estimator_not_offered"]
+        assert len(not_offered) == 2 and plan["would_run"] is True  # one per group
+        assert all(r["blocking"] is False and "YJ data" in r["detail"] for r in not_offered)
         view = await coord.run(spec)
         assert view["status"] == "succeeded", view
         spent = await coord.spent()
