@@ -251,8 +251,10 @@ class StudySpec(_Spec):
     )
     webhook_url: str | None = Field(
         default=None, min_length=8, max_length=2000, pattern=r"^https?://",
-        description="POSTed a signed notice when the study ends; must start with one of the "
-                    "coordinator's webhook_allowed_prefixes. Shown to whoever may read the "
+        description="POSTed a signed notice when the study ends; must lie below one of the "
+                    "coordinator's webhook_allowed_prefixes (same scheme, host and port, the "
+                    "path below the prefix's; no user@, dot segment, encoded dot or slash). "
+                    "Shown to whoever may read the "
                     "study: put no secret in it (docs/coordinator.md, \"Completion webhook\")",
     )
 
@@ -328,6 +330,27 @@ class ExcludedCenter(_Result):
     center_error: str | None = None
 
 
+class ReusedTable(_Result):
+    """A kept table a study read instead of asking the centers (``coordinator.tables``;
+    docs/coordinator.md, "Reused tables"), told by what it is — never by the study, nor the
+    analyst, that obtained it: its dataset, variable, groups (in the kept order), K, closing,
+    the centers that built it with the data version (epoch) each was at, and when the
+    coordinator obtained it."""
+
+    dataset: str
+    variable: str
+    groups: list[str] | None
+    k: int
+    lower: Extreme
+    upper: Extreme
+    centers: dict[str, int] = Field(description="each center that built it -> its epoch then")
+    obtained_at: str = Field(description="when the coordinator obtained the table (UTC)")
+
+
+REUSED_FROM_SEEN_BY = ("shown only to an admin and to the analyst who owns that study; null "
+                       "for anyone else (`reused` says what the table is)")
+
+
 class TableResult(_Result):
     kind: Literal["table"] = "table"
     status: Literal["succeeded"] = "succeeded"
@@ -338,9 +361,12 @@ class TableResult(_Result):
     order: list[str] = Field(description="the builder first, then each refining center")
     center_totals: dict[str, list[float]] = Field(description="per-group totals each released")
     excluded: list[ExcludedCenter]
+    reused: ReusedTable | None = Field(
+        default=None, description="the kept table this one was read from, when it was reused "
+        "instead of asked of the centers again")
     reused_from: str | None = Field(
-        default=None, description="the study that obtained this table, when it was reused "
-        "from the coordinator's kept tables instead of asked of the centers again")
+        default=None, description="the study that obtained this table, when it was reused: "
+        + REUSED_FROM_SEEN_BY)
 
 
 class TestPart(_Result):
@@ -849,28 +875,34 @@ class CenterPlan(BaseModel):
 
 class KeptTableView(BaseModel):
     """A federated table the coordinator kept (``coordinator.tables``): what it was asked for,
-    the centers that built it with their data versions (epochs), and the study that obtained
-    it. ``current``: every one of its centers is still at that epoch (a study asking the same
-    table of the same centers would reuse it)."""
+    the centers that built it with their data versions (epochs), when it was obtained and, for
+    an admin or the analyst who owns it, the study that obtained it. ``current``: every one of
+    its centers is still at that epoch (a study asking the same table of the same centers would
+    reuse it)."""
 
     groups: list[str] | None
     k: int
     lower: Extreme
     upper: Extreme
     centers: dict[str, int]
-    study_id: str
+    study_id: str | None = Field(description="the study that obtained it: "
+                                 + REUSED_FROM_SEEN_BY)
     created_at: str
     current: bool
 
 
 class PlannedTable(BaseModel):
-    """How the study would get its federated table: ``reused_from`` a kept table (nothing asked
+    """How the study would get its federated table: ``reused`` a kept table (nothing asked
     of the centers), or new from ``centers`` in the order they would build it (each releases
     one table or refinement, ``releases`` says which are new). ``detail`` says
     which and what follows; ``kept`` lists the tables of the variable kept so far, the ones a
     study could reuse (same groups, K, closing, centers and current data versions)."""
 
-    reused_from: str | None
+    reused: ReusedTable | None = Field(
+        default=None, description="the kept table the study would read (none: a new table)")
+    reused_from: str | None = Field(
+        description="the study that obtained the kept table the study would read: "
+        + REUSED_FROM_SEEN_BY)
     centers: list[str]
     releases: dict[str, Literal["stored", "new", "refused"]] = Field(
         default_factory=dict, description="per center of a new table: `stored` (it asked the "

@@ -121,11 +121,13 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
     wanted = key.described()
     for table in kept:
         if table.described == wanted:
+            # Told by what it is: the study that obtained it is left to ``reused_from``, which
+            # only an admin and that study's owner see (``coordinator.api.access``).
             return PlannedTable(
-                reused_from=table.study_id, centers=list(table.order),
-                detail=f"the table of {spec.variable!r} that study {table.study_id} obtained "
-                "from these centers at their current data versions is reused: nothing is "
-                "asked of the centers, nothing is coarsened", kept=views,
+                reused=table.reused(), reused_from=table.study_id, centers=list(table.order),
+                detail=f"the kept table of {spec.variable!r} (K {spec.k}) obtained on "
+                f"{table.created_at} from these centers at their current data versions is "
+                "reused: nothing is asked of the centers, nothing is coarsened", kept=views,
             ), refused
 
     by_center = {d.center: d for d in declarations}

@@ -366,6 +366,8 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             lines.append(f"Federated K-anonymous table: {len(table['limits']) - 1} bins "
                          f"({totals}); built by {table['order'][0]}, refined by "
                          f"{', '.join(table['order'][1:]) or 'nobody'}")
+            if reused_note(table):
+                lines.append(f"  {reused_note(table)}")
             per_center = "; ".join(
                 f"{c} " + ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, ts, strict=False))
                 for c, ts in (table.get("center_totals") or {}).items())
@@ -549,6 +551,19 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None
     return header, rows
 
 
+def reused_note(table: dict[str, Any]) -> str | None:
+    """How a table read from the coordinator's kept tables was obtained: what it is (K, the
+    centers and their data versions, when), and the study that obtained it only where the
+    reader may see it (``coordinator.api.access``); ``None`` for a table asked of the centers."""
+    reused = table.get("reused")
+    if reused is None:
+        return None
+    epochs = ", ".join(f"{c} epoch {e}" for c, e in reused["centers"].items())
+    source = f", by study {table['reused_from']}" if table.get("reused_from") else ""
+    return (f"Read from a table the coordinator kept (K = {reused['k']}; {epochs}; obtained "
+            f"{reused['obtained_at']}{source}): nothing was asked of the centers.")
+
+
 def table_one_note(analysis: dict[str, Any], k: int) -> str:
     """The footnote of a Table 1: how its numbers were made and what they cost."""
     if analysis.get("mode") == "dp":
@@ -661,6 +676,8 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
             parts += _left_out(table)
             parts.append(f"<p>Built by {esc(table['order'][0])}, refined by "
                          f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
+            if reused_note(table):
+                parts.append(f"<p class='note'>{esc(reused_note(table) or '')}</p>")
             parts.append(f"<figure>{table_svg(table, groups)}</figure>")
             limits = table["limits"]
             rows = [[bin_label(limits, i), *(row[i] for row in table["counts"])]

@@ -64,7 +64,7 @@ def table_result(fed: FederatedTable) -> TableResult:
         order=list(fed.order),
         center_totals={c: list(v) for c, v in fed.center_totals.items()},
         excluded=[excluded_center(f) for f in fed.excluded],
-        reused_from=fed.reused_from,
+        reused=fed.reused, reused_from=fed.reused_from,
     )
 
 

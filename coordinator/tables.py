@@ -14,6 +14,11 @@ another center set (``centers``, or a center left out with ``allow_partial``), a
 closing asks the centers anew; their disclosure control then coarsens the new table against every
 earlier release of the variable (docs/privacy.md §2), and the dry run says so before a study is
 submitted (:func:`coordinator.plan.plan_study`).
+
+A reused table is described by what it is (:class:`coordinator.models.ReusedTable`: dataset,
+variable, groups, K, closing, centers and their epochs, when it was obtained), never by the study
+that obtained it: that study's id (``reused_from``, a kept table's ``study_id``) is another
+analyst's, shown only to an admin and to that study's owner (``coordinator.api.access``).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.db import Store, TableRecord
+from coordinator.models import ReusedTable
 from coordinator.protocols.table import FederatedTable
 from shared.binning import BinTable, Extreme
 from shared.protocol import canonical_json
@@ -74,7 +80,8 @@ class TableKey:
 @dataclass(frozen=True)
 class KeptTable:
     """A kept table as its key describes it, the order its centers built it in (the builder
-    first), and the study that obtained it."""
+    first), and the study that obtained it (shown only to an admin and that study's owner:
+    :meth:`reused` describes the table without it)."""
 
     described: dict[str, Any]
     order: tuple[str, ...]
@@ -85,6 +92,13 @@ class KeptTable:
     def of(cls, record: TableRecord) -> KeptTable:
         return cls(json.loads(record.described), tuple(json.loads(record.table)["order"]),
                    record.study_id, record.created_at)
+
+    def reused(self) -> ReusedTable:
+        """The table as a study that reads it sees it: what it is, never who obtained it."""
+        d = self.described
+        return ReusedTable(dataset=d["dataset"], variable=d["variable"], groups=d["groups"],
+                           k=d["k"], lower=d["lower"], upper=d["upper"],
+                           centers=dict(d["centers"]), obtained_at=self.created_at)
 
 
 def _rows(values: Any, swap: bool) -> Any:
@@ -103,9 +117,10 @@ def encode(table: FederatedTable, swap: bool) -> str:
     })
 
 
-def decode(text: str, swap: bool, study_id: str) -> FederatedTable:
+def decode(text: str, swap: bool, study_id: str,
+           reused: ReusedTable | None = None) -> FederatedTable:
     """A kept table as the study asking it needs it (``swap``: its groups in the other order),
-    marked as reused from ``study_id``."""
+    marked as reused from ``study_id`` and described by ``reused``."""
     data = json.loads(text)
     table = BinTable(limits=np.asarray(data["limits"], dtype=np.float64),
                      counts=np.asarray(_rows(data["counts"], swap), dtype=np.float64),
@@ -113,7 +128,7 @@ def decode(text: str, swap: bool, study_id: str) -> FederatedTable:
     return FederatedTable(
         table, tuple(data["order"]),
         {c: tuple(float(x) for x in _rows(v, swap)) for c, v in data["center_totals"].items()},
-        (), reused_from=study_id,
+        (), reused_from=study_id, reused=reused,
     )
 
 
@@ -125,7 +140,9 @@ class TableMemory:
 
     async def find(self, key: TableKey) -> FederatedTable | None:
         record = await asyncio.to_thread(self.store.find_table, key.digest())
-        return None if record is None else decode(record.table, key.swapped, record.study_id)
+        if record is None:
+            return None
+        return decode(record.table, key.swapped, record.study_id, KeptTable.of(record).reused())
 
     async def keep(self, key: TableKey, table: FederatedTable, study_id: str) -> None:
         """Keep ``table``, obtained by ``study_id`` for ``key``; only a table every center of

@@ -1,10 +1,13 @@
 """Completion webhooks: a signed notice POSTed when a study ends, to a URL its spec names.
 
 Off unless the operator sets ``webhook_allowed_prefixes`` and ``webhook_secret``
-(``coordinator.core.config``). A spec's ``webhook_url`` must start with one of the prefixes
-(checked at submission: 422 ``invalid_study`` naming ``body.webhook_url``), so an analyst cannot
-make the coordinator call into the hospitals' or its own network: the coordinator calls only the
-receivers its operator chose. Redirects are not followed (a receiver cannot send it elsewhere).
+(``coordinator.core.config``). A spec's ``webhook_url`` must lie below one of the prefixes,
+parsed and normalized rather than compared as a string (``coordinator.core.urls``: scheme, host
+and port exactly, the path segment by segment; user information, dot segments and encoded dots
+or slashes refused), checked at submission (422 ``invalid_study`` naming ``body.webhook_url``),
+so an analyst cannot make the coordinator call into the hospitals' or its own network: the
+coordinator calls only the receivers its operator chose, at the normalized URL it checked.
+Redirects are not followed (a receiver cannot send it elsewhere).
 
 The notice (docs/coordinator.md, "Completion webhook")::
 
@@ -45,6 +48,7 @@ import httpx
 
 from coordinator.core.config import Settings
 from coordinator.core.errors import InvalidStudy
+from coordinator.core.urls import WebhookURL, allowed_url, check_prefix
 from fedstats_service import tls
 
 log = logging.getLogger(__name__)
@@ -66,15 +70,6 @@ def sign(secret: bytes, body: bytes) -> str:
 def verify(secret: bytes, body: bytes, signature: str) -> bool:
     """Whether ``signature`` is ``body``'s (constant time): what a receiver checks."""
     return hmac.compare_digest(sign(secret, body), signature)
-
-
-def allowed(url: str, prefixes: list[str]) -> bool:
-    """Whether ``url`` starts with one of ``prefixes`` (each ends with a ``/`` after its host:
-    ``coordinator.core.config.check_prefix``), with no blank, control character or backslash
-    that a receiver's parser might read otherwise."""
-    if any(c.isspace() or not c.isprintable() or c == "\\" for c in url):
-        return False
-    return any(url.startswith(p) for p in prefixes)
 
 
 def origin(url: str) -> str:
@@ -109,6 +104,7 @@ class Notifier:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.prefixes = list(prefixes)
+        self._receivers: list[WebhookURL] = [check_prefix(p) for p in prefixes]
         self.secret = secret
         self.attempts = attempts
         self.backoff_s = backoff_s
@@ -137,22 +133,26 @@ class Notifier:
             raise InvalidStudy("this coordinator sends no webhooks (its operator sets "
                                "webhook_allowed_prefixes); leave webhook_url out",
                                extra={"fields": ["body.webhook_url"]})
-        if not allowed(url, self.prefixes):
-            raise InvalidStudy(f"webhook_url must start with one of {self.prefixes} (the "
-                               "coordinator's webhook_allowed_prefixes)",
-                               extra={"fields": ["body.webhook_url"]})
+        try:
+            allowed_url(url, self._receivers)
+        except ValueError as exc:
+            raise InvalidStudy(f"webhook_url {exc}",
+                               extra={"fields": ["body.webhook_url"]}) from None
 
     def notify(self, study_id: str, status: str, url: str | None) -> None:
         """Send the notice of a study that reached ``status`` in the background (nothing
         when it has no ``url``, webhooks are off, or the status is not final)."""
         if url is None or status not in NOTIFIED or not self.enabled:
             return
-        if not allowed(url, self.prefixes):
+        try:
+            # The normalized URL is the one called: what was checked is what is sent.
+            target = allowed_url(url, self._receivers)
+        except ValueError:
             # Allowed at submission, but the operator has changed the prefixes since.
             log.warning("study %s: webhook to %s not sent: no longer in "
                         "webhook_allowed_prefixes", study_id, origin(url))
             return
-        task = asyncio.create_task(self.deliver(url, notice(study_id, status)),
+        task = asyncio.create_task(self.deliver(target, notice(study_id, status)),
                                    name=f"webhook-{study_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -115,7 +115,16 @@ def render_plan(plan: dict[str, Any]) -> str:
                    for r in plan["refusals"])
     planned = plan.get("table")
     if planned is not None:
-        if planned["reused_from"] is not None:
+        reused = planned.get("reused")
+        if reused is not None:
+            # What the kept table is; the study that obtained it only when the caller may see
+            # it (an admin, or that study's owner).
+            epochs = ", ".join(f"{c} epoch {e}" for c, e in reused["centers"].items())
+            source = planned.get("reused_from")
+            out.append(f"federated table: a kept table reused (K {reused['k']}, {epochs}, "
+                       f"obtained {reused['obtained_at']})"
+                       + (f", from study {source}" if source is not None else ""))
+        elif planned.get("reused_from") is not None:  # a coordinator of an earlier release
             out.append(f"federated table: reused from study {planned['reused_from']}")
         else:
             out.append("federated table: new, " + ", ".join(

@@ -59,6 +59,7 @@ from center_agent.data.memory import give_back, tune_allocator
 from center_agent.data.sources import (
     DataSource,
     OffGrid,
+    SourceIdentity,
     SourceProblem,
     open_source,
     to_float,
@@ -216,6 +217,10 @@ class Dataset:
                 "against the source's column names"
             )
         self._population(at_start=True)
+
+    def source_identity(self) -> SourceIdentity:
+        """What the dataset's source reads (start-up: a failure says what to fix)."""
+        return self._guard(self.source.identity, at_start=True)
 
     def population(self) -> Population:
         """The dataset's population, read once per version of its source."""
@@ -445,14 +450,51 @@ class Datasets(Mapping[str, Dataset]):
         return len(self._datasets)
 
     def check_columns(self) -> None:
-        """Start-up: :meth:`Dataset.check_columns` of each; the first failure closes every
-        source (the center will not start, and a database connection must not linger)."""
+        """Start-up: :meth:`Dataset.check_columns` of each, then :meth:`check_one_source_each`;
+        the first failure closes every source (the center will not start, and a database
+        connection must not linger)."""
         try:
             for dataset in self._datasets.values():
                 dataset.check_columns()
+            self.check_one_source_each()
         except BaseException:
             self.close()
             raise
+
+    def check_one_source_each(self) -> None:
+        """Start-up: no two datasets read the same source (one file, however its path is
+        spelled; one table or one query of one database; ``SourceIdentity``). Two datasets over
+        one source are two populations, two disclosure memories and two budgets of the same
+        patients: two releases that each pass their own dataset's guards differ by the rows one
+        of them leaves out (missing a variable only the other declares: a count in 1..K-1), and
+        ε is spent twice on each record (``docs/privacy.md``, "One source, one dataset"). So the
+        center stops, naming the datasets and how to declare them as one, rather than sharing a
+        population between two names (which would still leave two budgets)."""
+        by_source: dict[Hashable, list[str]] = {}
+        told: dict[Hashable, str] = {}
+        for name, dataset in self._datasets.items():
+            identity = dataset.source_identity()
+            by_source.setdefault(identity.key, []).append(name)
+            told.setdefault(identity.key, identity.what)
+        for key, names in by_source.items():
+            if len(names) > 1:
+                raise self._one_source_error(names, told[key])
+
+    def _one_source_error(self, names: list[str], what: str) -> DataSourceError:
+        datasets = [self._datasets[name] for name in names]
+        keep, *others = names
+        variables = list(dict.fromkeys(v for d in datasets for v in d.variables))
+        groups = list(dict.fromkeys(d.group_column for d in datasets if d.group_column))
+        listed = ", ".join(repr(name) for name in names[:-1]) + f" and {names[-1]!r}"
+        grouped = (f", group column {groups[0]!r}" if len(groups) == 1 else
+                   f", one group column (they group by {groups}: keep one)" if groups else "")
+        removed = ", ".join(f"[datasets.{name}]" for name in others)
+        return DataSourceError(
+            f"datasets {listed} read {what}: two datasets over one source keep two populations, "
+            "two disclosure memories and two budgets of the same patients, and their "
+            "differences can give away counts below K; declare them as one dataset: "
+            f"[datasets.{keep}] with variables {variables}{grouped} and one epsilon_total, "
+            f"and remove {removed}")
 
     def close(self) -> None:
         for dataset in self._datasets.values():

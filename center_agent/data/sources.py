@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -99,6 +101,18 @@ class OffGrid(SourceProblem):
         self.resolution = resolution
 
 
+@dataclass(frozen=True)
+class SourceIdentity:
+    """What a source reads, told apart from every other source of the center: two sources with
+    equal ``key`` read the same rows (one file, one table or one query of one database), however
+    their settings spell it (a relative path, a symlink, a hard link; ``cohort`` or
+    ``public.cohort``; ``localhost`` or ``127.0.0.1``). ``what`` names it for the operator, without
+    a path or a URL (``docs/privacy.md``, "One source, one dataset")."""
+
+    key: Hashable
+    what: str
+
+
 class DataSource(Protocol):
     """Reads whole columns by name."""
 
@@ -118,7 +132,18 @@ class DataSource(Protocol):
         cannot tell cheaply (then nothing read from it is kept between requests)."""
         ...
 
+    def identity(self) -> SourceIdentity:
+        """What the source reads (checked at start-up: two datasets may not read the same)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def file_identity(path: Path) -> SourceIdentity:
+    """A file by its device and inode: every path that reaches it (relative, through a symlink
+    or a hard link, a bind mount) gives the same key."""
+    st = os.stat(path)
+    return SourceIdentity(("file", st.st_dev, st.st_ino), "the same file")
 
 
 def file_version(path: Path) -> Hashable:
@@ -228,6 +253,9 @@ class CsvFile:
     def version(self) -> Hashable:
         return file_version(self.path)
 
+    def identity(self) -> SourceIdentity:
+        return file_identity(self.path)
+
     def close(self) -> None:
         pass
 
@@ -250,6 +278,9 @@ class ParquetFile:
 
     def version(self) -> Hashable:
         return file_version(self.path)
+
+    def identity(self) -> SourceIdentity:
+        return file_identity(self.path)
 
     def close(self) -> None:
         pass
@@ -330,6 +361,7 @@ class SqlTable:
             raise ValueError("version_ttl_s must be >= 0")
         self.engine = sa.create_engine(url, pool_pre_ping=True)
         self.table = table
+        self._query = query
         # The operator's, from the config file (never the caller's), like ``query``.
         self._version_query = sa.text(version_query) if version_query is not None else None
         self._ttl_s = float(version_ttl_s)
@@ -535,6 +567,57 @@ class SqlTable:
                 "write it to answer one row that changes whenever the data do, e.g. "
                 "SELECT max(updated_at), count(*) FROM <table>")
         return tuple(rows[0])
+
+    def identity(self) -> SourceIdentity:
+        """The database, asked rather than read from the URL where it can tell (PostgreSQL: its
+        system identifier and database name; SQLite: the file's device and inode), and in it the
+        table (PostgreSQL: its OID, resolved on the role's search path as the reads resolve it)
+        or the query's text with its white space collapsed. A query and a table over the same
+        rows, or two queries that differ in their text, are not told apart (``docs/privacy.md``,
+        "One source, one dataset")."""
+        database = self._database()
+        if self.table is None:
+            assert self._query is not None
+            text = " ".join(self._query.split())
+            return SourceIdentity(("sql", database, "query", text),
+                                  "the same query of one database")
+        return SourceIdentity(("sql", database, "table", self._run(self._resolved_table)),
+                              f"table {self.table} of one database")
+
+    def _database(self) -> Hashable:
+        url = self.engine.url
+        backend = url.get_backend_name()
+        if backend == "sqlite":
+            name = url.database or ""
+            if name in ("", ":memory:") or "mode=memory" in str(url):
+                return ("sqlite-memory", id(self))  # private to this engine
+            st = os.stat(name)
+            return ("sqlite", st.st_dev, st.st_ino)
+        if backend == "postgresql":
+            asked = sa.text("SELECT (SELECT system_identifier FROM pg_control_system()), "
+                            "current_database()")
+            try:
+                with self.engine.connect() as conn:
+                    return ("postgresql", *tuple(conn.execute(asked).one()))
+            except sa.exc.DBAPIError as exc:  # a server without it: the URL tells
+                log.debug("the database's identity was not given (%s)", type(exc).__name__)
+        port = url.port if url.port is not None else "default"
+        return (backend, (url.host or "").lower(), port, url.database)
+
+    def _resolved_table(self, conn: sa.Connection) -> Hashable:
+        assert self.table is not None
+        schema, _, name = self.table.rpartition(".")
+        if conn.dialect.name == "postgresql":
+            quoted = conn.dialect.identifier_preparer.format_table(self._from)
+            oid = conn.execute(sa.text("SELECT to_regclass(:name)::oid"),
+                               {"name": quoted}).scalar_one()
+            if oid is not None:
+                return ("oid", int(oid))
+        if not schema:
+            schema = sa.inspect(conn).default_schema_name or ""
+        if conn.dialect.name == "sqlite":  # names without case there
+            return (schema.lower(), name.lower())
+        return (schema, name)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -26,8 +26,9 @@ A minimal file::
     token = "<...>"
 
 Completion webhooks are off unless ``webhook_allowed_prefixes`` is set (with
-``webhook_secret``): a study's ``webhook_url`` must start with one of them, so the coordinator can
-call only the receivers its operator chose (``coordinator.webhooks``)::
+``webhook_secret``): a study's ``webhook_url`` must lie below one of them (parsed, not as a string:
+``coordinator.core.urls``), so the coordinator can call only the receivers its operator chose
+(``coordinator.webhooks``)::
 
     webhook_allowed_prefixes = ["https://hooks.example.org/fedstats/"]
     webhook_secret = "<a long random secret, shared with the receiver>"
@@ -44,7 +45,6 @@ import re
 import ssl
 from pathlib import Path
 from typing import Annotated, ClassVar, Self
-from urllib.parse import urlsplit
 
 from pydantic import (
     AnyHttpUrl,
@@ -57,6 +57,7 @@ from pydantic import (
 )
 from pydantic_settings import SettingsConfigDict
 
+from coordinator.core import urls
 from fedstats_service.settings import ConfigError as ConfigError
 from fedstats_service.settings import (
     MaxBodyBytes,
@@ -77,17 +78,9 @@ _CENTER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def check_prefix(prefix: str) -> str:
-    """A webhook URL prefix: http(s), a host, no user or query, and a path ending in ``/``, so
-    that a URL starting with it is on that host and port (``https://hooks.example.org`` would
-    also be the start of ``https://hooks.example.org.attacker.net/``)."""
-    parts = urlsplit(prefix)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{prefix!r} is not an http(s) URL with a host")
-    if "@" in parts.netloc or parts.query or parts.fragment or any(
-            c.isspace() or not c.isprintable() for c in prefix):
-        raise ValueError(f"{prefix!r} must have no user, query, fragment or blank")
-    if not parts.path.endswith("/"):
-        raise ValueError(f"{prefix!r} must end with / (e.g. https://hooks.example.org/fedstats/)")
+    """A webhook URL prefix: parsed as a study's webhook_url is (``coordinator.core.urls``),
+    without query, its path ending in ``/``; kept as written."""
+    urls.check_prefix(prefix)
     return prefix
 
 
@@ -170,8 +163,9 @@ class Settings(ServiceSettings):
 
     webhook_allowed_prefixes: list[str] = Field(
         default_factory=list, max_length=100,
-        description="URL prefixes a study's webhook_url may start with (scheme, host, port and "
-                    "a path ending in /); none: webhooks are off")
+        description="URL prefixes a study's webhook_url must lie below (the same scheme, host "
+                    "and port, a path below the prefix's, which ends in /); none: webhooks "
+                    "are off")
     webhook_secret: SecretStr | None = Field(
         default=None, description="HMAC-SHA256 key the webhook bodies are signed with "
                                   "(X-Fedstats-Signature); the receivers hold it too")

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.core.errors import CenterFailure
+from coordinator.models import ReusedTable
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import left_out
 from coordinator.protocols.survey import Survey, require, survey_centers
@@ -50,8 +51,9 @@ class FederatedTable:
     """The federated table, who built it (``order[0]``) and who refined it, in order.
 
     ``center_totals[c]`` are the per-group totals center ``c`` released; ``excluded`` the centers
-    left out (only with ``allow_partial``); ``reused_from`` the study that obtained the table when
-    it was read from the coordinator's kept tables (``coordinator.tables``) instead of asked.
+    left out (only with ``allow_partial``); ``reused`` the kept table it was read from
+    (``coordinator.tables``) instead of asked, and ``reused_from`` the study that obtained that
+    one (shown only to an admin and that study's owner: ``coordinator.api.access``).
     """
 
     table: BinTable
@@ -59,6 +61,7 @@ class FederatedTable:
     center_totals: dict[str, tuple[float, ...]]
     excluded: tuple[CenterFailure, ...]
     reused_from: str | None = None
+    reused: ReusedTable | None = None
 
 
 def _implausible(center: str, detail: str) -> CenterFailure:

@@ -83,6 +83,7 @@ def table() -> pa.Table:
 @pytest.fixture
 def base_config(tmp_path: Path, table: pa.Table) -> dict[str, Any]:
     csv_path = write_csv(table, tmp_path / "distinctive.csv")
+    other_path = write_csv(table, tmp_path / "distinctive-other.csv")  # one source per dataset
     return {
         "center_id": "hospital-audit",
         "k": 10,
@@ -91,7 +92,7 @@ def base_config(tmp_path: Path, table: pa.Table) -> dict[str, Any]:
         "ledger_url": f"sqlite:///{tmp_path / 'ledger.sqlite'}",
         "datasets": {
             "cohort": dataset_config({"kind": "csv", "path": str(csv_path)}),
-            "other": dataset_config({"kind": "csv", "path": str(csv_path)}),
+            "other": dataset_config({"kind": "csv", "path": str(other_path)}),
         },
     }
 

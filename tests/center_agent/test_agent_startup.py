@@ -417,3 +417,182 @@ async def test_data_moved_off_the_grid_after_start_up_are_a_503_to_callers_and_l
     assert answers[0].json() == answers[1].json()
     assert "variable 'y' holds values that are not multiples of its declared" in caplog.text
     assert "12.3" not in caplog.text
+
+
+# -- one source, one dataset --------------------------------------------------------------------
+# Two datasets over one source are two populations and two disclosure memories of the same
+# patients: `cohort` (x, y) and `los_only` (y) leave different rows out (those missing x), and
+# one MWU per dataset gave those rows' count per arm exactly. Start-up stops, naming both
+# datasets and how to declare them as one (docs/privacy.md, "One source, one dataset").
+
+
+def two_datasets(tmp_path: Path, base_config: dict[str, Any], first: dict[str, Any],
+                 second: dict[str, Any]) -> Path:
+    """`cohort` (x and y, grouped by arm) over ``first`` and `los_only` (y) over ``second``."""
+    group = {"column": "arm", "levels": ["a", "b"]}
+    return write_toml(tmp_path / "center.toml", {**base_config, "datasets": {
+        "cohort": {"source": first, "variables": ["x", "y"], "group": group,
+                   "epsilon_total": 3.0},
+        "los_only": {"source": second, "variables": ["y"], "group": group,
+                     "epsilon_total": 3.0}}})
+
+
+def assert_one_source_stop(detail: str, what: str) -> None:
+    assert detail.startswith(f"datasets 'cohort' and 'los_only' read {what}: "), detail
+    assert "two populations, two disclosure memories and two budgets" in detail
+    assert ("declare them as one dataset: [datasets.cohort] with variables ['x', 'y'], group "
+            "column 'arm' and one epsilon_total, and remove [datasets.los_only]") in detail
+
+
+def with_holes(path: Path) -> Path:
+    """The rows of :func:`rows`, x missing in three rows of arm a and one of arm b."""
+    cells = rows()
+    for i in (0, 2, 4, 1):
+        cells[i] = ("", cells[i][1], cells[i][2])
+    return write_cells(path, cells)
+
+
+@pytest.mark.parametrize("spelling", ["relative", "dot segments", "symlink", "hard link"])
+def test_two_datasets_over_one_csv_file_stop_start_up_however_its_path_is_spelled(
+    tmp_path: Path, base_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    csv = with_holes(tmp_path / "d.csv")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    other = {"relative": Path("d.csv"), "dot segments": Path("sub/../d.csv"),
+             "symlink": tmp_path / "sub" / "link.csv",
+             "hard link": tmp_path / "sub" / "hard.csv"}[spelling]
+    if spelling == "symlink":
+        other.symlink_to(csv)
+    elif spelling == "hard link":
+        other.hardlink_to(csv)
+    config = two_datasets(tmp_path, base_config, {"kind": "csv", "path": str(csv)},
+                          {"kind": "csv", "path": str(other)})
+    detail = start_error(config)
+    assert_one_source_stop(detail, "the same file")
+    assert str(csv) not in detail and "d.csv" not in detail
+
+
+def test_two_datasets_over_one_parquet_file_stop_start_up(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": [float(i) for i in range(ROWS)],
+                             "y": [float(i % 7) for i in range(ROWS)],
+                             "arm": ["a" if i % 2 else "b" for i in range(ROWS)]}), path)
+    (tmp_path / "link.parquet").symlink_to(path)
+    config = two_datasets(tmp_path, base_config, {"kind": "parquet", "path": str(path)},
+                          {"kind": "parquet", "path": str(tmp_path / "link.parquet")})
+    assert_one_source_stop(start_error(config), "the same file")
+
+
+def test_datasets_over_different_files_start_and_a_third_over_one_is_named(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    """Two files start (each dataset its own population); a third dataset over the first file
+    is named with it, and the fix keeps the first declared."""
+    first = with_holes(tmp_path / "d.csv")
+    second = with_holes(tmp_path / "e.csv")
+    config = two_datasets(tmp_path, base_config, {"kind": "csv", "path": str(first)},
+                          {"kind": "csv", "path": str(second)})
+    app = create_app(load_settings(config))
+    try:
+        assert set(app.state.services.datasets) == {"cohort", "los_only"}
+    finally:
+        app.state.services.close()
+    settings = load_settings(config).model_dump()
+    settings["datasets"]["ages"] = {**settings["datasets"]["los_only"],
+                                    "source": {"kind": "csv", "path": str(first)},
+                                    "group": None, "variables": ["x"]}
+    with pytest.raises(DataSourceError) as caught:
+        create_app(type(load_settings(config)).model_validate(settings))
+    assert caught.value.detail.startswith("datasets 'cohort' and 'ages' read the same file: ")
+    assert caught.value.detail.endswith("declare them as one dataset: [datasets.cohort] with "
+                                        "variables ['x', 'y'], group column 'arm' and one "
+                                        "epsilon_total, and remove [datasets.ages]")
+
+
+def sqlite_cohort(path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        for table in ("cohort", "archive"):
+            conn.exec_driver_sql(f"CREATE TABLE {table} (x REAL, y REAL, arm TEXT)")
+            conn.execute(sa.text(f"INSERT INTO {table} VALUES (:x, :y, :arm)"),
+                         [{"x": float(x), "y": float(y), "arm": arm} for x, y, arm in rows()])
+    engine.dispose()
+
+
+@pytest.mark.parametrize(("first", "second", "what"), [
+    ({"table": "cohort"}, {"table": "main.COHORT"}, "table cohort of one database"),
+    ({"query": "SELECT x, y, arm FROM cohort WHERE x > 3"},
+     {"query": "select_placeholder"}, "the same query of one database"),
+])
+def test_two_datasets_over_one_sqlite_table_or_query_stop_start_up(
+    tmp_path: Path, base_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+    first: dict[str, str], second: dict[str, str], what: str,
+) -> None:
+    """The database file reached by an absolute and a relative URL; the table named with and
+    without its schema (SQLite's names have no case); the query with other white space."""
+    sqlite_cohort(tmp_path / "w.sqlite")
+    monkeypatch.chdir(tmp_path)
+    if "query" in second:
+        second = {"query": "  SELECT x, y, arm\n  FROM cohort\tWHERE x > 3 "}
+    config = two_datasets(
+        tmp_path, base_config,
+        {"kind": "sql", "url": f"sqlite:///{tmp_path / 'w.sqlite'}", **first},
+        {"kind": "sql", "url": "sqlite:///w.sqlite", **second})
+    assert_one_source_stop(start_error(config), what)
+
+
+def test_two_tables_or_two_queries_of_one_database_start(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    sqlite_cohort(tmp_path / "w.sqlite")
+    url = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    for first, second in [({"table": "cohort"}, {"table": "archive"}),
+                          ({"query": "SELECT x, y, arm FROM cohort WHERE x > 3"},
+                           {"query": "SELECT x, y, arm FROM cohort WHERE x <= 3"})]:
+        config = two_datasets(tmp_path, base_config, {"kind": "sql", "url": url, **first},
+                              {"kind": "sql", "url": url, **second})
+        create_app(load_settings(config)).state.services.close()
+
+
+def test_pg_two_datasets_over_one_table_or_query_stop_start_up(
+    tmp_path: Path, base_config: dict[str, Any], pg_url: str
+) -> None:
+    """PostgreSQL is asked which database and table a source reads: the server reached as
+    127.0.0.1 and as localhost, the table on the search path and qualified with its schema, are
+    one table; the same table name in another schema is another table."""
+    schema = pg_url.rsplit("%3D", 1)[1]
+    table = f"cohort_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {table} (x DOUBLE PRECISION, y DOUBLE PRECISION, "
+                             "arm TEXT)")
+        conn.execute(sa.text(f"INSERT INTO {table} VALUES (:x, :y, :arm)"),
+                     [{"x": float(x), "y": float(y), "arm": arm} for x, y, arm in rows()])
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}_b")
+        conn.exec_driver_sql(f"CREATE TABLE {schema}_b.{table} AS TABLE {table}")
+    engine.dispose()
+    by_name = pg_url.replace("@127.0.0.1:", "@localhost:")
+    try:
+        config = two_datasets(tmp_path, base_config,
+                              {"kind": "sql", "url": pg_url, "table": table},
+                              {"kind": "sql", "url": by_name, "table": f"{schema}.{table}"})
+        assert_one_source_stop(start_error(config), f"table {table} of one database")
+
+        query = f"SELECT x, y, arm FROM {table} WHERE arm IS NOT NULL"
+        config = two_datasets(tmp_path, base_config,
+                              {"kind": "sql", "url": pg_url, "query": query},
+                              {"kind": "sql", "url": by_name, "query": f"\n{query}\n"})
+        assert_one_source_stop(start_error(config), "the same query of one database")
+
+        config = two_datasets(tmp_path, base_config,
+                              {"kind": "sql", "url": pg_url, "table": table},
+                              {"kind": "sql", "url": pg_url, "table": f"{schema}_b.{table}"})
+        create_app(load_settings(config)).state.services.close()
+    finally:
+        engine = sa.create_engine(pg_url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema}_b CASCADE")
+        engine.dispose()

@@ -136,3 +136,23 @@ def test_usage_and_configuration_errors_exit_2(coordinator: str, tmp_path: Path)
     assert invalid.returncode == 2 and "analyses" in invalid.stderr
     refused = cli("centers", "--coordinator", coordinator, token="wrong-" + "0" * 20)
     assert refused.returncode == 1 and "401" in refused.stderr
+
+
+def test_a_reused_table_is_printed_by_what_it_is() -> None:
+    """``fedstats study plan`` prints a kept table the study would read by what it is; the
+    study that obtained it only when the coordinator shows it (an admin, or its owner)."""
+    from fedstats_cli.catalog import render_plan
+
+    reused = {"dataset": "cohort", "variable": "crp", "groups": ["ctl", "trt"], "k": 10,
+              "lower": "buffer", "upper": "buffer", "centers": {"alpha": 1, "beta": 2},
+              "obtained_at": "2026-12-02T08:00:00+00:00"}
+    planned = {"reused": reused, "reused_from": None, "centers": ["alpha", "beta"],
+               "releases": {}, "detail": "the kept table of 'crp' ... is reused", "kept": []}
+    plan = {"dataset": "cohort", "variable": "crp", "centers": [], "refusals": [],
+            "would_run": True, "table": planned}
+    text = render_plan(plan)
+    assert ("federated table: a kept table reused (K 10, alpha epoch 1, beta epoch 2, "
+            "obtained 2026-12-02T08:00:00+00:00)\n") in text
+    assert "from study" not in text
+    planned["reused_from"] = "s-0001"
+    assert "obtained 2026-12-02T08:00:00+00:00), from study s-0001\n" in render_plan(plan)

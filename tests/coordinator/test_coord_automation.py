@@ -471,6 +471,70 @@ async def test_a_webhook_outside_the_allowed_prefixes_is_refused(
         assert hook.posts == []
 
 
+# Each way a URL's string begins with an allowed prefix while a server reads it elsewhere; under
+# the old string check the first was accepted and POSTed to /admin/x.
+TRICKS = [
+    ("/hooks/../admin/x", "dot segment"),
+    ("/hooks/./../admin/x", "dot segment"),
+    ("/hooks/..;/admin/x", "dot segment"),
+    ("/hooks/%2e%2e/admin/x", "percent-encoded dot"),
+    ("/hooks/%2E%2E/admin/x", "percent-encoded dot"),
+    ("/hooks/.%2e/admin/x", "percent-encoded dot"),
+    ("/hooks/..%2fadmin/x", "percent-encoded dot"),
+    ("/hooks/x%2F..%2F..%2Fadmin", "percent-encoded dot"),
+    ("/hooks/..%5cadmin", "percent-encoded dot"),
+    ("/hooks/%252e%252e/admin/x", "percent-encoded dot"),
+    ("/hooks/\\..\\admin", "backslash"),
+    ("/hooks//admin", "empty path segment"),
+    ("/hooks/x#/../admin", "fragment"),
+    ("/hooks/%zz", "%XX"),
+    ("/hooks/ admin", "blank"),
+    ("/hooks/\u00e9", "non-ASCII"),
+]
+
+
+async def test_webhook_tricks_are_refused_at_submission(
+    tmp_path: Path, federation: Federations
+) -> None:
+    """Parsed, not prefixed: each trick is a 422 naming body.webhook_url and saying what the URL
+    must not hold; userinfo that puts the allowed host before an @ is refused too; nothing is
+    created, nothing is POSTed."""
+    with receiver() as hook:
+        host_port = hook.url.removeprefix("http://")
+        urls = [(f"{hook.url}{path}", why) for path, why in TRICKS] + [
+            (f"http://user@{host_port}/hooks/x", "user information"),
+            (f"http://{host_port}@169.254.169.254/hooks/x", "user information"),
+            (f"http://{host_port}%2f@evil/hooks/x", "user information"),
+            (f"http://127.0.0.1.nip.io:{host_port.rsplit(':', 1)[1]}/hooks/x", "below one of"),
+        ]
+        async with serving(tmp_path, counted(federation), **webhook_settings(hook.url)) as r:
+            for url, why in urls:
+                refused = await r.create({**SPEC, "webhook_url": url})
+                assert refused.status_code == 422, url
+                assert refused.json()["error"] == "invalid_study", url
+                assert refused.json()["fields"] == ["body.webhook_url"], url
+                assert why in refused.json()["detail"], (url, refused.json()["detail"])
+            assert r.studies() == []
+        assert hook.posts == []
+
+
+async def test_the_normalized_webhook_url_is_the_one_called(
+    tmp_path: Path, federation: Federations
+) -> None:
+    """Unreserved characters percent-encoded: accepted, and the POST goes to the normalized URL
+    (the one checked; scheme, host and default port: ``test_coord_webhook_urls.py``)."""
+    with receiver() as hook:
+        port = hook.url.rsplit(":", 1)[1]
+        async with serving(tmp_path, counted(federation), **webhook_settings(hook.url)) as r:
+            url = f"http://127.0.0.1:{port}/hooks/%7Eteam/d%6Fne?run=%2F1"
+            study_id = (await r.create({**SPEC, "webhook_url": url})).json()["id"]
+            assert (await r.view(study_id))["status"] == "succeeded"
+            await r.services.runner.notifier.wait()
+        (post,) = hook.posts
+        assert post[0] == "/hooks/~team/done?run=%2F1"
+        assert checked(post)["study_id"] == study_id
+
+
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
@@ -480,6 +544,12 @@ async def test_a_webhook_outside_the_allowed_prefixes_is_refused(
          "not an http(s) URL"),
         ({"webhook_allowed_prefixes": ["https://u:p@hooks.example.org/"],
           "webhook_secret": SECRET}, "no user"),
+        ({"webhook_allowed_prefixes": ["https://hooks.example.org/a/../"],
+          "webhook_secret": SECRET}, "dot segment"),
+        ({"webhook_allowed_prefixes": ["https://hooks.example.org/a/?x=1"],
+          "webhook_secret": SECRET}, "no query"),
+        ({"webhook_allowed_prefixes": ["https://hooks.example.org/%2e/"],
+          "webhook_secret": SECRET}, "percent-encoded dot"),
         ({"webhook_allowed_prefixes": ["https://hooks.example.org/"]}, "needs webhook_secret"),
         ({"webhook_allowed_prefixes": ["https://hooks.example.org/"], "webhook_secret": "short"},
          "webhook_secret"),

@@ -210,8 +210,9 @@ async def test_a_repeated_study_gets_the_same_table(coordinator: Any) -> None:
     # The coordinator keeps the table (and the centers cache their releases): the same request
     # gets the same randomized limits, read back from the first study's.
     table = second["result"]["analyses"][0]
-    assert table.pop("reused_from") == first["id"]
-    assert first["result"]["analyses"][0] == {**table, "reused_from": None}
+    assert table.pop("reused_from") == first["id"]  # the reader's own study: named
+    assert table.pop("reused")["centers"] == {c: 1 for c in first["result"]["centers"]}
+    assert first["result"]["analyses"][0] == {**table, "reused_from": None, "reused": None}
 
 
 async def test_dp_boxplots_over_real_centers_spend_what_they_report(coordinator: Any) -> None:

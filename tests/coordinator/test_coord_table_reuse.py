@@ -3,7 +3,8 @@ centers through the analyst API.
 
 A federated table a study obtained is kept; a later study that needs the same table (same
 dataset, variable, groups in either order, K, closing, centers and their data versions) reads it
-without asking any center for a table or refinement, and its result says which study obtained it.
+without asking any center for a table or refinement, and its result says what table it read
+(and, to an admin or that study's owner only, which study obtained it).
 The dry run says, before submission, whether the table would be reused or asked anew, which
 centers' earlier releases would coarsen a new one, and which center would refuse one
 (``release_limit_reached``): and a real run then does what it said.
@@ -167,3 +168,82 @@ async def test_a_center_at_its_release_cap_is_named_before_and_refuses_after(
         reused = await coord.run(TABLE)
         assert reused["status"] == "succeeded"
         assert reused["result"]["analyses"][0]["reused_from"] == first["id"]
+
+
+async def test_a_reused_table_names_no_other_analysts_study(
+        tmp_path: Path, federation: Federations) -> None:
+    """A dry run or a study answered from a kept table showed ``reused_from``: another
+    analyst's study id and, beside it, when that study got the table. The table is now told by
+    what it is (``reused``: dataset, variable, groups, K, closing, centers and their epochs,
+    when); the study that obtained it is named only to an admin and to that study's owner —
+    not to another analyst, nor to one a study was shared with — in the plan, its detail, its
+    kept tables, a table result and an MWU's table, the report and the console's page."""
+    centers = counted(federation)
+    async with serving(tmp_path, centers) as coord:
+        accounts = coord.app.state.services.accounts
+        made = {name: accounts.add(name, role) for name, role in (
+            ("alice", "analyst"), ("bob", "analyst"), ("carol", "analyst"), ("root", "admin"))}
+        alice, bob, carol, admin = ({"Authorization": f"Bearer {made[name].token}"}
+                                    for name in ("alice", "bob", "carol", "root"))
+
+        async def run_as(spec: dict[str, Any], auth: dict[str, str]) -> str:
+            created = await coord.client.post("/v1/studies", json=spec, headers=auth)
+            assert created.status_code == 202, created.text
+            await coord.app.state.services.runner.wait(created.json()["id"])
+            return str(created.json()["id"])
+
+        async def view(study_id: str, auth: dict[str, str]) -> dict[str, Any]:
+            answer = await coord.client.get(f"/v1/studies/{study_id}", headers=auth)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json())
+
+        async def plan(auth: dict[str, str]) -> dict[str, Any]:
+            answer = await coord.client.post("/v1/studies", json=TABLE,
+                                             params={"dry_run": "true"}, headers=auth)
+            assert answer.status_code == 200, answer.text
+            return dict(answer.json()["table"])
+
+        alices = await run_as(TABLE, alice)
+        kept = (await view(alices, alice))["updated_at"]
+        described = {"dataset": "cohort", "variable": "crp", "groups": ["ctl", "trt"],
+                     "k": BASE["k"], "lower": "buffer", "upper": "buffer",
+                     "centers": {"alpha": 1, "beta": 1, "gamma": 1}}
+
+        # Bob's dry run: the kept table described, nobody's study named.
+        planned = await plan(bob)
+        assert planned["reused_from"] is None
+        assert {k: v for k, v in planned["reused"].items() if k != "obtained_at"} == described
+        assert planned["reused"]["obtained_at"] <= kept
+        assert [t["study_id"] for t in planned["kept"]] == [None]
+        assert alices not in str(planned) and "kept table" in planned["detail"]
+        # Alice (its owner) and an admin see the study named.
+        assert (await plan(alice))["reused_from"] == alices
+        mine = await plan(alice)
+        assert [t["study_id"] for t in mine["kept"]] == [alices]
+        assert (await plan(admin))["reused_from"] == alices
+
+        # Bob's study reads the kept table (nothing asked), for a table and an MWU's table test.
+        asked = table_calls(centers)
+        bobs = await run_as({**BASE, "analyses": [{"kind": "table"},
+                                                  {"kind": "mwu", "tests": ["table"]}]}, bob)
+        assert table_calls(centers) == asked
+        shown = await view(bobs, bob)
+        table, mwu = shown["result"]["analyses"]
+        for reused in (table, mwu["table"]):
+            assert reused["reused_from"] is None and reused["reused"] == planned["reused"]
+        assert alices not in str(shown)
+        # Shared with Carol: she reads Bob's study, still not whose table it read.
+        share = await coord.client.post(f"/v1/studies/{bobs}/shares",
+                                        json={"analyst_id": made["carol"].analyst.id},
+                                        headers=bob)
+        assert share.status_code == 201, share.text
+        assert alices not in str(await view(bobs, carol))
+        # The admin reads Bob's study with its source.
+        by_admin = (await view(bobs, admin))["result"]["analyses"]
+        assert by_admin[0]["reused_from"] == alices == by_admin[1]["table"]["reused_from"]
+
+        # The report and the console's page say the table was reused, without the id.
+        from coordinator.report import report_sections
+        page = report_sections(shown, console=True)
+        assert "Read from a table the coordinator kept" in page and alices not in page
+        assert "by study " + alices in report_sections(await view(bobs, admin), console=True)

@@ -1,12 +1,14 @@
 """The center under test: tokens, a peer center that signs tables, a small dataset (numeric x,
 y with holes, a group with undeclared and missing labels) in every source format, and a real
-``python -m center_agent`` over it on a loopback port (several datasets may be declared over the
-one file, so one process serves isolated ledgers and auditors)."""
+``python -m center_agent`` over it on a loopback port (several datasets may be declared, each over
+its own copy of the file, so one process serves isolated ledgers and auditors: a center refuses
+two datasets over one file)."""
 
 from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,11 +128,17 @@ def center_config(
     tmp_path: Path, datasets: Mapping[str, float], *, port: int | None = None,
     name: str = "center", n: int = 157, seed: int = 20261129, **extra: Any,
 ) -> tuple[Path, int]:
-    """A center TOML over ``make_table(n, seed)``'s CSV with one dataset per name (ε total as
-    given)."""
+    """A center TOML over ``make_table(n, seed)``'s CSV (``<name>.csv``, kept when it exists)
+    with one dataset per name (ε total as given): the first over that file, each other over a
+    copy of it (``<name>-<dataset>.csv``)."""
     csv = tmp_path / f"{name}.csv"
     if not csv.exists():
         write_csv(make_table(n, seed), csv)
+    sources = {}
+    for i, ds in enumerate(datasets):
+        sources[ds] = csv if i == 0 else tmp_path / f"{name}-{ds}.csv"
+        if not sources[ds].exists():
+            shutil.copyfile(csv, sources[ds])
     port = port or free_port()
     # Every center made in one folder trusts the others: its public key goes to peers/.
     key = tmp_path / f"{name}.key"
@@ -149,7 +157,7 @@ def center_config(
         "peer_keys_dir": str(peers),
         **extra,
         "datasets": {
-            ds: dataset_config({"kind": "csv", "path": str(csv)}, epsilon_total=eps)
+            ds: dataset_config({"kind": "csv", "path": str(sources[ds])}, epsilon_total=eps)
             for ds, eps in datasets.items()
         },
     }

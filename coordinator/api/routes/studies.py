@@ -15,7 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 
 from coordinator import audit, figures, quotas
-from coordinator.api.access import owned_study, readable_study
+from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
 from coordinator.core.errors import QuotaExceeded
 from coordinator.db import StudyRecord
@@ -72,7 +72,7 @@ async def create_study(
     ``idempotency_conflict`` for another spec (docs/coordinator.md, "Idempotent submission")."""
     if dry_run:
         response.status_code = 200
-        return await runner.plan(spec, analyst.analyst_id)
+        return await shown_plan(runner.store, analyst, await runner.plan(spec, analyst.analyst_id))
     if idempotency_key is not None:
         earlier = await runner.replay(spec, analyst_id=analyst.analyst_id,
                                       idempotency_key=idempotency_key)
@@ -145,7 +145,8 @@ async def get_study(
         id=record.id,
         status=record.status,
         spec=StudySpec.model_validate_json(record.spec),
-        result=StudyResult.model_validate_json(record.result) if record.result else None,
+        result=await shown_result(store, analyst, StudyResult.model_validate_json(record.result))
+        if record.result else None,
         error=StudyError.model_validate_json(record.error) if record.error else None,
         provenance=[provenance_of(r, full=is_admin(analyst)) for r in released]
         if released is not None else None,
