@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -44,6 +45,7 @@ from shared.fields import (
     FiniteExtreme,
     Levels,
     VariableMeta,
+    canonical_method,
     check_leaves,
     epsilon_field,
 )
@@ -427,10 +429,21 @@ class Box(_Result):
     lower_branch: str
     upper_branch: str
     epsilon: float
-    method: str
+    # DPBoxplot's version (shared.fields); the names stored studies carry are read as the
+    # current ones.
+    method: Annotated[str, BeforeValidator(canonical_method)]
     outlier_halfwidth: float | None = Field(
         default=None, description="each outlier count is within ± this of the true count with "
                                   "probability 95 % (Laplace noise)")
+    quartile_rank_halfwidth: float | None = Field(
+        default=None, description="Q1, median and Q3 are each within ± this many records of "
+                                  "their level's rank with probability about 95 % (JointExp's "
+                                  "Laplace bridge, where the data are evenly spread; pooled: "
+                                  "about the tree leaf holding the value, conservative)")
+    extreme_rank_halfwidth: float | None = Field(
+        default=None, description="a whisker at the walk's ψ: the grid step next to ψ is within "
+                                  "± this many records of the walk's count target with "
+                                  "probability >= 95 %, for any data")
 
 
 class LevelValue(_Result):
@@ -472,6 +485,11 @@ class QuantilesResult(_Result):
         description="estimator -> group ('all' without groups) -> quantiles or the reason"
     )
     table_totals: list[float] = Field(description="records per group in the federated table")
+    brackets: dict[str, list[tuple[float, float]]] = Field(
+        default_factory=dict,
+        description="group -> per level, the table's bins the sample quantile lies in: the "
+                    "bin crossing the level (certain with whole counts), with its neighbours "
+                    "where counts were shared out (conservative; docs/methods.md §8.9)")
     excluded: list[ExcludedCenter] = Field(
         default_factory=list, description="the centers the federated table was built without")
 
@@ -859,7 +877,7 @@ class Catalog(BaseModel):
 PlanRefusalReason = Literal[
     "unknown_name", "center_k", "dataset_paused", "dataset_unavailable", "budget_exceeded",
     "quota_exceeded",
-    "center_unavailable", "too_few_centers", "release_limit_reached",
+    "center_unavailable", "too_few_centers", "release_limit_reached", "estimator_not_offered",
 ]
 
 

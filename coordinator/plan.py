@@ -53,7 +53,9 @@ from coordinator.protocols.table import build_order
 from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
 from coordinator.tables import KeptTable, TableKey
+from shared.fields import DP_MAX_EVALUATIONS
 from shared.protocol import CenterInfo
+from shared.quantiles.yj_data import YJ_DATA_MAX_NOISE_RATIO, yj_data_noise_ratio
 
 
 def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[str, str]]:
@@ -225,6 +227,39 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
                         detail="; ".join(parts), kept=views), refused
 
 
+def yj_data_not_offered(spec: StudySpec,
+                        declarations: Sequence[Declaration | None]) -> list[str]:
+    """Why each ``quantiles`` analysis' YJ data would not be offered, per group: the gate the
+    run applies before asking anything (``coordinator.protocols.quantiles``), on the sizes
+    the taking-part centers declare. Not blocking: the other estimators run, nothing is spent
+    on YJ data, and the planned ε is an upper bound."""
+    out = []
+    groups: tuple[str, ...] | tuple[None] = spec.groups if spec.groups is not None else (None,)
+    for index, analysis in enumerate(spec.analyses):
+        if not (isinstance(analysis, QuantilesAnalysis) and "yj_data" in analysis.estimators
+                and analysis.epsilon is not None and analysis.bounds is not None):
+            continue
+        for group in groups:
+            if group is None:
+                n = sum(_declared_size(d, spec.dataset, None) or 0 for d in declarations)
+            else:
+                n = sum(_group_size(d, spec.dataset, group) for d in declarations)
+            ratio = yj_data_noise_ratio(analysis.epsilon, analysis.bounds, n, DP_MAX_EVALUATIONS)
+            if ratio > YJ_DATA_MAX_NOISE_RATIO:
+                out.append(f"analysis {index} (quantiles): YJ data "
+                           f"{'of ' + repr(group) + ' ' if group is not None else ''}would not "
+                           f"be offered: the noise on its fitted variance would be {ratio:.2g} "
+                           f"of the widest the bounds allow (at most {YJ_DATA_MAX_NOISE_RATIO:g}"
+                           " can work; docs/methods.md §8.4): raise ε or narrow the bounds")
+    return out
+
+
+def _group_size(declared: Declaration | None, dataset: str, group: str) -> int:
+    info = declared.info if declared is not None else None
+    found = next((d for d in info.datasets if d.name == dataset), None) if info else None
+    return found.n_by_group.get(group, 0) if found is not None else 0
+
+
 def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: Sequence[str],
                *, min_centers: int, quotas: Mapping[str, QuotaRecord],
                kept: Sequence[KeptTable] = ()) -> StudyPlan:
@@ -301,6 +336,8 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
             table = table.model_copy(update={"centers": [c for c in table.centers
                                                          if c not in limit_reached]})
     remain = [c for c in selected if c not in left_out]
+    for why in yj_data_not_offered(spec, [by_center.get(c) for c in remain]):
+        refuse("estimator_not_offered", None, why, blocking=False)
     if partial and len(remain) < min_centers:
         refuse("too_few_centers", None, f"{len(remain)} center(s) would take part "
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from coordinator.db import ReleaseRecord
 from coordinator.models import Provenance
+from shared.fields import canonical_method
 
 # Request fields that are not public parameters of the question.
 PRIVATE_REQUEST_FIELDS = frozenset({"table"})
@@ -27,7 +28,8 @@ def _noise(call: str, response: dict[str, Any]) -> tuple[str | None, float | Non
         noise = response.get("noise")
         return (noise["kind"], noise["scale"]) if isinstance(noise, dict) else (None, None)
     if call == "dp_boxplot":
-        return response.get("method"), response.get("outlier_scale")
+        # DPBoxplot's version by its current name (shared.fields.canonical_method).
+        return canonical_method(response.get("method")), response.get("outlier_scale")
     if call == "dp_quantiles":
         return response.get("algorithm"), None
     if call == "dp_tree_histogram":

@@ -31,12 +31,16 @@ EFFECT_NOTE = (
     "n_X·n_Y, the effect the sum test tests. 95 % score intervals (Newcombe 2006, Method 5), "
     "widened for the centers' DP noise where there is any.")
 WHISKER_RULE = (
-    "Whiskers (DPBoxplot, Ramsay & Diaz-Rodriguez 2025): the upper whisker is the private "
-    "maximum if it lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence "
-    "Q3 + 1.5·IQR (marked \"fence\"); the lower one likewise below Q1; both kept inside the "
-    "bounds. A whisker on the box's edge means the private extreme fell inside the box. Outlier "
-    "counts are differentially private counts of records beyond the whiskers, shown with the "
-    "95 % interval of the true count [low, high].")
+    "Method: DPBoxplot (Ramsay & Diaz-Rodriguez, Differentially Private Boxplots, ICML 2025, "
+    "arXiv 2405.20415) as its authors' code runs it, not the paper's Algorithm 1 as written: "
+    "the extremes come from a one-sided walk that estimates about the 1 − 1/(20√n) quantile "
+    "(and the 1/(20√n) quantile below), not the maximum and minimum, so up to about √n/20 "
+    "records may lie beyond them. Whiskers: the upper whisker is that high quantile ψ if it "
+    "lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence Q3 + 1.5·IQR (marked "
+    "\"fence\"); the lower one likewise below Q1; both kept inside the bounds. A whisker on the "
+    "box's edge means ψ fell inside the box. Outlier counts are differentially private counts "
+    "of records beyond the whiskers, shown with the 95 % interval of the true count "
+    "[low, high].")
 FRACTIONAL_NOTE = (
     "Counts may be fractional: when a center splits a bin, the coordinator shares that bin's "
     "count out over the new bins in proportion to the center's own counts in them (seed 001, "
@@ -103,7 +107,7 @@ def effect_rows(mwu: dict[str, Any]) -> list[list[Any]]:
 
 def box_row(label: str, box: dict[str, Any]) -> list[Any]:
     """One boxplot's row: n, the DP outlier counts with their intervals, the five numbers (a
-    whisker at Tukey's fence marked so, one at the private extreme not), and ε."""
+    whisker at Tukey's fence marked so, one at the walk's high or low quantile ψ not), and ε."""
     h = box.get("outlier_halfwidth")
     five: list[Any] = [box[k] for k in BOX_KEYS]
     for i, side in ((0, "lower_branch"), (4, "upper_branch")):
@@ -111,6 +115,32 @@ def box_row(label: str, box: dict[str, Any]) -> list[Any]:
             five[i] = f"{fmt(five[i], 4)} (fence)"
     return [label, box.get("n", ""), dp_count(box.get("lower_outliers"), h), *five,
             dp_count(box.get("upper_outliers"), h), box.get("epsilon", "")]
+
+
+BOX_UNCERTAINTY_HEADER = ["", "Q1, median, Q3 (95 %)", "whisker at ψ (95 %)"]
+BOX_UNCERTAINTY_NOTE = (
+    "Uncertainty, in records: a center's quartiles are each within ± the stated number of "
+    "ranks of their level with probability about 95 % (JointExp at ε/2: its Laplace bridge, "
+    "where the data are evenly spread); the pooled box's quartiles and further levels within "
+    "± that many ranks about the tree leaf holding them (the noise of the tree nodes summed, "
+    "conservative). A whisker at ψ: the walk's grid step next to ψ is within ± that many ranks "
+    "of its count target (n − √n/20; n for Algorithm 1) with probability at least 95 % for any "
+    "data. A fence whisker, Q ± 1.5·IQR, carries the quartiles' uncertainty "
+    "(docs/methods.md §9.4-§9.5).")
+
+
+def box_uncertainty_rows(analysis: dict[str, Any]) -> list[list[str]]:
+    """(label, quartiles' rank error, ψ's rank error) of each box of a ``dp_boxplot`` result
+    that states them."""
+    rows = []
+    for label, found in dp_boxes(analysis):
+        quartiles, extreme = (found.get("quartile_rank_halfwidth"),
+                              found.get("extreme_rank_halfwidth"))
+        if quartiles is None and extreme is None:
+            continue
+        rows.append([label, rank_error(quartiles) + " ranks" if quartiles is not None else "n/a",
+                     rank_error(extreme) + " ranks" if extreme is not None else "n/a"])
+    return rows
 
 
 BOX_HEADER = ["", "n", "outliers below", "lower whisker", "Q1", "median", "Q3", "upper whisker",
@@ -241,6 +271,28 @@ def estimate_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any] | None,
     ]
 
 
+def quantiles_heading(analysis: dict[str, Any]) -> str:
+    """A ``quantiles`` result's heading: what it released. The table estimators release
+    nothing more; YJ data spends ε on the centers' DP moment sums."""
+    if "yj_data" in (analysis.get("estimates") or {}):
+        return ("Federated quantiles (the table estimators from the table, nothing more "
+                "released; YJ data from ε-DP moment sums each center released)")
+    return "Federated quantiles (from the table; nothing more released)"
+
+
+QUANTILE_BRACKET_NOTE = (
+    "Table bracket: the bins of the federated table the sample quantile lies in, whatever the "
+    "estimator (95 % or more: certain where the counts are whole; where a center split bins "
+    "and the counts were shared out, the neighbouring bins are included, conservative; "
+    "docs/methods.md §8.9).")
+
+
+def bracket_rows(analysis: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The table brackets of a ``quantiles`` result: (label, "[low, high]" per level)."""
+    return [(f"table bracket · {group}", [f"[{fmt(lo, 4)}, {fmt(hi, 4)}]" for lo, hi in pairs])
+            for group, pairs in (analysis.get("brackets") or {}).items()]
+
+
 def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any], Any, Any]]:
     """The rows of a ``dp_quantiles`` result: (center · group, its released quantiles, its n,
     the 95 % rank error of each value in records or None)."""
@@ -249,6 +301,19 @@ def dp_quantile_rows(analysis: dict[str, Any]) -> list[tuple[str, list[Any], Any
     ranks = analysis.get("rank_halfwidth") or {}
     return [(f"{center} · {group}", values, n.get(center), ranks.get(center))
             for center, values in (analysis.get("per_center") or {}).items()]
+
+
+def rank_error_note(algorithm: Any) -> str:
+    """What a ``dp_quantiles`` result's rank error means for its algorithm."""
+    if algorithm == "unbounded":
+        return ("The unbounded walk's values are points of its geometric grid (β = 1.001 from "
+                "the lower bound a): with probability at least 95 % for any data, the grid step "
+                "below each value, [a − 1 + (v − a + 1)/β, v), holds the level's rank within "
+                "the rank error (the records inside one step cannot be told apart; "
+                "docs/methods.md §9.3; n is rounded down to the center's K).")
+    return ("Each value's rank among the center's n records is within the rank error of the "
+            "level asked with probability about 95 % where the data are evenly spread (a "
+            "guide, not a bound; n is rounded down to the center's K).")
 
 
 def rank_error(value: Any) -> str:
@@ -331,13 +396,17 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             excluded_line = f"  left out: {left_out(analysis)}" if left_out(analysis) else None
             if analysis.get("kind") == "quantiles":
                 levels = analysis["levels"]
-                lines.append("Federated quantiles from the table (estimator · group: "
+                lines.append(quantiles_heading(analysis) + " (estimator · group: "
                              + ", ".join(f"q{fmt(lv, 3)}" for lv in levels) + "):")
                 lines += [excluded_line] if excluded_line else []
                 for label, values, error in estimate_rows(analysis):
                     shown = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
                              else f"not estimated: {error}")
                     lines.append(f"  {label:<28}{shown}")
+                for label, shown_brackets in bracket_rows(analysis):
+                    lines.append(f"  {label:<28}" + "  ".join(shown_brackets))
+                if analysis.get("brackets"):
+                    lines.append(f"  {QUANTILE_BRACKET_NOTE}")
                 continue
             if analysis.get("kind") == "describe":
                 header, rows = table_one(analysis, spec.get("groups"))
@@ -388,6 +457,12 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
                     + f"  ({POOLED_LEVELS_NOTE})")
             if found and analysis.get("kind") == "dp_boxplot" and WHISKER_RULE not in lines:
                 lines.append(WHISKER_RULE)
+            if analysis.get("kind") == "dp_boxplot":
+                uncertain = box_uncertainty_rows(analysis)
+                for row in uncertain:
+                    lines.append(f"  {row[0]:<24}quartiles {row[1]}, whisker at ψ {row[2]}")
+                if uncertain:
+                    lines.append(BOX_UNCERTAINTY_NOTE)
     for note in notes or []:
         lines.append(f"Note: {note}")
     return "\n".join(lines)
@@ -711,21 +786,21 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                 spent = ", ".join(f"{c} {fmt(e)}" for c, e in
                                   (analysis.get("spent") or {}).items())
                 parts.append(f"<p>Algorithm {esc(str(analysis.get('algorithm')))}; ε spent by "
-                             f"each center: {esc(spent)}. Each value's rank among the center's "
-                             "n records is within the rank error of the level asked with "
-                             "probability about 95 % where the data are evenly spread "
-                             "(a guide, not a bound; n is rounded down to the center's K).</p>")
+                             f"each center: {esc(spent)}. "
+                             f"{esc(rank_error_note(analysis.get('algorithm')))}</p>")
                 continue
             if analysis.get("kind") == "quantiles":
-                heading = "Federated quantiles (from the table; nothing more released)"
-                parts[-1] = f"<h2>{esc(heading)}</h2>"
+                parts[-1] = f"<h2>{esc(quantiles_heading(analysis))}</h2>"
                 parts += excluded_note
                 levels = analysis["levels"]
                 parts.append(_table(
                     ["estimator · group", *(f"q{fmt(lv, 3)}" for lv in levels)],
                     [[label, *values] if values is not None
                      else [label, f"not estimated: {error}", *([""] * (len(levels) - 1))]
-                     for label, values, error in estimate_rows(analysis)]))
+                     for label, values, error in estimate_rows(analysis)]
+                    + [[label, *shown] for label, shown in bracket_rows(analysis)]))
+                if analysis.get("brackets"):
+                    parts.append(f"<p class='note'>{esc(QUANTILE_BRACKET_NOTE)}</p>")
                 continue
             parts += excluded_note
             q = list(quantile_rows(analysis))
@@ -746,6 +821,10 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                                       (analysis.get("spent") or {}).items())
                     parts.append(f"<p>ε spent by each center: {esc(spent)}. "
                                  f"{esc(WHISKER_RULE)}</p>")
+                    uncertain = box_uncertainty_rows(analysis)
+                    if uncertain:
+                        parts.append(_table(BOX_UNCERTAINTY_HEADER, uncertain))
+                        parts.append(f"<p class='note'>{esc(BOX_UNCERTAINTY_NOTE)}</p>")
                     extra = pooled_levels(analysis)
                     if extra is not None:
                         label, levels, values = extra

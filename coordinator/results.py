@@ -45,6 +45,7 @@ from coordinator.protocols import (
 from coordinator.protocols.describe import FederatedDescribe
 from coordinator.protocols.quantiles import Estimate
 from shared.dp.boxplot import BoxplotResult
+from shared.dp.uncertainty import box_rank_halfwidths
 from shared.effects import ProbabilisticIndex, probabilistic_index
 from shared.mwu import FederatedMWUResult
 from shared.protocol import DPBoxplotRelease
@@ -102,27 +103,36 @@ def mwu_result(fed: FederatedMWU, alternative: str) -> MWUResult:
 
 
 def box(released: DPBoxplotRelease | BoxplotResult,
-        outlier_halfwidth: float | None = None) -> Box:
-    """A center's released box or the pooled one (the core's result), as shown."""
+        outlier_halfwidth: float | None = None,
+        bounds: tuple[float, float] | None = None) -> Box:
+    """A center's released box or the pooled one (the core's result), as shown; with the
+    public ``bounds``, a center's box states its quartiles' and extremes' rank errors
+    (``shared.dp.uncertainty.box_rank_halfwidths``: public numbers only)."""
     if isinstance(released, DPBoxplotRelease):
         eps = released.epsilon
         if outlier_halfwidth is None:
             outlier_halfwidth = released.outlier_halfwidth
     else:
         eps = released.spent.epsilon
-    return Box.of(released, epsilon=eps, outlier_halfwidth=outlier_halfwidth)
+    quartiles = extremes = None
+    if bounds is not None and isinstance(released, DPBoxplotRelease):
+        quartiles, extremes = box_rank_halfwidths(released.method, eps, bounds)
+    return Box.of(released, epsilon=eps, outlier_halfwidth=outlier_halfwidth,
+                  quartile_rank_halfwidth=quartiles, extreme_rank_halfwidth=extremes)
 
 
-def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResult:
+def dp_boxplot_result(fed: FederatedBoxplot, group: str | None,
+                      bounds: tuple[float, float] | None = None) -> DPBoxplotResult:
     pooled = None
     if fed.pooled is not None:
         pooled = PooledBoxResult(
-            **box(fed.pooled.box, fed.pooled.outlier_halfwidth).model_dump(),
+            **{**box(fed.pooled.box, fed.pooled.outlier_halfwidth).model_dump(),
+               "quartile_rank_halfwidth": fed.pooled.level_rank_halfwidth},
             grid=fed.pooled.grid, centers=list(fed.pooled.centers),
             levels=[LevelValue(level=q, value=v) for q, v in fed.pooled.levels])
     return DPBoxplotResult(
         group=group,
-        per_center={c: box(r) for c, r in fed.per_center.items()},
+        per_center={c: box(r, bounds=bounds) for c, r in fed.per_center.items()},
         pooled=pooled,
         spent=dict(fed.spent),
         excluded=[excluded_center(f) for f in fed.excluded],
@@ -130,11 +140,13 @@ def dp_boxplot_result(fed: FederatedBoxplot, group: str | None) -> DPBoxplotResu
 
 
 def quantiles_result(
-    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: FederatedTable
+    estimates: dict[str, dict[str, Estimate]], levels: list[float], table: FederatedTable,
+    brackets: dict[str, list[tuple[float, float]]] | None = None,
 ) -> QuantilesResult:
     """The quantiles read from ``table`` (and the centers' YJ moment sums, which every center
-    usable for the table gave: a failing one fails the analysis)."""
+    usable for the table gave: a failing one fails the analysis), with the table's brackets."""
     return QuantilesResult(
+        brackets=brackets or {},
         levels=levels,
         estimates={
             name: {g: EstimateResult(

@@ -63,7 +63,11 @@ from coordinator.protocols import (
 )
 from coordinator.protocols.describe import federated_describe
 from coordinator.protocols.parallel import all_or_first_failure
-from coordinator.protocols.quantiles import table_quantiles, yj_data_estimates
+from coordinator.protocols.quantiles import (
+    quantile_brackets,
+    table_quantiles,
+    yj_data_estimates,
+)
 from coordinator.protocols.table import FederatedTable
 from coordinator.results import (
     center_status,
@@ -197,8 +201,11 @@ async def run_study(
                     groups=list(spec.groups) if spec.groups is not None else [None],
                     names=names, levels=analysis.levels, epsilon=analysis.epsilon,
                     bounds=analysis.bounds,
+                    sizes=[sum(survey.declared[c.center_id][g] for c in survey.usable)
+                           for g in range(len(names))],
                 )
-            return quantiles_result(estimates, analysis.levels, table)
+            return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
+                table.table, analysis.levels, groups=names))
         if isinstance(analysis, DPQuantilesAnalysis):
             quantiles = await center_dp_quantiles(
                 centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
@@ -225,7 +232,7 @@ async def run_study(
                 branching=analysis.branching, levels=analysis.levels, min_centers=min_centers,
                 allow_partial=spec.allow_partial, survey=survey,
             )
-            return dp_boxplot_result(boxes, analysis.group)
+            return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
         assert spec.groups is not None  # StudySpec refuses mwu without groups
         mwu = await federated_mwu(
             centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,

@@ -43,6 +43,7 @@ from shared.dp.simulate import (
     run_cell,
     sample_box,
 )
+from shared.fields import METHOD_NAMES, canonical_method
 
 
 def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
@@ -63,10 +64,11 @@ def plot(rows: list[dict[str, Any]], out: Path) -> list[Path]:
                 pts = sorted(
                     (int(r["n"]), float(r[metric]))
                     for r in rows
-                    if r["law"] == law and r["method"] == method and r["epsilon"] == eps
+                    if r["law"] == law and canonical_method(r["method"]) == method
+                    and r["epsilon"] == eps
                 )
                 if pts:
-                    style = {"non_private": "k--", "dp_boxplot_seed_walk": "-."}.get(method, "-")
+                    style = {"non_private": "k--", ALGORITHM_1: "-."}.get(method, "-")
                     lw = 2.5 if method in WALKS else 1.0
                     ax.plot(*zip(*pts, strict=True), style, lw=lw, marker=".", label=method)
             ax.set_xscale("log")
@@ -113,10 +115,11 @@ def plot_example(out: Path) -> Path:
     return path
 
 
+ONE_SIDED, ALGORITHM_1 = METHOD_NAMES["one_sided"], METHOD_NAMES["algorithm_1"]
 DP_METHODS = METHODS[:-1]
 LABELS = {
-    "dp_boxplot": "DPBoxplot, one-sided walk",
-    "dp_boxplot_seed_walk": "DPBoxplot, seed walk",
+    ONE_SIDED: "DPBoxplot, one-sided walk (authors' code)",
+    ALGORITHM_1: "DPBoxplot, Algorithm 1",
     "naive_joint_exp": "JointExp",
     "naive_private_quantile": "PrivateQuantile",
     "naive_approx_quantile": "ApproxQuantile",
@@ -133,7 +136,7 @@ def _cells(rows: list[dict[str, Any]]) -> Cells:
     out: Cells = {}
     for r in rows:
         key = (str(r["law"]), int(r["n"]), float(r["epsilon"]))
-        out.setdefault(key, {})[str(r["method"])] = {
+        out.setdefault(key, {})[canonical_method(str(r["method"]))] = {
             k: float(v) for k, v in r.items() if k in METRICS or k.endswith("_se")
         }
     return out
@@ -158,7 +161,7 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             for key, by in cells.items():
                 if key[0] != law:
                     continue
-                one, seed = by["dp_boxplot"], by["dp_boxplot_seed_walk"]
+                one, seed = by[ONE_SIDED], by[ALGORITHM_1]
                 ratios.append(one[metric] / seed[metric])
                 gap = 2 * math.hypot(one[f"{metric}_se"], seed[f"{metric}_se"])
                 better += one[metric] < seed[metric] - gap
@@ -195,8 +198,8 @@ def summarize(rows: list[dict[str, Any]]) -> str:
             for key, by in cells.items():
                 if key[0] == law:
                     best = min(by[m][metric] for m in naive)
-                    one_r.append(by["dp_boxplot"][metric] / best)
-                    seed_r.append(by["dp_boxplot_seed_walk"][metric] / best)
+                    one_r.append(by[ONE_SIDED][metric] / best)
+                    seed_r.append(by[ALGORITHM_1][metric] / best)
             o, sd = np.array(one_r), np.array(seed_r)
             lines.append(
                 f"| {metric} | {law} | {np.median(o):.2f} ({o.min():.2f}–{o.max():.2f}) | "
@@ -220,8 +223,8 @@ def summarize(rows: list[dict[str, Any]]) -> str:
                 by = cells[(law, n, eps_show)]
                 top = min(naive, key=lambda m: by[m][metric])
                 lines.append(
-                    f"| {law} | {n} | {100 * by['dp_boxplot'][metric]:.2f} | "
-                    f"{100 * by['dp_boxplot_seed_walk'][metric]:.2f} | "
+                    f"| {law} | {n} | {100 * by[ONE_SIDED][metric]:.2f} | "
+                    f"{100 * by[ALGORITHM_1][metric]:.2f} | "
                     f"{100 * by[top][metric]:.2f} ({LABELS[top]}) | "
                     f"{100 * by['non_private'][metric]:.2f} |"
                 )
@@ -286,7 +289,7 @@ def compare_with_authors(rows: list[dict[str, Any]], folder: Path) -> str:
             by = cells[(law, n, eps)]
             ours = [
                 f"{by[m][metric]:.4f} ± {by[m][f'{metric}_se']:.4f}"
-                for m in ("dp_boxplot", "dp_boxplot_seed_walk")
+                for m in (ONE_SIDED, ALGORITHM_1)
             ]
             lines.append(
                 f"| {metric} | {law} | {n} | {auth[metric][0]:.4f} ± {auth[metric][1]:.4f} | "

@@ -187,9 +187,10 @@ class Boxplots:
 
     def to_frame(self) -> pd.DataFrame:
         """Index (``group``, ``center``); the seven numbers, ``n``, the outlier counts' 95 %
-        half-width, ε, and whether each whisker is the private extreme or Tukey's fence; then
-        one column per further level of the pooled box (``q0.05``, ``q0.95``: read off its
-        tree at no further ε; NaN for the centers' own boxes)."""
+        half-width, ε, and whether each whisker is the walk's extreme ψ (a DP high or low
+        quantile) or Tukey's fence; then one column per further level of the pooled box
+        (``q0.05``, ``q0.95``: read off its tree at no further ε; NaN for the centers' own
+        boxes)."""
         rows, levels = [], []
         for g, c, b in self.boxes():
             extra = {_level_name(lv.level): lv.value for lv in getattr(b, "levels", [])}

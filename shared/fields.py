@@ -155,3 +155,30 @@ class VariableMeta(BaseModel):
         if self.resolution is not None and not math.isfinite(self.resolution):
             raise ValueError("resolution must be finite")
         return self
+
+
+# -- DPBoxplot's versions by name (Ramsay & Diaz-Rodriguez, Differentially Private Boxplots,
+# ICML 2025, arXiv 2405.20415; shared.dp.boxplot, docs/methods.md §5.6), and the names results
+# carried before, still read (stored studies).
+
+ExtremesWalk = Literal["one_sided", "algorithm_1"]
+EXTREMES_WALKS: tuple[ExtremesWalk, ...] = ("one_sided", "algorithm_1")
+# The authors' code's extremes walk with the paper's budget split (the default), and the
+# paper's Algorithm 1 as written.
+METHOD_NAMES: dict[ExtremesWalk, str] = {
+    "one_sided": "dpboxplot_one_sided_walk",
+    "algorithm_1": "dpboxplot_algorithm_1",
+}
+# Earlier names, still accepted: the walk's, and the methods results carried (stored studies).
+DEPRECATED_WALKS: dict[str, ExtremesWalk] = {"seed": "algorithm_1"}
+DEPRECATED_METHODS: dict[str, str] = {
+    "dp_boxplot": METHOD_NAMES["one_sided"],
+    "dp_boxplot_seed_walk": METHOD_NAMES["algorithm_1"],
+}
+
+
+def canonical_method(name: Any) -> Any:
+    """A boxplot's ``method`` by its current name: the deprecated names results carried before
+    (``"dp_boxplot"``, ``"dp_boxplot_seed_walk"``) are read as the methods they were; anything
+    else is returned as it is (a model's own validation judges it)."""
+    return DEPRECATED_METHODS.get(name, name) if isinstance(name, str) else name

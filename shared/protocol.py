@@ -19,7 +19,14 @@ from itertools import pairwise
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, FiniteFloat, NonNegativeInt, model_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    NonNegativeInt,
+    model_validator,
+)
 
 from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: checks of releases
 from shared.binning import BinTable, Extreme, ExtremeKind
@@ -34,6 +41,7 @@ from shared.fields import (
     DPQuantileAlgorithm,
     Epsilon,
     Levels,
+    canonical_method,
     check_leaves,
     epsilon_field,
 )
@@ -506,7 +514,8 @@ class DPBoxplotRelease(WireModel):
     upper_branch: Literal["extreme", "fence"]
     epsilon: FiniteFloat
     budget: list[BudgetPart]
-    method: str
+    # The deprecated names of the two DPBoxplot versions still read (shared.fields).
+    method: Annotated[str, BeforeValidator(canonical_method)]
     outlier_scale: FiniteFloat | None = Field(
         default=None, gt=0, description="the Laplace scale of each outlier count's noise")
     outlier_halfwidth: FiniteFloat | None = Field(

@@ -40,6 +40,7 @@ from shared.dp import (
     unbounded_quantile,
 )
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
+from shared.dp.unbounded import DEFAULT_BETA, grid_steps
 from shared.dp.uncertainty import rank_halfwidth
 from shared.federation import Refinement, refine_table
 from shared.mechanisms import Laplace
@@ -166,7 +167,10 @@ def dp_quantiles_release(
     return protocol.DPQuantilesRelease(
         levels=levels, values=list(values), algorithm=request.algorithm, epsilon=eps,
         neighbouring=neighbouring,
-        rank_halfwidth=rank_halfwidth(request.algorithm, levels, eps, neighbouring),
+        rank_halfwidth=rank_halfwidth(
+            request.algorithm, levels, eps, neighbouring,
+            grid_steps=grid_steps(bounds, DEFAULT_BETA) if request.algorithm == "unbounded"
+            else None),
         n_public=public_size(x.size, k) if k is not None else None,
     )
 

@@ -58,6 +58,7 @@ from center_agent.core.errors import (
 from center_agent.data.memory import give_back, tune_allocator
 from center_agent.data.sources import (
     DataSource,
+    OffGrid,
     SourceIdentity,
     SourceProblem,
     open_source,
@@ -286,6 +287,7 @@ class Dataset:
         values = {variable: self._as_float(table.column(i), variable)
                   for i, variable in enumerate(self.variables)}
         del table  # its buffers: only the numpy copies are kept from here on
+        self._check_resolutions(values)
         keep: NDArray[np.bool_] | None = None
         for v in values.values():
             finite = np.isfinite(v)
@@ -332,6 +334,20 @@ class Dataset:
             values=by_variable,
             fingerprint=_fingerprint(included, by_variable),
         )
+
+    def _check_resolutions(self, values: Mapping[str, NDArray[np.float64]]) -> None:
+        """Every value of a variable with a declared resolution is a multiple of it (within
+        1e-6 of the resolution), on every read: at start-up the operator is told which
+        variable (:class:`OffGrid`, never a value, row or count) and the center does not
+        start; on a request the data source "could not be read" (a public state, the same for
+        any source problem) and the log says why. Rows outside the population are checked too:
+        whether a row counts must not decide whether the center serves."""
+        from shared.dp._common import off_grid_count  # the statistics only when checked
+
+        for variable, meta in self.config.metadata.items():
+            if meta.resolution is not None and off_grid_count(values[variable],
+                                                              meta.resolution) > 0:
+                raise OffGrid(variable, meta.resolution)
 
     def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.signedinteger]:
         """Each label's index in the declared levels; UNDECLARED or MISSING (null) otherwise

@@ -89,6 +89,24 @@ class NotNumeric(SourceProblem):
         self.row = row
 
 
+class OffGrid(SourceProblem):
+    """A variable's values are not all recorded at the resolution its metadata declares
+    (``[datasets.X.metadata.v] resolution``). Grid-aware DP quantiles rely on it (off-grid data
+    make them 5-10 times worse, ``docs/methods.md`` §5.10), so the center refuses to serve the
+    dataset until the declaration or the data are fixed. Neither the values, their rows nor
+    their number are told: only the variable and its declared resolution."""
+
+    def __init__(self, column: str, resolution: float) -> None:
+        super().__init__(
+            f"variable {column!r} holds values that are not multiples of its declared "
+            f"resolution {resolution:g}",
+            f"declare the resolution the values are recorded at (or none) under "
+            f"[datasets.<name>.metadata.{column}], or round the column to it",
+        )
+        self.column = column
+        self.resolution = resolution
+
+
 @dataclass(frozen=True)
 class SourceIdentity:
     """What a source reads, told apart from every other source of the center: two sources with

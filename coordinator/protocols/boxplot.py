@@ -47,7 +47,7 @@ from shared.dp.pooled import (
     pooled_result,
     pooled_whiskers,
 )
-from shared.dp.uncertainty import laplace_sum_halfwidth
+from shared.dp.uncertainty import laplace_sum_halfwidth, tree_rank_halfwidth
 from shared.fields import check_levels
 from shared.protocol import (
     RELEASE_RTOL,
@@ -73,6 +73,10 @@ class PooledBox:
     true count with probability 95 %."""
     levels: tuple[tuple[float, float], ...] = ()
     """((level, value), ...): the further levels read off the pooled tree (no ε)."""
+    level_rank_halfwidth: float | None = None
+    """Every level read off the pooled tree (the quartiles and ``levels``) is within ± this many
+    records of its rank, about the leaf holding it, with probability >= 95 %
+    (``shared.dp.uncertainty.tree_rank_halfwidth``, conservative)."""
 
 
 @dataclass(frozen=True)
@@ -225,5 +229,6 @@ async def federated_dp_boxplot(
             tuple(counts),
             laplace_sum_halfwidth([2.0 / eps3] * len(counts)),
             box.levels,
+            tree_rank_halfwidth([trees[c].noise_scale for c in released], branching, depth),
         )
     return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))

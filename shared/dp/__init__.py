@@ -14,8 +14,11 @@ relation and a ``numpy.random.Generator``, and returns a frozen result that carr
   builds it, refusing one too fine for the bounds) — PrivateQuantile over the grid with ties
   counted by mid-rank, JointExp on values jittered within their grid cell, rounded to the grid;
   :func:`snap_to_grid` moves other outputs there (post-processing). ``docs/methods.md`` §5.10.
-* :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez 2025), its extremes by the one-sided walk
-  unless ``extremes="seed"`` (one of ``EXTREMES_WALKS``); :func:`naive_boxplot` — the
+* :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez, ICML 2025, arXiv 2405.20415) as the
+  authors' code runs it (its extremes by the one-sided walk, ``method``
+  ``"dpboxplot_one_sided_walk"``); :func:`dp_boxplot_algorithm_1` — the paper's Algorithm 1 as
+  written (``extremes="algorithm_1"``, ``method`` ``"dpboxplot_algorithm_1"``);
+  :func:`naive_boxplot` — the
   four single-method boxplots the seed compares it with. ``BoxplotResult.to_bxp_stats()`` feeds
   ``matplotlib.axes.Axes.bxp``.
 """
@@ -23,15 +26,16 @@ relation and a ``numpy.random.Generator``, and returns a frozen result that carr
 from shared.dp._common import QuantilesResult, make_grid, snap_to_grid
 from shared.dp.approx_quantile import approx_quantiles
 from shared.dp.boxplot import (
-    EXTREMES_WALKS,
     NAIVE_METHODS,
     BoxplotResult,
     dp_boxplot,
+    dp_boxplot_algorithm_1,
     naive_boxplot,
 )
 from shared.dp.joint_exp import joint_exp
 from shared.dp.private_quantile import private_quantile
 from shared.dp.unbounded import unbounded_quantile
+from shared.fields import EXTREMES_WALKS
 
 __all__ = [
     "EXTREMES_WALKS",
@@ -40,6 +44,7 @@ __all__ = [
     "QuantilesResult",
     "approx_quantiles",
     "dp_boxplot",
+    "dp_boxplot_algorithm_1",
     "joint_exp",
     "make_grid",
     "naive_boxplot",

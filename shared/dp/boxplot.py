@@ -1,16 +1,31 @@
-"""DPBoxplot (Ramsay & Diaz-Rodriguez, ICML 2025, Algorithm 1) and the "naive" DP boxplots.
+"""DPBoxplot (Ramsay & Diaz-Rodriguez, Differentially Private Boxplots, ICML 2025,
+arXiv 2405.20415): the authors' code's version (the default) and the paper's Algorithm 1 as
+written, and the "naive" DP boxplots.
 
-DPBoxplot (the seed's Algorithm 1, with the choices below), with total budget ε:
+Two versions, told apart by step 1 only (``extremes``), each with its own ``method`` name
+(:data:`METHOD_NAMES`; the names results carried before are read as deprecated aliases,
+:func:`canonical_method`):
 
-1. ψ_min: the unbounded walk down from b (the minimum), 3ε/16; ψ_max: up from a (the maximum),
-   3ε/16 (:mod:`shared.dp.unbounded`). Two walks (``extremes``):
+- ``"dpboxplot_one_sided_walk"`` (the default, ``extremes="one_sided"``): the authors' code's
+  extremes walk (jairoadiazr/DPBoxplot, ``pboxplots.py`` with
+  ``private_quantiles/unboundedQuantile.py``) with the paper's budget split. It departs from
+  Algorithm 1 in step 1: ψ is not the unbounded estimate of the maximum (target n, Laplace
+  noise) but of about the (1 − 1/(20√n))-quantile (target n − √n/20, one-sided exponential
+  noise); ψ_max is thus an estimate of a high quantile, not of the maximum, and up to √n/20
+  values may lie above it. Its privacy proof is ours (:mod:`shared.dp.unbounded`).
+- ``"dpboxplot_algorithm_1"`` (``extremes="algorithm_1"``, :func:`dp_boxplot_algorithm_1`): the
+  paper's Algorithm 1 as written (in our translation-invariant reading of its whisker rule,
+  step 4). Formerly ``"dp_boxplot_seed_walk"`` (``extremes="seed"``).
+
+The steps, with total budget ε:
+
+1. ψ_min: the unbounded walk down from b, 3ε/16; ψ_max: up from a, 3ε/16
+   (:mod:`shared.dp.unbounded`). Two walks (``extremes``):
 
    - ``"one_sided"`` (the default): count target t(n) = n − √n/20 (the (1 − 1/(20√n))-quantile of
      x for ψ_max, of −x for ψ_min) and exponential noise on the threshold and on every query, as
-     in the authors' code (jairoadiazr/DPBoxplot, ``pboxplots.py`` with
-     ``private_quantiles/unboundedQuantile.py``). ``method`` is ``"dp_boxplot"``.
-   - ``"seed"``: the seed's text, count target n with Laplace noise. ``method`` is
-     ``"dp_boxplot_seed_walk"``.
+     in the authors' code.
+   - ``"algorithm_1"``: the paper's text, count target n (the maximum) with Laplace noise.
 
    Both are ε_walk-DP under both relations (proof in :mod:`shared.dp.unbounded`). The one-sided
    walk is the default because it is the more accurate: with target n the walk past the maximum
@@ -78,11 +93,16 @@ from shared.dp.unbounded import (
     threshold_for_level,
     unbounded_sorted,
 )
+from shared.fields import (
+    DEPRECATED_WALKS,
+    EXTREMES_WALKS,
+    METHOD_NAMES,
+    ExtremesWalk,
+)
+from shared.fields import canonical_method as canonical_method  # re-exported
 from shared.privacy import Neighbouring, PrivacySpent
 
 Branch = Literal["extreme", "fence"]
-ExtremesWalk = Literal["one_sided", "seed"]
-EXTREMES_WALKS: tuple[ExtremesWalk, ...] = ("one_sided", "seed")
 NaiveMethod = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
 NAIVE_METHODS: tuple[NaiveMethod, ...] = (
     "joint_exp",
@@ -120,6 +140,13 @@ class BoxplotResult:
         """The dict ``matplotlib.axes.Axes.bxp`` draws (:func:`bxp_stats`)."""
         return bxp_stats(self.lower_whisker, self.q1, self.median, self.q3, self.upper_whisker,
                          label)
+
+
+def check_extremes(extremes: str) -> ExtremesWalk:
+    """``extremes`` validated, the deprecated ``"seed"`` read as ``"algorithm_1"``."""
+    walk = DEPRECATED_WALKS.get(extremes, extremes)
+    check_choice(walk, "extremes", EXTREMES_WALKS)
+    return walk  # type: ignore[return-value]
 
 
 def bxp_stats(lower_whisker: float, q1: float, median: float, q3: float, upper_whisker: float,
@@ -173,6 +200,7 @@ def extremes_sorted(
     share one count target: n − √n/20 with exponential noise (``"one_sided"``) or n with Laplace
     noise (``"seed"``); n is the data's own size (module docstring)."""
     noise: Noise
+    extremes = check_extremes(extremes)
     if extremes == "one_sided":
         target, noise = one_sided_max_target(data.size), "exponential"
     else:
@@ -188,7 +216,7 @@ def extremes_sorted(
 
 def extremes_budget(extremes: ExtremesWalk, epsilon_each: float) -> list[tuple[str, PrivacySpent]]:
     """The budget lines of step 1, naming the walk."""
-    walk = "one-sided walk" if extremes == "one_sided" else "seed walk"
+    walk = "one-sided walk" if extremes == "one_sided" else "Algorithm 1's walk"
     return [
         (f"minimum (unbounded, reflected, {walk})", PrivacySpent(epsilon_each)),
         (f"maximum (unbounded, {walk})", PrivacySpent(epsilon_each)),
@@ -286,7 +314,10 @@ def dp_boxplot(
     extremes: ExtremesWalk = "one_sided",
     resolution: float | None = None,
 ) -> BoxplotResult:
-    """ε-DP boxplot of ``x`` (DPBoxplot, Ramsay & Diaz-Rodriguez 2025), bounds may be loose.
+    """ε-DP boxplot of ``x`` (DPBoxplot, Ramsay & Diaz-Rodriguez, ICML 2025, arXiv
+    2405.20415), bounds may be loose: by default the authors' code's version (one-sided walk for
+    the extremes, ψ about the (1 − 1/(20√n))-quantiles), with ``extremes="algorithm_1"`` the
+    paper's Algorithm 1 (module docstring).
 
     Privacy: ε-DP under ``neighbouring`` by sequential composition of the steps (module
     docstring), with or without ``resolution``.
@@ -300,8 +331,9 @@ def dp_boxplot(
     rng : the only source of randomness.
     n_public : public size for λ_n, required under ``add_remove`` (module docstring).
     extremes : the walk of step 1: ``"one_sided"`` (default; target n − √n/20, exponential
-        noise; ``method`` ``"dp_boxplot"``) or ``"seed"`` (target n, Laplace noise; ``method``
-        ``"dp_boxplot_seed_walk"``). Both ε-DP; the budget lines name the walk.
+        noise; ``method`` ``"dpboxplot_one_sided_walk"``) or ``"algorithm_1"`` (target n,
+        Laplace noise; ``method`` ``"dpboxplot_algorithm_1"``; ``"seed"`` is its deprecated
+        name). Both ε-DP; the budget lines name the walk.
     resolution : the variable's public resolution (> 0), or None. With it every point of the box
         is on the resolution's grid within the bounds (the multiples of r clipped into [a, b],
         :class:`shared.dp._common.Grid`): the quartiles by grid-aware JointExp
@@ -314,7 +346,7 @@ def dp_boxplot(
         x, epsilon, bounds, neighbouring, rng, n_public
     )
     grid = make_grid(bounds, resolution)
-    check_choice(extremes, "extremes", EXTREMES_WALKS)
+    extremes = check_extremes(extremes)
     eps_extreme = 3.0 * epsilon / 16.0
     eps_box = epsilon / 2.0
     # Both extremes are "the maximum" of x or of −x: the query c_k − t(n) moves by at most 1 in
@@ -326,8 +358,26 @@ def dp_boxplot(
         *extremes_budget(extremes, eps_extreme),
         ("quartiles (JointExp)", PrivacySpent(eps_box)),
     ]
-    method = "dp_boxplot" if extremes == "one_sided" else "dp_boxplot_seed_walk"
-    return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget, method, grid)
+    return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget,
+                   METHOD_NAMES[extremes], grid)
+
+
+def dp_boxplot_algorithm_1(
+    x: ArrayLike,
+    *,
+    epsilon: float,
+    bounds: tuple[float, float],
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+    n_public: int | None = None,
+    resolution: float | None = None,
+) -> BoxplotResult:
+    """ε-DP boxplot by the paper's Algorithm 1 as written (Ramsay & Diaz-Rodriguez, ICML 2025,
+    arXiv 2405.20415): ψ_min and ψ_max by the unbounded walk with count target n and Laplace
+    noise. :func:`dp_boxplot` with ``extremes="algorithm_1"``; ``method`` is
+    ``"dpboxplot_algorithm_1"``."""
+    return dp_boxplot(x, epsilon=epsilon, bounds=bounds, neighbouring=neighbouring, rng=rng,
+                      n_public=n_public, extremes="algorithm_1", resolution=resolution)
 
 
 def naive_boxplot(

@@ -7,8 +7,8 @@ parallel and every center spends ε once.
 
 1. Round 1, each center: ψ_min and ψ_max by the unbounded walk, 3ε/16 each
    (:func:`center_extremes`): DPBoxplot's step 1, by default the one-sided walk (count target
-   n − √n/20, exponential noise; ``extremes="seed"``: target n, Laplace noise), ε-DP under both
-   relations (:mod:`shared.dp.unbounded`).
+   n − √n/20, exponential noise; ``extremes="algorithm_1"``: target n, Laplace noise), ε-DP
+   under both relations (:mod:`shared.dp.unbounded`).
 2. Coordinator: the pooled range R = [min ψ_min, max ψ_max] clamped to the public bounds, cut
    into a public grid of ``branching**depth`` equal leaves.
 3. Round 2, each center: a hierarchical (b-ary tree) Laplace histogram on that grid, ε/2
@@ -38,7 +38,6 @@ from shared._sorting import ascending
 from shared._validation import (
     as_finite_1d,
     check_bounds,
-    check_choice,
     check_epsilon,
     check_generator,
     check_int,
@@ -47,13 +46,13 @@ from shared._validation import (
 )
 from shared.dp._common import FloatArray
 from shared.dp.boxplot import (
-    EXTREMES_WALKS,
     BoxplotResult,
     Branch,
-    ExtremesWalk,
+    check_extremes,
     extremes_sorted,
     whiskers,
 )
+from shared.fields import ExtremesWalk
 from shared.privacy import Neighbouring, PrivacySpent
 
 EXTREMES_SHARE = 3.0 / 16.0
@@ -120,7 +119,7 @@ def center_extremes(
     a, b = check_bounds(bounds)
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
-    check_choice(extremes, "extremes", EXTREMES_WALKS)
+    extremes = check_extremes(extremes)
     data = ascending(as_finite_1d(x, "x"))
     psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng, extremes=extremes)
     return Extremes(psi_min, psi_max, PrivacySpent(eps))
@@ -373,8 +372,8 @@ def pooled_result(
     unbiased, its noise a sum of Laplace; flooring each center's first would not be.
     ``extremes`` names the walk the centers ran in round 1 (:func:`center_extremes`'s default
     unless told)."""
-    check_choice(extremes, "extremes", EXTREMES_WALKS)
-    walk = "one-sided walk" if extremes == "one_sided" else "seed walk"
+    extremes = check_extremes(extremes)
+    walk = "one-sided walk" if extremes == "one_sided" else "Algorithm 1's walk"
     return BoxplotResult(
         lower_outliers=floored(sum(c[0] for c in counts)),
         lower_whisker=box.lower,

@@ -4,9 +4,11 @@ boxplots and the non-private one, one (law, n, ε) cell at a time (:func:`run_ce
 The command around it (figures, CSV, the summary tables of ``docs/benchmarks.md``):
 ``fedstats simulate boxplot`` or ``benchmarks/sim_boxplot.py`` (``fedstats_cli.sim_boxplot``).
 
-Methods: ``dp_boxplot`` is DPBoxplot with its default extremes walk (one-sided: count target
-n − √n/20, exponential noise); ``dp_boxplot_seed_walk`` the same with the seed's walk (target n,
-Laplace noise); ``naive_*`` the four naive DP boxplots; ``non_private`` the sample's boxplot.
+Methods: ``dpboxplot_one_sided_walk`` is DPBoxplot as the authors' code runs it (the default:
+one-sided extremes walk, count target n − √n/20, exponential noise); ``dpboxplot_algorithm_1``
+the paper's Algorithm 1 as written (target n, Laplace noise; formerly ``dp_boxplot`` and
+``dp_boxplot_seed_walk``, :mod:`shared.fields`); ``naive_*`` the four naive DP
+boxplots; ``non_private`` the sample's boxplot.
 
 Design (seed 000 §5; docs/methods.md §5.9): N(0, 1), skew-normal(a = 20) standardized,
 Uniform(−√3, √3), standardized Beta(2, 2), and a standardized log-normal(σ = 1) standing in for
@@ -34,12 +36,12 @@ import numpy as np
 from scipy import stats
 
 from shared.dp import NAIVE_METHODS, BoxplotResult, dp_boxplot, naive_boxplot
-from shared.dp.boxplot import ExtremesWalk
+from shared.fields import METHOD_NAMES, ExtremesWalk
 
 BOUNDS = (-50.0, 50.0)
 SIZES = (1_000, 3_500, 10_000, 35_000, 100_000)
 EPSILONS = (0.5, 1.0, 5.0, 10.0)
-WALKS: dict[str, ExtremesWalk] = {"dp_boxplot": "one_sided", "dp_boxplot_seed_walk": "seed"}
+WALKS: dict[str, ExtremesWalk] = {name: walk for walk, name in METHOD_NAMES.items()}
 METHODS = (*WALKS, *(f"naive_{m}" for m in NAIVE_METHODS), "non_private")
 METRICS = ("location", "scale", "skewness", "tails")
 

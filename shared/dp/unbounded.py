@@ -102,6 +102,7 @@ from shared.privacy import Neighbouring, PrivacySpent
 
 Noise = Literal["laplace", "exponential"]
 NOISES: tuple[Noise, ...] = ("laplace", "exponential")
+DEFAULT_BETA = 1.001  # Durfee's default grid base, also the seed's
 TARGET_SHORTFALL = 20.0  # t(n) = n − √n/20: the authors' (1 − 1/(20√n))-quantile
 
 
@@ -110,6 +111,20 @@ def geometric_edges(anchor: float, top: float, beta: float) -> FloatArray:
     n_candidates = max(1, math.ceil(math.log(top - anchor + 1.0) / math.log(beta)))
     edges: FloatArray = anchor - 1.0 + np.power(beta, np.arange(n_candidates, dtype=float))
     return edges
+
+
+def grid_steps(bounds: tuple[float, float], beta: float) -> int:
+    """The number of the walk's candidates (its queries) between the public bounds: the walk
+    upward from a and the reflected one from b have the same number (public)."""
+    return int(geometric_edges(bounds[0], bounds[1], beta).size)
+
+
+def step_below(value: float, anchor: float, beta: float) -> float:
+    """The grid point one step below a released ``value`` of the upward walk anchored at
+    ``anchor``: a − 1 + (v − a + 1)/β. The walk knows only that its count crossed the threshold
+    on [step_below(v), v), which is what its stated rank error is about
+    (:func:`shared.dp.uncertainty.walk_rank_halfwidth`)."""
+    return anchor - 1.0 + (value - anchor + 1.0) / beta
 
 
 def above_threshold_bucket(
@@ -185,7 +200,7 @@ def unbounded_quantile(
     bounds: tuple[float, float],
     neighbouring: Neighbouring,
     rng: np.random.Generator,
-    beta: float = 1.001,
+    beta: float = DEFAULT_BETA,
     reflect: bool = False,
     noise: Noise = "laplace",
 ) -> QuantilesResult:

@@ -18,9 +18,19 @@ relation and the levels asked — public — never of the data, so it costs no �
   Laplace (a variance-gamma law, |e|^{k−½}·K_{k−½}(|e|/b)); we give the widest level's
   half-width. Both are guides, not bounds: a gap much wider than its neighbours draws the
   output towards it. Checked by simulation (``tests/shared/dp/test_uncertainty.py``).
-* **Quantiles by the unbounded walk** (Durfee 2023): the walk stops where the count crosses a
-  threshold, both noised by Laplace(2/ε): the rank error is about the difference of two
-  Laplace(2/ε), whose quantile is solved numerically; the grid adds a relative error of β − 1.
+* **Quantiles by the unbounded walk** (Durfee 2023; docs/methods.md §9.3): the release v = e_K
+  is a point of the walk's geometric grid, and the walk only learns on which step [e_(K−1), e_K)
+  the count crossed its noisy threshold; the records inside that step are counted below v
+  whatever the noise, so no statement about #{x < v} alone can hold without the data (a step
+  may hold any number of records). The stated rank error is therefore about the step:
+  #{x < v} >= q·n − h and #{x < e_(K−1)} <= q·n + h, e_(K−1) = a − 1 + (v − a + 1)/β the grid
+  point below v (public: a function of the release). Its h covers both ways the walk errs, for
+  any data: stopping late needs the first step past q·n + h not to fire (one difference of two
+  Laplace); stopping early needs one of the steps below q·n − h to fire, and there may be as
+  many of them as the grid has steps (N = ⌈log_β(b − a + 1)⌉), all just below — h solves
+  E_Z_T[1 − (1 − P(Z > Z_T + h))^N] + P(Z − Z_T < −h) = 1 − level exactly
+  (:func:`walk_rank_halfwidth`). Conservative where the data fill the grid (few steps compete),
+  exact in the worst case.
 * ApproxQuantile's recursion has no such single scale: ``None``.
 """
 
@@ -123,6 +133,108 @@ def _unit_bridge_halfwidth(steps: int, position: int, level: float) -> float:
     return float(optimize.brentq(outside, 0.0, top, xtol=1e-10))
 
 
+def walk_rank_halfwidth(scale: float, steps: int, level: float = 0.95,
+                        noise: str = "laplace") -> float:
+    """h with P(the walk's step misses its count target by more than h ranks) <= 1 − ``level``
+    for any data (module docstring): N = ``steps`` grid steps, noise of ``scale`` on the
+    threshold and on every query — Laplace (the walk of
+    :func:`shared.dp.unbounded.unbounded_quantile`) or one-sided exponential (DPBoxplot's
+    default extremes walk: stopping late needs Z_T − Z_k > h, probability ½·e^(−h/s); early,
+    one of N steps with Z_k > Z_T + h)."""
+    scale = check_positive(scale, "scale")
+    level = check_open_unit(level, "level")
+    if steps < 1:
+        raise ValueError(f"`steps` must be >= 1, got {steps}")
+    if noise not in ("laplace", "exponential"):
+        raise ValueError(f"`noise` must be 'laplace' or 'exponential', got {noise!r}")
+    return scale * _unit_walk_halfwidth(int(steps), level, noise)
+
+
+@functools.lru_cache(maxsize=256)
+def _unit_walk_halfwidth(steps: int, level: float, noise: str = "laplace") -> float:
+    """:func:`walk_rank_halfwidth` at scale 1."""
+    if noise == "exponential":
+        def early_given(z: float, h: float) -> float:  # z >= 0: N steps with Z_k > z + h
+            p = math.exp(-(z + h))
+            return -math.expm1(steps * math.log1p(-p)) if p < 1.0 else 1.0
+
+        def early_exp(h: float) -> float:
+            part, _ = integrate.quad(lambda z: math.exp(-z) * early_given(z, h), 0.0, math.inf,
+                                     limit=200)
+            return part
+
+        return float(optimize.brentq(
+            lambda h: early_exp(h) + 0.5 * math.exp(-h) - (1.0 - level), 0.0,
+            60.0 + 2.0 * math.log(steps), xtol=1e-9))
+
+    def above(y: float) -> float:  # P(Laplace(1) > y)
+        return 0.5 * math.exp(-y) if y >= 0.0 else 1.0 - 0.5 * math.exp(y)
+
+    def early(h: float) -> float:
+        # Given Z_T = z, N competitors at −h fire first with 1 − (1 − P(Z > z + h))^N.
+        def integrand(z: float) -> float:
+            p = above(z + h)
+            fired = 1.0 if p >= 1.0 else -math.expm1(steps * math.log1p(-p))
+            return 0.5 * math.exp(-abs(z)) * fired
+
+        total = 0.0
+        for lo, hi in ((-math.inf, -h), (-h, 0.0), (0.0, math.inf)):
+            if lo < hi:
+                part, _ = integrate.quad(integrand, lo, hi, limit=200)
+                total += part
+        return total
+
+    def late(h: float) -> float:  # P(L1 − L2 < −h), one side of the difference
+        return 0.5 * (1.0 + h / 2.0) * math.exp(-h)
+
+    return float(optimize.brentq(lambda h: early(h) + late(h) - (1.0 - level), 0.0,
+                                 60.0 + 2.0 * math.log(steps), xtol=1e-9))
+
+
+QUARTILES = (0.25, 0.5, 0.75)
+
+
+def box_rank_halfwidths(method: str, epsilon: float, bounds: tuple[float, float],
+                        level: float = 0.95) -> tuple[float | None, float | None]:
+    """(quartiles, extremes): the 95 % rank errors a DPBoxplot states for its parts, in records
+    (docs/methods.md §9.4), from public numbers (its method, ε, the bounds).
+
+    * Quartiles, JointExp at ε/2: the Laplace bridge's widest level (where the data are
+      evenly spread), at swap's Δ = 2 — not below add/remove's 1.5, whichever the center uses.
+    * Extremes ψ, the walk at 3ε/16 on the β = 1.001 grid over the bounds: about the grid step
+      next to ψ and the walk's count target (n − √n/20 for the default one-sided walk,
+      exponential noise; n for Algorithm 1, Laplace noise), for any data
+      (:func:`walk_rank_halfwidth`). A fence whisker is Q ± 1.5·IQR: its uncertainty is the
+      quartiles'.
+
+    (None, None) for a method without these parts (the naive boxplots)."""
+    from shared.dp.unbounded import DEFAULT_BETA, grid_steps
+    from shared.fields import METHOD_NAMES
+
+    noise = {METHOD_NAMES["one_sided"]: "exponential",
+             METHOD_NAMES["algorithm_1"]: "laplace",
+             "pooled_dp_boxplot": "exponential"}.get(method)
+    if noise is None:
+        return None, None
+    quartiles = rank_halfwidth("joint_exp", QUARTILES, epsilon / 2.0, "swap", level)
+    extremes = walk_rank_halfwidth(2.0 / (3.0 * epsilon / 16.0),
+                                   grid_steps(bounds, DEFAULT_BETA), level, noise)
+    return quartiles, extremes
+
+
+def tree_rank_halfwidth(scales: Sequence[float], branching: int, depth: int,
+                        level: float = 0.95) -> float:
+    """The 95 % rank error of any level read off the pooled tree (docs/methods.md §9.5), about
+    the leaf holding the value, from the centers' node noise ``scales`` (public): the count
+    below a leaf edge is a sum of at most (b − 1)·depth nodes of each center's tree, and the
+    level's target q·total moves with the root's noise (at most one node more), so the error is
+    within the half-width of a sum of (b − 1)·depth + 1 Laplace variables per center
+    (:func:`laplace_sum_halfwidth`). Conservative: the consistency step (Hay et al. 2010)
+    averages each node with its parent and children and only narrows it."""
+    nodes = (branching - 1) * depth + 1
+    return laplace_sum_halfwidth([s for s in scales for _ in range(nodes)], level)
+
+
 def quantile_sensitivity(algorithm: str, levels: Sequence[float],
                          neighbouring: Neighbouring) -> float | None:
     """Δ of the exponential mechanism's utility (rank error) as the DP modules calibrate it (for
@@ -136,11 +248,16 @@ def quantile_sensitivity(algorithm: str, levels: Sequence[float],
 
 
 def rank_halfwidth(algorithm: str, levels: Sequence[float], epsilon: float,
-                   neighbouring: Neighbouring, level: float = 0.95) -> float | None:
-    """The 95 % rank error of a DP quantile release (module docstring), in records."""
+                   neighbouring: Neighbouring, level: float = 0.95,
+                   grid_steps: int | None = None) -> float | None:
+    """The 95 % rank error of a DP quantile release (module docstring), in records. For the
+    unbounded walk ``grid_steps`` is the number of its grid's steps
+    (:func:`shared.dp.unbounded.grid_steps`) and the error is about the step below the value."""
     epsilon = check_positive(epsilon, "epsilon")
     if algorithm == "unbounded":
-        return laplace_difference_halfwidth(2.0 / (epsilon / len(levels)), level)
+        if grid_steps is None:
+            raise ValueError("the unbounded walk's rank error needs its number of grid steps")
+        return walk_rank_halfwidth(2.0 / (epsilon / len(levels)), grid_steps, level)
     delta = quantile_sensitivity(algorithm, levels, neighbouring)
     if delta is None:
         return None

@@ -30,6 +30,7 @@ from shared.quantiles.table import (
     extrapolation_quantiles,
     fit_yj_table,
     interpolation_quantiles,
+    table_brackets,
     yj_table_quantiles,
 )
 from shared.quantiles.yeojohnson import YJNormal, inverse_yeojohnson, yeojohnson
@@ -64,6 +65,7 @@ __all__ = [
     "profile_loglik",
     "quantile_loss",
     "quantile_loss_quantiles",
+    "table_brackets",
     "yeojohnson",
     "yj_data_quantiles",
     "yj_moments",

@@ -127,3 +127,22 @@ def extrapolation_quantiles(table: Any, q: Any) -> QuantileResult:
     return QuantileResult(
         method="extrapolation", levels=levels, quantiles=c[s] + (lv - f[s]) * slope
     )
+
+
+def table_brackets(table: Any, q: Any) -> list[tuple[float, float]]:
+    """For each level q in (0, 1), the bin (c_j, c_{j+1}] whose cumulative share crosses q: the
+    table's own statement of where the q-quantile lies, whatever estimator reads a value inside
+    it (docs/methods.md §8.9). With whole counts (one center, or bins no later center split) the
+    sample quantile x_(⌈qN⌉) lies in it for certain; where a joining center split bins, the
+    counts are shared out in proportion (seed 001, Algorithm 6), so the crossing may be a bin
+    off: with fractional counts the bracket holds the bins on either side too (conservative).
+    An end at ±inf is an open table end: the table says nothing beyond its last limit."""
+    cum = cumulative(table)
+    levels = np.asarray(check_open_levels(q), dtype=np.float64)
+    j = bin_of(cum.shares, levels)
+    if np.allclose(cum.counts, np.round(cum.counts), rtol=0.0, atol=1e-9):
+        return [(float(cum.limits[i]), float(cum.limits[i + 1])) for i in j]
+    # Shared-out counts can put the crossing one bin off either way: the bins on both sides
+    # are added (measured coverage: tests/shared/quantiles/test_table_brackets.py).
+    last = cum.limits.size - 1
+    return [(float(cum.limits[max(i - 1, 0)]), float(cum.limits[min(i + 2, last)])) for i in j]

@@ -26,7 +26,7 @@ URL = "/v1/datasets/cohort/dp/describe"
 def csv_path(tmp_path: Path) -> Path:
     """120 records in level a, 5 in level b (below K = 10: left out of the population)."""
     rng = np.random.default_rng(7)
-    x = np.round(rng.normal(50, 10, 125), 2)
+    x = np.round(rng.normal(50, 10, 125) * 2) / 2  # recorded at its declared resolution 0.5
     y = np.round(rng.exponential(2.0, 125), 2)
     arm = ["a"] * 120 + ["b"] * 5
     return write_csv(pa.table({"x": x, "y": y, "arm": arm}), tmp_path / "cohort.csv")

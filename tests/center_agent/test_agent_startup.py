@@ -364,6 +364,62 @@ def test_pg_a_failing_query_is_told_without_the_value_it_failed_on(
     assert "secret" not in detail
 
 
+# -- a declared resolution the data do not hold ---------------------------------------------------
+
+
+def grid_toml(tmp_path: Path, base_config: dict[str, Any], csv: Path) -> Path:
+    """y declared at resolution 0.5 (rows() records it at 0.5: (i·7) mod 23 + 0.5)."""
+    config = {**base_config, "datasets": {"cohort": {
+        "source": {"kind": "csv", "path": str(csv)}, "variables": ["x", "y"],
+        "group": {"column": "arm", "levels": ["a", "b"]}, "epsilon_total": 3.0,
+        "metadata": {"y": {"resolution": 0.5}}}}}
+    return write_toml(tmp_path / "center.toml", config)
+
+
+def test_data_off_the_declared_resolution_stop_start_up_naming_only_the_variable(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    # On the grid it starts; one value of 600 off it (in a row the population counts, 37.25)
+    # stops start-up: the variable, its resolution and the fix, never the value, row or count.
+    config = grid_toml(tmp_path, base_config, write_cells(tmp_path / "d.csv", rows(n=600)))
+    create_app(load_settings(config)).state.services.close()
+    write_cells(tmp_path / "d.csv", rows(bad_row=417, bad="37.25", n=600))
+    detail = start_error(config)
+    assert detail == (
+        "dataset 'cohort': variable 'y' holds values that are not multiples of its declared "
+        "resolution 0.5; declare the resolution the values are recorded at (or none) under "
+        "[datasets.<name>.metadata.y], or round the column to it")
+    assert "37.25" not in detail and "417" not in detail and " 1 " not in detail
+
+
+@pytest.mark.anyio
+async def test_data_moved_off_the_grid_after_start_up_are_a_503_to_callers_and_logged(
+    tmp_path: Path, base_config: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Data replaced after start-up: every request of the dataset answers the public state
+    # "data source error", the same for any source problem, whatever the request asks; the
+    # operator's log names the variable.
+    csv = write_cells(tmp_path / "d.csv", rows(n=600))
+    app = create_app(load_settings(grid_toml(tmp_path, base_config, csv)))
+    write_cells(csv, rows(bad_row=9, bad="12.3", n=600))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            async with httpx.AsyncClient(transport=transport, base_url="http://center") as c:
+                answers = [await c.post("/v1/datasets/cohort/table",
+                                        json={"variable": v, "groups": ["a", "b"], "k": K},
+                                        headers=AUTH) for v in ("x", "y")]
+    finally:
+        app.state.services.close()
+    for answer in answers:
+        assert answer.status_code == 503 and answer.json()["error"] == "data_source_error"
+        assert "'y'" not in answer.text and "resolution" not in answer.text
+        assert "12.3" not in answer.text
+    assert answers[0].json() == answers[1].json()
+    assert "variable 'y' holds values that are not multiples of its declared" in caplog.text
+    assert "12.3" not in caplog.text
+
+
 # -- one source, one dataset --------------------------------------------------------------------
 # Two datasets over one source are two populations and two disclosure memories of the same
 # patients: `cohort` (x, y) and `los_only` (y) leave different rows out (those missing x), and

@@ -6,6 +6,7 @@ core's on the raw data."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from center_agent.core.config import load_settings as load_center_settings
 from center_agent.gate.keys import write_key_pair
 from center_agent.main import create_app as create_center
 from coordinator.main import create_app
+from coordinator.protocols import quantiles as quantiles_protocol
 from shared.fields import DP_MAX_EVALUATIONS
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
 from shared.protocol import BinTableRelease, MWURelease, RefinementRelease
@@ -275,8 +277,28 @@ def yj_sensitivity(lmbda: float, bounds: tuple[float, float]) -> float:
     return float(np.sum(np.abs(yj_sums(np.array([bounds[1]]), lmbda))))
 
 
+async def test_yj_data_is_not_offered_where_it_cannot_work(coordinator: Any) -> None:
+    """At ε = 1 over 24 λ evaluations, bounds [0, 100] and these centers' sizes the noise on
+    the fitted variance is far above what can work: each group's reason says so and why, and
+    nothing is asked or spent."""
+    spec = {**SPEC, "analyses": [{"kind": "quantiles", "levels": [0.5],
+                                  "estimators": ["yj_data"], "epsilon": 1.0,
+                                  "bounds": [0.0, 100.0]}]}
+    view = await run(coordinator, spec)
+    assert view["status"] == "succeeded", view
+    estimates = view["result"]["analyses"][0]["estimates"]["yj_data"]
+    for group in SPEC["groups"]:
+        assert estimates[group]["quantiles"] is None
+        assert estimates[group]["error"].startswith("not offered: at ε = 1 per center")
+        assert "nothing was spent" in estimates[group]["error"]
+    assert not [p for p in view["provenance"] if p["call"] == "yj_moments"]
+    _, client = coordinator
+    listed = (await client.get("/v1/centers", headers=AUTH)).json()
+    assert [c["remaining_epsilon"]["cohort"] for c in listed] == [EPSILON_TOTAL] * 3
+
+
 async def test_yj_data_over_real_centers_is_the_core_fit_on_the_sums_received(
-    coordinator: Any,
+    coordinator: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The coordinator asks every center, at each λ Brent tries, for ε-DP moment sums of values
     clipped to the public bounds (ε / DP_MAX_EVALUATIONS a call, so at most ε per group); each
@@ -285,6 +307,9 @@ async def test_yj_data_over_real_centers_is_the_core_fit_on_the_sums_received(
 
     (No accuracy check: at the ε a 3.0 budget allows, noise of scale ~1e5 drowns sums of
     ~1e4, and Brent may end without a fit, recorded as the estimator's reason.)"""
+    # Offered whatever the noise, to check the releases and the fit on them (the gate is
+    # tested above).
+    monkeypatch.setattr(quantiles_protocol, "YJ_DATA_MAX_NOISE_RATIO", math.inf)
     levels = [0.1, 0.5, 0.9]
     epsilon, bounds = 1.0, (0.0, 100.0)  # two groups: at most 2ε of EPSILON_TOTAL
     spec = {**SPEC, "analyses": [{"kind": "quantiles", "levels": levels,
@@ -318,12 +343,13 @@ async def test_yj_data_over_real_centers_is_the_core_fit_on_the_sums_received(
 
         try:
             expected = yj_data_quantiles(query, levels, max_evaluations=DP_MAX_EVALUATIONS,
-                                         tol=DP_TOL).quantiles
-        except (ValueError, RuntimeError) as exc:  # the cap, no positive variance, or no
-            # bracket of the likelihood's maximum (scipy's BracketError): the reason is recorded
+                                         tol=DP_TOL, bounded=True).quantiles
+        except (ValueError, RuntimeError) as exc:  # the cap, no positive variance, or a
+            # quantile that is not finite: the reason is recorded
             assert estimates[group] == {"quantiles": None, "error": str(exc)}
-        else:  # JSON holds an infinite quantile as a string, which float() reads back
+        else:
             got = [float(v) for v in estimates[group]["quantiles"]]
+            assert all(math.isfinite(v) for v in got)
             np.testing.assert_allclose(got, expected, rtol=1e-12)
     # Laplace noise of the calibrated scale: each |error| / scale is Exp(1), so their sum is
     # Gamma(N, 1); it falls outside these limits with probability 2e-7 (N >= 2·3·9: two groups,

@@ -5,20 +5,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.models import Box
 from shared.dp.boxplot import (
-    EXTREMES_WALKS,
     NAIVE_METHODS,
     UNBOUNDED_BETA,
     dp_boxplot,
+    dp_boxplot_algorithm_1,
     extremes_sorted,
     naive_boxplot,
     whiskers,
 )
 from shared.dp.unbounded import unbounded_sorted
+from shared.fields import EXTREMES_WALKS, canonical_method
 from shared.privacy import PrivacySpent
+from shared.protocol import DPBoxplotRelease
 
-METHOD = {"one_sided": "dp_boxplot", "seed": "dp_boxplot_seed_walk"}
-WALK = {"one_sided": "one-sided walk", "seed": "seed walk"}
+METHOD = {"one_sided": "dpboxplot_one_sided_walk", "algorithm_1": "dpboxplot_algorithm_1"}
+WALK = {"one_sided": "one-sided walk", "algorithm_1": "Algorithm 1's walk"}
 
 
 def _box(x, seed=0, **kw):
@@ -104,12 +107,33 @@ def test_default_walk_is_the_one_sided_walk():
     x = np.random.default_rng(3).normal(size=200)
     default = _box(x, seed=4)
     assert default == _box(x, seed=4, extremes="one_sided")
-    assert default.method == "dp_boxplot"
+    assert default.method == "dpboxplot_one_sided_walk"
+
+
+def test_the_papers_algorithm_by_its_own_name_and_the_old_names_still_read():
+    x = np.random.default_rng(3).normal(size=200)
+    paper = dp_boxplot_algorithm_1(x, epsilon=1.0, bounds=(-50, 50), neighbouring="swap",
+                                   rng=np.random.default_rng(4))
+    assert paper == _box(x, seed=4, extremes="algorithm_1")
+    assert paper.method == "dpboxplot_algorithm_1"
+    # The walk's former name is a deprecated alias of the same walk.
+    assert _box(x, seed=4, extremes="seed") == paper
+    # The methods results carried before read as the methods they were, on the wire and in a
+    # stored study's result.
+    assert canonical_method("dp_boxplot") == "dpboxplot_one_sided_walk"
+    assert canonical_method("dp_boxplot_seed_walk") == "dpboxplot_algorithm_1"
+    assert canonical_method("pooled_dp_boxplot") == "pooled_dp_boxplot"
+    release = DPBoxplotRelease.from_result(paper).model_dump()
+    for old, new in (("dp_boxplot", "dpboxplot_one_sided_walk"),
+                     ("dp_boxplot_seed_walk", "dpboxplot_algorithm_1")):
+        assert DPBoxplotRelease.model_validate({**release, "method": old}).method == new
+        stored = {k: v for k, v in release.items() if k in Box.model_fields}
+        assert Box.model_validate({**stored, "method": old}).method == new
 
 
 @pytest.mark.parametrize(
     "extremes, target, noise",
-    [("one_sided", 500 - math.sqrt(500) / 20, "exponential"), ("seed", 500.0, "laplace")],
+    [("one_sided", 500 - math.sqrt(500) / 20, "exponential"), ("algorithm_1", 500.0, "laplace")],
 )
 def test_extremes_are_the_walks_of_the_proof(extremes, target, noise):
     """Step 1 runs exactly the walks that tests/shared/dp/test_unbounded.py checks: target
@@ -135,7 +159,7 @@ def test_branches_end_to_end_with_large_epsilon(extremes):
     assert res.upper_whisker == pytest.approx(1.0, abs=0.1)
     assert res.lower_whisker == pytest.approx(0.0, abs=0.1)
     # The one-sided walk targets the (n − √n/20)-th value: up to ⌊√4000/20⌋ = 3 values beyond.
-    most = 0 if extremes == "seed" else 3
+    most = 0 if extremes == "algorithm_1" else 3
     assert res.lower_outliers <= most and res.upper_outliers <= most
     far = np.append(x, np.linspace(8.0, 9.0, 10))  # more far values than √n/20 ≈ 3.2
     res = _box(far, epsilon=3000.0, bounds=(-10, 10), extremes=extremes)
@@ -148,7 +172,7 @@ def test_branches_end_to_end_with_large_epsilon(extremes):
     two = np.append(x, [8.0, 9.0])
     res = _box(two, epsilon=3000.0, bounds=(-10, 10), extremes=extremes)
     assert res.upper_outliers == 2
-    if extremes == "seed":
+    if extremes == "algorithm_1":
         q1, q3 = np.quantile(two, [0.25, 0.75])
         assert res.upper_branch == "fence"
         assert res.upper_whisker == pytest.approx(q3 + 1.5 * (q3 - q1), abs=0.01)

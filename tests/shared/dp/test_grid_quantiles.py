@@ -392,3 +392,20 @@ def test_grid_estimates_on_rounded_data_are_the_sample_quantiles():
         cont_err.append(np.abs(np.array(joint_exp(x, levels, **kw).values) - truth))
     assert np.mean(grid_err) < 0.2 * np.mean(cont_err)
     assert np.mean(np.array(grid_err) < 1e-9) > 0.8
+
+
+def test_off_grid_count_counts_values_off_the_resolution():
+    # Recorded decimals (2.3 stored as 2.2999999999999998) are on their grid; a value a tenth
+    # of a step off is not; missing values are not counted; large values keep their tolerance.
+    from shared.dp._common import off_grid_count
+
+    on = np.round(np.random.default_rng(1).normal(120, 15, 10_000), 1)
+    assert off_grid_count(on, 0.1) == 0
+    assert off_grid_count(np.append(on, [np.nan, np.inf]), 0.1) == 0
+    assert off_grid_count(np.append(on, [120.35, 7.01]), 0.1) == 2
+    assert off_grid_count([0.0, 1.5, -2.5, 7.5e9], 0.5) == 0
+    assert off_grid_count([1.0, 2.0, 3.5], 1.0) == 1
+    assert off_grid_count([0.25, 0.75, 0.3], 0.25) == 1
+    assert off_grid_count([3.0 * 0.3, 0.3 * 7], 0.3) == 0  # not of the form 1/N
+    with pytest.raises(ValueError, match="resolution"):
+        off_grid_count([1.0], 0.0)

@@ -206,7 +206,7 @@ def test_center_extremes_is_dpboxplots_step_one(extremes):
 
 
 @pytest.mark.parametrize(("extremes", "walk"), [("one_sided", "one-sided walk"),
-                                                ("seed", "seed walk")])
+                                                ("algorithm_1", "Algorithm 1's walk")])
 def test_pooled_budget_names_the_walk(extremes, walk):
     g = rng(13)
     centers = [g.normal(0, 1, 3000), g.normal(0.3, 1, 2000)]

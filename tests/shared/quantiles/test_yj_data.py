@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from shared.fields import DP_MAX_EVALUATIONS
 from shared.mechanisms import Laplace
 from shared.quantiles import (
     EvaluationCapError,
@@ -18,6 +19,13 @@ from shared.quantiles import (
     yj_data_quantiles,
     yj_moments,
 )
+from shared.quantiles.wire import YJMomentsRequest
+from shared.quantiles.yj_data import (
+    DP_TOL,
+    YJ_DATA_MAX_NOISE_RATIO,
+    yj_data_noise_ratio,
+)
+from shared.releases import yj_moments_release
 from shared.simulate import CENTER_SIZES
 
 
@@ -192,3 +200,62 @@ def test_few_evaluations_when_lambda_is_near_zero():
                                           abs=1e-6)
         counts.append(fit.evaluations)
     assert max(counts) <= 30, counts
+
+
+def test_a_quantile_beyond_the_transforms_reach_is_refused_not_returned():
+    # λ̂ ≈ −0.57 on log-normal(0, 2.5) data: YJ(·; λ̂) maps [0, ∞) onto [0, 1.76), and the
+    # fitted normal's 0.99-quantile lies beyond it. Formerly returned as inf.
+    x = np.random.default_rng(1).lognormal(0.0, 2.5, 2000)
+    assert np.isfinite(yj_data_quantiles(in_process_query([x]), [0.5, 0.9]).quantiles).all()
+    with pytest.raises(ValueError, match=r"0\.99-quantile at inf.*no finite estimate"):
+        yj_data_quantiles(in_process_query([x]), [0.5, 0.99])
+
+
+def _service_query(centers, epsilon, bounds, rng):
+    """The moment query as the services run it: each center clips to the bounds and noises the
+    sums at ε / DP_MAX_EVALUATIONS with the add/remove sensitivity at the λ asked."""
+    per_call = epsilon / DP_MAX_EVALUATIONS
+
+    def query(lmbda):
+        request = YJMomentsRequest(variable="v", group=None, lmbda=lmbda, epsilon=per_call,
+                                   bounds=bounds)
+        return [yj_moments_release(x, request, "add_remove", rng).to_result() for x in centers]
+
+    return query
+
+
+@pytest.mark.slow  # 40 noisy fits of up to 24 evaluations each: about 2 s
+def test_the_dp_fit_as_the_services_run_it_stays_in_its_bracket_and_finite():
+    # Gamma(2, 3) over three centers of the seed's sizes (N = 1500), bounds [0, 30], at the
+    # smallest ε the coordinator offers it with (ε = 30). The unbounded search followed the
+    # noise out of the bracket: at ε = 10, 16 of 30 fits ended in scipy's BracketError.
+    # Bounded, with one S_log, every fit ends inside (−2, 2) with finite quantiles inside the
+    # bounds, near the truth (quartiles 2.9, 5.0, 8.1; SD 4.2).
+    rng = np.random.default_rng(0)
+    bounds, epsilon = (0.0, 30.0), 30.0
+    assert yj_data_noise_ratio(epsilon, bounds, 1500, DP_MAX_EVALUATIONS) < (
+        YJ_DATA_MAX_NOISE_RATIO)
+    errors = []
+    for _ in range(40):
+        centers = [rng.gamma(2.0, 3.0, size=s) for s in (698, 476, 326)]
+        result = yj_data_quantiles(_service_query(centers, epsilon, bounds, rng),
+                                   [0.25, 0.5, 0.75], max_evaluations=DP_MAX_EVALUATIONS,
+                                   tol=DP_TOL, bounded=True)
+        assert -2.0 <= result.fit.lmbda <= 2.0
+        assert np.isfinite(result.quantiles).all()
+        assert np.all((bounds[0] <= result.quantiles) & (result.quantiles <= bounds[1]))
+        errors.append(np.abs(result.quantiles
+                             - np.quantile(np.concatenate(centers), [0.25, 0.5, 0.75])))
+    assert np.median(np.array(errors), axis=0).max() < 1.0
+
+
+def test_the_noise_ratio_decides_from_public_numbers_only():
+    # At λ = 1 on [0, 30]: Δ = log 31 + 30 + 900; noise SD of S_2/N is √2·Δ·24/(ε·N), over the
+    # widest variance 30²/4.
+    delta = math.log(31.0) + 30.0 + 900.0
+    expected = math.sqrt(2.0) * delta * 24.0 / (1.0 * 1500) / 225.0
+    assert yj_data_noise_ratio(1.0, (0.0, 30.0), 1500, 24) == pytest.approx(expected, rel=1e-12)
+    assert yj_data_noise_ratio(1.0, (0.0, 30.0), 1500, 24) > YJ_DATA_MAX_NOISE_RATIO
+    assert yj_data_noise_ratio(30.0, (0.0, 30.0), 1500, 24) < YJ_DATA_MAX_NOISE_RATIO
+    assert yj_data_noise_ratio(10.0, (0.0, 30.0), 1500, 24) > YJ_DATA_MAX_NOISE_RATIO
+    assert yj_data_noise_ratio(1.0, (0.0, 30.0), 0, 24) == math.inf
