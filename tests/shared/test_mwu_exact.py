@@ -1,0 +1,186 @@
+"""U's exact permutation law at small N (``shared.mwu.exact_null``): against scipy's exact test
+without ties, brute-force enumeration of every split with ties, and how the federated tests use
+it (docs/methods.md §3.1)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from shared.mwu import (
+    EXACT_MAX_N,
+    Alternative,
+    exact_null,
+    fisher_test,
+    mann_whitney,
+    public_exact_null,
+    released_result,
+    sum_test,
+    weighted_test,
+)
+
+ALTERNATIVES = ["two-sided", "less", "greater"]
+
+
+def brute_force_law(pooled: np.ndarray, m: int) -> Counter[int]:
+    """P(U = u) × C(N, m): U = Σ sign(Y − X) over every choice of which m pooled values are Y."""
+    law: Counter[int] = Counter()
+    idx = range(pooled.size)
+    for ys in itertools.combinations(idx, m):
+        mask = np.zeros(pooled.size, dtype=bool)
+        mask[list(ys)] = True
+        law[int(np.sign(pooled[mask][None, :] - pooled[~mask][:, None]).sum())] += 1
+    return law
+
+
+def brute_force_pvalue(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
+    law = brute_force_law(np.r_[x, y], y.size)
+    u = int(np.sign(y[None, :] - x[:, None]).sum())
+    total = sum(law.values())
+    upper = sum(c for v, c in law.items() if v >= u) / total
+    lower = sum(c for v, c in law.items() if v <= u) / total
+    return {"less": upper, "greater": lower, "two-sided": min(1.0, 2 * min(upper, lower))}[
+        alternative]
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+@pytest.mark.parametrize("sizes", [(1, 1), (3, 2), (5, 7), (10, 10), (8, 17), (25, 25)])
+def test_without_ties_it_is_scipys_exact_test(sizes: tuple[int, int],
+                                              alternative: Alternative) -> None:
+    g = np.random.default_rng(sum(sizes))
+    for shift in (0.0, 0.8, -1.5):
+        x, y = g.normal(size=sizes[0]), g.normal(shift, size=sizes[1])
+        ours = mann_whitney(x, y, alternative=alternative)  # auto: exact at N <= EXACT_MAX_N
+        ref = stats.mannwhitneyu(x, y, alternative=alternative, method="exact")
+        assert ours.null == "exact"
+        assert ours.pvalue == pytest.approx(ref.pvalue, rel=1e-11, abs=1e-15)
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+@pytest.mark.parametrize(("x", "y"), [
+    ([1, 2, 2, 3], [2, 3, 3, 4, 5]),
+    ([0, 0, 0, 1, 1], [1, 1, 2, 2, 2, 2]),             # three values: heavy ties
+    ([1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 2]),             # nearly all tied
+    ([5, 4, 3, 3, 3, 2], [1, 1, 1, 2, 7]),
+    ([1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]),        # the extreme split, no ties
+    ([1, 2, 2, 4, 4, 6], [4, 4, 8, 9, 9, 9]),          # the extreme split with ties
+])
+def test_with_ties_it_is_the_permutation_law_by_brute_force(
+        x: list[int], y: list[int], alternative: Alternative) -> None:
+    """Every C(N, m) split enumerated: the tie-conditional permutation p-value."""
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ours = mann_whitney(xa, ya, alternative=alternative)
+    assert ours.null == "exact"
+    assert ours.pvalue == pytest.approx(brute_force_pvalue(xa, ya, alternative), rel=1e-12)
+    # and the whole law
+    _, ties = np.unique(np.r_[xa, ya], return_counts=True)
+    law = exact_null(xa.size, ya.size, ties)
+    ref = brute_force_law(np.r_[xa, ya], ya.size)
+    total = sum(ref.values())
+    for i, p in enumerate(law.pmf):
+        assert p == pytest.approx(ref.get(law.low + i, 0) / total, abs=1e-15)
+
+
+def test_the_default_switches_to_the_normal_law_above_exact_max_n() -> None:
+    g = np.random.default_rng(3)
+    small = mann_whitney(g.normal(size=25), g.normal(size=EXACT_MAX_N - 25))
+    big = mann_whitney(g.normal(size=25), g.normal(size=EXACT_MAX_N - 24))
+    assert (small.null, big.null) == ("exact", "normal")
+    forced = mann_whitney(g.normal(size=40), g.normal(size=40), method="exact")
+    assert forced.null == "exact" and forced.exact is not None
+    with pytest.raises(ValueError, match="`method` must be one of"):
+        mann_whitney([1.0, 2.0], [3.0], method="permutation")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`tie_sizes` must be"):
+        exact_null(3, 3, [2, 2, 1])
+
+
+def test_the_exact_tests_level_at_n_10() -> None:
+    """n = m = 10, no ties, α = .01 two-sided: the normal approximation rejects with probability
+    .0068 (its level, from the exact law), the exact test with .0089 (the largest attainable
+    level <= α); at α = .05: .0524 (above α) and .0433."""
+    law = exact_null(10, 10)
+    u = np.arange(law.low, law.high + 1)
+    v = 10 * 10 * 21 / 3
+    for alpha, normal_level, exact_level in ((0.01, 0.00684, 0.00893), (0.05, 0.05243, 0.04326)):
+        z = stats.norm.isf(alpha / 2)
+        assert law.pmf[np.abs(u) >= z * math.sqrt(v) - 1e-9].sum() == pytest.approx(
+            normal_level, abs=5e-6)
+        p = np.array([law.pvalue(float(k), "two-sided") for k in u])
+        level = law.pmf[p <= alpha].sum()
+        assert level <= alpha and level == pytest.approx(exact_level, abs=5e-6)
+
+
+def test_a_release_without_ties_gets_its_exact_law_at_the_coordinator() -> None:
+    """The released (U, V, n, m) of a small center without ties determine U's law; with ties
+    (V below the no-ties V) or noise they do not, and the normal law stays."""
+    g = np.random.default_rng(4)
+    x, y = g.normal(size=9), g.normal(0.7, size=12)
+    local = mann_whitney(x, y)
+    released = released_result(local.statistic, local.variance, 9, 12, None, "less")
+    assert released.null == "exact"
+    assert released.pvalue == pytest.approx(
+        stats.mannwhitneyu(x, y, alternative="less", method="exact").pvalue, rel=1e-11)
+    xt, yt = np.round(x), np.round(y)
+    tied = mann_whitney(xt, yt)
+    assert tied.null == "exact"  # locally, with its ties
+    assert public_exact_null(tied.statistic, tied.variance, 9, 12) is None
+    assert released_result(tied.statistic, tied.variance, 9, 12).null == "normal"
+    assert public_exact_null(local.statistic + 1, local.variance, 9, 12) is None  # parity
+    assert public_exact_null(0.0, 30 * 31 * 62 / 3, 30, 31) is None  # N above EXACT_MAX_N
+
+
+def test_the_sum_test_convolves_the_centers_exact_laws() -> None:
+    """Three small centers without ties: P(Σ U_l >= s) by brute force over every split of every
+    center (the product of their enumerations)."""
+    g = np.random.default_rng(6)
+    data = [(g.normal(size=n), g.normal(0.4, size=m)) for n, m in ((4, 5), (3, 6), (6, 4))]
+    parts = [mann_whitney(x, y) for x, y in data]
+    laws = [brute_force_law(np.r_[x, y], y.size) for x, y in data]
+    total: Counter[int] = Counter({0: 1})
+    for law in laws:
+        nxt: Counter[int] = Counter()
+        for (a, ca), (b, cb) in itertools.product(total.items(), law.items()):
+            nxt[a + b] += ca * cb
+        total = nxt
+    s = int(sum(p.statistic for p in parts))
+    weight = sum(total.values())
+    upper = sum(c for v, c in total.items() if v >= s) / weight
+    lower = sum(c for v, c in total.items() if v <= s) / weight
+    result = sum_test(parts, alternative="less")
+    assert result.null == "exact" and result.pvalue == pytest.approx(upper, rel=1e-12)
+    assert sum_test(parts, alternative="greater").pvalue == pytest.approx(lower, rel=1e-12)
+    # Fisher combines the centers' exact p-values; the weighted test stays normal
+    fisher = fisher_test(parts, alternative="less")
+    exact_p = [brute_force_pvalue(x, y, "less") for x, y in data]
+    assert fisher.statistic == pytest.approx(-2 * sum(math.log(p) for p in exact_p), rel=1e-12)
+    assert [part.null for part in fisher.parts] == ["exact"] * 3 and fisher.null == "chi2"
+    assert weighted_test(parts).null == "normal"
+
+
+@pytest.mark.slow
+def test_level_by_simulation_at_n_10_with_and_without_ties() -> None:
+    """H0 at n = m = 10: normal data, and the same rounded to 5 values (heavy ties). 20 000
+    replications each, standard error of a level of .01: 0.0007, of .05: 0.0015. The exact test
+    (the default) must hold α within 3 SE; the normal law is shown for comparison (with -s)."""
+    g = np.random.default_rng(20261202)
+    reps = 20_000
+    for rounded in (False, True):
+        hits = {("exact", a): 0 for a in (0.01, 0.05)} | {("normal", a): 0 for a in (0.01, 0.05)}
+        for _ in range(reps):
+            x, y = g.normal(size=10), g.normal(size=10)
+            if rounded:
+                x, y = np.clip(np.round(x), -2, 2), np.clip(np.round(y), -2, 2)
+            p_exact = mann_whitney(x, y).pvalue
+            p_normal = mann_whitney(x, y, method="asymptotic").pvalue
+            for a in (0.01, 0.05):
+                hits["exact", a] += p_exact <= a
+                hits["normal", a] += p_normal <= a
+        print({k: v / reps for k, v in hits.items()}, "ties" if rounded else "no ties")
+        for a in (0.01, 0.05):
+            se = math.sqrt(a * (1 - a) / reps)
+            assert hits["exact", a] / reps <= a + 3 * se
