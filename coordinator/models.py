@@ -350,6 +350,9 @@ class TestPart(_Result):
     zstatistic: float
     pvalue: float
     weight: float
+    null: str | None = Field(default=None, description=(
+        "the law this center's p-value comes from: exact (U's permutation law), normal, "
+        "normal+noise (N(0, V) + the DP noise, exact); absent in results stored before"))
 
 
 class TestResult(_Result):
@@ -358,6 +361,9 @@ class TestResult(_Result):
     pvalue: float
     df: int | None = Field(default=None, description="degrees of freedom of Fisher's χ² (T)")
     parts: list[TestPart]
+    null: str | None = Field(default=None, description=(
+        "the law the p-value comes from (shared.mwu.NULLS): exact, normal, normal+noise or "
+        "chi2 (Fisher, over the parts' p-values); absent in results stored before"))
 
 
 class Effect(_Result):
