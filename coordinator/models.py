@@ -868,6 +868,27 @@ class PlannedTable(BaseModel):
     kept: list[KeptTableView]
 
 
+class PlannedPower(BaseModel):
+    """The power a Mann-Whitney analysis would have (``shared.mwu_power``; docs/methods.md
+    §3.9): the sum test at level ``alpha``, ε ``epsilon`` (none: no noise), the centers' sizes
+    as their info shows them (rounded down to their K), at a common probabilistic index θ.
+    ``power[i]`` is at ``thetas[i]``; ``theta_at_target`` the θ with ``target`` power (none:
+    no θ below 0.999 reaches it). For ``alternative = "greater"`` the θ's are P(X > Y)."""
+
+    analysis: int
+    test: Literal["sum"] = "sum"
+    epsilon: float | None
+    alpha: float
+    alternative: str
+    sizes: dict[str, tuple[int, int]]
+    thetas: list[float]
+    power: list[float]
+    target: float
+    theta_at_target: float | None
+    method: str
+    detail: str
+
+
 class StudyPlan(BaseModel):
     """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
     created, released or spent."""
@@ -879,3 +900,6 @@ class StudyPlan(BaseModel):
     would_run: bool = Field(description="no blocking refusal")
     table: PlannedTable | None = Field(
         default=None, description="the federated table the study needs (none: it needs none)")
+    power: list[PlannedPower] = Field(
+        default_factory=list, description="per Mann-Whitney analysis, the sum test's power "
+        "at the study's ε and the centers' sizes (none when no center's sizes are known)")
