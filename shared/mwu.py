@@ -163,7 +163,8 @@ def _z(statistic: FloatArray, variance: FloatArray) -> FloatArray:
 EXACT_MAX_N = 50
 """Below this total size N = n + m (inclusive) a center's test uses U's exact permutation law by
 default (:func:`exact_null`): there the normal approximation's level strays from α (n = m = 10,
-α = .01: .0068; n = m = 25: .0090; docs/methods.md §3.1), and the law costs well under 10 ms."""
+α = .01: .0068; n = m = 25: .0090; docs/methods.md §3.1), and the law costs at most ~20 ms
+(n = m = 25 with ties; laws without ties are cached)."""
 
 
 @dataclass(frozen=True)
