@@ -30,7 +30,9 @@ at θ̂ = 1, θ_L solves 1 − θ = z²·V(θ)/(1 − θ), so the interval is [�
 For the stratified index V(θ) = Σ (n_l·m_l/Σ n·m)²·V_l(θ).
 A center's DP noise w_l (``shared.mwu``) enters θ̂ as w_l/(2·Σ n·m); then the interval is the θ
 whose two-sided test by the exact law of normal + Σ w_l (``shared.noisy_null``) does not reject,
-since Laplace noise's tails are heavier than a normal of the same variance. Coverage is checked
+since Laplace noise's tails are heavier than a normal of the same variance. Should the noise put
+θ̂ so far outside [0, 1] that every θ is rejected, the interval is inverted from θ̂ clipped to
+[0, 1] (a superset of the unclipped one; ``method`` ends in ``_clipped``). Coverage is checked
 by simulation (``tests/shared/test_effects.py``, slow).
 
 References: Hanley JA, McNeil BJ (1982) Radiology 143:29–36. Newcombe RG (2006) Confidence
@@ -103,29 +105,39 @@ def probabilistic_index(
     def variance(theta: float) -> float:
         return float(np.sum(weights**2 * newcombe_variance(theta, n, m))) + noise_var
 
-    def normal_gap(theta: float) -> float:  # > 0 while θ is outside the interval
-        return (estimate - theta) ** 2 - z * z * variance(theta)
+    def solve(estimate: float) -> tuple[float, float] | None:
+        def normal_gap(theta: float) -> float:  # > 0 while θ is outside the interval
+            return (estimate - theta) ** 2 - z * z * variance(theta)
 
-    interval = _score_interval(normal_gap, estimate, 2001)
-    if laws:
-        # θ̂ − θ = (S + Σ w_l)/(2·Σ n·m), S ~ N(0, Σ (2 n_l m_l)² V_l(θ)): the score interval
-        # under the exact law of normal + noise (``shared.noisy_null``), not a normal with the
-        # noise's variance, which Laplace tails would make too short. gap > 0 where the test of
-        # θ rejects: one tail probability per θ; the normal interval brackets the search.
-        def gap(theta: float) -> float:
-            normal = float(np.sum((2.0 * pairs) ** 2 * newcombe_variance(theta, n, m)))
-            law = NoisyNormal(normal, laws)
-            return math.log(alpha / 2.0) - float(law.logsf(2.0 * total * abs(estimate - theta)))
+        interval = _score_interval(normal_gap, estimate, 2001)
+        if laws:
+            # θ̂ − θ = (S + Σ w_l)/(2·Σ n·m), S ~ N(0, Σ (2 n_l m_l)² V_l(θ)): the score interval
+            # under the exact law of normal + noise (``shared.noisy_null``), not a normal with
+            # the noise's variance, which Laplace tails would make too short. gap > 0 where the
+            # test of θ rejects: one tail probability per θ; the normal interval brackets it.
+            def gap(theta: float) -> float:
+                normal = float(np.sum((2.0 * pairs) ** 2 * newcombe_variance(theta, n, m)))
+                law = NoisyNormal(normal, laws)
+                return math.log(alpha / 2.0) - float(
+                    law.logsf(2.0 * total * abs(estimate - theta)))
 
-        interval = _score_interval(gap, estimate, 101, guess=interval)
+            interval = _score_interval(gap, estimate, 101, guess=interval)
+        return interval
+
+    method = "newcombe_score" + ("_stratified" if len(centers) > 1 else "")
+    interval = solve(estimate)
     if interval is None:
-        centre = min(1.0, max(0.0, estimate))
-        return ProbabilisticIndex(estimate, centre, centre, level, int(n.sum()), int(m.sum()),
-                                  "newcombe_score_empty")
+        # Noise put θ̂ so far outside [0, 1] that every θ in it is rejected. Inverting from θ̂
+        # clipped to [0, 1] instead accepts every θ the unclipped test accepts (|1 − θ| <=
+        # |θ̂ − θ| for θ <= 1 <= θ̂), so it keeps coverage and is never empty: [θ_L, 1].
+        interval = solve(min(1.0, max(0.0, estimate)))
+        method += "_clipped"
+    if interval is None:  # not reached: the clipped estimate's own θ is accepted
+        raise ArithmeticError("the score interval of a clipped estimate is empty")
     low, high = interval
     return ProbabilisticIndex(
         estimate=estimate, low=low, high=high, level=level, n_x=int(n.sum()), n_y=int(m.sum()),
-        method="newcombe_score" + ("_stratified" if len(centers) > 1 else ""),
+        method=method,
     )
 
 

@@ -196,18 +196,40 @@ def test_coverage_of_the_95_percent_interval(sizes: list[tuple[int, int]],
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("n", "theta"), [(10, 0.9), (10, 0.95), (5, 0.9), (5, 0.95)])
-def test_coverage_at_small_n_near_the_boundary(n: int, theta: float) -> None:
+@pytest.mark.parametrize(("n", "theta", "epsilon"), [
+    (10, 0.9, None), (10, 0.95, None), (5, 0.9, None), (5, 0.95, None), (10, 0.95, 1.0)])
+def test_coverage_at_small_n_near_the_boundary(n: int, theta: float,
+                                               epsilon: float | None) -> None:
     """n = m = 5 or 10, θ = 0.9 or 0.95 (normal shift δ = √2·Φ⁻¹(θ)): θ̂ = 1 is common here
     (about 1 run in 3 at n = 10, θ = 0.95), where the old interval was the point [1, 1]
-    (coverage .893, .782, .852). 4000 replications, standard error √(.95·.05/4000) = 0.0034;
-    Method 5 is somewhat conservative here (measured 0.952-0.969), so coverage must lie in
-    [0.93, 0.985]."""
+    (coverage .893, .782, .852); with noise (ε = 1) θ̂ lands beyond 1, about 1 run in 100 so
+    far that the clipped estimate's interval is used (the old code gave a point there).
+    4000 replications, standard error √(.95·.05/4000) = 0.0034; Method 5 is somewhat
+    conservative here (measured 0.952-0.969), so coverage must lie in [0.93, 0.985]."""
     rng = np.random.default_rng(20261202 + n)
     delta = math.sqrt(2) * stats.norm.ppf(theta)
-    reps, hits = 4000, 0
+    reps, hits, points = 4000, 0, 0
     for _ in range(reps):
-        pi = probabilistic_index([mann_whitney(rng.normal(0, 1, n), rng.normal(delta, 1, n))])
+        noise = Laplace(epsilon, 2.0 * n) if epsilon is not None else None
+        pi = probabilistic_index([mann_whitney(rng.normal(0, 1, n), rng.normal(delta, 1, n),
+                                               noise=noise, rng=rng)])
         hits += pi.low <= theta <= pi.high
-    print(f"coverage n=m={n} θ={theta}: {hits / reps:.4f}")  # seen with -s
+        points += pi.low == pi.high
+    print(f"coverage n=m={n} θ={theta} ε={epsilon}: {hits / reps:.4f}")  # seen with -s
     assert 0.93 <= hits / reps <= 0.985, (n, theta, hits / reps)
+    assert points == 0
+
+
+def test_noise_far_beyond_one_gives_the_clipped_estimates_interval() -> None:
+    """θ̂ = 2 (U + w = n·m + 200, n = m = 10, Laplace(20)): the test rejects every θ in [0, 1]
+    (even θ = 1: P(|w| >= 200) = e^-10), so the interval is inverted from θ̂ clipped to 1: a
+    superset of the (empty) unclipped one, [θ_L, 1], never a point (old code: [1, 1])."""
+    from shared.mwu import released_result
+    from shared.noisy_null import NoiseLaw
+
+    release = released_result(300.0, 10 * 10 * 21 / 3, 10, 10, NoiseLaw.laplace(20.0))
+    pi = probabilistic_index([release])
+    assert pi.estimate == pytest.approx(2.0) and pi.method == "newcombe_score_clipped"
+    assert pi.high == 1.0 and 0.5 < pi.low < 0.95
+    exact = probabilistic_index([mann_whitney(np.arange(10.0), np.arange(10.0) + 50)])
+    assert pi.low < exact.low  # the noise widens it
