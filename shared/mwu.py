@@ -207,8 +207,9 @@ def exact_null(n: int, m: int, tie_sizes: ArrayLike | None = None) -> ExactNull:
     (None: no ties). With mid-ranks, U = 2·R_Y − m·(N + 1) where R_Y is Y's rank sum; a tie group
     of size t after a records has the doubled mid-rank 2a + t + 1, an integer, and k of its t
     records go to Y in C(t, k) ways. The count of splits by doubled rank sum is built one tie group
-    at a time ("exact enumeration over the tie structure", the network algorithm of Mehta, Patel &
-    Tsiatis 1984 for this statistic), O(N·min(n, m)·N·min(n, m)) operations. Without ties it is
+    at a time (exact enumeration over the tie structure, a generating-function recursion in the
+    spirit of Mehta, Patel & Tsiatis's 1984 network algorithm for ordered categorical data),
+    O(N²·min(n, m)²) operations. Without ties it is
     the law of scipy.stats.mannwhitneyu(method="exact"); with ties the conditional permutation law
     (Hollander, Wolfe & Chicken 2014, §4.1, "exact conditional test").
     """
