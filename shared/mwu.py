@@ -8,6 +8,13 @@ Under H0, E[U] = 0 and
 t_r the size of the r-th tie group, N = n + m. Z = U/√Var (normal approximation, no continuity
 correction). U relates to scipy's statistic for ``x`` by U = n·m − 2·U_x.
 
+Small samples (N <= ``EXACT_MAX_N`` = 50): the local test's p-value comes from U's exact
+permutation law given the ties (:func:`exact_null`), not the normal one; a release's numbers
+determine that law when it has no ties and no noise (:func:`public_exact_null`), and then the
+federated tests use it too — each center's own p-value (Fisher), and for the sum test the
+convolution of the centers' laws when every center has one. Each result names the law its
+p-value comes from (``null``; ``NULLS``).
+
 ``alternative`` has scipy's meaning for the pair (x, y): ``"less"`` — X is stochastically smaller
 than Y (U large, p = P(Z ≥ z)); ``"greater"`` — X is larger (p = P(Z ≤ z)); ``"two-sided"`` —
 twice the smaller tail.
