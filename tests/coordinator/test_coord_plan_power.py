@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from coordinator.models import StudyPlan
 from fedstats_cli.catalog import render_plan
+from fedstats_client.results import PlanView
 from shared.mwu_power import sum_test_power
 from tests.coordinator.test_coord_catalog import BASE, counted, serving
 from tests.helpers.coordinator import Federations
@@ -38,6 +41,10 @@ async def test_the_plan_gives_the_sum_tests_power_at_the_studys_epsilon(
     assert noisy["power"][0] < exact["power"][0]
     text = render_plan(plan)
     assert "power" in text and "ε = 0.1" in text
+    # the Python client's frame
+    frame = PlanView(StudyPlan.model_validate(plan)).power_frame()
+    assert frame.loc[(1, 0.6), "power"] == noisy["power"][0]
+    assert frame.loc[(0, 0.7), "epsilon"] is None or np.isnan(frame.loc[(0, 0.7), "epsilon"])
 
 
 async def test_a_plan_without_mann_whitney_gives_no_power(
