@@ -174,6 +174,10 @@ default (:func:`exact_null`): there the normal approximation's level strays from
 (n = m = 25 with ties; laws without ties are cached)."""
 
 
+EXACT_MAX_CELLS = 20_000_000
+"""The largest counting table :func:`exact_null` builds (160 MB; n = m = 150 fits, 200 does not)."""
+
+
 @dataclass(frozen=True)
 class ExactNull:
     """The permutation law of U under H0: P(U = ``low`` + i) = ``pmf[i]`` (U is an integer)."""
@@ -216,13 +220,18 @@ def exact_null(n: int, m: int, tie_sizes: ArrayLike | None = None) -> ExactNull:
     records go to Y in C(t, k) ways. The count of splits by doubled rank sum is built one tie group
     at a time (exact enumeration over the tie structure, a generating-function recursion in the
     spirit of Mehta, Patel & Tsiatis's 1984 network algorithm for ordered categorical data),
-    O(N²·min(n, m)²) operations. Without ties it is
-    the law of scipy.stats.mannwhitneyu(method="exact"); with ties the conditional permutation law
-    (Hollander, Wolfe & Chicken 2014, §4.1, "exact conditional test").
+    O(N²·min(n, m)²) operations on a table of (min(n, m) + 1)·(2N·min(n, m) + 1) numbers (at most
+    ``EXACT_MAX_CELLS``). Without ties it is the law of scipy.stats.mannwhitneyu(method="exact");
+    with ties the conditional permutation law (Hollander, Wolfe & Chicken 2014, §4.1).
     """
     n, m = int(n), int(m)
     if n < 1 or m < 1:
         raise ValueError(f"`n` and `m` must be >= 1, got {n} and {m}")
+    k = min(n, m)
+    if (k + 1) * (2 * (n + m) * k + 1) > EXACT_MAX_CELLS:
+        raise ValueError(
+            f"U's exact law for n = {n}, m = {m} needs more than {EXACT_MAX_CELLS:.0e} numbers: "
+            "use the normal approximation (method='asymptotic'), accurate at these sizes")
     if tie_sizes is None:
         ties: tuple[int, ...] = (1,) * (n + m)
     else:

@@ -97,6 +97,8 @@ def test_the_default_switches_to_the_normal_law_above_exact_max_n() -> None:
         mann_whitney([1.0, 2.0], [3.0], method="permutation")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="`tie_sizes` must be"):
         exact_null(3, 3, [2, 2, 1])
+    with pytest.raises(ValueError, match="method='asymptotic'"):  # memory bounded
+        mann_whitney(np.arange(300.0), np.arange(300.0), method="exact")
 
 
 def test_the_exact_tests_level_at_n_10() -> None:
