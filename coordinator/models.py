@@ -351,8 +351,9 @@ class TestPart(_Result):
     pvalue: float
     weight: float
     null: str | None = Field(default=None, description=(
-        "the law this center's p-value comes from: exact (U's permutation law), normal, "
-        "normal+noise (N(0, V) + the DP noise, exact); absent in results stored before"))
+        "the law this center's p-value comes from: exact (U's permutation law), exact+noise "
+        "(that law + the DP noise), normal, normal+noise (N(0, V) + the DP noise, exact); "
+        "absent in results stored before"))
 
 
 class TestResult(_Result):
@@ -362,8 +363,9 @@ class TestResult(_Result):
     df: int | None = Field(default=None, description="degrees of freedom of Fisher's χ² (T)")
     parts: list[TestPart]
     null: str | None = Field(default=None, description=(
-        "the law the p-value comes from (shared.mwu.NULLS): exact, normal, normal+noise or "
-        "chi2 (Fisher, over the parts' p-values); absent in results stored before"))
+        "the law the p-value comes from (shared.mwu.NULLS): exact, exact+noise, normal, "
+        "normal+noise or chi2 (Fisher, over the parts' p-values); absent in results stored "
+        "before"))
 
 
 class Effect(_Result):

@@ -83,6 +83,7 @@ def dp_count(count: Any, halfwidth: Any) -> str:
 NULL_LABELS = {
     "normal": "N(0, 1)",
     "exact": "U's exact permutation law",
+    "exact+noise": "U's exact law + Laplace noise, exact",
     "normal+noise": "N(0, V) + Laplace noise, exact",
 }
 """What a Mann-Whitney p-value was computed from (``shared.mwu.NULLS``), as the report says it."""

@@ -80,7 +80,8 @@ class MWU:
     def to_frame(self) -> pd.DataFrame:
         """One row per test (index ``test``): ``statistic`` (a z-value; Fisher's a χ² with
         ``df`` degrees of freedom), ``law`` (the statistic's), ``pvalue`` and ``pvalue_from``,
-        the law the p-value was computed from (``exact``: U's permutation law; ``normal``;
+        the law the p-value was computed from (``exact``: U's permutation law;
+        ``exact+noise``: that law + the DP noise; ``normal``;
         ``normal+noise``: the exact law of N(0, V) + the DP noise; ``chi2``: Fisher's, over the
         centers' p-values; docs/methods.md §3.7)."""
         rows = [{"test": name, "statistic": t.statistic,

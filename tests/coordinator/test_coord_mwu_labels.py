@@ -56,3 +56,12 @@ def test_small_centers_name_us_exact_law_and_large_ones_the_normal() -> None:
     assert "χ²(4) of the centers' p-values from N(0, 1) / U's exact permutation law" in shown
     small = summary(_view([(10, 12), (8, 9)], epsilon=None))
     assert "z; p from U's exact permutation law" in small  # the sum by convolution
+
+
+def test_small_noisy_centers_name_us_exact_law_plus_the_noise() -> None:
+    view = _view([(10, 12), (60, 70)], epsilon=1.0)
+    tests = view["result"]["analyses"][0]["tests"]
+    assert [p["null"] for p in tests["fisher"]["parts"]] == ["exact+noise", "normal+noise"]
+    shown = summary(view)
+    assert ("χ²(4) of the centers' p-values from N(0, V) + Laplace noise, exact / U's exact "
+            "law + Laplace noise, exact") in shown

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from shared.mechanisms import Laplace
 from shared.mwu import (
     EXACT_MAX_N,
     Alternative,
@@ -164,6 +165,49 @@ def test_the_sum_test_convolves_the_centers_exact_laws() -> None:
     assert weighted_test(parts).null == "normal"
 
 
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+def test_a_small_noisy_release_is_referred_to_us_exact_law_plus_the_noise(
+        alternative: Alternative, kind: str) -> None:
+    """n = 5, m = 6 (N = 11): P(U + w >= t) = Σ_u P(U = u)·P(w >= t − u), U's law by brute
+    force over all 462 splits, w's tail from scipy, summed directly."""
+    from shared.noisy_null import NoiseLaw
+
+    x, y = np.array([0.3, 1.2, -0.5, 2.2, 0.9]), np.array([1.5, 2.4, 0.1, 3.3, 1.9, 2.8])
+    law = brute_force_law(np.r_[x, y], y.size)
+    total = sum(law.values())
+    noise = NoiseLaw.laplace(8.0) if kind == "laplace" else NoiseLaw.gaussian(6.0)
+    ref_w = stats.laplace(scale=8.0) if kind == "laplace" else stats.norm(scale=6.0)
+    for t in (-40.0, -3.7, 0.0, 12.5, 31.0, 70.0):
+        upper = sum(c * ref_w.sf(t - u) for u, c in law.items()) / total
+        lower = sum(c * ref_w.cdf(t - u) for u, c in law.items()) / total
+        want = {"less": upper, "greater": lower,
+                "two-sided": min(1.0, 2 * min(upper, lower))}[alternative]
+        got = released_result(t, 5 * 6 * 12 / 3, 5, 6, noise, alternative)
+        assert got.null == "exact+noise"
+        assert got.pvalue == pytest.approx(want, rel=1e-12)
+    # a far tail keeps its relative precision (log space)
+    far = released_result(400.0, 5 * 6 * 12 / 3, 5, 6, NoiseLaw.laplace(8.0), "less").pvalue
+    want_far = sum(c * stats.laplace(scale=8.0).sf(400.0 - u) for u, c in law.items()) / total
+    assert 0 < far == pytest.approx(want_far, rel=1e-12)
+
+
+def test_noisy_small_centers_in_the_federated_tests() -> None:
+    """Fisher takes each small noisy center's p-value from U's exact law + its noise; the sum
+    and weighted tests keep N(0, Σ V) + noise (a sum of Laplace noises has no closed form to
+    convolve a lattice with); a center above EXACT_MAX_N keeps N(0, V) + noise."""
+    g = np.random.default_rng(9)
+    parts = [mann_whitney(g.normal(size=n), g.normal(0.5, size=m),
+                          noise=Laplace(1.0, 2.0 * max(n, m)), rng=g)
+             for n, m in ((10, 12), (15, 20), (40, 30))]
+    assert [p.null for p in parts] == ["exact+noise", "exact+noise", "normal+noise"]
+    fisher = fisher_test(parts, alternative="less")
+    assert [part.null for part in fisher.parts] == ["exact+noise", "exact+noise", "normal+noise"]
+    assert fisher.statistic == pytest.approx(-2 * sum(math.log(released_result(
+        p.statistic, p.variance, p.n_x, p.n_y, p.noise, "less").pvalue) for p in parts))
+    assert sum_test(parts).null == "normal+noise" and weighted_test(parts).null == "normal+noise"
+
+
 @pytest.mark.slow
 def test_level_by_simulation_at_n_10_with_and_without_ties() -> None:
     """H0 at n = m = 10: normal data, and the same rounded to 5 values (heavy ties). 20 000
@@ -205,3 +249,21 @@ def test_federated_levels_with_small_centers() -> None:
     print({k: v / reps for k, v in hits.items()})
     for (_, a), v in hits.items():
         assert v / reps <= a + 3 * math.sqrt(a * (1 - a) / reps)
+
+
+@pytest.mark.slow
+def test_level_of_a_small_noisy_center_by_simulation() -> None:
+    """n = m = 10, ε = 3 (Laplace(20/3)), H0, continuous data: U's exact law + the noise gives
+    the level α itself; 20 000 replications, SE at α = .05: 0.0015, at .01: 0.0007; within
+    3 SE on both sides. (N(0, V) + noise: 0.83α at α = .01 here, computed exactly.)"""
+    g = np.random.default_rng(11)
+    reps = 20_000
+    hits = {0.01: 0, 0.05: 0}
+    for _ in range(reps):
+        p = mann_whitney(g.normal(size=10), g.normal(size=10), noise=Laplace(3.0, 20.0),
+                         rng=g).pvalue
+        for a in hits:
+            hits[a] += p <= a
+    print({a: h / reps for a, h in hits.items()})
+    for a, h in hits.items():
+        assert abs(h / reps - a) <= 3 * math.sqrt(a * (1 - a) / reps)
