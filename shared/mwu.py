@@ -12,8 +12,9 @@ Small samples (N <= ``EXACT_MAX_N`` = 50): the local test's p-value comes from U
 permutation law given the ties (:func:`exact_null`), not the normal one; a release's numbers
 determine that law when it has no ties and no noise (:func:`public_exact_null`), and then the
 federated tests use it too — each center's own p-value (Fisher), and for the sum test the
-convolution of the centers' laws when every center has one. Each result names the law its
-p-value comes from (``null``; ``NULLS``).
+convolution of the centers' laws when every center has one. A small noisy release (which states
+the no-ties V) is referred to U's no-ties law plus its noise (:meth:`ExactNull.noisy_log_tails`).
+Each result names the law its p-value comes from (``null``; ``NULLS``).
 
 ``alternative`` has scipy's meaning for the pair (x, y): ``"less"`` — X is stochastically smaller
 than Y (U large, p = P(Z ≥ z)); ``"greater"`` — X is larger (p = P(Z ≤ z)); ``"two-sided"`` —
