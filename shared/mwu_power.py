@@ -2,9 +2,10 @@
 (docs/methods.md §3.9).
 
 The analyst's question "is this worth the budget?" needs the power at the study's ε and the
-centers' sizes. The sum test ([§3.2]) rejects H0 when T = Σ_l (U_l + w_l) is beyond the critical
-value c of its exact null law N(0, Σ V_l) + Σ_l w_l (``shared.noisy_null``; V_l = n_l·m_l·(N_l+1)/3,
-w_l ~ Laplace(2·max(n_l, m_l)/ε) as the centers noise U, none without ε). Under an alternative
+centers' sizes. The sum test (docs/methods.md §3.2) rejects H0 when T = Σ_l (U_l + w_l) is
+beyond the critical value c of its exact null law N(0, Σ V_l) + Σ_l w_l (``shared.noisy_null``;
+V_l = n_l·m_l·(N_l+1)/3, w_l ~ Laplace(2·max(n_l, m_l)/ε) as the centers noise U, none without
+ε). Under an alternative
 with a common probabilistic index θ = P(Y > X) + ½P(Y = X) (``shared.effects``), no ties:
 
     E U_l = n_l·m_l·(2θ − 1),    Var U_l = (2·n_l·m_l)²·V_l(θ),
@@ -15,10 +16,11 @@ the same kind of law, and
 
     power(θ) = P(T >= c) + P(T <= −c)   (two-sided; one tail for a one-sided alternative).
 
-The θ with a given power (80 %) is found by Brent's method on θ in (½, 1). This is a normal
-approximation of U under the alternative convolved exactly with the noise; it ignores U's
-lattice (small centers use U's exact law, which the plan does not model) and ties (which lower
-Var U: the test is then a little more powerful).
+The θ with a given power (80 %) is found by Brent's method on θ in (½, 1) after a coarse grid
+brackets it. This is a normal approximation of U under the alternative convolved exactly with
+the noise; it ignores U's lattice (a noise-free sum test of small centers uses U's exact law,
+which this does not model) and ties (which lower Var U: the test is then a little more
+powerful).
 
 References: Hanley JA, McNeil BJ (1982) Radiology 143:29-36. Newcombe RG (2006) Stat Med
 25:559-573. Noether GE (1987) Sample size determination for some common nonparametric tests,
