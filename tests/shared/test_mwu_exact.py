@@ -208,6 +208,42 @@ def test_noisy_small_centers_in_the_federated_tests() -> None:
     assert sum_test(parts).null == "normal+noise" and weighted_test(parts).null == "normal+noise"
 
 
+def test_with_ties_the_no_ties_law_is_unsafe_without_noise_and_safe_with_it() -> None:
+    """Why a release with ties keeps the normal law at the coordinator, and why a noisy one may
+    use the no-ties law + noise. n = m = 5 with ties (2, 1, 1, 2, 1, 1, 1, 1): referring U to
+    the no-ties exact law rejects with probability 1/63 = 1.59α at α = .01 (computed from the
+    tie-conditional law). With Laplace noise (ε = 1, 5), over 30 random tie structures at
+    n = m = 5-15, the no-ties law + noise never rejects with probability above α."""
+    from scipy import optimize
+
+    from shared.noisy_null import NoiseLaw
+
+    tied, free = exact_null(5, 5, [2, 1, 1, 2, 1, 1, 1, 1]), exact_null(5, 5)
+    u = np.arange(tied.low, tied.high + 1)
+    p = np.array([free.pvalue(float(k), "two-sided") for k in u])
+    assert tied.pmf[p <= 0.01].sum() == pytest.approx(1 / 63)
+
+    g = np.random.default_rng(0)
+    for _ in range(30):
+        n = int(g.integers(5, 16))
+        cuts = np.sort(g.choice(np.arange(1, 2 * n), int(g.integers(1, 2 * n - 1)),
+                                replace=False))
+        ties = np.diff(np.r_[0, cuts, 2 * n])
+        tied, free = exact_null(n, n, ties), exact_null(n, n)
+        u = np.arange(tied.low, tied.high + 1, dtype=float)
+        for eps in (1.0, 5.0):
+            b = 2.0 * n / eps
+            noise = NoiseLaw.laplace(b)
+            for alpha in (0.01, 0.05):
+                c = optimize.brentq(
+                    lambda t, noise=noise, alpha=alpha, free=free:
+                    math.exp(free.noisy_log_tails(t, noise)[0]) - alpha / 2,
+                    0.0, 100.0 * (n * n + b), xtol=1e-10)
+                level = float(np.sum(tied.pmf * (stats.laplace.sf(c - u, scale=b)
+                                                 + stats.laplace.sf(c + u, scale=b))))
+                assert level <= alpha * (1 + 1e-6), (n, list(ties), eps, alpha, level / alpha)
+
+
 @pytest.mark.slow
 def test_level_by_simulation_at_n_10_with_and_without_ties() -> None:
     """H0 at n = m = 10: normal data, and the same rounded to 5 values (heavy ties). 20 000
