@@ -230,7 +230,7 @@ def test_with_ties_the_no_ties_law_is_unsafe_without_noise_and_safe_with_it() ->
                                 replace=False))
         ties = np.diff(np.r_[0, cuts, 2 * n])
         tied, free = exact_null(n, n, ties), exact_null(n, n)
-        u = np.arange(tied.low, tied.high + 1, dtype=float)
+        grid = np.arange(tied.low, tied.high + 1, dtype=float)
         for eps in (1.0, 5.0):
             b = 2.0 * n / eps
             noise = NoiseLaw.laplace(b)
@@ -239,8 +239,8 @@ def test_with_ties_the_no_ties_law_is_unsafe_without_noise_and_safe_with_it() ->
                     lambda t, noise=noise, alpha=alpha, free=free:
                     math.exp(free.noisy_log_tails(t, noise)[0]) - alpha / 2,
                     0.0, 100.0 * (n * n + b), xtol=1e-10)
-                level = float(np.sum(tied.pmf * (stats.laplace.sf(c - u, scale=b)
-                                                 + stats.laplace.sf(c + u, scale=b))))
+                level = float(np.sum(tied.pmf * (stats.laplace.sf(c - grid, scale=b)
+                                                 + stats.laplace.sf(c + grid, scale=b))))
                 assert level <= alpha * (1 + 1e-6), (n, list(ties), eps, alpha, level / alpha)
 
 
