@@ -176,7 +176,9 @@ def test_coverage_of_the_95_percent_interval(sizes: list[tuple[int, int]],
     ε = 0.1 the noise dominates U). 2000 replications (1000 for three noisy centers, whose exact
     law is inverted numerically): standard errors 0.005 (0.007); the interval is Newcombe's
     approximation (slightly conservative near θ = 0.9), so coverage must lie in 0.95 ± 0.02
-    (± 0.025)."""
+    (± 0.025). With noise it may reach 0.98: where the noise puts θ̂ so far outside [0, 1] that
+    every θ is rejected (1-2 % of runs at ε = 0.1 and 30-80 records), the interval is that of
+    the clipped θ̂, conservative (measured 0.958-0.972 at ε = 0.1, (30, 30) and (20, 60))."""
     rng = np.random.default_rng(20261130)
     reps = 1000 if epsilon is not None and len(sizes) > 1 else 2000
     for delta in (0.0, 0.5, 1.0, 1.8):
@@ -191,8 +193,9 @@ def test_coverage_of_the_95_percent_interval(sizes: list[tuple[int, int]],
             pi = probabilistic_index(releases)
             hits += pi.low <= theta <= pi.high
         tolerance = 0.025 if reps == 1000 else 0.02
+        high = 0.98 if epsilon is not None else 0.95 + tolerance
         print(f"coverage {sizes} ε={epsilon} δ={delta}: {hits / reps:.4f}")  # seen with -s
-        assert abs(hits / reps - 0.95) <= tolerance, (sizes, epsilon, delta, hits / reps)
+        assert 0.95 - tolerance <= hits / reps <= high, (sizes, epsilon, delta, hits / reps)
 
 
 @pytest.mark.slow
