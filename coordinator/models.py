@@ -378,6 +378,10 @@ class TestPart(_Result):
     zstatistic: float
     pvalue: float
     weight: float
+    null: str | None = Field(default=None, description=(
+        "the law this center's p-value comes from: exact (U's permutation law), exact+noise "
+        "(that law + the DP noise), normal, normal+noise (N(0, V) + the DP noise, exact); "
+        "absent in results stored before"))
 
 
 class TestResult(_Result):
@@ -386,6 +390,10 @@ class TestResult(_Result):
     pvalue: float
     df: int | None = Field(default=None, description="degrees of freedom of Fisher's χ² (T)")
     parts: list[TestPart]
+    null: str | None = Field(default=None, description=(
+        "the law the p-value comes from (shared.mwu.NULLS): exact, exact+noise, normal, "
+        "normal+noise or chi2 (Fisher, over the parts' p-values); absent in results stored "
+        "before"))
 
 
 class Effect(_Result):
@@ -955,6 +963,27 @@ class PlannedTable(BaseModel):
     kept: list[KeptTableView]
 
 
+class PlannedPower(BaseModel):
+    """The power a Mann-Whitney analysis would have (``shared.mwu_power``; docs/methods.md
+    §3.9): the sum test at level ``alpha``, ε ``epsilon`` (none: no noise), the centers' sizes
+    as their info shows them (rounded down to their K), at a common probabilistic index θ.
+    ``power[i]`` is at ``thetas[i]``; ``theta_at_target`` the θ with ``target`` power (none:
+    no θ below 0.999 reaches it). For ``alternative = "greater"`` the θ's are P(X > Y)."""
+
+    analysis: int
+    test: Literal["sum"] = "sum"
+    epsilon: float | None
+    alpha: float
+    alternative: str
+    sizes: dict[str, tuple[int, int]]
+    thetas: list[float]
+    power: list[float]
+    target: float
+    theta_at_target: float | None
+    method: str
+    detail: str
+
+
 class StudyPlan(BaseModel):
     """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
     created, released or spent."""
@@ -966,3 +995,6 @@ class StudyPlan(BaseModel):
     would_run: bool = Field(description="no blocking refusal")
     table: PlannedTable | None = Field(
         default=None, description="the federated table the study needs (none: it needs none)")
+    power: list[PlannedPower] = Field(
+        default_factory=list, description="per Mann-Whitney analysis, the sum test's power "
+        "at the study's ε and the centers' sizes (none when no center's sizes are known)")

@@ -27,6 +27,11 @@ analyst could ask for instead.
 
 A refusal is ``blocking`` when the study would be refused or fail; with ``allow_partial`` a
 center-level refusal only leaves that center out.
+
+For each Mann-Whitney analysis the plan gives the sum test's power (:class:`PlannedPower`,
+``shared.mwu_power``) at the analysis's ε and the sizes the centers that would take part show
+(rounded down to their K): at θ = 0.6 and 0.7 and the θ with 80 % power. At small ε the noise
+can leave the test with power about α; the analyst learns it before anything is spent.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from coordinator.models import (
     CenterPlan,
     KeptTableView,
     MWUAnalysis,
+    PlannedPower,
     PlannedSpend,
     PlannedTable,
     PlanRefusal,
@@ -54,8 +60,17 @@ from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
 from coordinator.tables import KeptTable, TableKey
 from shared.fields import DP_MAX_EVALUATIONS
+from shared.mwu_power import sum_test_power_table
 from shared.protocol import CenterInfo
 from shared.quantiles.yj_data import YJ_DATA_MAX_NOISE_RATIO, yj_data_noise_ratio
+
+POWER_ALPHA = 0.05
+POWER_THETAS = (0.6, 0.7)
+POWER_TARGET = 0.8
+POWER_METHOD = (
+    "sum test at α = 0.05; U_l under a common θ = P(Y > X) + ½P(Y = X) approximately normal "
+    "with mean n·m·(2θ − 1) and Newcombe's variance, convolved exactly with each center's "
+    "Laplace(2·max(n, m)/ε) noise (shared.mwu_power; docs/methods.md §3.9)")
 
 
 def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[str, str]]:
@@ -260,6 +275,51 @@ def _group_size(declared: Declaration | None, dataset: str, group: str) -> int:
     return found.n_by_group.get(group, 0) if found is not None else 0
 
 
+def plan_power(spec: StudySpec, declarations: Sequence[Declaration],
+               centers: Sequence[str]) -> list[PlannedPower]:
+    """The sum test's power for each Mann-Whitney analysis over ``centers`` (those whose sizes
+    of both groups are known and at least 1)."""
+    if spec.groups is None:
+        return []
+    by_center = {d.center: d for d in declarations}
+    sizes: dict[str, tuple[int, int]] = {}
+    for center in centers:
+        declared = by_center.get(center)
+        info = declared.info if declared is not None else None
+        found = next((d for d in info.datasets if d.name == spec.dataset), None) if info else None
+        if found is None:
+            continue
+        n, m = (found.n_by_group.get(level, 0) for level in spec.groups)
+        if n >= 1 and m >= 1:
+            sizes[center] = (n, m)
+    if not sizes:
+        return []
+    planned = []
+    for i, analysis in enumerate(spec.analyses):
+        if not isinstance(analysis, MWUAnalysis):
+            continue
+        table = sum_test_power_table(
+            list(sizes.values()), epsilon=analysis.epsilon, alpha=POWER_ALPHA,
+            alternative=analysis.alternative, thetas=POWER_THETAS, target=POWER_TARGET)
+        noise = (f"at ε = {analysis.epsilon:g}" if analysis.epsilon is not None
+                 else "without noise")
+        shown = ", ".join(f"{p:.2f} at θ = {t:g}"
+                          for t, p in zip(table.thetas, table.power, strict=True))
+        reach = (f"80 % power needs θ >= {table.theta_at_target:.3f}"
+                 if table.theta_at_target is not None
+                 else "no θ reaches 80 % power")
+        detail = f"the sum test {noise} has power {shown}; {reach}"
+        if table.power[-1] < 2 * POWER_ALPHA:
+            detail += (" — about the level α itself: the noise swamps U, so the test can "
+                       "hardly detect any effect (more ε, or more records, or no noise)")
+        planned.append(PlannedPower(
+            analysis=i, epsilon=analysis.epsilon, alpha=POWER_ALPHA,
+            alternative=analysis.alternative, sizes=sizes, thetas=list(table.thetas),
+            power=list(table.power), target=POWER_TARGET,
+            theta_at_target=table.theta_at_target, method=POWER_METHOD, detail=detail))
+    return planned
+
+
 def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: Sequence[str],
                *, min_centers: int, quotas: Mapping[str, QuotaRecord],
                kept: Sequence[KeptTable] = ()) -> StudyPlan:
@@ -343,4 +403,4 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)
     return StudyPlan(dataset=spec.dataset, variable=spec.variable, centers=centers,
                      refusals=refusals, would_run=not any(r.blocking for r in refusals),
-                     table=table)
+                     table=table, power=plan_power(spec, declarations, remain))

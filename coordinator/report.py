@@ -84,16 +84,37 @@ def dp_count(count: Any, halfwidth: Any) -> str:
     return f"{c} [{max(0, c - h)}, {c + h}]"
 
 
+NULL_LABELS = {
+    "normal": "N(0, 1)",
+    "exact": "U's exact permutation law",
+    "exact+noise": "U's exact law + Laplace noise, exact",
+    "normal+noise": "N(0, V) + Laplace noise, exact",
+}
+"""What a Mann-Whitney p-value was computed from (``shared.mwu.NULLS``), as the report says it."""
+
+
+def null_label(null: str | None) -> str:
+    return NULL_LABELS.get(null or "", null or "")
+
+
 def mwu_test_rows(mwu: dict[str, Any]) -> list[list[Any]]:
-    """(test, statistic, its reference law, p-value): Fisher's is a χ² with its degrees of
-    freedom, the others are z-values."""
+    """(test, statistic, the law its p-value comes from, p-value). The statistic is a z-value
+    (Fisher's: T); the law is the one ``shared.mwu`` computed the p-value from — for a noisy
+    release not N(0, 1) but the exact law of normal + Laplace noise, for small centers U's exact
+    law, for Fisher χ²(2L) over the centers' p-values and the laws those came from. A result
+    stored before the tests named their law shows z / χ²."""
     rows: list[list[Any]] = []
     for name, test in mwu["tests"].items():
+        null = test.get("null")
         if name == "fisher":
             df = test.get("df") or 2 * len(test.get("parts") or [])
             law = f"χ²({df})"
+            parts = sorted({null_label(p.get("null")) for p in test.get("parts") or []
+                            if p.get("null")})
+            if null and parts:
+                law += f" of the centers' p-values from {' / '.join(parts)}"
         else:
-            law = "z"
+            law = f"z; p from {null_label(null)}" if null else "z"
         rows.append([name, test["statistic"], law, test["pvalue"]])
     return rows
 
@@ -380,9 +401,9 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             lines.append(f"Mann-Whitney tests ({mwu['alternative']}):")
             if left_out(mwu):
                 lines.append(f"  left out: {left_out(mwu)}")
-            lines.append(f"  {'test':<10}{'statistic':>14}{'law':>8}{'p-value':>14}")
+            lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}  law under H0")
             for name, statistic, law, pvalue in mwu_test_rows(mwu):
-                lines.append(f"  {name:<10}{fmt(statistic):>14}{law:>8}{fmt(pvalue):>14}")
+                lines.append(f"  {name:<10}{fmt(statistic):>14}{fmt(pvalue):>14}  {law}")
             if mwu.get("effects"):
                 lines.append("  Effect θ = P(Y > X) + ½P(Y = X) with its 95 % interval:")
                 lines.append(f"  {'center':<14}{'n_X':>7}{'n_Y':>7}{'θ':>9}  95 % interval")
@@ -735,9 +756,10 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
             local = mwu["tests"].get("sum") or next(iter(mwu["tests"].values()))
             parts.append("<p>Each center's local test (its part of the sum test):</p>")
             parts.append(_table(["center", "U = Σ sign(Y − X)", "variance", "z", "p-value",
-                                 "weight"],
+                                 "p from", "weight"],
                                 [[p["center"], p["statistic"], p["variance"], p["zstatistic"],
-                                  p["pvalue"], p["weight"]] for p in local["parts"]]))
+                                  p["pvalue"], null_label(p.get("null")) or "N(0, 1)",
+                                  p["weight"]] for p in local["parts"]]))
         for table in analyses_of(view, "table"):
             parts.append("<h2>Federated K-anonymous table</h2>")
             parts += _left_out(table)

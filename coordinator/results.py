@@ -71,7 +71,7 @@ def table_result(fed: FederatedTable) -> TableResult:
 def mwu_test_result(result: FederatedMWUResult, centers: Sequence[str]) -> TestResult:
     return TestResult(
         method=result.method, statistic=result.statistic, pvalue=result.pvalue,
-        df=result.df,
+        df=result.df, null=result.null,
         parts=[
             TestPart.of(p, center=c)
             for c, p in zip(centers, result.parts, strict=True)

@@ -182,8 +182,10 @@ class StudyRunner:
         quotas = {} if analyst_id is None else await asyncio.to_thread(
             lambda: {c: self.store.quota(analyst_id, c, spec.dataset) for c in selected})
         kept = await asyncio.to_thread(self.tables.kept, spec.dataset, spec.variable)
-        return plan_study(spec, declarations, selected, min_centers=self.min_centers,
-                          quotas=quotas, kept=kept)
+        # In a thread: the plan's power of noisy Mann-Whitney tests inverts noise laws (~0.1-1 s).
+        return await asyncio.to_thread(
+            lambda: plan_study(spec, declarations, selected, min_centers=self.min_centers,
+                               quotas=quotas, kept=kept))
 
     def _room(self) -> None:
         if len(self._tasks) >= self.max_running:

@@ -113,6 +113,11 @@ def render_plan(plan: dict[str, Any]) -> str:
             [[c["center"], c["k"], ("" if c["exact"] else "≤ ") + f"{c['epsilon']:.6g}",
               c["remaining_epsilon"], c["remaining_after"], c["quota"], c["quota_left_after"]]
              for c in centers])))
+    for power in plan.get("power") or []:
+        sizes = ", ".join(f"{c} {n}/{m}" for c, (n, m) in power["sizes"].items())
+        out.append(f"power of Mann-Whitney analysis {power['analysis']} (sizes X/Y {sizes}):")
+        out.append(_indent(power["detail"]))
+        out.append(_indent(f"method: {power['method']}"))
     if plan["refusals"]:
         out.append("would be refused:")
         out.extend(f"  [{'blocking' if r['blocking'] else 'left out'}] {r['reason']}"

@@ -79,12 +79,17 @@ class MWU:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per test (index ``test``): ``statistic`` (a z-value; Fisher's a χ² with
-        ``df`` degrees of freedom), ``law`` and ``pvalue``."""
+        ``df`` degrees of freedom), ``law`` (the statistic's), ``pvalue`` and ``pvalue_from``,
+        the law the p-value was computed from (``exact``: U's permutation law;
+        ``exact+noise``: that law + the DP noise; ``normal``;
+        ``normal+noise``: the exact law of N(0, V) + the DP noise; ``chi2``: Fisher's, over the
+        centers' p-values; docs/methods.md §3.7)."""
         rows = [{"test": name, "statistic": t.statistic,
                  "law": f"chi2({t.df})" if name == "fisher" and t.df else "z",
-                 "df": t.df, "pvalue": t.pvalue} for name, t in self.raw.tests.items()]
-        return _pandas().DataFrame(rows, columns=["test", "statistic", "law", "df", "pvalue"]
-                                   ).set_index("test")
+                 "df": t.df, "pvalue": t.pvalue, "pvalue_from": t.null}
+                for name, t in self.raw.tests.items()]
+        return _pandas().DataFrame(rows, columns=["test", "statistic", "law", "df", "pvalue",
+                                                  "pvalue_from"]).set_index("test")
 
     def parts(self) -> pd.DataFrame:
         """Each center's part of each test (index ``test``, ``center``)."""
@@ -414,6 +419,16 @@ class PlanView(_Wrapped):
         return _pandas().DataFrame(rows, columns=[
             "center", "analysis", "kind", "epsilon", "exact", "center_epsilon",
             "remaining_after", "quota_left_after"]).set_index(["center", "analysis"])
+
+    def power_frame(self) -> pd.DataFrame:
+        """One row per (Mann-Whitney analysis, θ): the sum test's power at the analysis's ε and
+        the centers' sizes (docs/methods.md §3.9), and the θ with 80 % power."""
+        rows = [{"analysis": p.analysis, "theta": t, "power": w, "epsilon": p.epsilon,
+                 "alpha": p.alpha, "theta_at_target": p.theta_at_target}
+                for p in self.raw.power for t, w in zip(p.thetas, p.power, strict=True)]
+        return _pandas().DataFrame(rows, columns=[
+            "analysis", "theta", "power", "epsilon", "alpha", "theta_at_target"]
+                                   ).set_index(["analysis", "theta"])
 
     def refusals_frame(self) -> pd.DataFrame:
         return _pandas().DataFrame([r.model_dump() for r in self.raw.refusals],

@@ -23,10 +23,16 @@ we use Hanley & McNeil's (1982) approximation as Newcombe (2006, "Method 5") sym
     V(θ) = θ(1 − θ)/(n·m) · [1 + (N/2 − 1)·((1 − θ)/(2 − θ) + θ/(1 + θ))],   N = n + m,
 
 and invert it as a score interval: the θ with (θ̂ − θ)² = z²·V(θ), which stays inside [0, 1] and
-is not degenerate at θ̂ = 0 or 1. For the stratified index V(θ) = Σ (n_l·m_l/Σ n·m)²·V_l(θ).
+is not degenerate at θ̂ = 0 or 1. There (one group entirely above the other) V(θ̂) = 0 makes θ̂
+itself a root; it is the interval's end, and the other end is the equation's other root:
+at θ̂ = 1, θ_L solves 1 − θ = z²·V(θ)/(1 − θ), so the interval is [θ_L, 1] (n = m = 10:
+[0.800, 1]). Coverage at n = m = 5 and 10, θ = 0.9 and 0.95: 0.952-0.969.
+For the stratified index V(θ) = Σ (n_l·m_l/Σ n·m)²·V_l(θ).
 A center's DP noise w_l (``shared.mwu``) enters θ̂ as w_l/(2·Σ n·m); then the interval is the θ
 whose two-sided test by the exact law of normal + Σ w_l (``shared.noisy_null``) does not reject,
-since Laplace noise's tails are heavier than a normal of the same variance. Coverage is checked
+since Laplace noise's tails are heavier than a normal of the same variance. Should the noise put
+θ̂ so far outside [0, 1] that every θ is rejected, the interval is inverted from θ̂ clipped to
+[0, 1] (a superset of the unclipped one; ``method`` ends in ``_clipped``). Coverage is checked
 by simulation (``tests/shared/test_effects.py``, slow).
 
 References: Hanley JA, McNeil BJ (1982) Radiology 143:29–36. Newcombe RG (2006) Confidence
@@ -99,29 +105,39 @@ def probabilistic_index(
     def variance(theta: float) -> float:
         return float(np.sum(weights**2 * newcombe_variance(theta, n, m))) + noise_var
 
-    def normal_gap(theta: float) -> float:  # > 0 while θ is outside the interval
-        return (estimate - theta) ** 2 - z * z * variance(theta)
+    def solve(estimate: float) -> tuple[float, float] | None:
+        def normal_gap(theta: float) -> float:  # > 0 while θ is outside the interval
+            return (estimate - theta) ** 2 - z * z * variance(theta)
 
-    interval = _score_interval(normal_gap, estimate, 2001)
-    if laws:
-        # θ̂ − θ = (S + Σ w_l)/(2·Σ n·m), S ~ N(0, Σ (2 n_l m_l)² V_l(θ)): the score interval
-        # under the exact law of normal + noise (``shared.noisy_null``), not a normal with the
-        # noise's variance, which Laplace tails would make too short. gap > 0 where the test of
-        # θ rejects: one tail probability per θ; the normal interval brackets the search.
-        def gap(theta: float) -> float:
-            normal = float(np.sum((2.0 * pairs) ** 2 * newcombe_variance(theta, n, m)))
-            law = NoisyNormal(normal, laws)
-            return math.log(alpha / 2.0) - float(law.logsf(2.0 * total * abs(estimate - theta)))
+        interval = _score_interval(normal_gap, estimate, 2001)
+        if laws:
+            # θ̂ − θ = (S + Σ w_l)/(2·Σ n·m), S ~ N(0, Σ (2 n_l m_l)² V_l(θ)): the score interval
+            # under the exact law of normal + noise (``shared.noisy_null``), not a normal with
+            # the noise's variance, which Laplace tails would make too short. gap > 0 where the
+            # test of θ rejects: one tail probability per θ; the normal interval brackets it.
+            def gap(theta: float) -> float:
+                normal = float(np.sum((2.0 * pairs) ** 2 * newcombe_variance(theta, n, m)))
+                law = NoisyNormal(normal, laws)
+                return math.log(alpha / 2.0) - float(
+                    law.logsf(2.0 * total * abs(estimate - theta)))
 
-        interval = _score_interval(gap, estimate, 101, guess=interval)
+            interval = _score_interval(gap, estimate, 101, guess=interval)
+        return interval
+
+    method = "newcombe_score" + ("_stratified" if len(centers) > 1 else "")
+    interval = solve(estimate)
     if interval is None:
-        centre = min(1.0, max(0.0, estimate))
-        return ProbabilisticIndex(estimate, centre, centre, level, int(n.sum()), int(m.sum()),
-                                  "newcombe_score_empty")
+        # Noise put θ̂ so far outside [0, 1] that every θ in it is rejected. Inverting from θ̂
+        # clipped to [0, 1] instead accepts every θ the unclipped test accepts (|1 − θ| <=
+        # |θ̂ − θ| for θ <= 1 <= θ̂), so it keeps coverage and is never empty: [θ_L, 1].
+        interval = solve(min(1.0, max(0.0, estimate)))
+        method += "_clipped"
+    if interval is None:  # not reached: the clipped estimate's own θ is accepted
+        raise ArithmeticError("the score interval of a clipped estimate is empty")
     low, high = interval
     return ProbabilisticIndex(
         estimate=estimate, low=low, high=high, level=level, n_x=int(n.sum()), n_y=int(m.sum()),
-        method="newcombe_score" + ("_stratified" if len(centers) > 1 else ""),
+        method=method,
     )
 
 
@@ -139,10 +155,29 @@ def _score_interval(
         if not inside:
             return None
         centre = min(inside, key=lambda t: abs(t - estimate))
+    if centre in (0.0, 1.0):
+        # θ̂ at 0 or 1 (one group entirely above the other): V(θ̂) = 0, so θ̂ itself solves the
+        # equation, yet it is the interval's end, not its inside. Newcombe's Method 5 interval
+        # is [θ_L, 1] (or [0, θ_U]): start the search for the other end from a point strictly
+        # inside, where the test does not reject.
+        centre = _step_inside(gap, centre)
     ends = []
     for limit, near in ((0.0, guess[0] if guess else None), (1.0, guess[1] if guess else None)):
         ends.append(_end(gap, centre, limit, near))
     return ends[0], ends[1]
+
+
+def _step_inside(gap: Callable[[float], float], edge: float) -> float:
+    """A θ in (0, 1) near ``edge`` (0 or 1) with ``gap(θ) < 0``, or ``edge`` when none is found.
+
+    Halving the distance from the edge: near θ̂ = 1 the gap is (1 − θ)² − z²·V(θ) with V(θ) of
+    order 1 − θ, negative on (θ_L, 1), so some step of 2^-k lands inside it.
+    """
+    for k in range(1, 60):
+        theta = abs(edge - 2.0**-k)
+        if gap(theta) < 0:
+            return theta
+    return edge
 
 
 def _end(gap: Callable[[float], float], centre: float, limit: float,

@@ -8,6 +8,14 @@ Under H0, E[U] = 0 and
 t_r the size of the r-th tie group, N = n + m. Z = U/√Var (normal approximation, no continuity
 correction). U relates to scipy's statistic for ``x`` by U = n·m − 2·U_x.
 
+Small samples (N <= ``EXACT_MAX_N`` = 50): the local test's p-value comes from U's exact
+permutation law given the ties (:func:`exact_null`), not the normal one; a release's numbers
+determine that law when it has no ties and no noise (:func:`public_exact_null`), and then the
+federated tests use it too — each center's own p-value (Fisher), and for the sum test the
+convolution of the centers' laws when every center has one. A small noisy release (which states
+the no-ties V) is referred to U's no-ties law plus its noise (:meth:`ExactNull.noisy_log_tails`).
+Each result names the law its p-value comes from (``null``; ``NULLS``).
+
 ``alternative`` has scipy's meaning for the pair (x, y): ``"less"`` — X is stochastically smaller
 than Y (U large, p = P(Z ≥ z)); ``"greater"`` — X is larger (p = P(Z ≤ z)); ``"two-sided"`` —
 twice the smaller tail.
@@ -48,7 +56,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -87,6 +96,16 @@ class MannWhitneyResult:
     n_y: int
     noise_variance: float = 0.0
     noise: NoiseLaw | None = None
+    exact: ExactNull | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def null(self) -> str:
+        """The law the p-value comes from (``NULLS``): ``"exact"`` (U's permutation law,
+        :func:`exact_null`), ``"exact+noise"`` (that law + the noise), ``"normal+noise"``
+        (N(0, V) + the noise, ``shared.noisy_null``) or ``"normal"``."""
+        if self.exact is not None:
+            return "exact+noise" if self.noise is not None else "exact"
+        return "normal+noise" if self.noise is not None else "normal"
 
     @property
     def total_variance(self) -> float:
@@ -111,18 +130,29 @@ class CenterPart:
     zstatistic: float
     pvalue: float
     weight: float
+    null: str = "normal"
+
+
+NULLS = ("exact", "exact+noise", "normal", "normal+noise", "chi2")
+"""What a p-value is computed from: ``exact`` — U's permutation law (:func:`exact_null`, for a sum
+the convolution of the centers' laws); ``exact+noise`` — that law plus the DP noise, exactly
+(:meth:`ExactNull.noisy_log_tails`); ``normal`` — N(0, 1) for Z; ``normal+noise`` — the exact
+law of N(0, V) + the DP noise (``shared.noisy_null``); ``chi2`` — Fisher's χ²_{2L} over the
+centers' p-values, each from its own law (its part's ``null``)."""
 
 
 @dataclass(frozen=True)
 class FederatedMWUResult:
     """A federated test: ``statistic`` is its Z (or Fisher's T, with ``df`` = 2L degrees of
-    freedom of its χ² law), ``parts`` one per center."""
+    freedom of its χ² law), ``parts`` one per center, ``null`` the law its p-value comes from
+    (one of ``NULLS``)."""
 
     method: str
     statistic: float
     pvalue: float
     parts: tuple[CenterPart, ...]
     df: int | None = None
+    null: str = "normal"
 
 
 def _z_pvalue(z: FloatArray | float, alternative: str) -> FloatArray:
@@ -138,6 +168,132 @@ def _z(statistic: FloatArray, variance: FloatArray) -> FloatArray:
     """U/√V, and 0 where V = 0 (all values tied: U = 0 and there is no evidence either way)."""
     safe = np.where(variance > 0, variance, 1.0)
     return np.where(variance > 0, statistic / np.sqrt(safe), 0.0)
+
+
+EXACT_MAX_N = 50
+"""Below this total size N = n + m (inclusive) a center's test uses U's exact permutation law by
+default (:func:`exact_null`): there the normal approximation's level strays from α (n = m = 10,
+α = .01: .0068; n = m = 25: .0090; docs/methods.md §3.1), and the law costs at most ~20 ms
+(n = m = 25 with ties; laws without ties are cached)."""
+
+
+EXACT_MAX_CELLS = 20_000_000
+"""The largest counting table :func:`exact_null` builds (160 MB; n = m = 150 fits, 200 does not)."""
+
+
+@dataclass(frozen=True)
+class ExactNull:
+    """The permutation law of U under H0: P(U = ``low`` + i) = ``pmf[i]`` (U is an integer)."""
+
+    low: int
+    pmf: FloatArray
+
+    @property
+    def high(self) -> int:
+        return self.low + self.pmf.size - 1
+
+    def log_tails(self, u: float) -> tuple[float, float]:
+        """(log P(U >= u), log P(U <= u)), each tail summed from its own end (no cancellation)."""
+        i = u - self.low
+        up = float(self.pmf[max(0, math.ceil(i - 1e-9)):].sum())
+        down = float(self.pmf[:max(0, math.floor(i + 1e-9) + 1)].sum())
+        with np.errstate(divide="ignore"):
+            return float(np.log(min(up, 1.0))), float(np.log(min(down, 1.0)))
+
+    def pvalue(self, u: float, alternative: str) -> float:
+        upper, lower = (math.exp(t) for t in self.log_tails(u))
+        if alternative == "less":
+            return upper
+        if alternative == "greater":
+            return lower
+        return min(1.0, 2.0 * min(upper, lower))
+
+    def noisy_log_tails(self, t: float, noise: NoiseLaw) -> tuple[float, float]:
+        """(log P(U + w >= t), log P(U + w <= t)) with w ~ ``noise`` independent of U:
+        log Σ_u P(U = u)·P(w >= t − u), P(w >= x) in closed form (Laplace: ½e^{−x/b} for
+        x >= 0, 1 − ½e^{x/b} below; Gaussian: Φ(−x/σ)), summed in log space; the lower tail
+        likewise with P(w <= t − u) = P(w >= u − t) (w is symmetric; U's law need not be)."""
+        if noise.kind not in ("laplace", "gaussian"):
+            raise ValueError(f"no closed form for {noise.kind} noise here")
+        u = self.low + np.arange(self.pmf.size, dtype=np.float64)
+        keep = self.pmf > 0
+        logp, u = np.log(self.pmf[keep]), u[keep]
+
+        def log_tail(x: FloatArray) -> float:  # log Σ P(U = u)·P(w >= x_u)
+            if noise.kind == "laplace":
+                b = noise.scale
+                log_sf = np.where(x >= 0, math.log(0.5) - np.abs(x) / b,
+                                  np.log1p(-0.5 * np.exp(-np.abs(x) / b)))
+            else:
+                log_sf = special.log_ndtr(-x / noise.scale)
+            return float(special.logsumexp(logp + log_sf))
+
+        return log_tail(t - u), log_tail(u - t)
+
+    def plus(self, other: ExactNull) -> ExactNull:
+        """The law of the sum of two independent such U's (a convolution)."""
+        return ExactNull(self.low + other.low, np.convolve(self.pmf, other.pmf))
+
+
+def exact_null(n: int, m: int, tie_sizes: ArrayLike | None = None) -> ExactNull:
+    """The exact null law of U = Σ sign(Y − X): every split of the N = n + m pooled values into
+    n X's and m Y's equally likely, given the tie structure.
+
+    ``tie_sizes``: the sizes of the groups of equal values, in increasing order of the value
+    (None: no ties). With mid-ranks, U = 2·R_Y − m·(N + 1) where R_Y is Y's rank sum; a tie group
+    of size t after a records has the doubled mid-rank 2a + t + 1, an integer, and k of its t
+    records go to Y in C(t, k) ways. The count of splits by doubled rank sum is built one tie group
+    at a time (exact enumeration over the tie structure, a generating-function recursion in the
+    spirit of Mehta, Patel & Tsiatis's 1984 network algorithm for ordered categorical data),
+    O(N²·min(n, m)²) operations on a table of (min(n, m) + 1)·(2N·min(n, m) + 1) numbers (at most
+    ``EXACT_MAX_CELLS``). Without ties it is the law of scipy.stats.mannwhitneyu(method="exact");
+    with ties the conditional permutation law (Hollander, Wolfe & Chicken 2014, §4.1).
+    """
+    n, m = int(n), int(m)
+    if n < 1 or m < 1:
+        raise ValueError(f"`n` and `m` must be >= 1, got {n} and {m}")
+    k = min(n, m)
+    if (k + 1) * (2 * (n + m) * k + 1) > EXACT_MAX_CELLS:
+        raise ValueError(
+            f"U's exact law for n = {n}, m = {m} needs more than {EXACT_MAX_CELLS:.0e} numbers: "
+            "use the normal approximation (method='asymptotic'), accurate at these sizes")
+    if tie_sizes is None:
+        ties: tuple[int, ...] = (1,) * (n + m)
+    else:
+        t = np.asarray(tie_sizes, dtype=np.float64)
+        if t.ndim != 1 or np.any(t < 1) or np.any(t != np.round(t)) or t.sum() != n + m:
+            raise ValueError("`tie_sizes` must be positive integers summing to n + m")
+        ties = tuple(int(v) for v in t)
+    return _exact_null(n, m, ties)
+
+
+@functools.lru_cache(maxsize=256)
+def _exact_null(n: int, m: int, ties: tuple[int, ...]) -> ExactNull:
+    big_n = n + m
+    # Enumerate the smaller group: U = 2·R_Y − m(N + 1) = −(2·R_X − n(N + 1)).
+    k_max, sign = (m, 1) if m <= n else (n, -1)
+    width = 2 * big_n * k_max + 1
+    ways = np.zeros((k_max + 1, width))
+    ways[0, 0] = 1.0
+    before = 0
+    for t in ties:
+        score = 2 * before + t + 1
+        nxt = np.zeros_like(ways)
+        for k in range(min(t, k_max) + 1):
+            shift = k * score
+            if shift >= width:
+                break
+            nxt[k:, shift:] += math.comb(t, k) * ways[: k_max + 1 - k, : width - shift]
+        ways = nxt
+        before += t
+    counts = ways[k_max]
+    rank2 = np.nonzero(counts)[0]
+    lo, hi = int(rank2[0]), int(rank2[-1])
+    pmf = counts[lo: hi + 1] / counts.sum()
+    centre = k_max * (big_n + 1)
+    if sign > 0:
+        return ExactNull(lo - centre, pmf)
+    return ExactNull(centre - hi, pmf[::-1].copy())
 
 
 def tie_variance(n: float, m: float, tie_sizes: FloatArray) -> float:
@@ -156,11 +312,16 @@ def mann_whitney(
     alternative: Alternative = "two-sided",
     noise: Mechanism | None = None,
     rng: np.random.Generator | None = None,
+    method: Literal["auto", "exact", "asymptotic"] = "auto",
 ) -> MannWhitneyResult:
     """Local Mann-Whitney test of one center, U = Σ_i Σ_j sign(Y_j − X_i).
 
-    Matches ``scipy.stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False)`` with
-    U = n·m − 2·U_x. O(N log N): two sorts and a merge, no per-observation Python work.
+    ``method="asymptotic"`` matches ``scipy.stats.mannwhitneyu(x, y, method="asymptotic",
+    use_continuity=False)`` with U = n·m − 2·U_x. ``"exact"`` takes the p-value from U's exact
+    permutation law given the ties (:func:`exact_null`; without ties scipy's
+    ``method="exact"``); ``"auto"`` (default) is exact when N = n + m <= ``EXACT_MAX_N``.
+    ``zstatistic`` is U/√V either way. O(N log N): two sorts and a merge, no per-observation
+    Python work (the exact law adds O(N²·min(n, m)²), only at small N).
 
     With ``noise`` (a one-dimensional mechanism exposing its ``noise_law``, drawn from ``rng``)
     the release is U + w: the local Z uses V + Var w and the p-value the exact law of
@@ -170,6 +331,9 @@ def mann_whitney(
     2·max(n, m).
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
+    if method not in ("auto", "exact", "asymptotic"):
+        raise ValueError(
+            f"`method` must be one of {{'auto', 'exact', 'asymptotic'}}, got {method!r}")
     law: NoiseLaw | None = None
     if noise is not None:
         if rng is None:
@@ -193,9 +357,54 @@ def mann_whitney(
         # U it would carry the data past the noise: a noisy release states the no-ties V, a
         # function of n and m alone. With ties U's true null variance is smaller: conservative.
         var = tie_variance(xa.size, ya.size, np.zeros(0))
-    else:
-        var = tie_variance(xa.size, ya.size, cx + cy)
-    return released_result(u, var, int(xa.size), int(ya.size), law, alternative)
+        return released_result(u, var, int(xa.size), int(ya.size), law, alternative,
+                               exact=method == "auto")
+    var = tie_variance(xa.size, ya.size, cx + cy)
+    exact = None
+    if method == "exact" or (method == "auto" and xa.size + ya.size <= EXACT_MAX_N):
+        if xa.size == 0 or ya.size == 0:
+            raise ValueError("the exact law needs records in both groups")
+        exact = exact_null(xa.size, ya.size, cx + cy)
+    result = released_result(u, var, int(xa.size), int(ya.size), None, alternative, exact=False)
+    return _with_exact(result, exact, alternative)
+
+
+def _tails_pvalue(log_upper: float, log_lower: float, alternative: str) -> float:
+    if alternative == "less":
+        return math.exp(log_upper)
+    if alternative == "greater":
+        return math.exp(log_lower)
+    return min(1.0, 2.0 * math.exp(min(log_upper, log_lower)))
+
+
+def _with_exact(result: MannWhitneyResult, exact: ExactNull | None,
+                alternative: str) -> MannWhitneyResult:
+    if exact is None:
+        return result
+    return replace(result, pvalue=exact.pvalue(result.statistic, alternative), exact=exact)
+
+
+def public_exact_null(statistic: float, variance: float, n_x: int, n_y: int,
+                      noise: NoiseLaw | None = None) -> ExactNull | None:
+    """U's exact law when the released numbers determine it: N <= ``EXACT_MAX_N`` and no ties —
+    V is the no-ties n·m·(N + 1)/3 and, without noise, U an integer of n·m's parity
+    (U = 2·#(Y > X) − n·m). With ties the law depends on which records tie, which a release
+    does not carry; then None (the normal law with the tie-corrected V is used).
+
+    A noisy release states the no-ties V whatever its ties (``shared.releases``): its U + w is
+    referred to the no-ties law of U plus the noise (Laplace or Gaussian; None for other noise).
+    With ties that is conservative — over random tie structures at n = m = 5-15, ε = 1 and 5,
+    its level stayed below α (at most 0.9996α), as the normal + noise law's does."""
+    big_n = n_x + n_y
+    if n_x < 1 or n_y < 1 or big_n > EXACT_MAX_N:
+        return None
+    if not math.isclose(variance, n_x * n_y * (big_n + 1) / 3.0, rel_tol=1e-12):
+        return None
+    if noise is not None:
+        return exact_null(n_x, n_y) if noise.kind in ("laplace", "gaussian") else None
+    if statistic != round(statistic) or (round(statistic) - n_x * n_y) % 2:
+        return None
+    return exact_null(n_x, n_y)
 
 
 def released_result(
@@ -205,14 +414,23 @@ def released_result(
     n_y: int,
     noise: NoiseLaw | None = None,
     alternative: Alternative = "two-sided",
+    *,
+    exact: bool = True,
 ) -> MannWhitneyResult:
     """A local result from released numbers: Z = statistic/√(V + σ²) and the p-value of
-    ``statistic`` under N(0, V) + noise (the normal one without ``noise``)."""
+    ``statistic`` under N(0, V) + noise; without ``noise``, under U's exact law where the
+    numbers determine it (:func:`public_exact_null`; ``exact=False``: never), else the normal
+    one."""
     alternative = check_alternative(alternative)  # type: ignore[assignment]
     noise_variance = 0.0 if noise is None else noise.variance
     z = float(_z(np.asarray(statistic), np.asarray(variance + noise_variance)))
+    law = public_exact_null(statistic, variance, n_x, n_y, noise) if exact else None
     if noise is None:
         p = float(_z_pvalue(z, alternative))
+        if law is not None:
+            p = law.pvalue(statistic, alternative)
+    elif law is not None:
+        p = _tails_pvalue(*law.noisy_log_tails(statistic, noise), alternative)
     else:
         p = float(NoisyNormal(variance, (noise,)).pvalue(statistic, alternative))
     return MannWhitneyResult(
@@ -224,6 +442,7 @@ def released_result(
         n_y=n_y,
         noise_variance=noise_variance,
         noise=noise,
+        exact=law,
     )
 
 
@@ -237,25 +456,50 @@ class ReleasedCenters:
     n: FloatArray
     m: FloatArray
     noise: tuple[NoiseLaw | None, ...]
+    exact: tuple[ExactNull | None, ...] = ()
 
     @property
     def noisy(self) -> bool:
         return any(law is not None for law in self.noise)
 
+    def exact_law(self, i: int) -> ExactNull | None:
+        return self.exact[i] if self.exact else None
+
+    def null_of(self, i: int) -> str:
+        """The law center i's own p-value comes from (``NULLS``)."""
+        noisy = self.noise[i] is not None
+        if self.exact_law(i) is not None:
+            return "exact+noise" if noisy else "exact"
+        return "normal+noise" if noisy else "normal"
+
+    @property
+    def all_exact(self) -> bool:
+        """Every center's U has its exact law and no noise (small N; ties only for local
+        results): Σ U_l's law is their convolution."""
+        return (bool(self.exact) and not self.noisy
+                and all(e is not None for e in self.exact))
+
     @functools.cached_property
     def log_tails(self) -> tuple[FloatArray, FloatArray]:
-        """Each center's (log P(≥ statistic), log P(<= statistic)) under its own null law: the
-        normal N(0, V) without noise (0 ↦ ½ when V = 0), N(0, V) + w_l with noise."""
+        """Each center's (log P(≥ statistic), log P(<= statistic)) under its own null law: U's
+        exact law where known, the normal N(0, V) without noise (0 ↦ ½ when V = 0),
+        N(0, V) + w_l with noise."""
         z = _z(self.u, self.total)
         upper, lower = special.log_ndtr(-z), special.log_ndtr(z)
         for i, (v, law) in enumerate(zip(self.v, self.noise, strict=True)):
-            if law is not None:
+            exact = self.exact_law(i)
+            if exact is not None and law is not None:
+                upper[i], lower[i] = exact.noisy_log_tails(float(self.u[i]), law)
+            elif exact is not None:
+                upper[i], lower[i] = exact.log_tails(float(self.u[i]))
+            elif law is not None:
                 up, low = NoisyNormal(float(v), (law,)).log_tails(self.u[i])
                 upper[i], lower[i] = float(up), float(low)
         return upper, lower
 
     def pvalues(self, alternative: str) -> FloatArray:
-        """Each center's own p-value: from its exact law, or the normal one without noise."""
+        """Each center's own p-value: from U's exact law or the exact noisy law where it has
+        one, else the normal one."""
         upper, lower = self.log_tails
         if alternative == "less":
             exact = np.exp(upper)
@@ -263,8 +507,9 @@ class ReleasedCenters:
             exact = np.exp(lower)
         else:
             exact = np.minimum(1.0, 2.0 * np.exp(np.minimum(upper, lower)))
-        noisy = np.array([law is not None for law in self.noise])
-        return np.where(noisy, exact, _z_pvalue(_z(self.u, self.total), alternative))
+        known = np.array([law is not None or self.exact_law(i) is not None
+                          for i, law in enumerate(self.noise)])
+        return np.where(known, exact, _z_pvalue(_z(self.u, self.total), alternative))
 
 
 def released_centers(centers: Sequence[MannWhitneyResult]) -> ReleasedCenters:
@@ -296,7 +541,7 @@ def released_centers(centers: Sequence[MannWhitneyResult]) -> ReleasedCenters:
             )
     # noisy releases: Var(U_l + w_l) = V_l + σ_l² in the displayed Z, the weights and the parts
     noise = tuple(c.noise for c in centers)
-    return ReleasedCenters(u, v, v + s2, n, m, noise)
+    return ReleasedCenters(u, v, v + s2, n, m, noise, tuple(c.exact for c in centers))
 
 
 def _result(
@@ -307,14 +552,15 @@ def _result(
     w: FloatArray,
     alternative: str,
     df: int | None = None,
+    null: str = "normal",
 ) -> FederatedMWUResult:
     z = _z(c.u, c.total)
     p = c.pvalues(alternative)
     parts = tuple(
-        CenterPart(float(a), float(b), float(zz), float(pp), float(e))
-        for a, b, zz, pp, e in zip(c.u, c.total, z, p, w, strict=True)
+        CenterPart(float(a), float(b), float(zz), float(pp), float(e), c.null_of(i))
+        for i, (a, b, zz, pp, e) in enumerate(zip(c.u, c.total, z, p, w, strict=True))
     )
-    return FederatedMWUResult(method, float(statistic), float(pvalue), parts, df)
+    return FederatedMWUResult(method, float(statistic), float(pvalue), parts, df, null)
 
 
 def sum_test(
@@ -322,16 +568,23 @@ def sum_test(
 ) -> FederatedMWUResult:
     """Sum test: Z = Σ U_l / √(Σ V_l) (V_l + σ_l² for noisy releases).
 
-    With noise the p-value is that of Σ_l (U_l + w_l) under N(0, Σ V_l) + Σ_l w_l.
+    With noise the p-value is that of Σ_l (U_l + w_l) under N(0, Σ V_l) + Σ_l w_l. When every
+    center's U has its exact law (small centers, :func:`public_exact_null`), that of Σ_l U_l
+    under their convolution.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
     c = released_centers(centers)
     z = float(_z(np.asarray(c.u.sum()), np.asarray(c.total.sum())))
+    if c.all_exact:
+        laws = [e for e in c.exact if e is not None]
+        total = functools.reduce(ExactNull.plus, laws)
+        p = total.pvalue(float(c.u.sum()), alternative)
+        return _result("sum", z, p, c, np.ones_like(c.u), alternative, null="exact")
     if c.noisy:
         law = NoisyNormal(float(c.v.sum()), tuple(n for n in c.noise if n is not None))
         p = float(law.pvalue(float(c.u.sum()), alternative))
-    else:
-        p = float(_z_pvalue(z, alternative))
+        return _result("sum", z, p, c, np.ones_like(c.u), alternative, null="normal+noise")
+    p = float(_z_pvalue(z, alternative))
     return _result("sum", z, p, c, np.ones_like(c.u), alternative)
 
 
@@ -375,8 +628,10 @@ def weighted_test(
         )
         law = NoisyNormal(float(np.sum(coef * coef * c.v)), noises)
         p = float(law.pvalue(z, alternative))
-    else:
-        p = float(_z_pvalue(z, alternative))
+        return _result("weighted", z, p, c, w, alternative, null="normal+noise")
+    # Normal even when every center's U has its exact law: Z_w weighs lattices of different
+    # steps, whose exact convolution grows as the product of their sizes.
+    p = float(_z_pvalue(z, alternative))
     return _result("weighted", z, p, c, w, alternative)
 
 
@@ -385,10 +640,12 @@ def fisher_test(
 ) -> FederatedMWUResult:
     """Fisher's method: T = −2 Σ log p_l ~ χ²_{2L} on one-sided center p-values.
 
-    Each p_l is the center's own: normal for a release without noise, from the exact law of
-    N(0, V_l) + w_l for a noisy one. Two-sided: T in both directions,
-    p = min(1, 2·min(p_less, p_greater)); the reported statistic is the T of the more
-    significant direction, ``df`` = 2L.
+    Each p_l is the center's own: from U_l's exact law for a small center without noise (and,
+    in a released result, without ties; :func:`public_exact_null`), from the exact law of
+    N(0, V_l) + w_l for a noisy one, else normal. Exact p-values are discrete, P(p_l <= a) <= a,
+    so T is then stochastically below χ²_{2L}: conservative (docs/methods.md §3.4). Two-sided:
+    T in both directions, p = min(1, 2·min(p_less, p_greater)); the reported statistic is the T
+    of the more significant direction, ``df`` = 2L.
     """
     alternative = check_alternative(alternative)  # type: ignore[assignment]
     c = released_centers(centers)
@@ -407,7 +664,7 @@ def fisher_test(
         p = min(1.0, 2.0 * p)
     else:
         t, p = combine(alternative)
-    return _result("fisher", t, p, c, np.ones_like(c.u), alternative, dof)
+    return _result("fisher", t, p, c, np.ones_like(c.u), alternative, dof, null="chi2")
 
 
 def table_test(

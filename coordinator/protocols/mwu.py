@@ -2,7 +2,9 @@
 
 * sum, weighted, Fisher — from the centers' local releases (U_l, V_l, n_l, m_l, σ_l² and the
   law of the noise), asked of every center in parallel (``POST .../mwu``); with noise each test
-  refers its statistic to the exact law of normal + the centers' noise (``shared.mwu``);
+  refers its statistic to the exact law of normal + the centers' noise (``shared.mwu``); a
+  center with n + m <= 50 whose release determines U's exact law (no ties, or noise) has its
+  p-value from that law (docs/methods.md §3.1), and each result names its law (``null``);
 * table — U on the federated bin table of the two groups
   (:func:`coordinator.protocols.table.federated_bin_table`).
 

@@ -115,6 +115,7 @@ def test_run_waits_and_every_frame_holds_what_the_coordinator_answered(
     for name, test in expected.items():
         assert mwu.loc[name, "statistic"] == test["statistic"]
         assert mwu.loc[name, "pvalue"] == test["pvalue"]
+        assert mwu.loc[name, "pvalue_from"] == test["null"]  # the law the p-value comes from
     assert mwu.loc["fisher", "law"] == f"chi2({expected['fisher']['df']})"
     effects = result.mwu.effects()
     assert list(effects.index) == [e["center"] for e in analysis(view, "mwu")["effects"]]

@@ -99,9 +99,12 @@ def test_noisy_release_refusals():
 SIZES = [(30, 40), (50, 20), (25, 25)]
 
 
-def _noisy_centers(mechs, seed=3, shift=0.1):
+def _noisy_centers(mechs, seed=3, shift=0.1, method="asymptotic"):
+    # the normal + noise law asked for: at N = 50 the default is U's exact law + the noise
+    # (tests/shared/test_mwu_exact.py)
     g = np.random.default_rng(seed)
-    return [mann_whitney(g.normal(size=n), g.normal(shift, size=m), noise=mech, rng=g)
+    return [mann_whitney(g.normal(size=n), g.normal(shift, size=m), noise=mech, rng=g,
+                         method=method)
             for (n, m), mech in zip(SIZES, mechs, strict=True)]
 
 
@@ -204,11 +207,13 @@ def test_noisy_and_exact_centers_together():
 def test_without_noise_the_p_values_are_the_normal_ones_bit_for_bit():
     g = np.random.default_rng(12)
     data = [(g.normal(size=n), g.normal(0.2, size=m)) for n, m in SIZES]
-    parts = [mann_whitney(x, y) for x, y in data]
+    # the normal law asked for (at N = 50 the default is U's exact law: tests/shared/test_mwu_exact)
+    parts = [mann_whitney(x, y, method="asymptotic") for x, y in data]
     z = np.array([p.zstatistic for p in parts])
     for alternative in ("two-sided", "less", "greater"):
         f = fisher_test(parts, alternative=alternative)
-        local = [mann_whitney(x, y, alternative=alternative).pvalue for x, y in data]
+        local = [mann_whitney(x, y, alternative=alternative, method="asymptotic").pvalue
+                 for x, y in data]
         assert [c.pvalue for c in f.parts] == local
         assert f.df == 6 and sum_test(parts).df is None
     assert fisher_test(parts, alternative="less").statistic == pytest.approx(
@@ -221,7 +226,9 @@ def test_without_noise_the_p_values_are_the_normal_ones_bit_for_bit():
 
 
 def test_wire_release_carries_the_noise_law():
-    parts = _noisy_centers([Laplace(0.5, 80.0), Gaussian(100.0, rho=0.1), Laplace(1.0, 60.0)])
+    parts = _noisy_centers([Laplace(0.5, 80.0), Gaussian(100.0, rho=0.1), Laplace(1.0, 60.0)],
+                           method="auto")  # the (25, 25) center: U's exact law + noise
+    assert [p.null for p in parts] == ["normal+noise", "normal+noise", "exact+noise"]
     wired = [MWURelease.model_validate_json(MWURelease.from_result(p).model_dump_json())
              for p in parts]
     assert wired[0].noise == MWUNoise(kind="laplace", scale=160.0)
