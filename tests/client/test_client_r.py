@@ -142,7 +142,7 @@ def assert_same_frame(name: str, r: pd.DataFrame, python: pd.DataFrame) -> None:
                 assert pd.isna(ours), (name, column, i, ours)
             elif isinstance(theirs, bool | np.bool_):
                 assert bool(ours) == bool(theirs), (name, column, i, ours, theirs)
-            elif isinstance(theirs, numbers.Number):
+            elif isinstance(theirs, numbers.Real):
                 assert math.isclose(float(ours), float(theirs), rel_tol=1e-12, abs_tol=1e-12), (
                     name, column, i, ours, theirs)
             else:
