@@ -10,11 +10,15 @@ packages where it is missing and it may); with R present, a missing R package fa
 
 from __future__ import annotations
 
+import http.server
+import json
 import math
 import numbers
 import os
 import shutil
+import ssl
 import subprocess
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +30,7 @@ import pytest
 from fedstats_client import Client
 from tests.client.test_client_notebook import federation_configs
 from tests.helpers.processes import REPO, running_center, running_coordinator
+from tests.helpers.tls import make_ca
 
 PACKAGE = REPO / "clients" / "r"
 RSCRIPT = shutil.which("Rscript")
@@ -147,3 +152,52 @@ def assert_same_frame(name: str, r: pd.DataFrame, python: pd.DataFrame) -> None:
                     name, column, i, ours, theirs)
             else:
                 assert str(ours) == str(theirs), (name, column, i, ours, theirs)
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """Answers every call as the coordinator answers an unknown token (401, its error body)."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"error": "unauthenticated", "detail": "unknown token"}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # keep the test's output clean
+        pass
+
+
+def test_the_r_client_trusts_a_private_ca_only_when_given_it(
+    r_library: Path, tmp_path: Path
+) -> None:
+    """HTTPS with a private CA's certificate: without ``ca_bundle`` the R client refuses the
+    certificate and says to pass the CA; with it, the handshake succeeds and the answer's error
+    body arrives as its condition."""
+    ca = make_ca(tmp_path / "ca")
+    server_cert = ca.issue("coordinator", hosts=["127.0.0.1"])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(server_cert.cert), str(server_cert.key))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}"
+        shown = rscript(
+            'library(fedstats); '
+            'show <- function(e) cat(class(e)[1], e$code, conditionMessage(e), "\\n", sep = "|"); '
+            f'tryCatch(fs_catalog(fs_connect("{url}", token = "t0ken-x")), error = show); '
+            f'tryCatch(fs_catalog(fs_connect("{url}", token = "t0ken-x", '
+            f'ca_bundle = "{ca.cert}")), error = show)',
+            r_env(r_library))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert shown.returncode == 0, shown.stderr
+    untrusted, trusted = shown.stdout.strip().splitlines()
+    assert untrusted.startswith("fedstats_connection_failed|tls|"), untrusted
+    assert url in untrusted and "ca_bundle" in untrusted
+    assert trusted.startswith("fedstats_authentication_error|unauthenticated|"), trusted
+    assert "t0ken-x" not in shown.stdout + shown.stderr
