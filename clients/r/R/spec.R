@@ -49,6 +49,25 @@ add_analysis <- function(spec, kind, ...) {
 #' pooled (each center spends `epsilon` per box). `fs_add_describe()`: a "Table 1" (no epsilon
 #' from the tables, or epsilon-DP with `epsilon`).
 #' @param spec a `fedstats_spec`.
+#' @param lower,upper table: how the end bins close (a number, `"buffer"`, `"infinite"`).
+#' @param tests mwu: of `"sum"`, `"weighted"`, `"fisher"`, `"table"` (default: all four).
+#' @param alternative mwu: `"two-sided"`, `"less"` or `"greater"`.
+#' @param epsilon the epsilon each center spends (mwu: noise on its U; dp_quantiles: once for
+#'   all levels; dp_boxplot: per box; quantiles: yj_data's fit; describe: per variable and arm).
+#' @param levels quantile levels in (0, 1), increasing (dp_boxplot: the pooled box's further
+#'   levels, default 0.05 and 0.95).
+#' @param estimators quantiles: of `"yj_table"`, `"interpolation"`, `"extrapolation"`,
+#'   `"yj_shaped"`, `"yj_data"`.
+#' @param bounds public bounds `c(low, high)` the values are clipped to (describe: a named
+#'   list of them per variable).
+#' @param algorithm dp_quantiles: `"joint_exp"` (default), `"private_quantile"`,
+#'   `"approx_quantile"`, `"unbounded"`.
+#' @param group one declared group level (NULL: every record).
+#' @param per_center,pooled the centers' own boxes / rows, the pooled one, or both.
+#' @param depth,branching dp_boxplot: the pooled box's grid (branching^depth leaves).
+#' @param variables describe: the variables (default: the study's).
+#' @param mode describe: `"table"` (no epsilon) or `"dp"`.
+#' @param bins describe (dp): equal-width histogram bins.
 #' @name fs_add
 NULL
 
