@@ -34,12 +34,13 @@ from tests.helpers.tls import make_ca
 
 PACKAGE = REPO / "clients" / "r"
 RSCRIPT = shutil.which("Rscript")
-R_PACKAGES = ("httr2", "jsonlite", "testthat")
+R_PACKAGES = ("httr2", "jsonlite", "testthat", "RcppTOML")
 
 pytestmark = [
     pytest.mark.process,
     pytest.mark.skipif(RSCRIPT is None, reason="Rscript is not installed (Debian: apt-get "
-                       "install r-base-core r-cran-httr2 r-cran-jsonlite r-cran-testthat)"),
+                       "install r-base-core r-cran-httr2 r-cran-jsonlite r-cran-testthat "
+                       "r-cran-rcpptoml)"),
 ]
 
 
