@@ -150,3 +150,20 @@ test_that("waiting past a timeout signals fedstats_timeout; the study goes on", 
   study <- fs_wait(fs, created$id, progress = FALSE)
   expect_identical(study$status, "succeeded")
 })
+
+test_that("a study a center refuses ends failed, the condition naming the center", {
+  fs <- live_client()
+  # Above every demo center's cap per request (a quarter of its budget): refused, nothing paid.
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated")) |>
+    fs_add_dp_boxplot(epsilon = 5, bounds = c(0, 60), group = "treated", pooled = FALSE)
+  cnd <- tryCatch(fs_run(fs, spec, progress = FALSE), error = function(e) e)
+  expect_s3_class(cnd, "fedstats_study_failed")
+  expect_identical(cnd$code, "center_failure")
+  expect_true(cnd$center %in% c("hospital_a", "hospital_b", "hospital_c"))
+  expect_identical(cnd$kind, "refused")
+  expect_match(conditionMessage(cnd), sprintf("\\[center %s, refused\\]", cnd$center))
+  expect_identical(cnd$study$status, "failed")
+  expect_false(cnd$resumable)
+  failed <- fs_run(fs, spec, progress = FALSE, raise_on_failure = FALSE)
+  expect_identical(failed$status, "failed")
+})
