@@ -34,6 +34,12 @@ test_that("the dry run gives the epsilon of each analysis at each center and spe
   left <- stats::setNames(now$remaining_epsilon.cohort, now$id)
   expect_equal(frame$remaining_after, unname(left[frame$center]) - frame$center_epsilon)
   expect_identical(nrow(fs_refusals(plan)), 0L)
+  # The example study file, read as `fedstats study run` reads it, plans the same way.
+  example <- fs_plan(fs, fs_read_study(repo_file("examples", "study.toml")))
+  expect_true(example$would_run)
+  spends <- as.data.frame(example)
+  expect_equal(vapply(split(spends$epsilon, spends$center), sum, 0),
+               c(hospital_a = 0.75, hospital_b = 0.75, hospital_c = 0.75))
 })
 
 test_that("a study runs with progress and its frames hold what the coordinator answered", {
