@@ -1,0 +1,231 @@
+# A study's result as data frames (docs/r-client.md, "Results"), the frames of
+# fedstats_client.results in Python:
+#
+#   fs_mwu(study)          one row per test: statistic, law, df, pvalue     (result.mwu.to_frame())
+#   fs_effects(study)      theta per center and stratified, 95 % interval   (result.mwu.effects())
+#   fs_parts(study)        each center's part of each test                  (result.mwu.parts())
+#   fs_table(study)        the federated K-anonymous table, one row per bin (result.table)
+#   fs_quantiles(study)    (estimator, group) x levels                      (result.quantiles)
+#   fs_dp_quantiles(study) (group, center) x levels, n, rank error, epsilon (result.dp_quantiles)
+#   fs_boxplots(study)     (group, center) x the seven numbers, ...         (result.boxplots)
+#   fs_describe(study)     one tidy row per (variable, center, arm)         (result.describe)
+#   fs_centers_used(study) each center included or excluded, and why       (result.centers)
+#
+# fs_mwu, fs_table and fs_quantiles read the study's first analysis of that kind; the others
+# gather every analysis of their kind (a study asks one per group level). An analysis that
+# failed in a partially_failed study signals fedstats_analysis_failed naming the center; one
+# the study did not ask signals fedstats_no_such_analysis. Where Python has an index
+# (test, center), the frame has the columns. Analysis indexes are positions in the spec
+# counted from 1, as R counts.
+
+BOX_COLUMNS <- c("n", "lower_outliers", "lower_whisker", "q1", "median", "q3", "upper_whisker",
+                 "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch",
+                 "upper_branch")
+DESCRIBE_COLUMNS <- c("n", "missing", "mean", "sd", "median", "q1", "q3", "minimum", "maximum",
+                      "epsilon", "method")
+
+level_name <- function(level) paste0("q", format(level, digits = 15, scientific = FALSE,
+                                                  drop0trailing = TRUE, trim = TRUE))
+
+# Every result of `kind` (a study record's), the first failed one signalled.
+outcomes <- function(study, kind) {
+  if (!inherits(study, "fedstats_study")) {
+    stop(spec_error("read results from a study (fs_run(), fs_wait() or fs_study())"))
+  }
+  if (is.null(study$result)) {
+    stop(fedstats_condition("fedstats_no_result", sprintf(
+      "no_result: study %s is %s and has no result yet", study$id, study$status),
+      code = "no_result"))
+  }
+  analyses <- study$result$analyses
+  found <- which(vapply(analyses, function(a) identical(a$kind, kind), logical(1)))
+  if (!length(found)) {
+    stop(fedstats_condition("fedstats_no_such_analysis", sprintf(
+      "no_such_analysis: the study asked for no %s analysis", kind), code = "no_such_analysis"))
+  }
+  for (i in found) {
+    if (identical(analyses[[i]]$status, "failed")) {
+      stop(analysis_failed(i, kind, analyses[[i]]$error))
+    }
+  }
+  analyses[found]
+}
+
+#' Results of a study as data frames
+#'
+#' @param study a `fedstats_study` ([fs_run()], [fs_wait()], [fs_study()]).
+#' @return a data frame (see docs/r-client.md, "Results").
+#' @name fs_results
+NULL
+
+#' @rdname fs_results
+#' @export
+fs_mwu <- function(study) {
+  raw <- outcomes(study, "mwu")[[1]]
+  rows <- lapply(names(raw$tests), function(name) {
+    t <- raw$tests[[name]]
+    data.frame(test = name, statistic = t$statistic,
+               law = if (name == "fisher" && !is.null(t$df)) sprintf("chi2(%d)", t$df) else "z",
+               df = num(t$df), pvalue = t$pvalue, alternative = raw$alternative,
+               stringsAsFactors = FALSE)
+  })
+  bind_rows(rows, c("test", "statistic", "law", "df", "pvalue", "alternative"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_effects <- function(study) {
+  raw <- outcomes(study, "mwu")[[1]]
+  cols <- c("center", "estimate", "low", "high", "level", "n_x", "n_y", "method")
+  bind_rows(lapply(raw$effects, function(e) as.data.frame(
+    lapply(stats::setNames(cols, cols), function(k) na_if_null(e[[k]])),
+    stringsAsFactors = FALSE)), cols)
+}
+
+#' @rdname fs_results
+#' @export
+fs_parts <- function(study) {
+  raw <- outcomes(study, "mwu")[[1]]
+  rows <- list()
+  for (name in names(raw$tests)) for (p in raw$tests[[name]]$parts) {
+    rows[[length(rows) + 1]] <- data.frame(test = name, center = p$center,
+                                           statistic = num(p$statistic),
+                                           variance = num(p$variance),
+                                           zstatistic = num(p$zstatistic),
+                                           pvalue = num(p$pvalue), weight = num(p$weight),
+                                           stringsAsFactors = FALSE)
+  }
+  bind_rows(rows, c("test", "center", "statistic", "variance", "zstatistic", "pvalue",
+                    "weight"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_table <- function(study) {
+  raw <- outcomes(study, "table")[[1]]
+  limits <- unlist(raw$limits)
+  groups <- unlist(study$spec$groups) %||% "all"
+  out <- data.frame(lower = limits[-length(limits)], upper = limits[-1])
+  for (g in seq_along(groups)) out[[groups[[g]]]] <- as.numeric(unlist(raw$counts[[g]]))
+  out
+}
+
+#' @rdname fs_results
+#' @export
+fs_quantiles <- function(study) {
+  raw <- outcomes(study, "quantiles")[[1]]
+  levels <- vapply(unlist(raw$levels), level_name, character(1))
+  rows <- list()
+  for (estimator in names(raw$estimates)) for (group in names(raw$estimates[[estimator]])) {
+    est <- raw$estimates[[estimator]][[group]]
+    values <- if (is.null(est$quantiles)) rep(NA_real_, length(levels))
+              else as.numeric(unlist(est$quantiles))
+    row <- data.frame(estimator = estimator, group = group, stringsAsFactors = FALSE)
+    row[levels] <- as.list(values)
+    row$error <- if (is.null(est$error)) NA_character_ else est$error
+    rows[[length(rows) + 1]] <- row
+  }
+  bind_rows(rows, c("estimator", "group", levels, "error"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_dp_quantiles <- function(study) {
+  rows <- list()
+  for (raw in outcomes(study, "dp_quantiles")) {
+    levels <- vapply(unlist(raw$levels), level_name, character(1))
+    for (center in names(raw$per_center)) {
+      row <- data.frame(group = raw$group %||% "all", center = center, stringsAsFactors = FALSE)
+      row[levels] <- as.list(as.numeric(unlist(raw$per_center[[center]])))
+      row$n <- num(raw$n[[center]])
+      row$rank_halfwidth <- num(raw$rank_halfwidth[[center]])
+      row$epsilon <- num(raw$spent[[center]])
+      row$algorithm <- raw$algorithm %||% NA_character_
+      rows[[length(rows) + 1]] <- row
+    }
+  }
+  bind_rows(rows, c("group", "center"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_boxplots <- function(study) {
+  rows <- list()
+  for (raw in outcomes(study, "dp_boxplot")) {
+    boxes <- raw$per_center
+    if (!is.null(raw$pooled)) boxes$pooled <- raw$pooled  # the pooled box after the centers'
+    for (center in names(boxes)) {
+      b <- boxes[[center]]
+      row <- data.frame(group = raw$group %||% "all", center = center, stringsAsFactors = FALSE)
+      for (k in BOX_COLUMNS) row[[k]] <- na_if_null(b[[k]])
+      for (lv in b$levels) row[[level_name(lv$level)]] <- num(lv$value)
+      rows[[length(rows) + 1]] <- row
+    }
+  }
+  bind_rows(rows, c("group", "center", BOX_COLUMNS))
+}
+
+#' @rdname fs_results
+#' @export
+fs_describe <- function(study) {
+  rows <- list()
+  for (raw in outcomes(study, "describe")) for (r in raw$rows) {
+    row <- data.frame(variable = r$variable, center = r$center, arm = r$arm, mode = raw$mode,
+                      unit = na_if_null(raw$units[[r$variable]]), stringsAsFactors = FALSE)
+    for (k in DESCRIBE_COLUMNS) row[[k]] <- na_if_null(r[[k]])
+    # The histogram as list columns, one vector per row.
+    row$edges <- I(list(as.numeric(unlist(r$edges))))
+    row$counts <- I(list(as.numeric(unlist(r$counts))))
+    rows[[length(rows) + 1]] <- row
+  }
+  bind_rows(rows, c("variable", "center", "arm", "mode", "unit", DESCRIBE_COLUMNS, "edges",
+                    "counts"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_centers_used <- function(study) {
+  result <- study$result
+  if (is.null(result)) stop(fedstats_condition("fedstats_no_result", sprintf(
+    "no_result: study %s is %s and has no result yet", study$id, study$status),
+    code = "no_result"))
+  by_center <- stats::setNames(result$center_status,
+                               vapply(result$center_status, function(c) c$center, ""))
+  surveyed_out <- stats::setNames(result$excluded,
+                                  vapply(result$excluded, function(e) e$center, ""))
+  rows <- lapply(unlist(result$centers), function(center) {
+    s <- by_center[[center]]
+    reason <- if (!is.null(s)) s$reason else surveyed_out[[center]]
+    data.frame(
+      center = center,
+      status = if (!is.null(s)) s$status
+               else if (center %in% names(surveyed_out)) "excluded" else "included",
+      used_in = I(list(as.integer(unlist(s$used_in)) + 1L)),
+      left_out_of = I(list(as.integer(unlist(s$left_out_of)) + 1L)),
+      kind = if (is.null(reason)) NA_character_ else reason$kind,
+      reason = if (is.null(reason)) NA_character_ else reason$detail,
+      stringsAsFactors = FALSE)
+  })
+  bind_rows(rows, c("center", "status", "used_in", "left_out_of", "kind", "reason"))
+}
+
+#' @rdname fs_results
+#' @return `fs_failed()`: the conditions reading each failed analysis would signal.
+#' @export
+fs_failed <- function(study) {
+  analyses <- study$result$analyses
+  failed <- which(vapply(analyses, function(a) identical(a$status, "failed"), logical(1)))
+  lapply(failed, function(i) analysis_failed(i, analyses[[i]]$kind, analyses[[i]]$error))
+}
+
+#' Write a study as the coordinator answered it
+#'
+#' What `fedstats study run` writes as `study.json`.
+#' @param study a `fedstats_study`.
+#' @param path the file.
+#' @export
+fs_write_json <- function(study, path) {
+  jsonlite::write_json(unclass(study), path, auto_unbox = TRUE, null = "null", digits = NA,
+                       pretty = TRUE)
+  invisible(path)
+}

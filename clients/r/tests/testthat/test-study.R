@@ -1,0 +1,175 @@
+# An analyst's study from R against the live coordinator: the catalog, the dry run, the study
+# run with progress, its results as frames holding exactly what the coordinator answered, plots
+# and the coordinator's figure. FEDSTATS_R_OUT (set by tests/client/test_client_r.py) receives
+# the frames as CSV, which the Python client's frames of the same study are compared with.
+
+test_that("the catalog lists the demo's dataset at its three centers", {
+  fs <- live_client()
+  catalog <- fs_catalog(fs)
+  frame <- as.data.frame(catalog)
+  expect_setequal(frame$center, c("hospital_a", "hospital_b", "hospital_c"))
+  expect_true(all(frame$dataset == "cohort"))
+  expect_true(all(frame$n_records %% frame$k == 0))  # sizes rounded down to K
+  expect_true(all(is.na(fs_catalog_problems(catalog)$problem)))
+  centers <- fs_centers(fs)
+  expect_true(all(centers$healthy))
+  expect_true("remaining_epsilon.cohort" %in% names(centers))
+})
+
+test_that("the dry run gives the epsilon of each analysis at each center and spends nothing", {
+  fs <- live_client()
+  before <- fs_centers(fs)$remaining_epsilon.cohort
+  plan <- fs_plan(fs, small_study())
+  expect_s3_class(plan, "fedstats_plan")
+  expect_true(plan$would_run)
+  frame <- as.data.frame(plan)
+  expect_setequal(unique(frame$center), c("hospital_a", "hospital_b", "hospital_c"))
+  dp <- frame[frame$kind %in% c("dp_quantiles", "dp_boxplot"), ]
+  # 0.25 for the quantiles, 0.25 per box (the center's and the pooled one) for the boxplot.
+  expect_equal(vapply(split(dp$epsilon, dp$center), sum, 0), c(hospital_a = 0.75, hospital_b = 0.75,
+                                                     hospital_c = 0.75))
+  expect_identical(sort(unique(dp$analysis)), c(4L, 5L))  # positions in the spec, from 1
+  now <- fs_centers(fs)
+  expect_equal(now$remaining_epsilon.cohort, before)
+  left <- stats::setNames(now$remaining_epsilon.cohort, now$id)
+  expect_equal(frame$remaining_after, unname(left[frame$center]) - frame$center_epsilon)
+  expect_identical(nrow(fs_refusals(plan)), 0L)
+  # The example study file, read as `fedstats study run` reads it, plans the same way.
+  example <- fs_plan(fs, fs_read_study(repo_file("examples", "study.toml")))
+  expect_true(example$would_run)
+  spends <- as.data.frame(example)
+  expect_equal(vapply(split(spends$epsilon, spends$center), sum, 0),
+               c(hospital_a = 0.75, hospital_b = 0.75, hospital_c = 0.75))
+})
+
+test_that("a study runs with progress and its frames hold what the coordinator answered", {
+  fs <- live_client()
+  lines <- character()
+  study <- fs_run(fs, small_study(), progress = function(line) lines <<- c(lines, line))
+  expect_s3_class(study, "fedstats_study")
+  expect_identical(study$status, "succeeded")
+  expect_match(lines[length(lines)], sprintf("study %s: succeeded, \\d+ releases received",
+                                             study$id))
+  expect_identical(length(unique(lines)), length(lines))  # a line per change only
+  raw <- study$result$analyses
+
+  mwu <- fs_mwu(study)
+  expect_identical(mwu$test, c("sum", "weighted", "fisher", "table"))
+  expect_equal(mwu$pvalue, vapply(raw[[2]]$tests, function(t) t$pvalue, 0), ignore_attr = TRUE)
+  expect_identical(mwu$law[mwu$test == "fisher"], "chi2(6)")  # 2 x 3 centers
+  effects <- fs_effects(study)
+  expect_identical(effects$center, c("hospital_a", "hospital_b", "hospital_c", "stratified"))
+  expect_true(all(effects$low < effects$estimate & effects$estimate < effects$high))
+  parts <- fs_parts(study)
+  expect_identical(nrow(parts), sum(vapply(raw[[2]]$tests, function(t) length(t$parts), 0L)))
+  expect_identical(unique(parts$test[parts$center == "hospital_b"]),
+                   c("sum", "weighted", "fisher"))
+
+  table <- fs_table(study)
+  expect_identical(names(table), c("lower", "upper", "control", "treated"))
+  expect_identical(table$lower[1], 0)
+  expect_equal(colSums(table[c("control", "treated")]), unlist(raw[[1]]$totals),
+               ignore_attr = TRUE)
+  counts <- unlist(table[c("control", "treated")])
+  expect_true(all(counts == 0 | counts >= 10 - 1e-9))  # K-anonymous: no count in 1..K-1
+
+  quantiles <- fs_quantiles(study)
+  expect_identical(names(quantiles), c("estimator", "group", "q0.25", "q0.5", "q0.75", "error"))
+  expect_true(all(quantiles$q0.25 <= quantiles$q0.5 & quantiles$q0.5 <= quantiles$q0.75))
+
+  dpq <- fs_dp_quantiles(study)
+  expect_identical(dpq$center, c("hospital_a", "hospital_b", "hospital_c"))
+  expect_true(all(dpq$group == "treated" & dpq$epsilon == 0.25))
+  expect_true(all(dpq$q0.5 >= 0 & dpq$q0.5 <= 60))
+
+  boxes <- fs_boxplots(study)
+  expect_identical(boxes$center, c("hospital_a", "hospital_b", "hospital_c", "pooled"))
+  with(boxes, expect_true(all(lower_whisker <= q1 & q1 <= median & median <= q3 &
+                              q3 <= upper_whisker)))
+  expect_true(all(c("q0.05", "q0.95") %in% names(boxes)))
+  expect_true(all(is.na(boxes$q0.05[1:3])) && !is.na(boxes$q0.05[4]))
+
+  describe <- fs_describe(study)
+  expect_true(all(describe$variable == "los_days"))
+  expect_setequal(unique(describe$center), c("hospital_a", "hospital_b", "hospital_c",
+                                             "pooled"))
+  expect_setequal(unique(describe$arm), c("control", "treated", "all"))
+  expect_identical(nrow(describe), length(raw[[6]]$rows))
+  expect_equal(describe$mean, vapply(raw[[6]]$rows, function(r) r$mean, 0))
+
+  used <- fs_centers_used(study)
+  expect_identical(used$status, rep("included", 3))
+  expect_identical(used$used_in[[1]], 1:6)
+  expect_identical(fs_failed(study), list())
+  expect_error(fs_dp_quantiles(structure(list(id = "x", status = "succeeded",
+                                              result = list(analyses = list())),
+                                         class = "fedstats_study")),
+               class = "fedstats_no_such_analysis")
+
+  # Base-R plots draw without error and return their frames.
+  grDevices::pdf(NULL)
+  on.exit(grDevices::dev.off(), add = TRUE)
+  expect_identical(fs_plot_boxplots(study), boxes)
+  expect_identical(fs_plot_effects(study), effects)
+  svg <- rawToChar(fs_figure(fs, study$id, 5))
+  expect_match(svg, "<svg")
+
+  out <- Sys.getenv("FEDSTATS_R_OUT")
+  if (nzchar(out)) {  # for the Python side of tests/client/test_client_r.py
+    writeLines(study$id, file.path(out, "study_id"))
+    frames <- list(mwu = mwu, effects = effects, table = table, quantiles = quantiles,
+                   dp_quantiles = dpq, boxplots = boxes,
+                   describe = describe[setdiff(names(describe), c("edges", "counts"))])
+    for (name in names(frames)) {
+      utils::write.csv(frames[[name]], file.path(out, paste0(name, ".csv")), row.names = FALSE)
+    }
+  }
+})
+
+test_that("a finished study is found again, listed, and cannot be cancelled", {
+  fs <- live_client()
+  studies <- fs_studies(fs, status = "succeeded")
+  expect_true(nrow(studies) >= 1)
+  expect_true(all(studies$status == "succeeded"))
+  again <- fs_study(fs, studies$id[1])
+  expect_identical(again$id, studies$id[1])
+  expect_false(is.null(again$provenance))
+  path <- fs_write_json(again, tempfile(fileext = ".json"))
+  expect_identical(jsonlite::read_json(path)$id, again$id)
+  expect_error(fs_cancel(fs, again$id), class = "fedstats_conflict")
+})
+
+test_that("waiting past a timeout signals fedstats_timeout; the study goes on", {
+  fs <- live_client()
+  created <- fs_submit(fs, fs_study_spec("cohort", "los_days",
+                                         groups = c("control", "treated")) |> fs_add_mwu())
+  cnd <- tryCatch(fs_wait(fs, created$id, progress = FALSE, timeout = -1),
+                  error = function(e) e)
+  # Signalled when the study had not ended at the first look (it has not, most often); a
+  # study already ended is returned: the timeout is checked only while it runs.
+  if (inherits(cnd, "condition")) {
+    expect_s3_class(cnd, "fedstats_timeout")
+    expect_match(conditionMessage(cnd), "keeps running")
+  } else {
+    expect_identical(cnd$status, "succeeded")
+  }
+  study <- fs_wait(fs, created$id, progress = FALSE)
+  expect_identical(study$status, "succeeded")
+})
+
+test_that("a study a center refuses ends failed, the condition naming the center", {
+  fs <- live_client()
+  # Above every demo center's cap per request (a quarter of its budget): refused, nothing paid.
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated")) |>
+    fs_add_dp_boxplot(epsilon = 5, bounds = c(0, 60), group = "treated", pooled = FALSE)
+  cnd <- tryCatch(fs_run(fs, spec, progress = FALSE), error = function(e) e)
+  expect_s3_class(cnd, "fedstats_study_failed")
+  expect_identical(cnd$code, "center_failure")
+  expect_true(cnd$center %in% c("hospital_a", "hospital_b", "hospital_c"))
+  expect_identical(cnd$kind, "refused")
+  expect_match(conditionMessage(cnd), sprintf("\\[center %s, refused\\]", cnd$center))
+  expect_identical(cnd$study$status, "failed")
+  expect_false(cnd$resumable)
+  failed <- fs_run(fs, spec, progress = FALSE, raise_on_failure = FALSE)
+  expect_identical(failed$status, "failed")
+})
