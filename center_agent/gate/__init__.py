@@ -150,6 +150,14 @@ class _Answered(ServiceError):
         self.stored = stored
 
 
+class _PlacedMeanwhile(ServiceError):
+    """Another exact release of the variable placed numbers while this one was computed
+    outside the lock: it is computed again under the lock (``ReleaseGate.remember``)."""
+
+    def __init__(self) -> None:
+        super().__init__("numbers placed meanwhile")
+
+
 _hold: ContextVar[_Hold | None] = ContextVar("fedstats_gate_hold", default=None)
 
 
@@ -309,6 +317,39 @@ class ReleaseGate:
             if stored is not None:
                 raise _Answered(stored)
         return hold.conn
+
+    def placed(self, ctx: Context, variable: str) -> Any:
+        """The numbers this center placed between data of ``variable`` so far (``gate.gaps``),
+        read for an exact release's placement: in its transaction when it holds the lock,
+        otherwise as they are now (checked again when it is remembered)."""
+        from center_agent.gate import gaps
+
+        hold = _hold.get()
+        conn = ctx.conn if ctx.conn is not None else (hold.conn if hold is not None else None)
+        if conn is not None:
+            numbers = gaps.placed(conn, ctx.dataset.name, variable)
+        else:
+            with self.store.engine.connect() as own:
+                numbers = gaps.placed(own, ctx.dataset.name, variable)
+        ctx.placed_from[variable] = numbers
+        return numbers
+
+    def remember(self, ctx: Context, variable: str, numbers: list[float]) -> None:
+        """Record the numbers an admitted exact release placed, in its transaction under the
+        lock. If another release placed numbers in the variable's gaps since this one read
+        them (both computed outside the lock), this one's placement may have put a second
+        number in a gap: it is not kept, and is computed again under the lock
+        (``_compute_and_store``), so one gap never holds two numbers (guarantee 13)."""
+        import numpy as np
+
+        from center_agent.gate import gaps
+
+        conn = ctx.conn if ctx.conn is not None else self.held(ctx)
+        read = ctx.placed_from.get(variable)
+        if read is not None and not np.array_equal(
+                gaps.placed(conn, ctx.dataset.name, variable), read):
+            raise _PlacedMeanwhile()
+        gaps.record(conn, ctx.dataset.name, variable, numbers)
 
     def describe(self, dataset_name: str) -> DatasetState:
         """The dataset's sizes as ``/v1/info`` shows them: those of its epoch, rounded down to
@@ -523,20 +564,28 @@ class ReleaseGate:
                            population: Population, lead: Lead) -> Any:
         from center_agent.gate.kinds import Context
 
-        ctx = Context(self, None, ds, population, lead.epoch.number, lead.key)
-        with ExitStack() as stack:
-            token = _hold.set(_Hold(stack))
-            try:
-                with core_errors():
-                    payload = kind.compute(ctx, request)
-                # Joins the exact admission's transaction when the kind took it.
-                with self.store.locked(ds.name) as (conn, _total, _spent):
-                    existing = self.ledger.cached(conn, ds.name, lead.key)
-                    if existing is not None:  # another process stored one first
-                        return existing
-                    return self.ledger.settle(conn, ds.name, lead.key, payload)
-            finally:
-                _hold.reset(token)
+        for serialised in (False, True):
+            ctx = Context(self, None, ds, population, lead.epoch.number, lead.key)
+            with ExitStack() as stack:
+                token = _hold.set(_Hold(stack))
+                try:
+                    if serialised:
+                        # Placed, computed and admitted under the lock this time.
+                        self.held(ctx)
+                    with core_errors():
+                        payload = kind.compute(ctx, request)
+                    # Joins the exact admission's transaction when the kind took it.
+                    with self.store.locked(ds.name) as (conn, _total, _spent):
+                        existing = self.ledger.cached(conn, ds.name, lead.key)
+                        if existing is not None:  # another process stored one first
+                            return existing
+                        return self.ledger.settle(conn, ds.name, lead.key, payload)
+                except _PlacedMeanwhile:
+                    if serialised:
+                        raise RuntimeError("numbers placed meanwhile under the lock") from None
+                finally:
+                    _hold.reset(token)
+        raise AssertionError("unreachable")
 
     def _failed(self, kind: ReleaseKind[Any, Any], ds: Dataset, caller: str, asked: str,
                 lead: Lead) -> None:

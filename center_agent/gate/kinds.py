@@ -37,7 +37,6 @@ from center_agent.core.errors import (
     UntrustedTable,
 )
 from center_agent.data import Dataset, Population
-from center_agent.gate import gaps
 from center_agent.gate.disclosure import Candidate, Partition
 from center_agent.gate.gaps import GapPoints
 from shared import kinds
@@ -120,24 +119,19 @@ class Context:
     epoch: int
     request_key: str
     fingerprint: str = field(repr=False, default="")
+    placed_from: dict[str, Any] = field(repr=False, default_factory=dict)
+    """Per variable, the remembered numbers its placement read (``ReleaseGate.placed``)."""
 
     def placement(self, variable: str) -> GapPoints:
         """Where this center's limits fall between the data of ``variable``: one keyed number
         per gap of the population, the one already released there if any
         (``center_agent.gate.gaps``; never a function of the request)."""
         return GapPoints(self.gate.keys, variable, self.population.pooled(variable),
-                         gaps.placed(self._conn(), self.dataset.name, variable),
-                         self.gate.settings.k)
+                         self.gate.placed(self, variable), self.gate.settings.k)
 
     def remember(self, variable: str, numbers: Iterable[float | None]) -> None:
         """Record the numbers a release placed between data, in its transaction."""
-        gaps.record(self._conn(), self.dataset.name, variable,
-                    [v for v in numbers if v is not None])
-
-    def _conn(self) -> Any:
-        """The exact release's transaction under the dataset's lock (``ReleaseGate.held``):
-        numbers are placed with the memory as it is when the release is admitted."""
-        return self.conn if self.conn is not None else self.gate.held(self)
+        self.gate.remember(self, variable, [v for v in numbers if v is not None])
 
     def admit(self, variable: str, candidate: Candidate) -> Candidate:
         """Disclosure control of an exact release, under the dataset's lock (the gate's step
