@@ -1,7 +1,7 @@
 # A study's result as data frames (docs/r-client.md, "Results"), the frames of
 # fedstats_client.results in Python:
 #
-#   fs_mwu(study)          one row per test: statistic, law, df, pvalue     (result.mwu.to_frame())
+#   fs_mwu(study)          one row per test: statistic, law, df, pvalue, pvalue_from (result.mwu.to_frame())
 #   fs_effects(study)      theta per center and stratified, 95 % interval   (result.mwu.effects())
 #   fs_parts(study)        each center's part of each test                  (result.mwu.parts())
 #   fs_table(study)        the federated K-anonymous table, one row per bin (result.table)
@@ -22,7 +22,9 @@ BOX_COLUMNS <- c("n", "lower_outliers", "lower_whisker", "q1", "median", "q3", "
                  "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch",
                  "upper_branch")
 DESCRIBE_COLUMNS <- c("n", "missing", "mean", "sd", "median", "q1", "q3", "minimum", "maximum",
-                      "epsilon", "method")
+                      "epsilon", "method", "rank_halfwidth", "uncertainty")
+DESCRIBE_INTERVALS <- c("n_interval", "mean_interval", "sd_interval", "q1_interval",
+                        "median_interval", "q3_interval", "clip")
 
 level_name <- function(level) paste0("q", format(level, digits = 15, scientific = FALSE,
                                                   drop0trailing = TRUE, trim = TRUE))
@@ -66,10 +68,11 @@ fs_mwu <- function(study) {
     t <- raw$tests[[name]]
     data.frame(test = name, statistic = t$statistic,
                law = if (name == "fisher" && !is.null(t$df)) sprintf("chi2(%d)", t$df) else "z",
-               df = num(t$df), pvalue = t$pvalue, alternative = raw$alternative,
-               stringsAsFactors = FALSE)
+               df = num(t$df), pvalue = t$pvalue,
+               pvalue_from = if (is.null(t$null)) NA_character_ else t$null,
+               alternative = raw$alternative, stringsAsFactors = FALSE)
   })
-  bind_rows(rows, c("test", "statistic", "law", "df", "pvalue", "alternative"))
+  bind_rows(rows, c("test", "statistic", "law", "df", "pvalue", "pvalue_from", "alternative"))
 }
 
 #' @rdname fs_results
@@ -173,13 +176,16 @@ fs_describe <- function(study) {
     row <- data.frame(variable = r$variable, center = r$center, arm = r$arm, mode = raw$mode,
                       unit = na_if_null(raw$units[[r$variable]]), stringsAsFactors = FALSE)
     for (k in DESCRIBE_COLUMNS) row[[k]] <- na_if_null(r[[k]])
+    # Each number's 95 % interval (and a center's clip range) as a list column of (low, high).
+    for (k in DESCRIBE_INTERVALS) row[[k]] <- I(list(as.numeric(unlist(r[[k]]))))
+    row$notes <- I(list(as.character(unlist(r$notes))))
     # The histogram as list columns, one vector per row.
     row$edges <- I(list(as.numeric(unlist(r$edges))))
     row$counts <- I(list(as.numeric(unlist(r$counts))))
     rows[[length(rows) + 1]] <- row
   }
   bind_rows(rows, c("variable", "center", "arm", "mode", "unit", DESCRIBE_COLUMNS, "edges",
-                    "counts"))
+                    "counts", DESCRIBE_INTERVALS, "notes"))
 }
 
 #' @rdname fs_results
