@@ -566,25 +566,28 @@ class ReleaseGate:
 
         for serialised in (False, True):
             ctx = Context(self, None, ds, population, lead.epoch.number, lead.key)
-            with ExitStack() as stack:
-                token = _hold.set(_Hold(stack))
-                try:
-                    if serialised:
-                        # Placed, computed and admitted under the lock this time.
-                        self.held(ctx)
-                    with core_errors():
-                        payload = kind.compute(ctx, request)
-                    # Joins the exact admission's transaction when the kind took it.
-                    with self.store.locked(ds.name) as (conn, _total, _spent):
-                        existing = self.ledger.cached(conn, ds.name, lead.key)
-                        if existing is not None:  # another process stored one first
-                            return existing
-                        return self.ledger.settle(conn, ds.name, lead.key, payload)
-                except _PlacedMeanwhile:
-                    if serialised:
-                        raise RuntimeError("numbers placed meanwhile under the lock") from None
-                finally:
-                    _hold.reset(token)
+            try:
+                # The exception leaves through the stack: the admission's transaction, if
+                # open, is rolled back (nothing admitted, remembered or stored).
+                with ExitStack() as stack:
+                    token = _hold.set(_Hold(stack))
+                    try:
+                        if serialised:
+                            # Placed, computed and admitted under the lock this time.
+                            self.held(ctx)
+                        with core_errors():
+                            payload = kind.compute(ctx, request)
+                        # Joins the exact admission's transaction when the kind took it.
+                        with self.store.locked(ds.name) as (conn, _total, _spent):
+                            existing = self.ledger.cached(conn, ds.name, lead.key)
+                            if existing is not None:  # another process stored one first
+                                return existing
+                            return self.ledger.settle(conn, ds.name, lead.key, payload)
+                    finally:
+                        _hold.reset(token)
+            except _PlacedMeanwhile:
+                if serialised:
+                    raise RuntimeError("numbers placed meanwhile under the lock") from None
         raise AssertionError("unreachable")
 
     def _failed(self, kind: ReleaseKind[Any, Any], ds: Dataset, caller: str, asked: str,

@@ -298,6 +298,16 @@ def test_exact_releases_computed_together_are_admitted_one_after_the_other(
     edges = edges_of(every)
     counts = cell_counts(population, "x", levels, edges)
     assert not small(atoms(every, levels, edges), counts, K).any()
+    # Computed at once, both place a gap's keyed number (and a release whose read of the
+    # placed numbers went stale is computed again under the lock): no gap holds two numbers.
+    from center_agent.gate import gaps
+
+    with services.store.engine.connect() as conn:
+        placed = gaps.placed(conn, "cohort", "x")
+    raw = np.unique(population.pooled("x"))
+    assert not np.isin(placed, raw).any()
+    gap_of = np.searchsorted(raw, placed)
+    assert np.unique(gap_of).size == gap_of.size, "a gap holds two numbers"
 
 
 def test_an_exact_release_of_data_that_changed_while_it_was_computed_is_not_admitted(
