@@ -30,6 +30,7 @@ import pytest
 from fedstats_client import Client
 from tests.client.test_client_notebook import federation_configs
 from tests.helpers.processes import REPO, running_center, running_coordinator
+from tests.helpers.timing import scaled
 from tests.helpers.tls import make_ca
 
 PACKAGE = REPO / "clients" / "r"
@@ -55,8 +56,9 @@ def r_env(library: Path, **extra: str) -> dict[str, str]:
 def rscript(expr: str, env: dict[str, str], timeout_s: float = 300
             ) -> subprocess.CompletedProcess[str]:
     assert RSCRIPT is not None
+    # A guard against a hung R, not a deadline: scaled by the machine's load.
     return subprocess.run([RSCRIPT, "--vanilla", "-e", expr], env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+                          text=True, timeout=scaled(timeout_s))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def r_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert RSCRIPT is not None
     built = subprocess.run([str(Path(RSCRIPT).with_name("R")), "CMD", "INSTALL", "--no-docs",
                             "--no-multiarch", "-l", str(library), str(PACKAGE)], env=env,
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=scaled(300))
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     return library
 
