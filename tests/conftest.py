@@ -46,6 +46,40 @@ def pytest_report_header(config: pytest.Config) -> str:
             f"per core, at least 1; tests/helpers/timing.py)")
 
 
+# -- each marker's share of the run's time ----------------------------------------------------
+# CI must stay under its time limit while the suite grows: the summary says what each marker
+# costs (seconds of setup, call and teardown summed over tests, so with two workers the sum is
+# about twice the wall time), so the next test to shrink or mark is found from the CI log.
+
+_MARKER_GROUPS = ("slow and process", "slow", "process", "neither")
+_group_seconds: dict[str, float] = dict.fromkeys(_MARKER_GROUPS, 0.0)
+_group_tests: dict[str, set[str]] = {group: set() for group in _MARKER_GROUPS}
+
+
+def _marker_group(keywords: Any) -> str:
+    slow, process = "slow" in keywords, "process" in keywords
+    return ("slow and process" if slow and process else "slow" if slow
+            else "process" if process else "neither")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = _marker_group(report.keywords)
+    _group_seconds[group] += report.duration
+    _group_tests[group].add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    total = sum(_group_seconds.values())
+    if not total:
+        return
+    terminalreporter.section("time per marker (test seconds, all workers)")
+    for group in _MARKER_GROUPS:
+        seconds = _group_seconds[group]
+        terminalreporter.write_line(
+            f"{group:>16}: {len(_group_tests[group]):5d} tests {seconds:8.1f} s "
+            f"({100 * seconds / total:4.1f} %)")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
