@@ -335,6 +335,29 @@ class Ledger:
         conn.execute(update(call_counts).where(key).values(calls=calls + 1))
         return int(calls) + 1
 
+    def paid(self, dataset: str) -> dict[int, int]:
+        """The units of every noisy release paid from ``dataset`` (stored or still being
+        computed), as units → number of releases; what was spent without such a record
+        (a ledger older than the records) is one more release of the rest, so the sum is the
+        spend. What the lifetime guarantee composes (``center_agent.accountant``)."""
+        paid: dict[int, int] = {}
+        with self.store.engine.connect() as conn:
+            for table in (releases, reservations):
+                for units, n in conn.execute(
+                    select(table.c.epsilon_units, func.count()).where(
+                        table.c.dataset == dataset, table.c.epsilon_units > 0
+                    ).group_by(table.c.epsilon_units)
+                ):
+                    paid[int(units)] = paid.get(int(units), 0) + int(n)
+            spent = conn.execute(select(budgets.c.spent_units).where(
+                budgets.c.dataset == dataset)).scalar()
+        if spent is None:
+            raise UnknownDataset(dataset)
+        rest = int(spent) - sum(units * n for units, n in paid.items())
+        if rest > 0:
+            paid[rest] = paid.get(rest, 0) + 1
+        return paid
+
     def remaining(self, dataset: str) -> float:
         """ε the dataset can still spend."""
         total, spent = self._row(dataset)

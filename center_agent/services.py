@@ -4,7 +4,9 @@ per app)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+from center_agent.accountant import Accountant
 from center_agent.core.config import Settings
 from center_agent.data import ALL, Datasets
 from center_agent.db import Store
@@ -21,6 +23,11 @@ class Services:
     store: Store
     ledger: Ledger
     gate: ReleaseGate
+
+    @cached_property
+    def accountant(self) -> Accountant:
+        """The lifetime guarantee of each dataset, from the ledger (``GET /v1/budget``)."""
+        return Accountant(self.ledger, self.settings.accountant_delta)
 
     @classmethod
     def build(cls, settings: Settings, *, check_sources: bool = True) -> Services:

@@ -199,6 +199,18 @@ class ExactReleaseUse(WireModel):
     max_limits: NonNegativeInt
 
 
+class LifetimeGuarantee(WireModel):
+    """Every noisy release of a dataset to date, composed (``shared.accounting``): the dataset
+    is ``(epsilon, delta)``-DP and ``(epsilon_pure, 0)``-DP for each patient."""
+
+    epsilon: float
+    delta: float
+    epsilon_pure: float
+    releases: int
+    method: str
+    line: str = Field(description="the guarantee in one sentence, for results and reports")
+
+
 class DatasetBudget(WireModel):
     total_epsilon: float
     spent_epsilon: float
@@ -206,6 +218,9 @@ class DatasetBudget(WireModel):
     exact_releases: dict[str, ExactReleaseUse] = Field(
         default_factory=dict, description="per variable with exact releases: their number and "
         "limits against the center's caps")
+    guarantee: LifetimeGuarantee | None = Field(
+        default=None, description="the lifetime guarantee of everything released with noise "
+        "(absent from centers older than the accountant)")
 
 
 class Budget(WireModel):

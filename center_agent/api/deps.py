@@ -19,6 +19,7 @@ from typing import Annotated
 
 from fastapi import Depends
 
+from center_agent.accountant import Accountant
 from center_agent.core.config import Settings
 from center_agent.core.errors import Forbidden
 from center_agent.data import Dataset, Datasets
@@ -34,6 +35,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 DatasetsDep = Annotated[Datasets, Depends(services_part("datasets"))]
 LedgerDep = Annotated[Ledger, Depends(services_part("ledger"))]
 GateDep = Annotated[ReleaseGate, Depends(services_part("gate"))]
+AccountantDep = Annotated[Accountant, Depends(services_part("accountant"))]
 
 
 def get_dataset(dataset: str, datasets: DatasetsDep) -> Dataset:

@@ -267,6 +267,11 @@ class Settings(ServiceSettings):
     datasets: dict[str, DatasetConfig] = Field(min_length=1)
     k: int = Field(default=10, ge=2, description="no released count lies in 1..k-1")
     neighbouring: Neighbouring = "add_remove"
+    accountant_delta: float = Field(
+        default=1e-6, ge=0, lt=1e-2,
+        description="the δ at which GET /v1/budget states each dataset's lifetime (ε, δ)-DP "
+                    "guarantee (optimal composition of its noisy releases, shared.accounting); "
+                    "0: the basic bound only")
     tokens: Annotated[list[SecretStr], strong_tokens("token")] = Field(
         min_length=1, description="bearer tokens allowed to call")
     operator_tokens: Annotated[list[SecretStr], strong_tokens("operator token")] = Field(
