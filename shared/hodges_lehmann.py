@@ -154,7 +154,7 @@ def hodges_lehmann_table(table: BinTable, *, level: float = 0.95) -> HodgesLehma
         raise ValueError("both arms of `table` need records")
     if not np.allclose(totals, np.round(totals), rtol=0, atol=1e-6):
         raise ValueError(f"the arm totals must be whole numbers of records, got {totals}")
-    n, m = (int(round(float(t))) for t in totals)
+    n, m = (round(float(t)) for t in totals)
     lo, hi = table.limits[:-1], table.limits[1:]
     keep_x, keep_y = fx > 0, fy > 0
     with np.errstate(invalid="ignore"):

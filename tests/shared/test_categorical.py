@@ -72,7 +72,8 @@ def test_cmh_against_r_mantelhaen_test():
     assert r.pvalue == pytest.approx(0.0474722551429181, rel=1e-10)
     assert r.odds_ratio == pytest.approx(7.0, rel=1e-12)
     assert (r.low, r.high) == pytest.approx((1.02671268846167, 47.7251333802226), rel=1e-10)
-    # mantelhaen.test(Rabbits, correct = FALSE): X-squared = 5.65714285714286, p = 0.0173844203520662
+    # mantelhaen.test(Rabbits, correct = FALSE): X-squared = 5.65714285714286,
+    # p-value = 0.0173844203520662
     r = mantel_haenszel(RABBITS, correction=False)
     assert r.statistic == pytest.approx(5.65714285714286, rel=1e-12)
     assert r.pvalue == pytest.approx(0.0173844203520662, rel=1e-10)

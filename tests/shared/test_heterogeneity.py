@@ -44,12 +44,12 @@ def hand(y, v):
     k = len(y)
     w = [1 / vi for vi in v]
     sw = sum(w)
-    fe = sum(wi * yi for wi, yi in zip(w, y)) / sw
-    q = sum(wi * (yi - fe) ** 2 for wi, yi in zip(w, y))
+    fe = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / sw
+    q = sum(wi * (yi - fe) ** 2 for wi, yi in zip(w, y, strict=True))
     c = sw - sum(wi * wi for wi in w) / sw
     tau2 = max(0.0, (q - (k - 1)) / c)
     ws = [1 / (vi + tau2) for vi in v]
-    re = sum(wi * yi for wi, yi in zip(ws, y)) / sum(ws)
+    re = sum(wi * yi for wi, yi in zip(ws, y, strict=True)) / sum(ws)
     i2 = max(0.0, (q - (k - 1)) / q)
     return q, i2, tau2, fe, re, (1 / sum(ws)) ** 0.5
 
@@ -63,7 +63,7 @@ def test_index_heterogeneity_against_hand_computation():
     r = index_heterogeneity(centers)
     theta = [0.5 + c.statistic / (2 * c.n_x * c.n_y) for c in centers]
     var = [float(newcombe_variance(t, np.array(c.n_x), np.array(c.n_y)))
-           for t, c in zip(theta, centers)]
+           for t, c in zip(theta, centers, strict=True)]
     q, i2, tau2, fe, re, re_se = hand(theta, var)
     assert r.estimates == pytest.approx(theta, rel=1e-12)
     assert r.variances == pytest.approx(var, rel=1e-12)

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from shared import kruskal
-from shared import mwu
+from shared import kruskal, mwu
 from shared.binning import BinTable
 
 
