@@ -35,7 +35,7 @@ bin's records split at a limit another center added, so there the bounds hold fo
 shared out, not guaranteed for the records behind it.
 
 References: Hodges JL, Lehmann EL (1963) Ann. Math. Stat. 34:598-611. Moses LE (1953) in Walker &
-Lev, Statistical Inference, 443-450. Lehmann EL (1975) Nonparametrics. Hollander M, Wolfe DA,
+Lev, Statistical Inference, 426-450. Lehmann EL (1975) Nonparametrics. Hollander M, Wolfe DA,
 Chicken E (2014) Nonparametric Statistical Methods, 3rd ed.
 """
 

@@ -190,3 +190,27 @@ def test_stratified_levels_by_simulation():
             rejections[name] += test(kw).pvalue < 0.05
     for name, count in rejections.items():
         assert abs(count / reps - 0.05) < 0.016, (name, count / reps)
+
+
+def test_weighted_test_is_cmh_row_mean_scores_with_modified_ridits():
+    """Landis, Heyman & Koch (1978): per stratum, column scores a_j (here each record's
+    modified ridit, mid-rank/(N_h + 1)), row score sums f_i = Σ a over arm i, E f_i = n_i·ā,
+    Cov f = N²/(N − 1)·v·(D_p − p·pᵀ) with v = Σ (a − ā)²/N and p = n/N; Q = (Σ_h (f − E f))ᵀ
+    (Σ_h Cov)⁻ (Σ_h (f − E f)). Written from that formula, not from shared.kruskal."""
+    data = _centers(21, (7, 11, 16), 3, True)
+    dev = np.zeros(3)
+    cov = np.zeros((3, 3))
+    for arms in data:
+        pooled = np.concatenate(arms)
+        big_n = pooled.size
+        scores = stats.rankdata(pooled) / (big_n + 1)
+        labels = np.repeat(np.arange(3), [a.size for a in arms])
+        n = np.bincount(labels).astype(float)
+        f = np.bincount(labels, weights=scores)
+        dev += f - n * scores.mean()
+        p = n / big_n
+        v = np.mean((scores - scores.mean()) ** 2)
+        cov += big_n**2 / (big_n - 1) * v * (np.diag(p) - np.outer(p, p))
+    q = float(dev[:-1] @ np.linalg.solve(cov[:-1, :-1], dev[:-1]))
+    kw = [kruskal.kruskal_wallis(*arms) for arms in data]
+    assert kruskal.weighted_test(kw).statistic == pytest.approx(q, rel=1e-10)
