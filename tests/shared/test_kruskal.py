@@ -40,6 +40,9 @@ def test_k2_is_the_squared_mwu_z():
     h = kruskal.kruskal_wallis(x, y)
     z = mwu.mann_whitney(x, y, method="asymptotic").zstatistic
     assert h.statistic == pytest.approx(z * z, rel=1e-12)
+    # Directly against scipy: the two-sided MWU p-value is χ²_1's tail at H.
+    ref = stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False)
+    assert h.pvalue == pytest.approx(ref.pvalue, rel=1e-10)
     # S_Y = U/2 (U = Σ sign(Y − X)).
     assert h.rank_sums[1] == pytest.approx(mwu.mann_whitney(x, y).statistic / 2, rel=1e-12)
 
