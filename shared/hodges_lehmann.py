@@ -10,7 +10,8 @@ Mann-Whitney count #{y_j − x_i > 0} under H0,
     [D_(c), D_(nm + 1 − c)],   coverage 1 − 2·P(U < c) >= 1 − α for continuous data.
 
 c comes from U's exact law (``shared.mwu.exact_null``, no ties) when N <= ``EXACT_MAX_N``, else
-from the normal approximation c = ⌊nm/2 − z_{1−α/2}·√(nm(N + 1)/12)⌋ (at least 1). This is R's
+from the normal approximation with a continuity correction,
+c = ⌊nm/2 − z_{1−α/2}·√(nm(N + 1)/12) + ½⌋ (at least 1). This is R's
 ``wilcox.test(y, x, conf.int = TRUE, exact = TRUE)`` for small samples. ``achieved_level`` is
 1 − 2·P(U < c) under the law used.
 
@@ -111,9 +112,12 @@ def moses_rank(n: int, m: int, level: float) -> tuple[int, float, str]:
         c = max(1, int(np.count_nonzero(cdf <= alpha / 2.0 * (1 + 1e-12))))
         return c, 1.0 - 2.0 * float(cdf[c - 1]), "exact"
     z = float(special.ndtri(1.0 - alpha / 2.0))
-    c = max(1, math.floor(nm / 2.0 - z * math.sqrt(nm * (n + m + 1) / 12.0)))
-    # P(U < c) by the normal law with a continuity correction: P(U <= c − 1).
-    tail = float(special.ndtr((c - 0.5 - nm / 2.0) / math.sqrt(nm * (n + m + 1) / 12.0)))
+    sd = math.sqrt(nm * (n + m + 1) / 12.0)
+    # P(U < c) = P(U <= c − 1) ≈ Φ((c − ½ − nm/2)/sd) (continuity correction) <= α/2. Against
+    # the exact c at N = 51-200 it is 0-1 rank short at 90-95 %, 1-3 at 99 % (conservative);
+    # without the ½ it was short by one more.
+    c = max(1, math.floor(nm / 2.0 - z * sd + 0.5))
+    tail = float(special.ndtr((c - 0.5 - nm / 2.0) / sd))
     return c, 1.0 - 2.0 * tail, "normal"
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from shared.binning import BinTable, bin_table
 from shared.hodges_lehmann import hodges_lehmann, hodges_lehmann_table, moses_rank
+from shared.mwu import exact_null
 
 # R 4.x: x <- c(0.8, 0.83, 1.89, 1.04, 1.45, 1.38, 1.91, 1.64, 0.73, 1.46)
 #        y <- c(1.15, 0.88, 0.90, 0.74, 1.21)   (R's ?wilcox.test example data)
@@ -51,8 +52,23 @@ def test_normal_rank_for_large_samples():
     c, achieved, method = moses_rank(40, 60, 0.95)
     assert method == "normal"
     nm = 2400
-    assert c == math.floor(nm / 2 - 1.959963984540054 * math.sqrt(nm * 101 / 12))
-    assert achieved == pytest.approx(0.95, abs=0.002)
+    assert c == math.floor(nm / 2 - 1.959963984540054 * math.sqrt(nm * 101 / 12) + 0.5)
+    assert achieved >= 0.95 and achieved == pytest.approx(0.95, abs=0.002)
+
+
+@pytest.mark.parametrize("n, m", [(25, 26), (40, 60)])
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_normal_rank_is_at_most_a_few_ranks_below_the_exact_one(n, m, level):
+    """Above N = 50 c comes from the normal law; the exact law (still computable here) gives
+    a c at most 3 ranks larger (the normal c is conservative) and never smaller."""
+    law = exact_null(n, m)
+    nm = n * m
+    u = (law.low + np.arange(law.pmf.size) + nm) / 2
+    cdf = np.cumsum(law.pmf[u == np.round(u)])
+    exact_c = int(np.count_nonzero(cdf <= (1 - level) / 2))
+    c, _, method = moses_rank(n, m, level)
+    assert method == "normal"
+    assert 0 <= exact_c - c <= 3
 
 
 def test_interval_is_the_order_statistics_of_the_differences():
