@@ -24,6 +24,12 @@ centers, and n (%) with Wilson intervals (docs/methods.md §12.5).
   margins and V_k = n_k²/(n_k − 1)·(D_p − p pᵀ) ⊗ (D_q − q qᵀ) (p, q the stratum's row and
   column shares, without the last entries), Q = (Σ(n_k − m_k))ᵀ (Σ V_k)⁻¹ (Σ(n_k − m_k))
   ~ χ²_{(r−1)(c−1)}; for 2×2 tables it is M² without the correction.
+* **CMH row mean scores** on K r×c tables with ordered columns (Landis, Heyman & Koch 1978):
+  column scores a_j per stratum, row score sums f = n_k·a with E f = n_{i+}·ā and Cov f =
+  n²/(n − 1)·v·(D_p − p pᵀ), v = Σ_j n_{+j}(a_j − ā)²/n; Q = (Σ(f − E f))ᵀ(Σ Cov)⁻(Σ(f − E f))
+  ~ χ²_{r−1}. Scores ``"rank"`` (the stratum's mid-ranks: the stratified Kruskal-Wallis
+  ``shared.kruskal.sum_test`` on the tables) or ``"modridit"`` (mid-rank/(n + 1): van Elteren's
+  ``shared.kruskal.weighted_test``), or given numbers (the same in every stratum).
 * **n (%)** per category with Wilson's (1927) score interval
   (p̂ + z²/(2n) ± z·√(p̂(1 − p̂)/n + z²/(4n²)))/(1 + z²/n): ``scipy.stats.binomtest(...)
   .proportion_ci(method="wilson")``.
@@ -38,12 +44,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
 
-from shared._validation import Alternative, check_alternative, check_open_unit
+from shared._validation import Alternative, check_alternative, check_choice, check_open_unit
 
 FloatArray = NDArray[np.float64]
 
@@ -208,6 +215,53 @@ def generalized_cmh(tables: ArrayLike) -> ChiSquareResult:
     except np.linalg.LinAlgError:
         raise ValueError("the pooled covariance is singular: a row or column is empty in "
                          "every stratum; drop it") from None
+    return ChiSquareResult(stat, float(stats.chi2.sf(stat, df)), df, expected)
+
+
+def cmh_mean_scores(
+    tables: ArrayLike, scores: Literal["rank", "modridit"] | ArrayLike = "modridit"
+) -> ChiSquareResult:
+    """CMH row-mean-scores statistic over K r×c tables (shape (K, r, c), columns ordered;
+    module docstring), df r − 1; ``expected`` holds Σ_k E f_k per row (shape (r,))."""
+    f = _counts(tables, "tables", 3)
+    if f.shape[0] < 1 or min(f.shape[1:]) < 2:
+        raise ValueError(f"`tables` must have shape (K, r >= 2, c >= 2), got {f.shape}")
+    r, c = f.shape[1:]
+    fixed = None
+    if isinstance(scores, str):
+        check_choice(scores, "scores", ("rank", "modridit"))
+    else:
+        fixed = np.asarray(scores, dtype=np.float64)
+        if fixed.shape != (c,) or not np.isfinite(fixed).all():
+            raise ValueError(f"`scores` must be 'rank', 'modridit' or {c} finite numbers, one "
+                             "per column")
+    dev = np.zeros(r)
+    cov = np.zeros((r, r))
+    expected = np.zeros(r)
+    for t in f:
+        n = float(t.sum())
+        if n < 2:
+            continue
+        cols, rows = t.sum(axis=0), t.sum(axis=1)
+        if fixed is None:
+            a = np.concatenate([[0.0], np.cumsum(cols)[:-1]]) + (cols + 1.0) / 2.0
+            if scores == "modridit":
+                a = a / (n + 1.0)
+        else:
+            a = fixed
+        mean = float(cols @ a) / n
+        v = float(cols @ (a - mean) ** 2) / n
+        p = rows / n
+        dev += t @ a - rows * mean
+        expected += rows * mean
+        cov += n * n / (n - 1.0) * v * (np.diag(p) - np.outer(p, p))
+    sub, block = dev[:-1], cov[:-1, :-1]
+    try:
+        stat = float(sub @ np.linalg.solve(block, sub))
+    except np.linalg.LinAlgError:
+        raise ValueError("the pooled covariance is singular: a row is empty, or every record "
+                         "shares one score, in every stratum") from None
+    df = r - 1
     return ChiSquareResult(stat, float(stats.chi2.sf(stat, df)), df, expected)
 
 

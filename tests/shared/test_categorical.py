@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from shared import kruskal
 from shared.categorical import (
     category_shares,
+    cmh_mean_scores,
     fisher_exact_2x2,
     generalized_cmh,
     mantel_haenszel,
@@ -153,3 +155,39 @@ def test_category_shares():
         category_shares([0, 0])
     with pytest.raises(ValueError, match="count <= n"):
         wilson_interval(5, 4)
+
+
+def _center_tables(seed):
+    """Three centers' 3-arm tables over 5 ordered categories (records' bins)."""
+    g = np.random.default_rng(seed)
+    tables = []
+    for n in (12, 20, 35):
+        arms = [np.clip(np.round(g.normal(0.3 * i, 1.2, size=n + 2 * i)), -2, 2) for i in range(3)]
+        tables.append(np.array([np.bincount((a + 2).astype(int), minlength=5) for a in arms],
+                               dtype=float))
+    return np.array(tables)
+
+
+@pytest.mark.parametrize("scores, test", [("rank", "sum_test"), ("modridit", "weighted_test")])
+def test_mean_scores_are_the_stratified_kruskal_wallis(scores, test):
+    """Rank scores give kruskal.sum_test on the centers' tables, modified ridits van Elteren's
+    kruskal.weighted_test: two implementations (score sums vs rank-sum deviations) agree."""
+    tables = _center_tables(5)
+    ours = cmh_mean_scores(tables, scores)
+    ref = getattr(kruskal, test)([kruskal.table_test(t) for t in tables])
+    assert ours.statistic == pytest.approx(ref.statistic, rel=1e-10)
+    assert ours.df == 2
+
+
+def test_fixed_scores_on_two_columns_give_the_general_association():
+    """With two columns any fixed scores (a, b), a != b, are an affine map of (0, 1), so row
+    mean scores is the general association statistic. (Rank scores vary between strata and
+    weigh them differently: not equal.)"""
+    tables = _center_tables(6)[:, :, 3:]
+    for scores in ([0.0, 1.0], [2.0, -5.0]):
+        assert cmh_mean_scores(tables, scores).statistic == pytest.approx(
+            generalized_cmh(tables).statistic, rel=1e-10)
+    with pytest.raises(ValueError, match="scores"):
+        cmh_mean_scores(tables, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="scores"):
+        cmh_mean_scores(tables, "ridit")
