@@ -1,0 +1,111 @@
+"""Heterogeneity of the probabilistic index between centers: Cochran's Q, I², DerSimonian-Laird
+τ² (docs/methods.md §12.4).
+
+Each center c gives θ̂_c = ½ + U_c/(2·n_c·m_c) (= U_c^count/(n_c·m_c), ties ½; ``shared.effects``)
+and the variance the project's interval uses, Newcombe's symmetrized Hanley-McNeil variance at
+θ̂_c (``shared.effects.newcombe_variance``), plus σ_c²/(2·n_c·m_c)² for a noisy release. With
+w_c = 1/v_c (inverse-variance weights, Cochran 1954):
+
+    θ̄_FE = Σ w_c θ̂_c / Σ w_c,     SE = 1/√Σ w_c,
+    Q = Σ w_c (θ̂_c − θ̄_FE)²  ~ χ²_{L−1} under homogeneity,
+    I² = max(0, (Q − (L − 1))/Q)                                  (Higgins & Thompson 2002),
+    τ²_DL = max(0, (Q − (L − 1)) / (Σ w − Σ w²/Σ w))              (DerSimonian & Laird 1986),
+    θ̄_RE = Σ w*_c θ̂_c / Σ w*_c with w*_c = 1/(v_c + τ²),  SE = 1/√Σ w*_c,
+
+the estimates metafor's ``rma(yi, vi, method = "FE")`` / ``method = "DL"`` report. A center with
+θ̂_c at 0 or 1 has v_c = 0 without noise (one arm entirely above the other) and so infinite
+weight: refused, naming the center. Q's χ² law is asymptotic (large centers); with few small
+centers it has little power (Higgins & Thompson), which is why I² is reported beside it.
+
+References: Cochran WG (1954) Biometrics 10:101-129. DerSimonian R, Laird N (1986) Control. Clin.
+Trials 7:177-188. Higgins JPT, Thompson SG (2002) Stat. Med. 21:1539-1558.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import special, stats
+
+from shared._validation import as_finite_1d, check_open_unit
+from shared.effects import newcombe_variance
+from shared.mwu import MannWhitneyResult, released_centers
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class HeterogeneityResult:
+    """Cochran's Q (``statistic``, χ²_{``df``} ``pvalue``), ``i_squared`` (a share in [0, 1]),
+    ``tau_squared`` (DerSimonian-Laird), the fixed- and random-effects pooled estimates with
+    standard errors and ``level`` intervals, and the per-center ``estimates`` and
+    ``variances`` used."""
+
+    statistic: float
+    pvalue: float
+    df: int
+    i_squared: float
+    tau_squared: float
+    fixed: float
+    fixed_se: float
+    fixed_interval: tuple[float, float]
+    random: float
+    random_se: float
+    random_interval: tuple[float, float]
+    level: float
+    estimates: tuple[float, ...]
+    variances: tuple[float, ...]
+
+
+def cochran_q(estimates: ArrayLike, variances: ArrayLike, *,
+              level: float = 0.95) -> HeterogeneityResult:
+    """Q, I², τ²_DL and the pooled estimates for any per-center estimates and their variances
+    (module docstring); at least two centers, every variance > 0."""
+    level = check_open_unit(level, "level")
+    y = as_finite_1d(estimates, "estimates")
+    v = as_finite_1d(variances, "variances")
+    if y.size != v.size:
+        raise ValueError(f"`estimates` ({y.size}) and `variances` ({v.size}) must have one "
+                         "entry per center")
+    if y.size < 2:
+        raise ValueError("heterogeneity needs at least two centers")
+    bad = np.nonzero(v <= 0)[0]
+    if bad.size:
+        raise ValueError(f"center {int(bad[0])}'s variance is {v[bad[0]]:g}; every variance must "
+                         "be > 0 (an estimate at 0 or 1 has variance 0: it cannot be weighted)")
+    w = 1.0 / v
+    fixed = float(np.sum(w * y) / w.sum())
+    q = float(np.sum(w * (y - fixed) ** 2))
+    df = y.size - 1
+    i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
+    tau2 = max(0.0, (q - df) / float(w.sum() - np.sum(w * w) / w.sum()))
+    ws = 1.0 / (v + tau2)
+    random = float(np.sum(ws * y) / ws.sum())
+    z = float(special.ndtri(0.5 + level / 2.0))
+    fse, rse = float(1.0 / np.sqrt(w.sum())), float(1.0 / np.sqrt(ws.sum()))
+    return HeterogeneityResult(
+        statistic=q, pvalue=float(stats.chi2.sf(q, df)), df=df, i_squared=i2, tau_squared=tau2,
+        fixed=fixed, fixed_se=fse, fixed_interval=(fixed - z * fse, fixed + z * fse),
+        random=random, random_se=rse, random_interval=(random - z * rse, random + z * rse),
+        level=level, estimates=tuple(float(t) for t in y),
+        variances=tuple(float(t) for t in v),
+    )
+
+
+def index_heterogeneity(centers: Sequence[MannWhitneyResult], *,
+                        level: float = 0.95) -> HeterogeneityResult:
+    """Heterogeneity of the probabilistic index θ̂_c over the centers' MWU releases, with
+    Newcombe's variance at θ̂_c (+ the noise's share for a noisy release)."""
+    released = released_centers(centers)
+    n, m = released.n, released.m
+    if np.any(n < 1) or np.any(m < 1):
+        raise ValueError("every center must hold records of both arms")
+    pairs = n * m
+    theta = 0.5 + released.u / (2.0 * pairs)
+    var = np.array([float(newcombe_variance(float(t), np.asarray(a), np.asarray(b)))
+                    for t, a, b in zip(np.clip(theta, 0.0, 1.0), n, m, strict=True)])
+    var += (released.total - released.v) / (2.0 * pairs) ** 2
+    return cochran_q(theta, var, level=level)

@@ -1,0 +1,102 @@
+"""Cochran's Q, I², DerSimonian-Laird τ²: against metafor's published BCG example, a hand
+computation written independently here, and the project's probabilistic index."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from shared.effects import newcombe_variance
+from shared.heterogeneity import cochran_q, index_heterogeneity
+from shared.mwu import mann_whitney, released_result
+from shared.noisy_null import NoiseLaw
+
+# metafor's dat.bcg (Colditz et al. 1994): tpos, tneg, cpos, cneg per trial.
+BCG = np.array([
+    [4, 119, 11, 128], [6, 300, 29, 274], [3, 228, 11, 209], [62, 13536, 248, 12619],
+    [33, 5036, 47, 5761], [180, 1361, 372, 1079], [8, 2537, 10, 619],
+    [505, 87886, 499, 87892], [29, 7470, 45, 7232], [17, 1699, 65, 1600],
+    [186, 50448, 141, 27197], [5, 2493, 3, 2338], [27, 16886, 29, 17825],
+], dtype=float)
+
+
+def test_against_metafor_bcg_dl():
+    """escalc(measure = "RR", ai = tpos, bi = tneg, ci = cpos, di = cneg, data = dat.bcg);
+    rma(yi, vi, method = "DL") prints τ² = 0.3088, I² = 92.12 %, Q(df = 12) = 152.2330,
+    estimate −0.7141 (SE 0.1787), 95 % CI −1.0644 to −0.3638; method = "FE": −0.4303 (SE
+    0.0405). Published to 4 decimals: tolerance 6e-5 (half a unit in the last place + rounding)."""
+    a, b, c, d = BCG.T
+    yi = np.log(a / (a + b)) - np.log(c / (c + d))
+    vi = 1 / a - 1 / (a + b) + 1 / c - 1 / (c + d)
+    r = cochran_q(yi, vi)
+    assert r.df == 12
+    assert r.statistic == pytest.approx(152.2330, abs=6e-5)
+    assert r.tau_squared == pytest.approx(0.3088, abs=6e-5)
+    assert 100 * r.i_squared == pytest.approx(92.12, abs=6e-3)
+    assert r.random == pytest.approx(-0.7141, abs=6e-5)
+    assert r.random_se == pytest.approx(0.1787, abs=6e-5)
+    assert r.random_interval == pytest.approx((-1.0644, -0.3638), abs=6e-5)
+    assert r.fixed == pytest.approx(-0.4303, abs=6e-5)
+    assert r.fixed_se == pytest.approx(0.0405, abs=6e-5)
+
+
+def hand(y, v):
+    """The textbook formulas, term by term (Borenstein et al. 2009, ch. 16)."""
+    k = len(y)
+    w = [1 / vi for vi in v]
+    sw = sum(w)
+    fe = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / sw
+    q = sum(wi * (yi - fe) ** 2 for wi, yi in zip(w, y, strict=True))
+    c = sw - sum(wi * wi for wi in w) / sw
+    tau2 = max(0.0, (q - (k - 1)) / c)
+    ws = [1 / (vi + tau2) for vi in v]
+    re = sum(wi * yi for wi, yi in zip(ws, y, strict=True)) / sum(ws)
+    i2 = max(0.0, (q - (k - 1)) / q)
+    return q, i2, tau2, fe, re, (1 / sum(ws)) ** 0.5
+
+
+def test_index_heterogeneity_against_hand_computation():
+    g = np.random.default_rng(7)
+    centers = []
+    for n, m, shift in ((20, 25, 0.1), (40, 35, 0.8), (15, 12, -0.3), (60, 50, 0.5)):
+        centers.append(mann_whitney(np.round(g.normal(size=n), 1),
+                                    np.round(g.normal(shift, size=m), 1)))
+    r = index_heterogeneity(centers)
+    theta = [0.5 + c.statistic / (2 * c.n_x * c.n_y) for c in centers]
+    var = [float(newcombe_variance(t, np.array(c.n_x), np.array(c.n_y)))
+           for t, c in zip(theta, centers, strict=True)]
+    q, i2, tau2, fe, re, re_se = hand(theta, var)
+    assert r.estimates == pytest.approx(theta, rel=1e-12)
+    assert r.variances == pytest.approx(var, rel=1e-12)
+    assert (r.statistic, r.i_squared, r.tau_squared) == pytest.approx((q, i2, tau2), rel=1e-10)
+    assert (r.fixed, r.random, r.random_se) == pytest.approx((fe, re, re_se), rel=1e-10)
+    assert r.pvalue == pytest.approx(stats.chi2.sf(q, 3), rel=1e-10)
+    assert r.tau_squared > 0 and 0 < r.i_squared < 1
+
+
+def test_homogeneous_centers_give_zero_tau_and_i2():
+    r = cochran_q([0.6, 0.6, 0.6], [0.01, 0.02, 0.03])
+    assert r.statistic == 0 and r.i_squared == 0 and r.tau_squared == 0
+    assert r.fixed == pytest.approx(0.6) and r.random == pytest.approx(0.6)
+
+
+def test_noise_adds_its_share_of_variance():
+    law = NoiseLaw.laplace(10.0)
+    noisy = released_result(30.0, 20 * 25 * 46 / 3, 20, 25, law)
+    plain = released_result(-40.0, 30 * 30 * 61 / 3, 30, 30)
+    r = index_heterogeneity([noisy, plain])
+    theta = 0.5 + 30 / (2 * 500)
+    expected = float(newcombe_variance(theta, np.array(20), np.array(25))) + law.variance / 1000**2
+    assert r.variances[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match="at least two centers"):
+        cochran_q([0.5], [0.1])
+    with pytest.raises(ValueError, match="center 1's variance"):
+        cochran_q([0.5, 1.0], [0.1, 0.0])
+    with pytest.raises(ValueError, match="one entry per center"):
+        cochran_q([0.5, 0.6], [0.1])
+    separated = mann_whitney([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])  # θ̂ = 1: variance 0
+    other = mann_whitney([1.0, 4.0, 3.0], [2.0, 5.0, 6.0])
+    with pytest.raises(ValueError, match="center 0's variance"):
+        index_heterogeneity([separated, other])
