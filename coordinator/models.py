@@ -984,6 +984,36 @@ class PlannedPower(BaseModel):
     detail: str
 
 
+class PlannedError(BaseModel):
+    """One part's 95 % error at one center (or ``pooled``), before anything is spent
+    (``shared.dp_utility``): in records (a rank error, a count) or in the variable's values,
+    ``share`` of the size or of the bounds' width; ``uninformative`` past the threshold."""
+
+    center: str
+    arm: str | None = None
+    variable: str | None = None
+    part: str
+    n: int
+    error: float
+    unit: Literal["records", "value"]
+    share: float
+    uninformative: bool
+
+
+class PlannedUtility(BaseModel):
+    """What a DP analysis' ε buys (docs/methods.md §9.6): each part's 95 % error at the sizes
+    the taking-part centers show and the asked ε; ``uninformative`` when any part's error is
+    above ``threshold`` of the size (records) or of the bounds (values)."""
+
+    analysis: int
+    kind: str
+    epsilon: float
+    threshold: float
+    errors: list[PlannedError]
+    uninformative: bool
+    detail: str
+
+
 class StudyPlan(BaseModel):
     """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
     created, released or spent."""
@@ -998,3 +1028,6 @@ class StudyPlan(BaseModel):
     power: list[PlannedPower] = Field(
         default_factory=list, description="per Mann-Whitney analysis, the sum test's power "
         "at the study's ε and the centers' sizes (none when no center's sizes are known)")
+    utility: list[PlannedUtility] = Field(
+        default_factory=list, description="per DP analysis, the 95 % error its ε buys at the "
+        "centers' sizes, and whether that leaves it uninformative (docs/methods.md §9.6)")

@@ -118,6 +118,10 @@ def render_plan(plan: dict[str, Any]) -> str:
         out.append(f"power of Mann-Whitney analysis {power['analysis']} (sizes X/Y {sizes}):")
         out.append(_indent(power["detail"]))
         out.append(_indent(f"method: {power['method']}"))
+    for utility in plan.get("utility") or []:
+        flag = "UNINFORMATIVE: " if utility.get("uninformative") else ""
+        out.append(f"{flag}what ε buys, analysis {utility['analysis']} ({utility['kind']}):")
+        out.append(_indent(utility["detail"]))
     if plan["refusals"]:
         out.append("would be refused:")
         out.extend(f"  [{'blocking' if r['blocking'] else 'left out'}] {r['reason']}"
