@@ -683,7 +683,10 @@ class CenterStatus(BaseModel):
 
     id: str
     url: str | None = Field(description="base URL (none for an in-process center)")
-    healthy: bool
+    healthy: bool = Field(description="its /v1/health answers")
+    serving: bool = Field(
+        default=False, description="healthy and its budget and info answer too: it can take "
+        "part in a study (a healthy center whose info fails is left out, as the catalog says)")
     problem: CenterProblem | None = Field(description="why health or budget failed")
     remaining_epsilon: dict[str, float] | None = Field(
         description="remaining ε per dataset (none when the budget could not be read)"

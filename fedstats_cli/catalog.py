@@ -83,6 +83,17 @@ def render_catalog(catalog: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def health_cell(center: dict[str, Any]) -> str:
+    """"yes" only for a center that can serve: one whose health answers but whose budget or
+    info does not is "up, cannot serve" (the catalog leaves it out; the problem says why).
+    An older coordinator without ``serving``: its health alone."""
+    if not center["healthy"]:
+        return "no"
+    if center.get("serving", center["problem"] is None):
+        return "yes"
+    return "up, cannot serve"
+
+
 def render_centers(centers: list[dict[str, Any]]) -> str:
     """Each registered center's health, remaining ε per dataset and problem."""
     rows = []
@@ -94,7 +105,7 @@ def render_centers(centers: list[dict[str, Any]]) -> str:
         states = c.get("datasets")
         datasets = ", ".join(f"{name} {state}" for name, state in states.items()) \
             if states is not None else None
-        rows.append([c["id"], c["url"], c["healthy"], datasets, left, problem])
+        rows.append([c["id"], c["url"], health_cell(c), datasets, left, problem])
     return table(["center", "url", "healthy", "datasets", "ε left", "problem"], rows)
 
 
