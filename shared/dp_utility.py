@@ -33,6 +33,7 @@ the extreme next to it, and the box drawn from it says nothing of the data's sha
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -131,6 +132,14 @@ the same question)."""
 def pooled_tree_rank_error(scales: Sequence[float], branching: int, depth: int,
                            levels: Sequence[float] = QUARTILES, draws: int = POOLED_DRAWS,
                            seed: int = 0) -> float:
+    """See :func:`_pooled_tree_rank_error` (kept: a dry run asked again costs nothing)."""
+    return _pooled_tree_rank_error(tuple(float(s) for s in scales), int(branching), int(depth),
+                                   tuple(float(q) for q in levels), int(draws), int(seed))
+
+
+@functools.lru_cache(maxsize=64)
+def _pooled_tree_rank_error(scales: tuple[float, ...], branching: int, depth: int,
+                            levels: tuple[float, ...], draws: int, seed: int) -> float:
     """The 95 % rank error of the widest of ``levels`` read off the pooled tree, for data
     spread evenly over its grid: the consistent tree is linear in the counts, so its error is
     that of the noise alone — each center's Laplace(``scales[l]``) on every node, summed, made
