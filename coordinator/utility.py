@@ -61,7 +61,8 @@ def _shown(e: PlannedError) -> str:
 def _detail(index: int, kind: str, epsilon: float, errors: list[PlannedError]) -> str:
     head = f"analysis {index} ({kind}) at ε = {epsilon:g}"
     if not errors:
-        return f"{head}: no center's size is known, no error predicted"
+        return (f"{head}: no error predicted (no taking-part center's size is known, or no "
+                "public bounds for a described variable)")
     bad = [e for e in errors if e.uninformative]
     if not bad:
         worst = max(errors, key=lambda e: e.share)

@@ -60,6 +60,14 @@ async def test_the_plan_gives_each_dp_analysis_its_errors(
     for e in described["errors"]:
         part = {p.part: p for p in describe_errors(1.0, e["n"], (0.0, 100.0), RELATION)}[e["part"]]
         assert e["error"] == pytest.approx(part.error) and e["variable"] == "crp"
+    # the Python client's frame
+    from coordinator.models import StudyPlan
+    from fedstats_client.results import PlanView
+
+    frame = PlanView(StudyPlan.model_validate(plan)).utility_frame()
+    assert len(frame) == sum(len(u["errors"]) for u in plan["utility"])
+    assert frame[frame["analysis"] == 0]["uninformative"].any()
+    assert not frame[frame["analysis"] == 1]["uninformative"].any()
     text = render_plan(plan)
     assert "UNINFORMATIVE: what ε buys, analysis 0 (dp_boxplot)" in text
     assert "what ε buys, analysis 1 (dp_quantiles)" in text
