@@ -683,7 +683,10 @@ class CenterStatus(BaseModel):
 
     id: str
     url: str | None = Field(description="base URL (none for an in-process center)")
-    healthy: bool
+    healthy: bool = Field(description="its /v1/health answers")
+    serving: bool = Field(
+        default=False, description="healthy and its budget and info answer too: it can take "
+        "part in a study (a healthy center whose info fails is left out, as the catalog says)")
     problem: CenterProblem | None = Field(description="why health or budget failed")
     remaining_epsilon: dict[str, float] | None = Field(
         description="remaining ε per dataset (none when the budget could not be read)"
@@ -984,6 +987,36 @@ class PlannedPower(BaseModel):
     detail: str
 
 
+class PlannedError(BaseModel):
+    """One part's 95 % error at one center (or ``pooled``), before anything is spent
+    (``shared.dp_utility``): in records (a rank error, a count) or in the variable's values,
+    ``share`` of the size or of the bounds' width; ``uninformative`` past the threshold."""
+
+    center: str
+    arm: str | None = None
+    variable: str | None = None
+    part: str
+    n: int
+    error: float
+    unit: Literal["records", "value"]
+    share: float
+    uninformative: bool
+
+
+class PlannedUtility(BaseModel):
+    """What a DP analysis' ε buys (docs/methods.md §9.6): each part's 95 % error at the sizes
+    the taking-part centers show and the asked ε; ``uninformative`` when any part's error is
+    above ``threshold`` of the size (records) or of the bounds (values)."""
+
+    analysis: int
+    kind: str
+    epsilon: float
+    threshold: float
+    errors: list[PlannedError]
+    uninformative: bool
+    detail: str
+
+
 class StudyPlan(BaseModel):
     """What a study would do, without doing it (``POST /v1/studies?dry_run=true``): nothing is
     created, released or spent."""
@@ -998,3 +1031,6 @@ class StudyPlan(BaseModel):
     power: list[PlannedPower] = Field(
         default_factory=list, description="per Mann-Whitney analysis, the sum test's power "
         "at the study's ε and the centers' sizes (none when no center's sizes are known)")
+    utility: list[PlannedUtility] = Field(
+        default_factory=list, description="per DP analysis, the 95 % error its ε buys at the "
+        "centers' sizes, and whether that leaves it uninformative (docs/methods.md §9.6)")

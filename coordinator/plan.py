@@ -32,6 +32,10 @@ For each Mann-Whitney analysis the plan gives the sum test's power (:class:`Plan
 ``shared.mwu_power``) at the analysis's ε and the sizes the centers that would take part show
 (rounded down to their K): at θ = 0.6 and 0.7 and the θ with 80 % power. At small ε the noise
 can leave the test with power about α; the analyst learns it before anything is spent.
+
+For each DP analysis (boxplots, DP quantiles, a DP Table 1) it gives each part's 95 % error at
+the same sizes and the asked ε (:class:`PlannedUtility`, ``coordinator.utility``), and says
+when it is uninformative (docs/methods.md §9.6).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from coordinator.protocols.table import build_order
 from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
 from coordinator.tables import KeptTable, TableKey
+from coordinator.utility import plan_utility
 from shared.fields import DP_MAX_EVALUATIONS
 from shared.mwu_power import sum_test_power_table
 from shared.protocol import CenterInfo
@@ -403,4 +408,5 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)
     return StudyPlan(dataset=spec.dataset, variable=spec.variable, centers=centers,
                      refusals=refusals, would_run=not any(r.blocking for r in refusals),
-                     table=table, power=plan_power(spec, declarations, remain))
+                     table=table, power=plan_power(spec, declarations, remain),
+                     utility=plan_utility(spec, declarations, remain))

@@ -136,7 +136,8 @@ class Registry:
         except CenterFailure as failure:
             problem = _problem(failure)
         return CenterStatus(id=port.center_id, url=self.urls.get(center_id), healthy=healthy,
-                            problem=problem, remaining_epsilon=remaining, datasets=states)
+                            serving=healthy and problem is None, problem=problem,
+                            remaining_epsilon=remaining, datasets=states)
 
     async def _declaration(self, center_id: str, port: CenterPort, *,
                            budgets: bool) -> Declaration:

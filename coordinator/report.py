@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from coordinator import figures
+from coordinator.report_flags import uninformative_notes
 
 T = TypeVar("T")
 
@@ -358,6 +359,7 @@ def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], 
 
 
 def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
+    notes = [*(notes or []), *uninformative_notes(view)]
     spec = view["spec"]
     lines = [
         f"Study {view['id']}: {view['status']}",
@@ -710,6 +712,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                     console: bool = False) -> str:
     """The report's sections (HTML): the same in the file ``fedstats study run`` writes and
     in the console's study page (``console``: the study's header line is the page's own)."""
+    notes = [*(notes or []), *uninformative_notes(view)]
     spec = view["spec"]
     groups = list(spec.get("groups") or ["all records"])
     esc = html.escape

@@ -83,6 +83,17 @@ def render_catalog(catalog: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def health_cell(center: dict[str, Any]) -> str:
+    """"yes" only for a center that can serve: one whose health answers but whose budget or
+    info does not is "up, cannot serve" (the catalog leaves it out; the problem says why).
+    An older coordinator without ``serving``: its health alone."""
+    if not center["healthy"]:
+        return "no"
+    if center.get("serving", center["problem"] is None):
+        return "yes"
+    return "up, cannot serve"
+
+
 def render_centers(centers: list[dict[str, Any]]) -> str:
     """Each registered center's health, remaining ε per dataset and problem."""
     rows = []
@@ -94,7 +105,7 @@ def render_centers(centers: list[dict[str, Any]]) -> str:
         states = c.get("datasets")
         datasets = ", ".join(f"{name} {state}" for name, state in states.items()) \
             if states is not None else None
-        rows.append([c["id"], c["url"], c["healthy"], datasets, left, problem])
+        rows.append([c["id"], c["url"], health_cell(c), datasets, left, problem])
     return table(["center", "url", "healthy", "datasets", "ε left", "problem"], rows)
 
 
@@ -118,6 +129,10 @@ def render_plan(plan: dict[str, Any]) -> str:
         out.append(f"power of Mann-Whitney analysis {power['analysis']} (sizes X/Y {sizes}):")
         out.append(_indent(power["detail"]))
         out.append(_indent(f"method: {power['method']}"))
+    for utility in plan.get("utility") or []:
+        flag = "UNINFORMATIVE: " if utility.get("uninformative") else ""
+        out.append(f"{flag}what ε buys, analysis {utility['analysis']} ({utility['kind']}):")
+        out.append(_indent(utility["detail"]))
     if plan["refusals"]:
         out.append("would be refused:")
         out.extend(f"  [{'blocking' if r['blocking'] else 'left out'}] {r['reason']}"

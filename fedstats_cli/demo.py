@@ -15,13 +15,16 @@ analyst sees it: each center release's call, parameters and ε), ``releases.json
 as received, read from the coordinator's store: the demo's user is also its operator),
 ``summary.txt`` and ``report.html``. With ``--keep`` the services stay up after the study, and
 the command prints the web console's address (``/ui``) and the file holding the token to sign
-in with (``config/analyst.token``, mode 0600), until Ctrl-C.
+in with (``config/analyst.token``, mode 0600; the account "demo analyst" in the coordinator's
+store), until Ctrl-C. A service that stops meanwhile (a center's crash, or one killed to rehearse
+an outage) is named with the line that starts it again; the others keep serving.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import shlex
 import shutil
 import sys
 import time
@@ -32,7 +35,7 @@ from typing import Any
 from center_agent.gate.keys import write_key_pair
 from coordinator.report import render_html, summary
 from fedstats_cli import synth
-from fedstats_cli.procs import ProcessGroup, child_env, free_port, terminate_on_sigterm
+from fedstats_cli.procs import Child, ProcessGroup, child_env, free_port, terminate_on_sigterm
 from fedstats_cli.settings_files import toml_value as toml_value  # still importable from here
 from fedstats_cli.settings_files import write_toml
 from fedstats_cli.study import StudyFileError, analyst_client, check_spec, run_study, write_view
@@ -110,6 +113,55 @@ def _serve(role: str, config: Path) -> list[str]:
     return [sys.executable, "-m", "fedstats_cli", role, "serve", "--config", str(config)]
 
 
+DEMO_ANALYST = "demo analyst"
+"""The name the demo's analyst account shows (the console's header, the audit log)."""
+
+
+def demo_account(store_url: str) -> str:
+    """A named account in the coordinator's store for the demo's analyst; its token. An
+    account, not a configured token: the console and the audit log then show its name
+    (a token of ``analyst_tokens`` shows as its position in the list)."""
+    from coordinator.accounts import Accounts
+    from coordinator.db import Store
+
+    store = Store(store_url)
+    try:
+        return Accounts(store).add(DEMO_ANALYST).token
+    finally:
+        store.close()
+
+
+def restart_command(child: Child, workdir: Path) -> str:
+    """The shell line that starts ``child`` again as the demo started it (its config file and
+    log), for the user to run in another terminal."""
+    role = "coordinator" if child.name == "coordinator" else "center"
+    config = workdir / "config" / f"{child.name}.toml"
+    return (f"{shlex.quote(sys.executable)} -m fedstats_cli {role} serve --config "
+            f"{shlex.quote(str(config))} >> {shlex.quote(str(child.log))} 2>&1")
+
+
+def keep_serving(group: ProcessGroup, workdir: Path, say: Callable[[str], None],
+                 poll_s: float = 1.0) -> None:
+    """``--keep``: wait for Ctrl-C (or SIGTERM). A service that stops is named, with the
+    line that restarts it, and the others keep serving — an outage can be rehearsed (the
+    coordinator leaves a stopped center out, or fails the study and lets it be resumed).
+    Returns when every service has stopped."""
+    told: set[str] = set()
+    while True:
+        gone = [c for c in group.children if c.proc.poll() is not None and c.name not in told]
+        for child in gone:
+            told.add(child.name)
+            others = [c.name for c in group.children if c.proc.poll() is None]
+            say(f"{child.name} stopped (exit code {child.proc.returncode}; its log: "
+                f"{child.log}). " + (f"{', '.join(others)} keep running. " if others else "")
+                + "To start it again, in another terminal (Ctrl-C here does not stop it):")
+            say(f"  {restart_command(child, workdir)}")
+        if len(told) == len(group.children):
+            say("Every service has stopped.")
+            return
+        time.sleep(poll_s)
+
+
 def recorded_releases(store_url: str, study_id: str) -> list[Any]:
     """Every answer the centers gave the study, as received: from the coordinator's store, as
     its admins see them (an analyst's view leaves the raw numbers out, coordinator.provenance)."""
@@ -148,7 +200,6 @@ def run_demo(
     prepare_workdir(workdir)
     say(f"fedstats demo in {workdir}")
 
-    analyst_token = secrets.token_urlsafe(32)
     centers: dict[str, dict[str, Any]] = {}
     # Each center signs its tables with its own key; the others trust it by its public key.
     public_keys = {h.center_id: write_key_pair(workdir / "config" / f"{h.center_id}.key")
@@ -178,13 +229,17 @@ def run_demo(
     store_url = f"sqlite:///{workdir / 'store' / 'coordinator.sqlite'}"
     coordinator_config = write_toml(
         workdir / "config" / "coordinator.toml",
-        {"analyst_tokens": [analyst_token], "min_centers": 2, "host": "127.0.0.1",
+        {"min_centers": 2, "host": "127.0.0.1",
          "port": port, "read_timeout_s": 60.0,
          "store_url": store_url},
         {f"centers.{cid}": {"url": f"http://127.0.0.1:{c['port']}", "token": c["token"]}
          for cid, c in centers.items()},
     )
     base_url = f"http://127.0.0.1:{port}"
+    analyst_token = demo_account(store_url)
+    token_file = workdir / "config" / "analyst.token"
+    token_file.write_text(analyst_token + "\n")
+    token_file.chmod(0o600)
     spec, notes = demo_spec()
 
     env = child_env()
@@ -210,16 +265,10 @@ def run_demo(
         say("")
         say(f"Report: {workdir / 'report.html'}")
         if keep:
-            token_file = workdir / "config" / "analyst.token"
-            token_file.write_text(analyst_token + "\n")
-            token_file.chmod(0o600)
             say(f"Console: {base_url}/ui (sign in with the analyst token in {token_file})")
             say("The services keep running; Ctrl-C stops them.")
             try:
-                while not (gone := [c.name for c in group.children
-                                    if c.proc.poll() is not None]):
-                    time.sleep(1.0)
-                raise RuntimeError(f"{', '.join(gone)} stopped; see {workdir / 'logs'}")
+                keep_serving(group, workdir, say)
             except KeyboardInterrupt:
                 say("")
     say(f"Done in {time.monotonic() - started:.1f} s; every process stopped."

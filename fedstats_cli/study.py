@@ -239,7 +239,17 @@ def connection_problem(exc: httpx.HTTPError, *, ca_bundle: Path | None) -> str:
     trusted."""
     said = tls.describe_failure(exc)
     if said is None:
-        return str(exc) or type(exc).__name__
+        text = str(exc) or type(exc).__name__
+        if not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            return text
+        # A bare "[Errno 111] Connection refused" names neither the URL nor what to do.
+        try:
+            url = exc.request.url
+        except RuntimeError:  # an error raised without its request
+            return f"cannot reach the coordinator: {text}"
+        base = f"{url.scheme}://{url.netloc.decode()}"
+        return (f"cannot reach the coordinator at {base}: {text}; is it running and listening "
+                f"there (--coordinator)? `fedstats health {base}` checks")
     if "certificate verify failed" not in said:
         return said
     if ca_bundle is not None:

@@ -137,7 +137,11 @@ def connection_failed(exc: httpx.TransportError, base_url: str) -> ConnectionFai
                                     code="tls")
         cause = cause.__cause__ or cause.__context__
     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-    return ConnectionFailed(f"{base_url}: {type(exc).__name__}: {exc}", code=kind)
+    hint = (f" (is the coordinator running and listening at {base_url}? `fedstats health "
+            f"{base_url}` checks; set the URL with base_url or {URL_ENV})"
+            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout) else "")
+    return ConnectionFailed(f"cannot reach the coordinator at {base_url}: "
+                            f"{type(exc).__name__}: {exc}{hint}", code=kind)
 
 
 def _json(answer: httpx.Response) -> Any:

@@ -430,6 +430,17 @@ class PlanView(_Wrapped):
             "analysis", "theta", "power", "epsilon", "alpha", "theta_at_target"]
                                    ).set_index(["analysis", "theta"])
 
+    def utility_frame(self) -> pd.DataFrame:
+        """One row per DP analysis' part at a center (or ``pooled``): its 95 % error at the
+        centers' sizes and the asked ε (in ``unit``: records or values), its ``share`` of n or
+        of the bounds, and whether that leaves it ``uninformative`` (docs/methods.md §9.6)."""
+        columns = ["analysis", "kind", "epsilon", "center", "variable", "arm", "part", "n",
+                   "error", "unit", "share", "uninformative"]
+        rows = [{"analysis": u.analysis, "kind": u.kind, "epsilon": u.epsilon,
+                 **{k: getattr(e, k) for k in columns[3:]}}
+                for u in self.raw.utility for e in u.errors]
+        return _pandas().DataFrame(rows, columns=columns)
+
     def refusals_frame(self) -> pd.DataFrame:
         return _pandas().DataFrame([r.model_dump() for r in self.raw.refusals],
                                    columns=["reason", "center", "detail", "blocking"])

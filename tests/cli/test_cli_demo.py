@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import signal
 import stat
 import subprocess
@@ -159,8 +160,11 @@ def test_every_process_is_gone_and_no_secret_was_printed(demo: Any) -> None:
     pids = [p["pid"] for p in json.loads((workdir / "processes.json").read_text()).values()]
     assert len(pids) == 4
     assert wait_gone(pids) == []
-    coordinator_config = (workdir / "config" / "coordinator.toml").read_text()
-    analyst_token = coordinator_config.split('analyst_tokens = ["', 1)[1].split('"', 1)[0]
+    # the demo analyst's account token, kept for the console (mode 0600), never printed
+    token_file = workdir / "config" / "analyst.token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    analyst_token = token_file.read_text().strip()
+    assert "analyst_tokens" not in (workdir / "config" / "coordinator.toml").read_text()
     assert len(analyst_token) >= 32
     assert analyst_token not in done.stdout + done.stderr
     assert analyst_token not in (workdir / "report.html").read_text()
@@ -210,7 +214,9 @@ def test_an_interrupted_demo_stops_every_process_it_started(
 
 def test_the_demo_keeps_its_services_and_console_up_with_keep(tmp_path: Path) -> None:
     """``--keep``: the console's address and the token file are printed, the console signs the
-    demo's analyst in, and Ctrl-C then stops every process (exit 0: the study succeeded)."""
+    demo's analyst in (shown by its account's name), a center killed is named with how to
+    restart it while the other services keep answering, and Ctrl-C then stops every process
+    (exit 0: the study succeeded)."""
     import re
 
     import httpx
@@ -246,7 +252,27 @@ def test_the_demo_keeps_its_services_and_console_up_with_keep(tmp_path: Path) ->
             assert signed.status_code == 303 and signed.headers["location"] == "/ui/studies"
             studies = client.get(url + "/studies")
             assert "succeeded" in studies.text
+            # the demo's analyst is a named account, not "analyst_tokens #0"
+            assert "demo analyst" in studies.text and "analyst_tokens #" not in studies.text
         assert proc.poll() is None  # still serving
+        # One center crashes: the demo names it with the line that restarts it, the other
+        # services keep answering (an outage can be rehearsed).
+        services = json.loads((workdir / "processes.json").read_text())
+        victim = "hospital_b"
+        os.kill(services[victim]["pid"], signal.SIGKILL)
+        while f"{victim} stopped" not in output():  # the event: the demo's own line
+            assert proc.poll() is None, output()
+            time.sleep(0.2)
+        while "fedstats_cli center serve --config" not in output():
+            assert proc.poll() is None, output()
+            time.sleep(0.1)
+        told = output()
+        assert f"{victim}.toml" in told and "keep running" in told, told
+        with httpx.Client(trust_env=False) as client:
+            for name, service in services.items():
+                if name != victim:
+                    assert client.get(service["url"] + "/v1/health").status_code == 200, name
+        assert proc.poll() is None  # still serving the others
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=scaled(60))
     finally:
