@@ -736,3 +736,76 @@ class DescribeRelease(WireModel):
             subdivisions=(None if self.subdivisions is None
                           else tuple(tuple(level) for level in self.subdivisions)),
         )
+
+
+# -- categorical variables ------------------------------------------------------------------------
+
+
+class CategoricalRequest(WireModel):
+    """Ask a center for its K-anonymous counts of the categorical ``variable`` per category and
+    group: ``groups`` two declared levels (X, Y, in that order) or None (every record pooled)."""
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str] | None = None
+    k: int = Field(ge=2)
+
+
+class CategoricalRelease(WireModel):
+    """Counts per released cell and group (one row per level asked, or one pooled row): every
+    count 0 or >= ``k``. ``categories`` are the variable's public categories in declared order;
+    ``cells[j]`` the categories merged into column ``j`` (``null`` standing for the missing
+    cell: a missing or undeclared label), adjacent in that order with the missing cell last.
+    ``missing``: each row's missing count when the missing cell is released alone, else None
+    (merged with the last categories)."""
+
+    categories: list[str] = Field(min_length=1)
+    cells: list[list[str | None]] = Field(min_length=1)
+    counts: list[list[NonNegativeInt]] = Field(min_length=1, max_length=2)
+    missing: list[NonNegativeInt] | None = None
+    k: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CategoricalRelease:
+        if any(len(row) != len(self.cells) for row in self.counts):
+            raise ValueError("one count per cell in every row")
+        named = [c for cell in self.cells for c in cell]
+        if named != [*self.categories, None]:
+            raise ValueError("cells must cover the categories, then the missing cell, in order")
+        if any(0 < c < self.k for row in self.counts for c in row):
+            raise ValueError("every count must be 0 or at least k")
+        if self.missing is not None and len(self.missing) != len(self.counts):
+            raise ValueError("one missing count per row")
+        return self
+
+
+class DPCategoricalRequest(WireModel):
+    """Ask a center for ε-DP counts of the categorical ``variable`` in one declared level (or
+    every record) per category and the missing cell."""
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    epsilon: Epsilon
+
+
+class DPCategoricalRelease(WireModel):
+    """Noisy counts per category in declared order (``counts``) and of the missing cell
+    (``missing``): each the true count plus two-sided geometric noise of parameter ``alpha`` =
+    exp(-ε/``sensitivity``) (variance ``variance``, 95 % half-width ``halfwidth``), ε-DP under
+    ``neighbouring``. Unrounded integers, possibly negative (clamp at 0 when reading)."""
+
+    categories: list[str] = Field(min_length=1)
+    counts: list[int]
+    missing: int
+    epsilon: FiniteFloat
+    neighbouring: Neighbouring
+    mechanism: Literal["two_sided_geometric"] = "two_sided_geometric"
+    alpha: float = Field(ge=0, lt=1)
+    sensitivity: int = Field(ge=1)
+    variance: FiniteFloat
+    halfwidth: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DPCategoricalRelease:
+        if len(self.counts) != len(self.categories):
+            raise ValueError("one count per category")
+        return self

@@ -173,6 +173,18 @@ class Dataset:
         return tuple(self.config.variables)
 
     @property
+    def categories(self) -> dict[str, tuple[str, ...]]:
+        """Each categorical variable's public categories, in their declared (merge) order."""
+        return {name: tuple(levels) for name, levels in self.config.categorical.items()}
+
+    def check_categorical(self, variable: str) -> tuple[str, ...]:
+        """The categories of a declared categorical variable (404 otherwise)."""
+        categories = self.categories.get(variable)
+        if categories is None:
+            raise UnknownVariable(self.name, variable)
+        return categories
+
+    @property
     def group_column(self) -> str | None:
         return self.config.group.column if self.config.group is not None else None
 
@@ -207,7 +219,8 @@ class Dataset:
         otherwise fail every request is found before the center serves. Raises
         :class:`DataSourceError` whose detail is one line for the operator: dataset, column,
         table or row, and the fix (never a data value; ``docs/deploy.md``, "Start-up checks")."""
-        declared = [*self.variables, *([self.group_column] if self.group_column else [])]
+        declared = [*self.variables, *([self.group_column] if self.group_column else []),
+                    *self.categories]
         missing = self._guard(lambda: self.source.missing(declared), at_start=True)
         if missing:
             raise DataSourceError(
@@ -275,7 +288,7 @@ class Dataset:
         are one byte per row (two or four with many levels), the complete-case mask is applied
         only when some row is left out, and each level is sorted in place."""
         group = self.group_column
-        text = [group] if group is not None else []
+        text = ([group] if group is not None else []) + list(self.categories)
         table = self.source.read([*self.variables, *text], text=text)
         n_rows = table.num_rows
         if group is None:
@@ -286,6 +299,14 @@ class Dataset:
             declared = self.levels
         values = {variable: self._as_float(table.column(i), variable)
                   for i, variable in enumerate(self.variables)}
+        # A categorical variable is kept as the float code of its category in declared order,
+        # its missing cell (a missing or undeclared label) coded len(categories): it never
+        # leaves a row out of the population (docs/privacy.md, guarantee 15).
+        first = len(self.variables) + (group is not None)
+        categorical = {
+            name: self._category_codes(table.column(first + i), name, categories)
+            for i, (name, categories) in enumerate(self.categories.items())
+        }
         del table  # its buffers: only the numpy copies are kept from here on
         self._check_resolutions(values)
         keep: NDArray[np.bool_] | None = None
@@ -308,7 +329,8 @@ class Dataset:
         excluded = tuple(lv for lv in declared if not enough[lv])
         index = {lv: i for i, lv in enumerate(declared)}
         by_variable: dict[str, dict[str, NDArray[np.float64]]] = {}
-        for variable in self.variables:
+        values.update(categorical)
+        for variable in [*self.variables, *categorical]:
             v = values.pop(variable)
             parts = {}
             for level in included:
@@ -371,6 +393,21 @@ class Dataset:
         if not chunks:
             return np.empty(0, dtype=dtype)
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def _category_codes(self, labels: pa.ChunkedArray, name: str,
+                        categories: tuple[str, ...]) -> NDArray[np.float64]:
+        """Each row's category index as a float; ``len(categories)`` for a missing or
+        undeclared label (the missing cell)."""
+        value_set = pa.array(categories, type=pa.string())
+        try:
+            text = pc.cast(labels, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise SourceProblem(
+                f"categorical variable {name!r} holds {labels.type} values, which cannot be "
+                "read as categories", "declare a column of text or integer labels",
+            ) from None
+        found = pc.fill_null(pc.index_in(text, value_set=value_set), len(categories))
+        return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.float64)
 
     @staticmethod
     def _index_in(labels: pa.Array, value_set: pa.Array) -> NDArray[np.intp]:
