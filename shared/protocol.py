@@ -162,6 +162,16 @@ class DatasetInfo(WireModel):
     n_by_group: dict[str, NonNegativeInt] = Field(
         description="row count per declared level, each rounded down to a multiple of k"
     )
+    categorical: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="categorical variables and their public categories, in the declared order "
+                    "cells are merged in (the missing cell last)")
+    n_by_variable: dict[str, dict[str, NonNegativeInt]] = Field(
+        default_factory=dict,
+        description="per variable and level, the records whose value is present, each rounded "
+                    "down to a multiple of k; given only by a center whose releases count each "
+                    "variable's present records (missing = \"per_variable\"): the rest of a "
+                    "level's records miss the variable")
     epoch: int = Field(default=1, ge=1, description="the data version releases come from")
     paused: bool = Field(
         default=False,

@@ -222,6 +222,13 @@ class DatasetConfig(Section):
         description="public metadata per variable: bounds, unit, resolution (e.g. "
                     "`metadata.los = { bounds = [0, 90], unit = \"day\", resolution = 1 }`)",
     )
+    missing: Literal["complete_cases", "per_variable"] = Field(
+        default="complete_cases",
+        description="which records a release of a variable counts: `complete_cases`, those with "
+                    "every declared variable present; `per_variable`, those with this variable "
+                    "present, the missing ones a released count of their own under the K rule "
+                    "(docs/privacy.md, guarantee 15)",
+    )
     categorical: dict[Identifier, list[str]] = Field(
         default_factory=dict,
         description="categorical variables and their public categories, in the order adjacent "

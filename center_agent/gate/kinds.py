@@ -199,7 +199,8 @@ class ReleaseKind(Generic[Req, Rel]):
 
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: Req) -> None:
-        dataset.require(population, getattr(request, "group", None), gate.settings.k)
+        dataset.require(population, getattr(request, "group", None), gate.settings.k,
+                        self.variable(request))
 
     def compute(self, ctx: Context, request: Req) -> JSON:
         raise NotImplementedError
@@ -273,7 +274,7 @@ class ExactKind(ReleaseKind[ExactRequest, Rel]):
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: ExactRequest) -> None:
         for level in request.groups or (None,):
-            dataset.require(population, level, request.k)
+            dataset.require(population, level, request.k, request.variable)
 
 
 class TableKind(ExactKind[TableRequest, BinTableRelease]):
@@ -495,7 +496,7 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: MWURequest) -> None:
         for level in request.groups:
-            dataset.require(population, level, gate.settings.k)
+            dataset.require(population, level, gate.settings.k, request.variable)
 
     def compute(self, ctx: Context, request: MWURequest) -> JSON:
         groups, _ = canonical_levels(ctx.dataset, request.groups)
