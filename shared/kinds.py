@@ -67,10 +67,13 @@ CATEGORICAL = Kind("categorical", "/datasets/{dataset}/categorical", wire.Catego
                    wire.CategoricalRelease)
 DP_CATEGORICAL = Kind("dp_categorical", "/datasets/{dataset}/dp/categorical",
                       wire.DPCategoricalRequest, wire.DPCategoricalRelease)
+MISSING = Kind("missing", "/datasets/{dataset}/missing", wire.MissingRequest,
+               wire.MissingRelease)
 
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,
     DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE, CATEGORICAL, DP_CATEGORICAL,
+    MISSING,
 )
 """Every release kind, in the order the center's routes list them."""
 

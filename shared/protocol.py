@@ -819,3 +819,32 @@ class DPCategoricalRelease(WireModel):
         if len(self.counts) != len(self.categories):
             raise ValueError("one count per category")
         return self
+
+
+class MissingRequest(WireModel):
+    """Ask a center how many records of each declared level hold the numeric ``variable`` and
+    how many miss it (exact: each 0 or >= K, docs/privacy.md, guarantee 15)."""
+
+    variable: str = Field(min_length=1)
+
+
+class MissingRelease(WireModel):
+    """Per declared level (in declared order; a level left out of the population shows 0s):
+    its records ``n``, those with the variable ``present`` and those ``missing`` it, exact,
+    each 0 or >= ``k``. With complete cases (``missing = "complete_cases"``) no record of the
+    population misses a variable: ``missing`` is 0 and ``complete_cases`` true."""
+
+    levels: list[str] = Field(min_length=1)
+    n: list[NonNegativeInt]
+    present: list[NonNegativeInt]
+    missing: list[NonNegativeInt]
+    complete_cases: bool
+    k: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MissingRelease:
+        if not len(self.levels) == len(self.n) == len(self.present) == len(self.missing):
+            raise ValueError("one count per level")
+        if any(n != p + m for n, p, m in zip(self.n, self.present, self.missing, strict=True)):
+            raise ValueError("a level's records are those present plus those missing")
+        return self

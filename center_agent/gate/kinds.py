@@ -62,6 +62,8 @@ from shared.protocol import (
     ExtremesRelease,
     ExtremesRequest,
     LimitsStatement,
+    MissingRelease,
+    MissingRequest,
     MWURelease,
     MWURequest,
     RefinementRelease,
@@ -816,6 +818,39 @@ class DPCategoricalKind(ReleaseKind[DPCategoricalRequest, DPCategoricalRelease])
         ).to_payload()
 
 
+class MissingKind(ReleaseKind[MissingRequest, MissingRelease]):
+    """Per declared level: its records, those with the numeric variable present and those
+    missing it, exact. Each is 0 or >= K by the population's rule (``center_agent.data.missing``)
+    and each is already determined by releases the disclosure memory counts as made (a level's
+    size, a variable's present total: Mann-Whitney's n, a table's total), so this adds no atom:
+    it says them in one place, for a Table 1 (docs/privacy.md, guarantee 15)."""
+
+    wire = kinds.MISSING
+    tag = "tables"
+    summary = "records per level with a numeric variable present and missing (exact, 0 or >= K)"
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: MissingRequest) -> Question:
+        return Question(request.variable, {"missing": request.variable})
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: MissingRequest) -> None:
+        """Nothing: a level left out shows 0, as ``/v1/info`` does."""
+
+    def compute(self, ctx: Context, request: MissingRequest) -> JSON:
+        population = ctx.population
+        levels = list(ctx.dataset.levels) or list(population.levels)
+        sizes = population.sizes
+        n = [sizes.get(level, 0) for level in levels]
+        present = [population.size(request.variable, level) if level in population.levels
+                   else 0 for level in levels]
+        return MissingRelease(
+            levels=levels, n=n, present=present,
+            missing=[a - b for a, b in zip(n, present, strict=True)],
+            complete_cases=ctx.dataset.config.missing == "complete_cases",
+            k=ctx.gate.settings.k,
+        ).to_payload()
+
+
 KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     TableKind(),
     RefineKind(),
@@ -830,5 +865,6 @@ KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     DescribeKind(),
     CategoricalKind(),
     DPCategoricalKind(),
+    MissingKind(),
 )
 """Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

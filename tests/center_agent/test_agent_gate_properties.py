@@ -210,6 +210,7 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
         st.tuples(st.just("batch"), st.lists(st.one_of(table, refine, own, cat), min_size=1,
                                              max_size=4)),
         st.tuples(st.just("dpcat"), st.sampled_from([None, "a", "c"])),
+        st.tuples(st.just("missing"), st.sampled_from(["x", "y"])),
         st.tuples(st.just("mwu"), st.sampled_from(["x", "y"]),
                   st.sampled_from([("a", "b"), ("b", "a"), ("a", "c")]),
                   st.sampled_from([None, 0.2])),
@@ -420,6 +421,17 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
         body = {"variable": "x", "group": op[1], "epsilon": 0.1, "bounds": [-40, 40],
                 "levels": [0.25, 0.5]}
         await attacker.post(v, "/v1/datasets/d/dp/quantiles", body)
+        return
+    if kind == "missing":
+        r = await attacker.post(v, "/v1/datasets/d/missing", {"variable": op[1]})
+        assert r.status_code == 200, r.text
+        m = r.json()
+        for level, n, present, missing in zip(m["levels"], m["n"], m["present"], m["missing"],
+                                              strict=True):
+            columns = pop.get(level, {"*": [], op[1]: []})
+            assert (n, present) == (len(columns["*"]), len(columns[op[1]]))
+            assert missing == n - present and not small(missing, k) and not small(present, k)
+        attacker.history.append((v, None))
         return
     if kind == "dpcat":
         r = await attacker.post(v, "/v1/datasets/d/dp/categorical",

@@ -124,6 +124,16 @@ async def test_releases_count_the_records_where_the_variable_is_present(
     mwu = (await client.post("/v1/datasets/cohort/mwu", headers=AUTH, json={
         "variable": "y", "groups": ["a", "b"]})).json()
     assert (mwu["n_x"], mwu["n_y"]) == (25, 30)
+    # The counts for a Table 1, exact, in one place.
+    for variable, present in (("y", [25, 30]), ("z", [37, 0])):
+        r = await client.post("/v1/datasets/cohort/missing", headers=AUTH,
+                              json={"variable": variable})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"levels": ["a", "b"], "n": [37, 30], "present": present,
+                            "missing": [37 - present[0], 30 - present[1]],
+                            "complete_cases": False, "k": K}
+    r = await client.post("/v1/datasets/cohort/missing", headers=AUTH, json={"variable": "w"})
+    assert (r.status_code, r.json()["error"]) == (404, "unknown_variable")
     # z is withheld in b: refused from the public present count (0 in /v1/info).
     r = await client.post("/v1/datasets/cohort/mwu", headers=AUTH, json={
         "variable": "z", "groups": ["a", "b"]})
