@@ -135,6 +135,9 @@ def test_differencing_categories_missing_counts_and_tables(
     assert sizes == {"a": {37}, "b": {30}} and present_y == {"a": {37}, "b": {23}}
     missing = {level: next(iter(sizes[level])) - next(iter(present_y[level])) for level in "ab"}
     assert missing == {"a": 0, "b": 7}
+    # The same counts, exact, as the missing release says them: nothing beyond.
+    said = client.post(D + "/missing", json={"variable": "y"}).json()
+    assert (said["n"], said["present"], said["missing"]) == ([37, 30], [37, 23], [0, 7])
     # Every count the categorical releases and the sizes determine: atoms 0 or >= K.
     for atom, n in atoms(released, population).items():
         assert n == 0 or n >= K, (atom, n)
