@@ -148,6 +148,9 @@ epochs = Table(
     Column("epoch", Integer, primary_key=True),
     Column("fingerprint", String(64), nullable=False),
     Column("sizes", Text, nullable=False),
+    # Per variable and level, the records whose value is present (missing = "per_variable");
+    # NULL: complete cases, every variable present on every record of the level.
+    Column("present", Text, nullable=True),
     Column("reason", String(32), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
 )
@@ -196,6 +199,7 @@ audit_log = Table(
 # Columns added to a table after its first release: {table: names}, each nullable.
 ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
     audit_log: ("request_id", "study_id", "analyst_id", "data_fingerprint", "question"),
+    epochs: ("present",),
 }
 
 

@@ -63,9 +63,17 @@ QUANTILE_LOSS = Kind("quantile_loss", "/datasets/{dataset}/quantile-loss",
 DP_DESCRIBE = Kind("dp_describe", "/datasets/{dataset}/dp/describe", wire.DescribeRequest,
                    wire.DescribeRelease)
 
+CATEGORICAL = Kind("categorical", "/datasets/{dataset}/categorical", wire.CategoricalRequest,
+                   wire.CategoricalRelease)
+DP_CATEGORICAL = Kind("dp_categorical", "/datasets/{dataset}/dp/categorical",
+                      wire.DPCategoricalRequest, wire.DPCategoricalRelease)
+MISSING = Kind("missing", "/datasets/{dataset}/missing", wire.MissingRequest,
+               wire.MissingRelease)
+
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,
-    DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE,
+    DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE, CATEGORICAL, DP_CATEGORICAL,
+    MISSING,
 )
 """Every release kind, in the order the center's routes list them."""
 

@@ -162,6 +162,16 @@ class DatasetInfo(WireModel):
     n_by_group: dict[str, NonNegativeInt] = Field(
         description="row count per declared level, each rounded down to a multiple of k"
     )
+    categorical: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="categorical variables and their public categories, in the declared order "
+                    "cells are merged in (the missing cell last)")
+    n_by_variable: dict[str, dict[str, NonNegativeInt]] = Field(
+        default_factory=dict,
+        description="per variable and level, the records whose value is present, each rounded "
+                    "down to a multiple of k; given only by a center whose releases count each "
+                    "variable's present records (missing = \"per_variable\"): the rest of a "
+                    "level's records miss the variable")
     epoch: int = Field(default=1, ge=1, description="the data version releases come from")
     paused: bool = Field(
         default=False,
@@ -751,3 +761,105 @@ class DescribeRelease(WireModel):
             subdivisions=(None if self.subdivisions is None
                           else tuple(tuple(level) for level in self.subdivisions)),
         )
+
+
+# -- categorical variables ------------------------------------------------------------------------
+
+
+class CategoricalRequest(WireModel):
+    """Ask a center for its K-anonymous counts of the categorical ``variable`` per category and
+    group: ``groups`` two declared levels (X, Y, in that order) or None (every record pooled)."""
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str] | None = None
+    k: int = Field(ge=2)
+
+
+class CategoricalRelease(WireModel):
+    """Counts per released cell and group (one row per level asked, or one pooled row): every
+    count 0 or >= ``k``. ``categories`` are the variable's public categories in declared order;
+    ``cells[j]`` the categories merged into column ``j`` (``null`` standing for the missing
+    cell: a missing or undeclared label), adjacent in that order with the missing cell last.
+    ``missing``: each row's missing count when the missing cell is released alone, else None
+    (merged with the last categories)."""
+
+    categories: list[str] = Field(min_length=1)
+    cells: list[list[str | None]] = Field(min_length=1)
+    counts: list[list[NonNegativeInt]] = Field(min_length=1, max_length=2)
+    missing: list[NonNegativeInt] | None = None
+    k: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CategoricalRelease:
+        if any(len(row) != len(self.cells) for row in self.counts):
+            raise ValueError("one count per cell in every row")
+        named = [c for cell in self.cells for c in cell]
+        if named != [*self.categories, None]:
+            raise ValueError("cells must cover the categories, then the missing cell, in order")
+        if any(0 < c < self.k for row in self.counts for c in row):
+            raise ValueError("every count must be 0 or at least k")
+        if self.missing is not None and len(self.missing) != len(self.counts):
+            raise ValueError("one missing count per row")
+        return self
+
+
+class DPCategoricalRequest(WireModel):
+    """Ask a center for ε-DP counts of the categorical ``variable`` in one declared level (or
+    every record) per category and the missing cell."""
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    epsilon: Epsilon
+
+
+class DPCategoricalRelease(WireModel):
+    """Noisy counts per category in declared order (``counts``) and of the missing cell
+    (``missing``): each the true count plus two-sided geometric noise of parameter ``alpha`` =
+    exp(-ε/``sensitivity``) (variance ``variance``, 95 % half-width ``halfwidth``), ε-DP under
+    ``neighbouring``. Unrounded integers, possibly negative (clamp at 0 when reading)."""
+
+    categories: list[str] = Field(min_length=1)
+    counts: list[int]
+    missing: int
+    epsilon: FiniteFloat
+    neighbouring: Neighbouring
+    mechanism: Literal["two_sided_geometric"] = "two_sided_geometric"
+    alpha: float = Field(ge=0, lt=1)
+    sensitivity: int = Field(ge=1)
+    variance: FiniteFloat
+    halfwidth: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DPCategoricalRelease:
+        if len(self.counts) != len(self.categories):
+            raise ValueError("one count per category")
+        return self
+
+
+class MissingRequest(WireModel):
+    """Ask a center how many records of each declared level hold the numeric ``variable`` and
+    how many miss it (exact: each 0 or >= K, docs/privacy.md, guarantee 15)."""
+
+    variable: str = Field(min_length=1)
+
+
+class MissingRelease(WireModel):
+    """Per declared level (in declared order; a level left out of the population shows 0s):
+    its records ``n``, those with the variable ``present`` and those ``missing`` it, exact,
+    each 0 or >= ``k``. With complete cases (``missing = "complete_cases"``) no record of the
+    population misses a variable: ``missing`` is 0 and ``complete_cases`` true."""
+
+    levels: list[str] = Field(min_length=1)
+    n: list[NonNegativeInt]
+    present: list[NonNegativeInt]
+    missing: list[NonNegativeInt]
+    complete_cases: bool
+    k: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MissingRelease:
+        if not len(self.levels) == len(self.n) == len(self.present) == len(self.missing):
+            raise ValueError("one count per level")
+        if any(n != p + m for n, p, m in zip(self.n, self.present, self.missing, strict=True)):
+            raise ValueError("a level's records are those present plus those missing")
+        return self

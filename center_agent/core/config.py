@@ -198,6 +198,10 @@ class GroupConfig(Section):
         return levels
 
 
+MAX_CATEGORIES = 1000
+"""The most categories a categorical variable may declare (each is a cell of every release)."""
+
+
 class DatasetConfig(Section):
     source: Source
     variables: list[Identifier] = Field(min_length=1)
@@ -217,6 +221,21 @@ class DatasetConfig(Section):
         default_factory=dict,
         description="public metadata per variable: bounds, unit, resolution (e.g. "
                     "`metadata.los = { bounds = [0, 90], unit = \"day\", resolution = 1 }`)",
+    )
+    missing: Literal["complete_cases", "per_variable"] = Field(
+        default="complete_cases",
+        description="which records a release of a variable counts: `complete_cases`, those with "
+                    "every declared variable present; `per_variable`, those with this variable "
+                    "present, the missing ones a released count of their own under the K rule "
+                    "(docs/privacy.md, guarantee 15)",
+    )
+    categorical: dict[Identifier, list[str]] = Field(
+        default_factory=dict,
+        description="categorical variables and their public categories, in the order adjacent "
+                    "categories are merged (e.g. `categorical.smoking = [\"never\", \"former\", "
+                    "\"current\"]`); a missing or undeclared label is counted in its own "
+                    "missing cell, last in that order. They never leave a row out of the "
+                    "population (docs/privacy.md, guarantee 15)",
     )
 
     @property
@@ -251,6 +270,25 @@ class DatasetConfig(Section):
     def _group_not_a_variable(self) -> Self:
         if self.group is not None and self.group.column in self.variables:
             raise ValueError(f"group column {self.group.column!r} is also listed as a variable")
+        return self
+
+    @model_validator(mode="after")
+    def _categories(self) -> Self:
+        both = sorted(set(self.categorical) & set(self.variables))
+        if both:
+            raise ValueError(f"{both} listed both as variables and as categorical: a variable "
+                             "is numeric or categorical, not both")
+        if self.group is not None and self.group.column in self.categorical:
+            raise ValueError(f"group column {self.group.column!r} is also declared categorical")
+        for name, levels in self.categorical.items():
+            if not levels:
+                raise ValueError(f"categorical.{name} declares no category")
+            if len(set(levels)) != len(levels) or any(not level for level in levels):
+                raise ValueError(f"categorical.{name}: categories must be distinct non-empty "
+                                 "strings")
+            if len(levels) > MAX_CATEGORIES:
+                raise ValueError(f"categorical.{name} declares {len(levels)} categories, more "
+                                 f"than {MAX_CATEGORIES}")
         return self
 
 

@@ -56,6 +56,7 @@ from center_agent.core.errors import (
     UnknownVariable,
 )
 from center_agent.data.memory import give_back, tune_allocator
+from center_agent.data.missing import available_cases
 from center_agent.data.sources import (
     DataSource,
     OffGrid,
@@ -105,18 +106,35 @@ class Population:
     excluded: tuple[str, ...]
     values: Mapping[str, Mapping[str, NDArray[np.float64]]]
     fingerprint: str
+    level_sizes: Mapping[str, int] | None = None
+    """Records per included level when a variable may miss some of them (``missing =
+    "per_variable"``); None: complete cases, every variable one value per record."""
     _pooled: dict[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def sizes(self) -> dict[str, int]:
-        """Rows per included level (every variable has one value per row)."""
+        """Records per included level (with complete cases, every variable has one value per
+        record)."""
+        if self.level_sizes is not None:
+            return dict(self.level_sizes)
         first = next(iter(self.values.values()))
         return {level: int(first[level].size) for level in self.levels}
 
     @property
     def n(self) -> int:
         return sum(self.sizes.values())
+
+    def size(self, variable: str, level: str | None) -> int:
+        """Records of one level (or all, ``None``) whose ``variable`` is present."""
+        parts = self.values[variable]
+        return int(parts[level].size if level is not None
+                   else sum(parts[lv].size for lv in self.levels))
+
+    def missing(self, variable: str, level: str) -> int:
+        """Records of ``level`` missing ``variable`` (0 with complete cases): 0 or >= K, a
+        released set of every release of the variable (``center_agent.data.missing``)."""
+        return self.sizes[level] - self.size(variable, level)
 
     def level(self, variable: str, level: str) -> NDArray[np.float64]:
         """One included level's sorted values of ``variable``."""
@@ -143,10 +161,13 @@ class Population:
         return self.pooled(variable) if level is None else self.level(variable, level)
 
 
-def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDArray[np.float64]]]
-                 ) -> str:
-    """A digest of the population's content: sorted values per level and variable."""
+def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDArray[np.float64]]],
+                 sizes: Mapping[str, int] | None = None) -> str:
+    """A digest of the population's content: sorted values per level and variable, and the
+    levels' sizes when values may be missing (they then tell the missing counts)."""
     digest = hashlib.blake2b(digest_size=32)
+    if sizes is not None:
+        digest.update(repr(sorted(sizes.items())).encode())
     for variable in sorted(values):
         for level in levels:
             digest.update(f"{variable}\0{level}\0".encode())
@@ -171,6 +192,18 @@ class Dataset:
     @property
     def variables(self) -> tuple[str, ...]:
         return tuple(self.config.variables)
+
+    @property
+    def categories(self) -> dict[str, tuple[str, ...]]:
+        """Each categorical variable's public categories, in their declared (merge) order."""
+        return {name: tuple(levels) for name, levels in self.config.categorical.items()}
+
+    def check_categorical(self, variable: str) -> tuple[str, ...]:
+        """The categories of a declared categorical variable (404 otherwise)."""
+        categories = self.categories.get(variable)
+        if categories is None:
+            raise UnknownVariable(self.name, variable)
+        return categories
 
     @property
     def group_column(self) -> str | None:
@@ -207,7 +240,8 @@ class Dataset:
         otherwise fail every request is found before the center serves. Raises
         :class:`DataSourceError` whose detail is one line for the operator: dataset, column,
         table or row, and the fix (never a data value; ``docs/deploy.md``, "Start-up checks")."""
-        declared = [*self.variables, *([self.group_column] if self.group_column else [])]
+        declared = [*self.variables, *([self.group_column] if self.group_column else []),
+                    *self.categories]
         missing = self._guard(lambda: self.source.missing(declared), at_start=True)
         if missing:
             raise DataSourceError(
@@ -251,10 +285,13 @@ class Dataset:
             self._kept = (version, population)
             return population
 
-    def require(self, population: Population, level: str | None, k: int) -> None:
+    def require(self, population: Population, level: str | None, k: int,
+                variable: str | None = None) -> None:
         """Refuse (403 ``k_anonymity_refused``) a level left out of the population, or a
         selection whose public size (rounded down to the center's K) is below ``k``: decided from
-        the sizes ``/v1/info`` shows, never from the exact ones."""
+        the sizes ``/v1/info`` shows, never from the exact ones. With ``variable`` (a numeric
+        variable's release), the records whose value is present (``n_by_variable``: with
+        complete cases, the level's size)."""
         if level is not None and level not in population.levels:
             raise KAnonymityRefusal(
                 f"level {level!r} of dataset {self.name!r} holds fewer than K = {self.k} "
@@ -266,6 +303,12 @@ class Dataset:
             raise KAnonymityRefusal(
                 f"{what} of {self.name!r} shows fewer than K = {k} records in /v1/info"
             )
+        if variable is not None and round_down(population.size(variable, level), self.k) < k:
+            what = "the dataset" if level is None else f"level {level!r}"
+            raise KAnonymityRefusal(
+                f"{what} of {self.name!r} shows fewer than K = {k} records with {variable!r} "
+                "present in /v1/info (n_by_variable)"
+            )
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -275,7 +318,7 @@ class Dataset:
         are one byte per row (two or four with many levels), the complete-case mask is applied
         only when some row is left out, and each level is sorted in place."""
         group = self.group_column
-        text = [group] if group is not None else []
+        text = ([group] if group is not None else []) + list(self.categories)
         table = self.source.read([*self.variables, *text], text=text)
         n_rows = table.num_rows
         if group is None:
@@ -286,8 +329,18 @@ class Dataset:
             declared = self.levels
         values = {variable: self._as_float(table.column(i), variable)
                   for i, variable in enumerate(self.variables)}
+        # A categorical variable is kept as the float code of its category in declared order,
+        # its missing cell (a missing or undeclared label) coded len(categories): it never
+        # leaves a row out of the population (docs/privacy.md, guarantee 15).
+        first = len(self.variables) + (group is not None)
+        categorical = {
+            name: self._category_codes(table.column(first + i), name, categories)
+            for i, (name, categories) in enumerate(self.categories.items())
+        }
         del table  # its buffers: only the numpy copies are kept from here on
         self._check_resolutions(values)
+        if self.config.missing == "per_variable":
+            return self._per_variable(values, categorical, codes, declared, n_rows)
         keep: NDArray[np.bool_] | None = None
         for v in values.values():
             finite = np.isfinite(v)
@@ -308,7 +361,8 @@ class Dataset:
         excluded = tuple(lv for lv in declared if not enough[lv])
         index = {lv: i for i, lv in enumerate(declared)}
         by_variable: dict[str, dict[str, NDArray[np.float64]]] = {}
-        for variable in self.variables:
+        values.update(categorical)
+        for variable in [*self.variables, *categorical]:
             v = values.pop(variable)
             parts = {}
             for level in included:
@@ -333,6 +387,45 @@ class Dataset:
             excluded=tuple(lv for lv in excluded if lv != ALL),
             values=by_variable,
             fingerprint=_fingerprint(included, by_variable),
+        )
+
+    def _per_variable(self, values: dict[str, NDArray[np.float64]],
+                      categorical: dict[str, NDArray[np.float64]],
+                      codes: NDArray[np.signedinteger] | None, declared: tuple[str, ...],
+                      n_rows: int) -> Population:
+        """The population when variables may be missing (``missing = "per_variable"``): per
+        level, the records and values :func:`available_cases` keeps; each variable's values
+        are those present among them."""
+        names = list(self.variables)
+        present = np.stack([np.isfinite(values[name]) for name in names])
+        by_variable: dict[str, dict[str, NDArray[np.float64]]] = {
+            name: {} for name in [*names, *categorical]}
+        sizes: dict[str, int] = {}
+        included: list[str] = []
+        excluded: list[str] = []
+        for i, level in enumerate(declared):
+            rows = np.arange(n_rows) if codes is None else np.flatnonzero(codes == i)
+            kept, withheld = available_cases(present[:, rows], self.k)
+            if not kept.any():
+                excluded.append(level)
+                continue
+            rows = rows[kept]
+            included.append(level)
+            sizes[level] = int(rows.size)
+            for j, name in enumerate(names):
+                part = values[name][rows]
+                part = part[np.isfinite(part)] if not withheld[j] else part[:0].copy()
+                part.sort()
+                by_variable[name][level] = _frozen(part)
+            for name, column in categorical.items():
+                part = column[rows]
+                part.sort()
+                by_variable[name][level] = _frozen(part)
+        levels = tuple(included)
+        return Population(
+            levels=levels, excluded=tuple(lv for lv in excluded if lv != ALL),
+            values=by_variable, fingerprint=_fingerprint(levels, by_variable, sizes),
+            level_sizes=sizes,
         )
 
     def _check_resolutions(self, values: Mapping[str, NDArray[np.float64]]) -> None:
@@ -371,6 +464,21 @@ class Dataset:
         if not chunks:
             return np.empty(0, dtype=dtype)
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def _category_codes(self, labels: pa.ChunkedArray, name: str,
+                        categories: tuple[str, ...]) -> NDArray[np.float64]:
+        """Each row's category index as a float; ``len(categories)`` for a missing or
+        undeclared label (the missing cell)."""
+        value_set = pa.array(categories, type=pa.string())
+        try:
+            text = pc.cast(labels, pa.string())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise SourceProblem(
+                f"categorical variable {name!r} holds {labels.type} values, which cannot be "
+                "read as categories", "declare a column of text or integer labels",
+            ) from None
+        found = pc.fill_null(pc.index_in(text, value_set=value_set), len(categories))
+        return np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.float64)
 
     @staticmethod
     def _index_in(labels: pa.Array, value_set: pa.Array) -> NDArray[np.intp]:

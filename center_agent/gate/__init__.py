@@ -180,6 +180,19 @@ class DatasetState:
     sizes: dict[str, int]
     paused: bool
     available: bool = True
+    by_variable: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per variable and level, the records whose value is present, rounded down to K (only
+    when values may be missing: ``missing = "per_variable"``)."""
+
+
+def _present(epoch: Epoch, dataset: Dataset, k: int) -> dict[str, dict[str, int]]:
+    """An epoch's present counts per numeric variable and level, rounded down to K (none with
+    complete cases: they are the levels' sizes)."""
+    if epoch.present is None:
+        return {}
+    return {variable: {level: round_down(epoch.present_count(variable, level), k)
+                       for level in (dataset.levels or epoch.sizes)}
+            for variable in dataset.variables}
 
 
 class ReleaseGate:
@@ -370,6 +383,7 @@ class ReleaseGate:
                 n=round_down(current.n, k) if current is not None else 0,
                 sizes={level: round_down(sizes.get(level, 0), k) for level in dataset.levels},
                 paused=False, available=False,
+                by_variable=_present(current, dataset, k) if current is not None else {},
             )
         with self.store.engine.connect() as conn:
             current = self.epochs.current(conn, dataset.name)
@@ -380,7 +394,7 @@ class ReleaseGate:
                 epoch=current.number, n=round_down(current.n, k),
                 sizes={level: round_down(current.sizes.get(level, 0), k)
                        for level in dataset.levels},
-                paused=False,
+                paused=False, by_variable=_present(current, dataset, k),
             )
         try:
             with self.store.locked(dataset.name) as (conn, _total, _spent):
@@ -396,7 +410,7 @@ class ReleaseGate:
         return DatasetState(
             epoch=epoch.number, n=round_down(epoch.n, k),
             sizes={level: round_down(epoch.sizes.get(level, 0), k) for level in dataset.levels},
-            paused=paused,
+            paused=paused, by_variable=_present(epoch, dataset, k),
         )
 
     # -- internals ------------------------------------------------------------------------

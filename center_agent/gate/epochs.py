@@ -56,10 +56,19 @@ class Epoch:
     fingerprint: str
     sizes: dict[str, int]
     reason: str
+    present: dict[str, dict[str, int]] | None = None
+    """Per variable and level, the records whose value is present (``missing =
+    "per_variable"``); None: complete cases (every variable present on every record)."""
 
     @property
     def n(self) -> int:
         return sum(self.sizes.values())
+
+    def present_count(self, variable: str, level: str) -> int:
+        """Records of ``level`` whose ``variable`` is present in this epoch."""
+        if self.present is None or variable not in self.present:
+            return self.sizes.get(level, 0)
+        return self.present[variable].get(level, 0)
 
 
 class Epochs:
@@ -84,7 +93,8 @@ class Epochs:
             select(epochs).where(epochs.c.dataset == dataset).order_by(epochs.c.epoch)
         ).all()
         return [Epoch(row.dataset, int(row.epoch), row.fingerprint, json.loads(row.sizes),
-                      row.reason) for row in rows]
+                      row.reason, json.loads(row.present) if row.present else None)
+                for row in rows]
 
     def current(self, conn: Connection, dataset: str) -> Epoch | None:
         every = self.all(conn, dataset)
@@ -159,6 +169,7 @@ class Epochs:
             delta = population.n - epoch.n
             if isolating(abs(delta), k):
                 problems.append(f"epoch {epoch.number}: the dataset's size changed by {delta:+d}")
+            problems += self._check_present(epoch, population)
         snapshots = self.disclosure.snapshots(conn, dataset)
         latest: dict[str, int] = {}
         for variable, number in snapshots:
@@ -176,6 +187,30 @@ class Epochs:
                 if small:
                     problems.append(f"{small} released set(s) of {variable!r} would hold "
                                     f"1..K-1 records of the new data")
+        return problems
+
+    def _check_present(self, epoch: Epoch, population: Population) -> list[str]:
+        """Per variable, the records present and missing in each level and in all levels
+        together (what releases of a variable count when values may be missing: guarantee 15)
+        changed by 0 or >= K since ``epoch``."""
+        if epoch.present is None and population.level_sizes is None:
+            return []  # complete cases, both: every variable's present count is the level's
+        problems = []
+        levels = sorted(set(epoch.sizes) | set(population.sizes))
+        new_sizes = population.sizes
+        for variable in sorted(population.values):
+            old_p = {lv: epoch.present_count(variable, lv) for lv in levels}
+            new_p = {lv: population.size(variable, lv) if lv in population.levels else 0
+                     for lv in levels}
+            deltas = {lv: (new_p[lv] - old_p[lv],
+                           (new_sizes.get(lv, 0) - new_p[lv])
+                           - (epoch.sizes.get(lv, 0) - old_p[lv])) for lv in levels}
+            deltas["all levels"] = (sum(d[0] for d in deltas.values()),
+                                    sum(d[1] for d in deltas.values()))
+            for where, (present, missing) in deltas.items():
+                if isolating(abs(present), self.k) or isolating(abs(missing), self.k):
+                    problems.append(f"epoch {epoch.number}: the records of {variable!r} present "
+                                    f"or missing in {where} changed by 1..K-1")
         return problems
 
     def roll(self, conn: Connection, dataset: str, population: Population, *,
@@ -199,8 +234,12 @@ class Epochs:
     def _start(conn: Connection, dataset: str, population: Population, number: int,
                reason: str) -> Epoch:
         sizes = population.sizes
+        present = None if population.level_sizes is None else {
+            variable: {level: population.size(variable, level) for level in population.levels}
+            for variable in population.values}
         conn.execute(epochs.insert().values(
             dataset=dataset, epoch=number, fingerprint=population.fingerprint,
             sizes=json.dumps(sizes, sort_keys=True), reason=reason, started_at=utcnow(),
+            present=None if present is None else json.dumps(present, sort_keys=True),
         ))
-        return Epoch(dataset, number, population.fingerprint, sizes, reason)
+        return Epoch(dataset, number, population.fingerprint, sizes, reason, present)

@@ -41,6 +41,7 @@ from center_agent.gate.disclosure import Candidate, Partition
 from center_agent.gate.gaps import GapPoints
 from shared import kinds
 from shared.binning import BinTable, ExtremeKind, check_extreme, merge_bins
+from shared.category_counts import category_counts, dp_category_counts, merge_adjacent
 from shared.describe import dp_describe
 from shared.dp import make_grid
 from shared.federation import Refinement, merge_runs, refined_limits
@@ -48,15 +49,21 @@ from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
     MAX_LIMITS,
     BinTableRelease,
+    CategoricalRelease,
+    CategoricalRequest,
     DescribeRelease,
     DescribeRequest,
     DPBoxplotRelease,
     DPBoxplotRequest,
+    DPCategoricalRelease,
+    DPCategoricalRequest,
     DPQuantilesRelease,
     DPQuantilesRequest,
     ExtremesRelease,
     ExtremesRequest,
     LimitsStatement,
+    MissingRelease,
+    MissingRequest,
     MWURelease,
     MWURequest,
     RefinementRelease,
@@ -194,7 +201,8 @@ class ReleaseKind(Generic[Req, Rel]):
 
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: Req) -> None:
-        dataset.require(population, getattr(request, "group", None), gate.settings.k)
+        dataset.require(population, getattr(request, "group", None), gate.settings.k,
+                        self.variable(request))
 
     def compute(self, ctx: Context, request: Req) -> JSON:
         raise NotImplementedError
@@ -268,7 +276,7 @@ class ExactKind(ReleaseKind[ExactRequest, Rel]):
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: ExactRequest) -> None:
         for level in request.groups or (None,):
-            dataset.require(population, level, request.k)
+            dataset.require(population, level, request.k, request.variable)
 
 
 class TableKind(ExactKind[TableRequest, BinTableRelease]):
@@ -490,7 +498,7 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: MWURequest) -> None:
         for level in request.groups:
-            dataset.require(population, level, gate.settings.k)
+            dataset.require(population, level, gate.settings.k, request.variable)
 
     def compute(self, ctx: Context, request: MWURequest) -> JSON:
         groups, _ = canonical_levels(ctx.dataset, request.groups)
@@ -700,6 +708,149 @@ class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
         return quantile_loss_release(x, request).to_payload()
 
 
+# -- categorical variables ------------------------------------------------------------------
+
+
+def category_limits(n_categories: int) -> FloatArray:
+    """The public limits that cut a categorical variable's codes (0..C-1 the categories, C the
+    missing cell) into one cell each: j + ½ between codes j and j + 1. Never placed between
+    data: codes are public, so guarantee 13 has nothing to cover."""
+    return np.arange(-0.5, n_categories + 1.0, 1.0)
+
+
+class CategoricalKind(ReleaseKind[CategoricalRequest, CategoricalRelease]):
+    """This center's K-anonymous counts of one categorical variable per category (and the
+    missing cell) and group: one group, two declared levels, or all pooled.
+
+    One canonical table per variable and epoch (every declared level, every category and the
+    missing cell), admitted by disclosure control like a numeric table: its cells are the bins
+    of the codes between the public limits of :func:`category_limits`, so a cell of 1..K-1
+    records (with the levels' sizes and every earlier release of the variable) is merged with
+    its neighbours in the declared order (``TableCandidate.coarsen``: a run of such cells
+    together, a lone one with the next). Every wording (levels, their order, a study's K above
+    the center's: cells merged again by the same rule, ``shared.category_counts.merge_adjacent``)
+    is a view of it: sums of its cells (docs/privacy.md, guarantee 15)."""
+
+    wire = kinds.CATEGORICAL
+    tag = "categorical"
+    summary = "this center's K-anonymous counts of a categorical variable per category and group"
+
+    def variable(self, request: CategoricalRequest) -> str:
+        return request.variable
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: CategoricalRequest) -> None:
+        dataset.check_categorical(request.variable)
+        dataset.check_levels(request.groups)
+        gate.check_k(request.k)
+
+    def question(self, gate: ReleaseGate, dataset: Dataset,
+                 request: CategoricalRequest) -> Question:
+        return Question(request.variable, {"categorical": request.variable})
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: CategoricalRequest) -> None:
+        for level in request.groups or (None,):
+            dataset.require(population, level, request.k)
+
+    def compute(self, ctx: Context, request: CategoricalRequest) -> JSON:
+        categories = ctx.dataset.check_categorical(request.variable)
+        levels = ctx.population.levels
+        counts = category_counts([ctx.population.level(request.variable, level)
+                                  for level in levels], len(categories))
+        k = ctx.gate.settings.k
+        table = BinTable(limits=category_limits(len(categories)),
+                         counts=counts.astype(np.float64), k=k)
+        admitted = ctx.admit(request.variable, TableCandidate(table, levels, ctx.dataset.name))
+        assert isinstance(admitted, TableCandidate)
+        # Each released cell: the codes between two kept limits.
+        kept = admitted.table.limits
+        cells = [[code for code in range(len(categories) + 1) if lo < code < hi]
+                 for lo, hi in zip(kept[:-1].tolist(), kept[1:].tolist(), strict=True)]
+        return {"levels": list(levels), "cells": cells,
+                "counts": admitted.table.counts.astype(np.int64).tolist(), "k": k}
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
+                request: CategoricalRequest) -> CategoricalRelease:
+        categories = dataset.check_categorical(request.variable)
+        levels = list(stored["levels"])
+        counts = np.asarray(stored["counts"], dtype=np.int64)
+        rows = (counts[[levels.index(lv) for lv in request.groups]] if request.groups is not None
+                else counts.sum(axis=0, keepdims=True))
+        cells = tuple(tuple(int(c) for c in cell) for cell in stored["cells"])
+        view = merge_adjacent(rows, max(request.k, int(stored["k"])), cells)
+        missing_code = len(categories)
+        alone = view.cells[-1] == (missing_code,)
+        return CategoricalRelease(
+            categories=list(categories),
+            cells=[[categories[c] if c < missing_code else None for c in cell]
+                   for cell in view.cells],
+            counts=view.counts.tolist(),
+            missing=view.counts[:, -1].tolist() if alone else None,
+            k=request.k,
+        )
+
+
+class DPCategoricalKind(ReleaseKind[DPCategoricalRequest, DPCategoricalRelease]):
+    """ε-DP counts of one categorical variable per category and the missing cell, in one
+    declared level or every record: two-sided geometric noise, Δ = 1 (add/remove) or 2
+    (swap), paid before it is computed (``shared.category_counts.dp_category_counts``)."""
+
+    wire = kinds.DP_CATEGORICAL
+    tag = "differential privacy"
+    summary = "ε-DP counts of a categorical variable per category (two-sided geometric noise)"
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: DPCategoricalRequest) -> None:
+        dataset.check_categorical(request.variable)
+        if request.group is not None:
+            dataset.check_level(request.group)
+
+    def compute(self, ctx: Context, request: DPCategoricalRequest) -> JSON:
+        categories = ctx.dataset.check_categorical(request.variable)
+        codes = ctx.population.selection(request.variable, request.group)
+        neighbouring = ctx.gate.settings.neighbouring
+        noisy = dp_category_counts(codes, len(categories), epsilon=request.epsilon,
+                                   neighbouring=neighbouring, rng=fresh_rng())
+        counts = noisy.counts.tolist()
+        return DPCategoricalRelease(
+            categories=list(categories), counts=counts[:-1], missing=counts[-1],
+            epsilon=request.epsilon, neighbouring=neighbouring, alpha=noisy.alpha,
+            sensitivity=noisy.sensitivity, variance=noisy.variance, halfwidth=noisy.halfwidth,
+        ).to_payload()
+
+
+class MissingKind(ReleaseKind[MissingRequest, MissingRelease]):
+    """Per declared level: its records, those with the numeric variable present and those
+    missing it, exact. Each is 0 or >= K by the population's rule (``center_agent.data.missing``)
+    and each is already determined by releases the disclosure memory counts as made (a level's
+    size, a variable's present total: Mann-Whitney's n, a table's total), so this adds no atom:
+    it says them in one place, for a Table 1 (docs/privacy.md, guarantee 15)."""
+
+    wire = kinds.MISSING
+    tag = "tables"
+    summary = "records per level with a numeric variable present and missing (exact, 0 or >= K)"
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: MissingRequest) -> Question:
+        return Question(request.variable, {"missing": request.variable})
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: MissingRequest) -> None:
+        """Nothing: a level left out shows 0, as ``/v1/info`` does."""
+
+    def compute(self, ctx: Context, request: MissingRequest) -> JSON:
+        population = ctx.population
+        levels = list(ctx.dataset.levels) or list(population.levels)
+        sizes = population.sizes
+        n = [sizes.get(level, 0) for level in levels]
+        present = [population.size(request.variable, level) if level in population.levels
+                   else 0 for level in levels]
+        return MissingRelease(
+            levels=levels, n=n, present=present,
+            missing=[a - b for a, b in zip(n, present, strict=True)],
+            complete_cases=ctx.dataset.config.missing == "complete_cases",
+            k=ctx.gate.settings.k,
+        ).to_payload()
+
+
 KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     TableKind(),
     RefineKind(),
@@ -712,5 +863,8 @@ KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     YJMomentsKind(),
     QuantileLossKind(),
     DescribeKind(),
+    CategoricalKind(),
+    DPCategoricalKind(),
+    MissingKind(),
 )
 """Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

@@ -58,7 +58,11 @@ OFFSET = 0.37  # raw values all carry these digits, so a raw value in a text is 
 
 # -- data -------------------------------------------------------------------------------------
 
-Row = tuple[str | None, float | None, float | None]  # (label, x, y)
+Row = tuple[str | None, float | None, float | None, str | None]  # (label, x, y, s)
+CATEGORIES = ("p", "q", "r")
+"""The categorical variable ``s``'s declared categories; "junk" and a missing label fall in its
+missing cell (code 3)."""
+LABELS = (*CATEGORIES, "junk", None)
 
 
 @st.composite
@@ -72,7 +76,7 @@ def datasets(draw: Any) -> tuple[int, float, list[Row]]:
     for label, n in sizes.items():
         for _ in range(n):
             rows.append((label, _value(draw, grid), None if draw(st.integers(0, 9)) == 0
-                         else _value(draw, grid)))
+                         else _value(draw, grid), draw(st.sampled_from(LABELS))))
     return k, grid, rows
 
 
@@ -81,21 +85,57 @@ def _value(draw: Any, grid: float) -> float:
 
 
 def write_rows(path: Path, rows: list[Row]) -> None:
-    lines = ["x,y,arm"]
-    for label, x, y in rows:
+    lines = ["x,y,arm,s"]
+    for label, x, y, s in rows:
         lines.append(",".join(["" if v is None else repr(v) for v in (x, y)]
-                              + ["" if label is None else label]))
+                              + ["" if label is None else label, "" if s is None else s]))
     path.write_text("\n".join(lines) + "\n")
 
 
-def population(rows: list[Row], k: int) -> dict[str, dict[str, list[float]]]:
-    """The population rule by hand: complete rows of declared levels holding >= K of them."""
-    kept: dict[str, list[tuple[float, float]]] = {level: [] for level in LEVELS}
-    for label, x, y in rows:
-        if label in kept and x is not None and y is not None:
-            kept[label].append((x, y))
-    return {level: {"x": [r[0] for r in rs], "y": [r[1] for r in rs]}
-            for level, rs in kept.items() if len(rs) >= k}
+def code(s: str | None) -> float:
+    return float(CATEGORIES.index(s)) if s in CATEGORIES else float(len(CATEGORIES))
+
+
+def population(rows: list[Row], k: int, mode: str) -> dict[str, dict[str, list[float]]]:
+    """The population rule by hand. ``complete_cases``: rows of declared levels with x and y
+    present, in levels holding >= K of them. ``per_variable`` (docs/privacy.md, guarantee 15):
+    per level, a variable missing on 1..K-1 records drops them, one present on 1..K-1 is
+    withheld, until nothing changes; a level left with < K records is out. Per level: each
+    variable's present values ("s": its category codes, the missing cell 3) and "*", one entry
+    per record of the level (its size)."""
+    by_level: dict[str, list[Row]] = {level: [] for level in LEVELS}
+    for row in rows:
+        if row[0] in by_level:
+            by_level[row[0]].append(row)
+    out: dict[str, dict[str, list[float]]] = {}
+    for level, records in by_level.items():
+        withheld: set[int] = set()
+        if mode == "complete_cases":
+            records = [r for r in records if r[1] is not None and r[2] is not None]
+        else:
+            changed = True
+            while changed and len(records) >= k:
+                changed = False
+                for j in (1, 2):
+                    if j in withheld:
+                        continue
+                    p = sum(1 for r in records if r[j] is not None)
+                    if 0 < len(records) - p < k:
+                        records = [r for r in records if r[j] is not None]
+                        changed = True
+                        break
+                    if 0 < p < k:
+                        withheld.add(j)
+                        changed = True
+        if len(records) < k:
+            continue
+        out[level] = {
+            "x": [] if 1 in withheld else [r[1] for r in records if r[1] is not None],
+            "y": [] if 2 in withheld else [r[2] for r in records if r[2] is not None],
+            "s": [code(r[3]) for r in records],
+            "*": [0.0] * len(records),
+        }
+    return out
 
 
 # -- the attacker's record of what was released ------------------------------------------------
@@ -129,6 +169,9 @@ def atoms(released: list[Released], pop: dict[str, dict[str, list[float]]],
     for level, columns in pop.items():
         for value in columns[variable]:
             counter[(level, *(r.set_of(level, value) for r in mine))] += 1
+        # The records missing the variable: the rest of the level, one released set of every
+        # release of the variable (the level's size is released).
+        counter[(level, "missing")] += len(columns["*"]) - len(columns[variable])
     return counter
 
 
@@ -160,10 +203,14 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
                        st.lists(st.integers(-35, 35), min_size=1, max_size=30, unique=True),
                        peer_end, peer_end)
     own = st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), groups)
+    # The categorical variable's counts per category (cells merged by the K rule), any K.
+    cat = st.tuples(st.just("cat"), st.just("s"), groups, st.sampled_from([k, k, k + 2]))
     op = st.one_of(
-        table, table, refine, refine, refine, own,
-        st.tuples(st.just("batch"), st.lists(st.one_of(table, refine, own), min_size=1,
+        table, table, refine, refine, refine, own, cat, cat,
+        st.tuples(st.just("batch"), st.lists(st.one_of(table, refine, own, cat), min_size=1,
                                              max_size=4)),
+        st.tuples(st.just("dpcat"), st.sampled_from([None, "a", "c"])),
+        st.tuples(st.just("missing"), st.sampled_from(["x", "y"])),
         st.tuples(st.just("mwu"), st.sampled_from(["x", "y"]),
                   st.sampled_from([("a", "b"), ("b", "a"), ("a", "c")]),
                   st.sampled_from([None, 0.2])),
@@ -180,9 +227,10 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
 
 
 class Attacker:
-    def __init__(self, client: httpx.AsyncClient, k: int) -> None:
+    def __init__(self, client: httpx.AsyncClient, k: int, mode: str) -> None:
         self.client = client
         self.k = k
+        self.mode = mode  # the dataset's `missing` setting
         # Every exact answer in order, with the data version it came from (None: sizes only).
         self.history: list[tuple[int, Released | None]] = []
         self.answers: dict[tuple[int, str], str] = {}
@@ -237,7 +285,8 @@ def test_no_sequence_of_requests_isolates_fewer_than_k_records(
     tmp_path_factory: Any, data: Any, case: Any
 ) -> None:
     k, grid, rows = case
-    note(f"k={k}, grid={grid}, rows={rows}")
+    mode = data.draw(st.sampled_from(["complete_cases", "per_variable"]))
+    note(f"k={k}, grid={grid}, mode={mode}, rows={rows}")
     ops = data.draw(operations(k))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     tmp: Path = tmp_path_factory.mktemp("gate")
@@ -248,7 +297,8 @@ def test_no_sequence_of_requests_isolates_fewer_than_k_records(
         "ledger_url": f"sqlite:///{tmp / 'ledger.sqlite'}",
         "peers": {PEER_ID: PEER_PUBLIC_KEY},
         "datasets": {"d": {"source": {"kind": "csv", "path": str(csv)},
-                           "variables": ["x", "y"],
+                           "variables": ["x", "y"], "missing": mode,
+                           "categorical": {"s": list(CATEGORIES)},
                            "group": {"column": "arm", "levels": list(LEVELS)},
                            "epsilon_total": 1000.0}},
     }
@@ -258,7 +308,7 @@ def test_no_sequence_of_requests_isolates_fewer_than_k_records(
     async def run() -> Attacker:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
-            attacker = Attacker(client, k)
+            attacker = Attacker(client, k, mode)
             for op in ops:
                 await step(attacker, op, versions, csv, k, grid, rng)
             return attacker
@@ -287,7 +337,7 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
     kind = op[0]
     if kind != "change":
         v = await answering_version(attacker, versions)
-        pop = population(versions[v], k)
+        pop = population(versions[v], k, attacker.mode)
     if kind == "change":
         rows = list(versions[-1])
         _, how, n = op
@@ -295,21 +345,24 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
             for _ in range(n):
                 label = str(rng.choice(["a", "b", "c"]))
                 rows.append((label, round(int(rng.integers(-30, 31)) * grid + OFFSET, 6),
-                             round(int(rng.integers(-30, 31)) * grid + OFFSET, 6)))
+                             round(int(rng.integers(-30, 31)) * grid + OFFSET, 6),
+                             LABELS[int(rng.integers(len(LABELS)))]))
         elif how == "block":  # many records at one point: a change the check can let through
             label = str(rng.choice(["a", "b"]))
             x, y = (round(int(rng.integers(-30, 31)) * grid + OFFSET, 6) for _ in range(2))
-            rows += [(label, x, y)] * (k + n)
+            rows += [(label, x, y, LABELS[int(rng.integers(len(LABELS)))])] * (k + n)
         elif how == "remove":
             rows = rows[: max(0, len(rows) - n)]
         elif how == "missing":  # a correction: a wrong value set to missing (NULL)
             i = int(rng.integers(len(rows)))
-            label, _x, y = rows[i]
-            rows[i] = (label, None, y)
+            label, _x, y, cat = rows[i]
+            rows[i] = (label, None, y, cat)
         else:
             i = int(rng.integers(len(rows)))
-            label, _x, y = rows[i]
-            rows[i] = (label, round(int(rng.integers(-30, 31)) * grid + OFFSET, 6), y)
+            label, _x, y, _cat = rows[i]
+            # An edited value, and its category recoded (a correction of a label).
+            rows[i] = (label, round(int(rng.integers(-30, 31)) * grid + OFFSET, 6), y,
+                       LABELS[int(rng.integers(len(LABELS)))])
         versions.append(rows)
         write_rows(csv, rows)
         return
@@ -320,8 +373,9 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
     if kind == "info":
         r = await attacker.client.get("/v1/info", headers=AUTH)
         assert r.status_code == 200, r.text
-        for size in [r.json()["datasets"][0]["n_records"],
-                     *r.json()["datasets"][0]["n_by_group"].values()]:
+        shown = r.json()["datasets"][0]
+        for size in [shown["n_records"], *shown["n_by_group"].values(),
+                     *(n for sizes in shown["n_by_variable"].values() for n in sizes.values())]:
             assert size % k == 0
         return
     if kind == "batch":
@@ -340,7 +394,7 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
                 attacker.same_answer(v, path, request, answer["release"])
                 absorb(attacker, sub, v, pop, request, answer["release"])
         return
-    if kind in ("table", "refine", "refine_own"):
+    if kind in ("table", "refine", "refine_own", "cat"):
         ready = prepare(attacker, op, v, versions, k, grid)
         if ready is None:
             return
@@ -358,7 +412,7 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
         if r.status_code == 200:
             m = r.json()
             for level, n in zip(groups, (m["n_x"], m["n_y"]), strict=True):
-                assert n == len(pop[level]["x"]) and n >= k
+                assert n == len(pop[level][variable]) and n >= k
             attacker.history.append((v, None))
         else:
             assert r.json()["error"] in ("k_anonymity_refused", "data_changed"), r.text
@@ -367,6 +421,22 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
         body = {"variable": "x", "group": op[1], "epsilon": 0.1, "bounds": [-40, 40],
                 "levels": [0.25, 0.5]}
         await attacker.post(v, "/v1/datasets/d/dp/quantiles", body)
+        return
+    if kind == "missing":
+        r = await attacker.post(v, "/v1/datasets/d/missing", {"variable": op[1]})
+        assert r.status_code == 200, r.text
+        m = r.json()
+        for level, n, present, missing in zip(m["levels"], m["n"], m["present"], m["missing"],
+                                              strict=True):
+            columns = pop.get(level, {"*": [], op[1]: []})
+            assert (n, present) == (len(columns["*"]), len(columns[op[1]]))
+            assert missing == n - present and not small(missing, k) and not small(present, k)
+        attacker.history.append((v, None))
+        return
+    if kind == "dpcat":
+        r = await attacker.post(v, "/v1/datasets/d/dp/categorical",
+                                {"variable": "s", "group": op[1], "epsilon": 0.1})
+        assert r.status_code == 200 or r.json()["error"] == "k_anonymity_refused", r.text
         return
     if kind == "yj":
         body = {"variable": "x", "group": op[1], "lmbda": op[2], "epsilon": 0.1,
@@ -398,9 +468,13 @@ def natural_value(attacker: Attacker, choice: Any, variable: str,
 
 def prepare(attacker: Attacker, op: tuple[Any, ...], v: int, versions: list[list[Row]], k: int,
             grid: float) -> tuple[str, str, dict[str, Any]] | None:
-    """The (kind, path, body) of a table or refinement operation, or None when there is none."""
-    pop = population(versions[v], k)
+    """The (kind, path, body) of a table, refinement or categorical operation, or None when
+    there is none."""
+    pop = population(versions[v], k, attacker.mode)
     kind, variable, groups = op[0], op[1], op[2]
+    if kind == "cat":
+        return "categorical", "/v1/datasets/d/categorical", {"variable": variable,
+                                                              "groups": groups, "k": op[3]}
     if kind == "table":
         kk = op[3]
         lower, upper = (natural_value(attacker, e, variable, pop) for e in op[4:6])
@@ -444,6 +518,17 @@ def absorb(attacker: Attacker, op: tuple[Any, ...], v: int,
     variable, groups = body["variable"], body["groups"]
     levels = list(groups) if groups else None
     sent = _numbers_in(body)
+    if op[0] == "cat":
+        # Cells of codes (0..2 the categories, 3 the missing cell) between limits j + 1/2.
+        cells = [[3 if c is None else CATEGORIES.index(c) for c in cell]
+                 for cell in release["cells"]]
+        assert [c for cell in cells for c in cell] == [0, 1, 2, 3]
+        limits = [-0.5, *(max(cell) + 0.5 for cell in cells[:-1]), 3.5]
+        record(attacker, v, pop, variable, limits, levels,
+               [list(range(len(cells)))] * len(release["counts"]), release["counts"])
+        missing = release["missing"]
+        assert (missing is not None) == (cells[-1] == [3])
+        return
     if op[0] == "table":
         limits = release["limits"]
         record(attacker, v, pop, variable, limits, levels,
@@ -497,7 +582,7 @@ def check_gaps(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
         known = seen[variable]
         if number in known:
             continue  # a number released before, in the gap that holds it
-        pop = population(versions[v], k)
+        pop = population(versions[v], k, attacker.mode)
         raw = {value for columns in pop.values() for value in columns[variable]}
         assert number not in raw, (v, variable, number)
         lo = max((r for r in raw if r < number), default=-math.inf)
@@ -516,31 +601,32 @@ def check(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
     def released_until(v: int) -> list[Released]:
         return [r for _, r in attacker.history[: last[v] + 1] if r is not None]
 
+    mode = attacker.mode
     for v in answered:
-        pop = population(versions[v], k)
+        pop = population(versions[v], k, mode)
         upto = released_until(v)
-        for variable in ("x", "y"):
+        for variable in ("x", "y", "s"):
             for signature, n in atoms(upto, pop, variable).items():
                 assert not small(n, k), (v, variable, signature, n)
     for i, v in enumerate(answered):
         for w in answered[i + 1:]:
             upto = released_until(v)
-            before, after = population(versions[v], k), population(versions[w], k)
-            for variable in ("x", "y"):
+            before, after = population(versions[v], k, mode), population(versions[w], k, mode)
+            for variable in ("x", "y", "s"):
                 old, new = atoms(upto, before, variable), atoms(upto, after, variable)
                 for signature in set(old) | set(new):
                     assert not small(new[signature] - old[signature], k), (v, w, signature)
             for level in LEVELS:
-                n_v = len(before.get(level, {"x": []})["x"])
-                n_w = len(after.get(level, {"x": []})["x"])
+                n_v = len(before.get(level, {"*": []})["*"])
+                n_w = len(after.get(level, {"*": []})["*"])
                 assert not small(n_w - n_v, k), (v, w, level)
     for v, text, variable, sent in attacker.texts:
         # An answer about one variable against that variable's values (on a grid, a limit below
         # every x may well equal some y); an error text against every value.
         # Only records of the population: the others' values enter no release (on a grid, a
         # buffer may well equal the value of a record with a missing y).
-        pop = population(versions[v], k)
-        names = ("x", "y") if variable is None else (variable,)
+        pop = population(versions[v], k, mode)
+        names = ("x", "y") if variable in (None, "s") else (variable,)
         raw = {value for columns in pop.values() for name in names for value in columns[name]}
         for token in re.findall(r"-?\d+\.\d+", text):
             value = float(token)

@@ -44,6 +44,9 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "quantile_loss": {"variable": "x", "u": 3.25, "level": 0.9},
     "dp_describe": {"variable": "x", "group": "b", "epsilon": 0.8, "bounds": [0, 120],
                     "bins": 12},
+    "categorical": {"variable": "x", "groups": ["b", "a"], "k": 12},
+    "dp_categorical": {"variable": "x", "group": "a", "epsilon": 0.5},
+    "missing": {"variable": "x"},
 }
 CENTER_KEYS = {
     "table": "a395074ae203d7f01b162bb641c9fcaee9b13b60586e0d35aac7dddb13450dde",
@@ -57,6 +60,9 @@ CENTER_KEYS = {
     "yj_moments": "33549099afaafd6177891905d64cdff57c8deb2938aead8959f24b20cd9746a1",
     "quantile_loss": "113ec468984d33dcb240dd4f42e04492799774e3e038d02be153ffb4e2790fb5",
     "dp_describe": "332bcbbf13b8b937e241e93f79a4d32baf6ddcbd25a357b56514b584422d1e03",
+    "categorical": "6f88c2c74ef7465c1e2de3931b8502922836ee5f28d37e4eae3ed0bc7acd3d76",
+    "dp_categorical": "bf1afc66db5525b2d34191ba3aec5be223d9bac81bd36efdd11173e667b1d27e",
+    "missing": "5946a5b11deb866067b0183be230e1cce4feb4022d755a14c648dc9e92aa97ae",
 }
 STUDY_KEYS = {
     "table": "bb96d3d750a886fbda946dc8f260b8aa6cc01128e1c0a3535ddfc2a2a8441f15",
@@ -70,6 +76,9 @@ STUDY_KEYS = {
     "yj_moments": "f4185ec813fc8968988bca4040f2f373c2c916c316d1aaefd0ccce8a9befafef",
     "quantile_loss": "592fe20b7baa5f79e6ce56143f8f3a6632e9ff86965f0009bb8ea02e670f2b3b",
     "dp_describe": "7df4a744cf7403fb2fc1983ebe91e339b5366249035065c07dfd3e358c125a3c",
+    "categorical": "e39bbe4fd6d39b354bfeb39ec01830f8a3790231c5d92104a268337be9316182",
+    "dp_categorical": "e4b68cb4027a8aab1db6e57bdc2d2305b7046855894a08d865c816b897ca7dbe",
+    "missing": "1687ae709509cb9fe1cb88ce0a677a9a20a70bc283d2470e8c56c187d56c4286",
 }
 
 

@@ -29,6 +29,8 @@ def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterI
                 metadata=dict(settings.datasets[dataset.name].metadata),
                 n_records=state.n,
                 n_by_group=state.sizes,
+                n_by_variable=state.by_variable,
+                categorical={name: list(c) for name, c in dataset.categories.items()},
                 epoch=state.epoch,
                 paused=state.paused,
                 available=state.available,
