@@ -35,13 +35,15 @@ from tests.helpers.tls import make_ca
 
 PACKAGE = REPO / "clients" / "r"
 RSCRIPT = shutil.which("Rscript")
-R_PACKAGES = ("httr2", "jsonlite", "testthat", "RcppTOML")
+# xml2: testthat's JUnit reporter, which the test reads the results from (only recommended by
+# testthat's Debian package, so installed by name).
+R_PACKAGES = ("httr2", "jsonlite", "testthat", "RcppTOML", "xml2")
 
 pytestmark = [
     pytest.mark.process,
     pytest.mark.skipif(RSCRIPT is None, reason="Rscript is not installed (Debian: apt-get "
                        "install r-base-core r-cran-httr2 r-cran-jsonlite r-cran-testthat "
-                       "r-cran-rcpptoml)"),
+                       "r-cran-rcpptoml r-cran-xml2)"),
 ]
 
 
