@@ -670,8 +670,9 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
             "ε spent: n exact; mean and SD from the bins' midpoints, median and quartiles by "
             "interpolation within bins. The intervals are exact bounds, not estimates: every "
             "record lies in its bin, so the mean lies between the means with every record at "
-            "its bin's lower and at its upper limit, and each quartile in the bin that holds "
-            "its rank; the SD has no such bound. Minimum and maximum are not released without "
+            "its bin's lower and at its upper limit, each quartile in the bin that holds "
+            "its rank, and the SD between the least and the largest SD of records placed "
+            "anywhere in their bins. Minimum and maximum are not released without "
             "ε. Missing values are not released (every center counts complete cases only).")
 
 
