@@ -451,7 +451,12 @@ class Box(_Result):
     extreme_rank_halfwidth: float | None = Field(
         default=None, description="a whisker at the walk's ψ: the grid step next to ψ is within "
                                   "± this many records of the walk's count target with "
-                                  "probability >= 95 %, for any data")
+                                  "probability >= 95 %, for any data (pooled box: at most the "
+                                  "centers' Σ √n/20 + this many pooled records lie beyond it)")
+    n_halfwidth: float | None = Field(
+        default=None, description="a DP n (the pooled box's consistent root count) is within ± "
+                                  "this of the true number with probability 95 %; None: n is "
+                                  "the public size a center's λ_n uses, not an estimate")
 
 
 class LevelValue(_Result):

@@ -128,14 +128,18 @@ def effect_rows(mwu: dict[str, Any]) -> list[list[Any]]:
 
 
 def box_row(label: str, box: dict[str, Any]) -> list[Any]:
-    """One boxplot's row: n, the DP outlier counts with their intervals, the five numbers (a
-    whisker at Tukey's fence marked so, one at the walk's high or low quantile ψ not), and ε."""
+    """One boxplot's row: n (the pooled box's, a DP count, with its 95 % interval), the DP
+    outlier counts with their intervals, the five numbers (a whisker at Tukey's fence marked
+    so, one at the walk's high or low quantile ψ not), and ε."""
     h = box.get("outlier_halfwidth")
     five: list[Any] = [box[k] for k in BOX_KEYS]
     for i, side in ((0, "lower_branch"), (4, "upper_branch")):
         if box.get(side) == "fence":
             five[i] = f"{fmt(five[i], 4)} (fence)"
-    return [label, box.get("n", ""), dp_count(box.get("lower_outliers"), h), *five,
+    n = box.get("n", "")
+    if box.get("n_halfwidth") is not None:  # the pooled box's DP root count
+        n = dp_count(n, box["n_halfwidth"])
+    return [label, n, dp_count(box.get("lower_outliers"), h), *five,
             dp_count(box.get("upper_outliers"), h), box.get("epsilon", "")]
 
 
@@ -147,8 +151,13 @@ BOX_UNCERTAINTY_NOTE = (
     "± that many ranks about the tree leaf holding them (the noise of the tree nodes summed, "
     "conservative). A whisker at ψ: the walk's grid step next to ψ is within ± that many ranks "
     "of its count target (n − √n/20; n for Algorithm 1) with probability at least 95 % for any "
-    "data. A fence whisker, Q ± 1.5·IQR, carries the quartiles' uncertainty "
-    "(docs/methods.md §9.4-§9.5).")
+    "data; the pooled box's whisker at ψ (the most extreme center's ψ): at most the centers' "
+    "Σ √n/20 + that many pooled records lie beyond it, with probability at least 95 % (Σ of "
+    "the centers' walk errors, for any data). A fence whisker, Q ± 1.5·IQR, carries the "
+    "quartiles' uncertainty; outlier counts show their 95 % interval beside them (Laplace; "
+    "pooled: the sum of the centers' Laplace counts), as does the pooled box's n (its DP "
+    "root count; a center's n is the public size its λ_n uses) (docs/methods.md §9.1, "
+    "§9.4-§9.5).")
 
 
 def box_uncertainty_rows(analysis: dict[str, Any]) -> list[list[str]]:
@@ -663,8 +672,9 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
             "ε spent: n exact; mean and SD from the bins' midpoints, median and quartiles by "
             "interpolation within bins. The intervals are exact bounds, not estimates: every "
             "record lies in its bin, so the mean lies between the means with every record at "
-            "its bin's lower and at its upper limit, and each quartile in the bin that holds "
-            "its rank; the SD has no such bound. Minimum and maximum are not released without "
+            "its bin's lower and at its upper limit, each quartile in the bin that holds "
+            "its rank, and the SD between the least and the largest SD of records placed "
+            "anywhere in their bins. Minimum and maximum are not released without "
             "ε. Missing values are not released (every center counts complete cases only).")
 
 

@@ -127,7 +127,9 @@ def dp_boxplot_result(fed: FederatedBoxplot, group: str | None,
     if fed.pooled is not None:
         pooled = PooledBoxResult(
             **{**box(fed.pooled.box, fed.pooled.outlier_halfwidth).model_dump(),
-               "quartile_rank_halfwidth": fed.pooled.level_rank_halfwidth},
+               "quartile_rank_halfwidth": fed.pooled.level_rank_halfwidth,
+               "extreme_rank_halfwidth": fed.pooled.extreme_rank_halfwidth,
+               "n_halfwidth": fed.pooled.n_halfwidth},
             grid=fed.pooled.grid, centers=list(fed.pooled.centers),
             levels=[LevelValue(level=q, value=v) for q, v in fed.pooled.levels])
     return DPBoxplotResult(

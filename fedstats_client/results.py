@@ -52,7 +52,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 BOX_COLUMNS = ("n", "lower_outliers", "lower_whisker", "q1", "median", "q3", "upper_whisker",
-               "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch", "upper_branch")
+               "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch", "upper_branch",
+               "quartile_rank_halfwidth", "extreme_rank_halfwidth", "n_halfwidth")
+"""A box's columns: its numbers, then each part's 95 % uncertainty (docs/methods.md §9.4-§9.5;
+None where the result predates it)."""
 
 
 def _pandas() -> Any:

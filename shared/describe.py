@@ -322,7 +322,53 @@ DP_UNCERTAINTY = (
     "read off the noisy histogram")
 TABLE_UNCERTAINTY = (
     "exact bounds from the bins: the mean lies between the means with every record at its bin's "
-    "lower and upper limit, each quartile in the bin holding its rank; the SD has no bound")
+    "lower and upper limit, each quartile in the bin holding its rank, the SD between the "
+    "least and the largest SD of records placed anywhere in their bins")
+
+
+def table_sd_bounds(limits: ArrayLike, counts: ArrayLike) -> Interval | None:
+    """The least and the largest SD (divisor N − 1) of N records of which counts[j] lie
+    somewhere in [limits[j], limits[j+1]] (docs/methods.md §8.9); None below N = 2.
+
+    Least: min over c of Σ_j n_j·dist(c, bin j)² is the least of Σ (x_i − c)² jointly over the
+    records and c (a convex problem: each record at the point of its bin nearest c); for c in
+    bin i the bins left of it sit at their upper limits, those right at their lower ones, and
+    the best c is their mean clipped to the bin — every bin tried, by prefix sums.
+    Largest: the variance is convex in the records, so its maximum puts each at an end of its
+    bin; with k_j of bin j's records at the lower end it is Q − S²/N, concave in k. Its maximum
+    over real k_j in [0, n_j] (an upper bound on the integer one, within one record's move)
+    sends to the lower end every bin whose midpoint lies below the mean, to the upper every
+    bin above, and splits at most the bin holding the mean: every such split tried, the split
+    count at its stationary point clipped to [0, n_j]."""
+    lim = np.asarray(limits, dtype=np.float64)
+    n_j = np.asarray(counts, dtype=np.float64)
+    total = float(n_j.sum())
+    if total < 2:
+        return None
+    lo, hi = lim[:-1], lim[1:]
+    zero = np.zeros(1)
+    # least: c in bin i; left bins j < i at hi_j, right bins j > i at lo_j
+    nl = np.concatenate([zero, np.cumsum(n_j)[:-1]])
+    sl = np.concatenate([zero, np.cumsum(n_j * hi)[:-1]])
+    ql = np.concatenate([zero, np.cumsum(n_j * hi * hi)[:-1]])
+    nr = np.concatenate([np.cumsum((n_j)[::-1])[::-1][1:], zero])
+    sr = np.concatenate([np.cumsum((n_j * lo)[::-1])[::-1][1:], zero])
+    qr = np.concatenate([np.cumsum((n_j * lo * lo)[::-1])[::-1][1:], zero])
+    weight = nl + nr
+    c = np.clip(np.divide(sl + sr, weight, out=(lo + hi) / 2, where=weight > 0), lo, hi)
+    least = float(np.max([0.0, np.min(weight * c * c - 2 * (sl + sr) * c + ql + qr)]))
+    # largest: bins before t at lo, after t at hi, bin t with k of its records at lo
+    s_low = np.concatenate([zero, np.cumsum(n_j * lo)[:-1]])
+    q_low = np.concatenate([zero, np.cumsum(n_j * lo * lo)[:-1]])
+    s_high = np.cumsum((n_j * hi)[::-1])[::-1]  # bins t.. at hi
+    q_high = np.cumsum((n_j * hi * hi)[::-1])[::-1]
+    s0, q0 = s_low + s_high, q_low + q_high
+    w = hi - lo
+    k = np.clip(np.divide(s0 - total * (lo + hi) / 2, w, out=np.zeros_like(w), where=w > 0),
+                0.0, n_j)
+    s_k, q_k = s0 - k * w, q0 - k * (hi * hi - lo * lo)
+    largest = float(np.max(q_k - s_k * s_k / total))
+    return (math.sqrt(least / (total - 1.0)), math.sqrt(max(largest, least) / (total - 1.0)))
 
 
 def _fine_edges(edges: ArrayLike, n_leaves: int) -> FloatArray:
@@ -636,7 +682,8 @@ def table_describe(table: BinTable, group: int = 0) -> Summary:
       table with an infinite extreme limit is refused. The mean's interval is exact: every
       record lies in its bin, so the mean lies between Σ n_j c_j / N and Σ n_j c_{j+1} / N
       (the lower- and upper-limit means; a natural limit bounds only when no value lies
-      beyond it);
+      beyond it), the SD's likewise between the least and largest SD of records anywhere in
+      their bins (:func:`table_sd_bounds`);
     * Q1, median, Q3: interpolation with buffers (seed 001 §7; docs/methods.md), the table
       estimator ``shared.quantiles.interpolation_quantiles``, each with the limits of the bin
       that holds its rank (exact bounds on the sample quantile);
@@ -669,5 +716,6 @@ def table_describe(table: BinTable, group: int = 0) -> Summary:
     held = [_holding_bin(limits, row, q) for q in (0.25, 0.5, 0.75)]
     return Summary(n=round(n), mean=mean, sd=sd, q1=q1, median=median, q3=q3,
                    edges=tuple(limits.tolist()), counts=tuple(float(v) for v in row),
-                   n_interval=(n, n), mean_interval=mean_interval, q1_interval=held[0],
+                   n_interval=(n, n), mean_interval=mean_interval,
+                   sd_interval=table_sd_bounds(limits, row), q1_interval=held[0],
                    median_interval=held[1], q3_interval=held[2], uncertainty=TABLE_UNCERTAINTY)

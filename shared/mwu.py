@@ -12,7 +12,10 @@ Small samples (N <= ``EXACT_MAX_N`` = 50): the local test's p-value comes from U
 permutation law given the ties (:func:`exact_null`), not the normal one; a release's numbers
 determine that law when it has no ties and no noise (:func:`public_exact_null`), and then the
 federated tests use it too — each center's own p-value (Fisher), and for the sum test the
-convolution of the centers' laws when every center has one. A small noisy release (which states
+convolution of the centers' laws when every center has one. With ties a release without noise
+carries the two exact tails at its U, computed by the center (``exact_log_tails``,
+:func:`check_exact_tails`): the center's own p-value comes from them, the sum test stays
+normal (a convolution needs the laws). A small noisy release (which states
 the no-ties V) is referred to U's no-ties law plus its noise (:meth:`ExactNull.noisy_log_tails`).
 Each result names the law its p-value comes from (``null``; ``NULLS``).
 
@@ -97,15 +100,29 @@ class MannWhitneyResult:
     noise_variance: float = 0.0
     noise: NoiseLaw | None = None
     exact: ExactNull | None = field(default=None, compare=False, repr=False)
+    exact_log_tails: tuple[float, float] | None = None
+    """(log P(U >= U_obs), log P(U <= U_obs)) under U's exact permutation law given the
+    center's ties, as the center computed them (:meth:`release_tails`); None when not
+    released. Where the released numbers do not determine the law (ties), a released result's
+    p-value comes from these."""
 
     @property
     def null(self) -> str:
         """The law the p-value comes from (``NULLS``): ``"exact"`` (U's permutation law,
         :func:`exact_null`), ``"exact+noise"`` (that law + the noise), ``"normal+noise"``
         (N(0, V) + the noise, ``shared.noisy_null``) or ``"normal"``."""
-        if self.exact is not None:
+        if self.exact is not None or (self.exact_log_tails is not None and self.noise is None):
             return "exact+noise" if self.noise is not None else "exact"
         return "normal+noise" if self.noise is not None else "normal"
+
+    def release_tails(self) -> tuple[float, float] | None:
+        """What a small center releases beside U so that the coordinator can refer U to its
+        exact law given the ties: the two log tails at U, when the law is exact and there is
+        no noise (else None). Every split of the pooled records is equally likely, so each tail
+        is at least 1/C(N, n) and the two sum to 1 + P(U = U_obs) >= 1."""
+        if self.noise is not None or self.exact is None:
+            return None
+        return self.exact.log_tails(self.statistic)
 
     @property
     def total_variance(self) -> float:
@@ -384,6 +401,31 @@ def _with_exact(result: MannWhitneyResult, exact: ExactNull | None,
     return replace(result, pvalue=exact.pvalue(result.statistic, alternative), exact=exact)
 
 
+def check_exact_tails(tails: Sequence[float], statistic: float, variance: float, n_x: int,
+                      n_y: int) -> str | None:
+    """Why two released log tails (``MannWhitneyResult.exact_log_tails``) cannot be U's exact
+    tails at ``statistic`` for a center of these sizes, or None when they can: N <=
+    ``EXACT_MAX_N``, each tail in [1/C(N, n), 1] (the observed split is one of C(N, n) equally
+    likely ones), their sum >= 1 (it is 1 + P(U = U_obs)), and, where the numbers determine the
+    law (no ties, :func:`public_exact_null`), that law's tails."""
+    big_n = n_x + n_y
+    if len(tails) != 2 or not all(math.isfinite(t) for t in tails):
+        return "the exact tails must be two finite numbers"
+    if n_x < 1 or n_y < 1 or big_n > EXACT_MAX_N:
+        return f"exact tails are released only for n, m >= 1 and n + m <= {EXACT_MAX_N}"
+    least = -math.log(math.comb(big_n, n_x))
+    if any(t > 1e-12 or t < least - 1e-9 for t in tails):
+        return "an exact tail lies outside [1/C(N, n), 1]"
+    if math.exp(tails[0]) + math.exp(tails[1]) < 1 - 1e-9:
+        return "the exact tails sum to less than 1"
+    law = public_exact_null(statistic, variance, n_x, n_y)
+    if law is not None and not all(
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+            for a, b in zip(law.log_tails(statistic), tails, strict=True)):
+        return "the exact tails are not those of U's law without ties"
+    return None
+
+
 def public_exact_null(statistic: float, variance: float, n_x: int, n_y: int,
                       noise: NoiseLaw | None = None) -> ExactNull | None:
     """U's exact law when the released numbers determine it: N <= ``EXACT_MAX_N`` and no ties —
@@ -416,19 +458,27 @@ def released_result(
     alternative: Alternative = "two-sided",
     *,
     exact: bool = True,
+    exact_log_tails: Sequence[float] | None = None,
 ) -> MannWhitneyResult:
     """A local result from released numbers: Z = statistic/√(V + σ²) and the p-value of
     ``statistic`` under N(0, V) + noise; without ``noise``, under U's exact law where the
-    numbers determine it (:func:`public_exact_null`; ``exact=False``: never), else the normal
-    one."""
+    numbers determine it (:func:`public_exact_null`; ``exact=False``: never), else from the
+    center's ``exact_log_tails`` of that law given its ties where it released them (checked
+    beforehand, :func:`check_exact_tails`), else the normal one."""
     alternative = check_alternative(alternative)  # type: ignore[assignment]
     noise_variance = 0.0 if noise is None else noise.variance
     z = float(_z(np.asarray(statistic), np.asarray(variance + noise_variance)))
     law = public_exact_null(statistic, variance, n_x, n_y, noise) if exact else None
+    tails = None
+    if exact and noise is None and exact_log_tails is not None:
+        up, low = (float(t) for t in exact_log_tails)
+        tails = (up, low)
     if noise is None:
         p = float(_z_pvalue(z, alternative))
         if law is not None:
             p = law.pvalue(statistic, alternative)
+        elif tails is not None:
+            p = _tails_pvalue(*tails, alternative)
     elif law is not None:
         p = _tails_pvalue(*law.noisy_log_tails(statistic, noise), alternative)
     else:
@@ -443,6 +493,7 @@ def released_result(
         noise_variance=noise_variance,
         noise=noise,
         exact=law,
+        exact_log_tails=tails,
     )
 
 
@@ -457,6 +508,8 @@ class ReleasedCenters:
     m: FloatArray
     noise: tuple[NoiseLaw | None, ...]
     exact: tuple[ExactNull | None, ...] = ()
+    tails: tuple[tuple[float, float] | None, ...] = ()
+    """Each center's released exact log tails at its U (a small center with ties, no noise)."""
 
     @property
     def noisy(self) -> bool:
@@ -465,10 +518,13 @@ class ReleasedCenters:
     def exact_law(self, i: int) -> ExactNull | None:
         return self.exact[i] if self.exact else None
 
+    def exact_tails(self, i: int) -> tuple[float, float] | None:
+        return self.tails[i] if self.tails and self.noise[i] is None else None
+
     def null_of(self, i: int) -> str:
         """The law center i's own p-value comes from (``NULLS``)."""
         noisy = self.noise[i] is not None
-        if self.exact_law(i) is not None:
+        if self.exact_law(i) is not None or self.exact_tails(i) is not None:
             return "exact+noise" if noisy else "exact"
         return "normal+noise" if noisy else "normal"
 
@@ -482,13 +538,16 @@ class ReleasedCenters:
     @functools.cached_property
     def log_tails(self) -> tuple[FloatArray, FloatArray]:
         """Each center's (log P(≥ statistic), log P(<= statistic)) under its own null law: U's
-        exact law where known, the normal N(0, V) without noise (0 ↦ ½ when V = 0),
-        N(0, V) + w_l with noise."""
+        exact law where known (or the tails of it the center released), the normal N(0, V)
+        without noise (0 ↦ ½ when V = 0), N(0, V) + w_l with noise."""
         z = _z(self.u, self.total)
         upper, lower = special.log_ndtr(-z), special.log_ndtr(z)
         for i, (v, law) in enumerate(zip(self.v, self.noise, strict=True)):
             exact = self.exact_law(i)
-            if exact is not None and law is not None:
+            tails = self.exact_tails(i)
+            if exact is None and tails is not None:
+                upper[i], lower[i] = tails
+            elif exact is not None and law is not None:
                 upper[i], lower[i] = exact.noisy_log_tails(float(self.u[i]), law)
             elif exact is not None:
                 upper[i], lower[i] = exact.log_tails(float(self.u[i]))
@@ -508,6 +567,7 @@ class ReleasedCenters:
         else:
             exact = np.minimum(1.0, 2.0 * np.exp(np.minimum(upper, lower)))
         known = np.array([law is not None or self.exact_law(i) is not None
+                          or self.exact_tails(i) is not None
                           for i, law in enumerate(self.noise)])
         return np.where(known, exact, _z_pvalue(_z(self.u, self.total), alternative))
 
@@ -541,7 +601,8 @@ def released_centers(centers: Sequence[MannWhitneyResult]) -> ReleasedCenters:
             )
     # noisy releases: Var(U_l + w_l) = V_l + σ_l² in the displayed Z, the weights and the parts
     noise = tuple(c.noise for c in centers)
-    return ReleasedCenters(u, v, v + s2, n, m, noise, tuple(c.exact for c in centers))
+    return ReleasedCenters(u, v, v + s2, n, m, noise, tuple(c.exact for c in centers),
+                           tuple(c.exact_log_tails for c in centers))
 
 
 def _result(

@@ -425,6 +425,12 @@ class MWURelease(WireModel):
     cannot be right), so parsing does not refuse it. A payload without the ``noise`` key and
     with σ² > 0 predates the field; every noisy MWU release the protocol asks for is Laplace
     (:class:`MWURequest`), so it is read as Laplace of variance σ².
+
+    ``exact_log_tails``: a small center's release without noise (n + m <= 50) carries
+    (log P(U >= U_obs), log P(U <= U_obs)) under U's exact permutation law given its ties
+    (``shared.mwu``; docs/methods.md §3.1, docs/privacy.md guarantee 2): with ties the released
+    numbers do not determine that law. Checked by the coordinator
+    (``shared.mwu.check_exact_tails``); absent from older releases (the normal law is used).
     """
 
     statistic: float = Field(allow_inf_nan=False)
@@ -433,6 +439,7 @@ class MWURelease(WireModel):
     n_x: int = Field(ge=0)
     n_y: int = Field(ge=0)
     noise: MWUNoise | None = None
+    exact_log_tails: list[FiniteFloat] | None = Field(default=None, min_length=2, max_length=2)
 
     @model_validator(mode="before")
     @classmethod
@@ -445,8 +452,10 @@ class MWURelease(WireModel):
 
     @classmethod
     def from_result(cls, result: MannWhitneyResult) -> MWURelease:
+        tails = result.release_tails()
         return cls._from_fields(
-            result, noise=None if result.noise is None else MWUNoise.from_law(result.noise))
+            result, noise=None if result.noise is None else MWUNoise.from_law(result.noise),
+            exact_log_tails=None if tails is None else list(tails))
 
     def noise_law(self) -> NoiseLaw | None:
         """The law of the release's noise (None without noise); ``ValueError`` when it disagrees
@@ -466,7 +475,8 @@ class MWURelease(WireModel):
         """The release as the federated tests take it (Z and p recomputed from the numbers, the
         p-value from the exact law of N(0, V) + noise); ``ValueError`` as :meth:`noise_law`."""
         return released_result(
-            self.statistic, self.variance, self.n_x, self.n_y, self.noise_law(), alternative
+            self.statistic, self.variance, self.n_x, self.n_y, self.noise_law(), alternative,
+            exact_log_tails=self.exact_log_tails,
         )
 
 

@@ -470,7 +470,8 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
 
 
 class MWUKind(ReleaseKind[MWURequest, MWURelease]):
-    """U = Σ sign(Y − X) between two declared levels, its null variance and the levels' sizes;
+    """U = Σ sign(Y − X) between two declared levels, its null variance and the levels' sizes
+    (at n + m <= 50 without ε, U's two exact tails given the ties: docs/privacy.md guarantee 2);
     with ``epsilon``, U + Laplace(2·max(n, m)/ε) and the no-ties V (a function of n, m).
 
     The two levels' order is part of the wording, not of the meaning: (b, a) is answered from
@@ -510,8 +511,11 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
                 request: MWURequest) -> MWURelease:
         release = MWURelease.model_validate(stored)
         if canonical_levels(dataset, request.groups)[1]:
+            tails = release.exact_log_tails
             release = release.model_copy(update={
                 "statistic": -release.statistic, "n_x": release.n_y, "n_y": release.n_x,
+                # U ↦ −U: P(U' >= −u) = P(U <= u)
+                "exact_log_tails": None if tails is None else [tails[1], tails[0]],
             })
         return release
 

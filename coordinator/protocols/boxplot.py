@@ -47,7 +47,12 @@ from shared.dp.pooled import (
     pooled_result,
     pooled_whiskers,
 )
-from shared.dp.uncertainty import laplace_sum_halfwidth, tree_rank_halfwidth
+from shared.dp.uncertainty import (
+    laplace_sum_halfwidth,
+    pooled_extreme_rank_halfwidth,
+    tree_rank_halfwidth,
+    tree_root_halfwidth,
+)
 from shared.fields import check_levels
 from shared.protocol import (
     RELEASE_RTOL,
@@ -77,6 +82,13 @@ class PooledBox:
     """Every level read off the pooled tree (the quartiles and ``levels``) is within ± this many
     records of its rank, about the leaf holding it, with probability >= 95 %
     (``shared.dp.uncertainty.tree_rank_halfwidth``, conservative)."""
+    extreme_rank_halfwidth: float | None = None
+    """A whisker at ψ (the most extreme center's ψ): with probability >= 95 % at most the
+    centers' Σ √n_l/20 + this many pooled records lie beyond it
+    (``shared.dp.uncertainty.pooled_extreme_rank_halfwidth``, for any data)."""
+    n_halfwidth: float | None = None
+    """The box's n (the consistent tree's root count) is within ± this of the pooled records'
+    number with probability 95 % (``shared.dp.uncertainty.tree_root_halfwidth``)."""
 
 
 @dataclass(frozen=True)
@@ -230,5 +242,7 @@ async def federated_dp_boxplot(
             laplace_sum_halfwidth([2.0 / eps3] * len(counts)),
             box.levels,
             tree_rank_halfwidth([trees[c].noise_scale for c in released], branching, depth),
+            pooled_extreme_rank_halfwidth(epsilon, bounds, len(pairs)),
+            tree_root_halfwidth([trees[c].noise_scale for c in released], branching, depth),
         )
     return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))

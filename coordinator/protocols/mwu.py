@@ -3,8 +3,9 @@
 * sum, weighted, Fisher — from the centers' local releases (U_l, V_l, n_l, m_l, σ_l² and the
   law of the noise), asked of every center in parallel (``POST .../mwu``); with noise each test
   refers its statistic to the exact law of normal + the centers' noise (``shared.mwu``); a
-  center with n + m <= 50 whose release determines U's exact law (no ties, or noise) has its
-  p-value from that law (docs/methods.md §3.1), and each result names its law (``null``);
+  center with n + m <= 50 has its p-value from U's exact law (docs/methods.md §3.1): the law
+  its release determines (no ties, or noise), or, with ties, the two exact tails at U the
+  center computed and released; each result names its law (``null``);
 * table — U on the federated bin table of the two groups
   (:func:`coordinator.protocols.table.federated_bin_table`).
 
@@ -12,7 +13,7 @@ A local release is checked before it is used (``implausible`` otherwise): group 
 and within the center's declared sizes, V no larger than its no-tie maximum n·m·(N+1)/3, the noise
 variance that of the stated noise law (a release with σ² > 0 states its law, one without noise
 states none), the noise the one asked (Laplace(2·max(n, m)/ε) with ε, none without) and, for a
-release without noise, |U| <= n·m.
+release without noise, |U| <= n·m, and released exact tails possible (``check_exact_tails``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from shared.binning import Extreme
 from shared.mwu import (
     Alternative,
     FederatedMWUResult,
+    check_exact_tails,
     fisher_test,
     sum_test,
     table_test,
@@ -93,6 +95,11 @@ def check_mwu_release(
                                 f"implies for n = {n}, m = {m}")
     if release.noise_variance == 0 and abs(release.statistic) > n * m * (1 + RELEASE_RTOL):
         raise CenterFailure(center, "implausible", "|U| exceeds n·m for a release without noise")
+    if release.exact_log_tails is not None:
+        why = ("exact tails beside noise" if release.noise is not None else check_exact_tails(
+            release.exact_log_tails, release.statistic, release.variance, n, m))
+        if why is not None:
+            raise CenterFailure(center, "implausible", why)
 
 
 async def _local_releases(

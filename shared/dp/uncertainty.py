@@ -36,6 +36,7 @@ relation and the levels asked — public — never of the data, so it costs no �
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from collections.abc import Sequence
@@ -83,9 +84,11 @@ def laplace_sum_halfwidth(scales: Sequence[float], level: float = 0.95) -> float
     bs = [b / top for b in bs if b >= 1e-12 * top]
     if len(bs) == 1:
         return top * laplace_halfwidth(1.0, level)
+    # Equal scales (a tree's nodes) enter the product as one power: fast for thousands of terms.
+    groups = [(b, float(k)) for b, k in collections.Counter(bs).items()]
 
     def cf(s: float) -> float:
-        return math.prod(1.0 / (1.0 + (b * s) ** 2) for b in bs)
+        return math.exp(-sum(k * math.log1p((b * s) ** 2) for b, k in groups))
 
     def outside(t: float) -> float:
         cut = 1.0 / max(bs)
@@ -222,6 +225,29 @@ def box_rank_halfwidths(method: str, epsilon: float, bounds: tuple[float, float]
     return quartiles, extremes
 
 
+def pooled_extreme_rank_halfwidth(epsilon: float, bounds: tuple[float, float], centers: int,
+                                  level: float = 0.95) -> float:
+    """H, the rank error of a pooled DP box's whisker at ψ (docs/methods.md §9.4), from public
+    numbers: each of the ``centers`` ran round 1's one-sided walk at 3ε/16 per extreme on the
+    grid over ``bounds`` (:func:`shared.dp.pooled.center_extremes`), and the pooled ψ_max is
+    the largest of their ψ_max,l (ψ_min the smallest ψ_min,l).
+
+    Each center's walk keeps its statement (:func:`walk_rank_halfwidth`) at level^(1/L) with
+    half-width h; the centers' noises are independent, so all L statements hold together with
+    probability >= ``level``. Then, as ψ_max >= ψ_max,l for every l, at most Σ_l (√n_l/20 + h)
+    of the pooled records lie at or above ψ_max (each center's at most √n_l/20 + h above its
+    own ψ_max,l), and the center whose ψ_max it is holds at least √n/20 − h records at or
+    above the grid step below it (the same for ψ_min, mirrored). Returns H = L·h; h = H/L."""
+    from shared.dp.unbounded import DEFAULT_BETA, grid_steps
+
+    if centers < 1:
+        raise ValueError(f"`centers` must be >= 1, got {centers}")
+    level = check_open_unit(level, "level")
+    h = walk_rank_halfwidth(2.0 / (3.0 * epsilon / 16.0), grid_steps(bounds, DEFAULT_BETA),
+                            level ** (1.0 / centers), "exponential")
+    return centers * h
+
+
 def tree_rank_halfwidth(scales: Sequence[float], branching: int, depth: int,
                         level: float = 0.95) -> float:
     """The 95 % rank error of any level read off the pooled tree (docs/methods.md §9.5), about
@@ -233,6 +259,30 @@ def tree_rank_halfwidth(scales: Sequence[float], branching: int, depth: int,
     averages each node with its parent and children and only narrows it."""
     nodes = (branching - 1) * depth + 1
     return laplace_sum_halfwidth([s for s in scales for _ in range(nodes)], level)
+
+
+def tree_root_halfwidth(scales: Sequence[float], branching: int, depth: int,
+                        level: float = 0.95) -> float:
+    """The 95 % half-width of the pooled box's n, the consistent summed tree's root count
+    (docs/methods.md §9.4), from the centers' node noise ``scales`` (public). Hay et al.'s
+    bottom-up pass makes the root a fixed linear combination of every node's count: a node of
+    height i (leaves 1, the root depth + 1) enters with α_i·Π_{j>i}(1 − α_j), α_i =
+    (b^i − b^(i−1))/(b^i − 1); its noise is a sum of independent Laplace variables, these
+    coefficients times each center's scale (:func:`laplace_sum_halfwidth`). Exact, for any
+    data (the root count is the total plus that noise; rounding moves it by at most ½)."""
+    b = int(branching)
+    if b < 2 or depth < 0:
+        raise ValueError(f"need branching >= 2 and depth >= 0, got {branching}, {depth}")
+    top = depth + 1
+    alpha = {i: (b**i - b ** (i - 1)) / (b**i - 1) for i in range(2, top + 1)}
+    alpha[1] = 1.0
+    terms: list[float] = []
+    for i in range(1, top + 1):
+        coef = alpha[i] * math.prod(1.0 - alpha[j] for j in range(i + 1, top + 1))
+        if coef <= 0:
+            continue
+        terms += [coef * s for s in scales for _ in range(b ** (top - i))]
+    return laplace_sum_halfwidth(terms, level)
 
 
 def quantile_sensitivity(algorithm: str, levels: Sequence[float],

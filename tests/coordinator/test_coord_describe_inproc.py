@@ -187,11 +187,13 @@ async def test_report_and_frame(federation: Federations) -> None:
     assert lines["median [Q1, Q3]"][2] == (f"{fmt(every['median'], 3)} [{fmt(every['q1'], 3)}, "
                                           f"{fmt(every['q3'], 3)}]")
     assert lines["missing, n (%)"] == ["—", "—", "—"]  # missing: never released
-    # Table mode: n exact (no interval), the mean's and quartiles' exact bounds, no SD bound.
+    # Table mode: n exact (no interval), the mean's, SD's and quartiles' exact bounds.
     assert lines["n"] == [str(pooled[a]["n"]) for a in ("ctl", "trt", "all")]
     assert lines["mean: exact bounds"][2] == (f"[{fmt(every['mean_interval'][0], 3)}, "
                                               f"{fmt(every['mean_interval'][1], 3)}]")
-    assert lines["SD: exact bounds"] == ["—", "—", "—"]
+    assert lines["SD: exact bounds"][2] == (f"[{fmt(every['sd_interval'][0], 3)}, "
+                                            f"{fmt(every['sd_interval'][1], 3)}]")
+    assert every["sd_interval"][0] <= every["sd"] <= every["sd_interval"][1]
     assert all(lines[f"{q}: exact bounds"][2].startswith("[") for q in ("median", "Q1", "Q3"))
     # DP mode: n is a DP count, shown with its interval (whole numbers around it).
     dp = view["result"]["analyses"][0]

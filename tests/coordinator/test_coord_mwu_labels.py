@@ -65,3 +65,28 @@ def test_small_noisy_centers_name_us_exact_law_plus_the_noise() -> None:
     shown = summary(view)
     assert ("χ²(4) of the centers' p-values from N(0, V) + Laplace noise, exact / U's exact "
             "law + Laplace noise, exact") in shown
+
+
+def test_a_small_tied_center_is_exact_and_its_tails_are_checked() -> None:
+    """A tied small center's p-value comes from the exact tails it released (the report names
+    U's exact law); tails that cannot be, or tails beside noise, make the center implausible."""
+    import pytest
+
+    from coordinator.core.errors import CenterFailure
+    from coordinator.protocols.mwu import check_mwu_release
+
+    g = np.random.default_rng(3)
+    tied = MWURelease.from_result(mann_whitney(g.integers(0, 4, 12).astype(float),
+                                               g.integers(0, 4, 14).astype(float)))
+    assert tied.exact_log_tails is not None
+    check_mwu_release("c", tied, k=10, bounds=(12, 14))
+    fisher = fisher_test([tied.to_result()])
+    assert fisher.parts[0].null == "exact"
+    bad = tied.model_copy(update={"exact_log_tails": [0.5, -0.1]})
+    with pytest.raises(CenterFailure, match="outside"):
+        check_mwu_release("c", bad, k=10, bounds=(12, 14))
+    noisy = MWURelease.from_result(mann_whitney(
+        g.normal(size=12), g.normal(size=14), noise=Laplace(1.0, 28.0), rng=g))
+    with pytest.raises(CenterFailure, match="beside noise"):
+        check_mwu_release("c", noisy.model_copy(update={"exact_log_tails": [-1.0, -0.2]}),
+                          k=10, bounds=(12, 14), epsilon=1.0)

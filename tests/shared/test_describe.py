@@ -252,6 +252,50 @@ def test_table_description_of_a_k_anonymous_table_against_numpy() -> None:
             assert abs(est - np.quantile(values, q)) <= width
 
 
+def test_table_sd_bounds_against_brute_force() -> None:
+    """The table's SD bounds (``table_sd_bounds``, docs/methods.md §8.9): the least against a
+    numerical minimization over every record's place in its bin; the largest against every
+    assignment of the records to their bins' ends (brute force), never below it and above it
+    by at most one record's move (the relaxation: (N − 1)·(hi² − max²) <= w²/4); every random
+    placement's SD inside; the table's own SD (midpoints) inside."""
+    import itertools
+
+    from scipy import optimize
+
+    from shared.describe import table_sd_bounds
+
+    rng = np.random.default_rng(27)
+    for _ in range(25):
+        bins = int(rng.integers(1, 5))
+        lim = np.cumsum(np.r_[rng.uniform(-2, 2), rng.uniform(0.2, 3.0, bins)])
+        cnt = rng.integers(0, 3, bins)
+        total = int(cnt.sum())
+        if total < 2:
+            assert table_sd_bounds(lim, cnt) is None
+            continue
+        bounds = table_sd_bounds(lim, cnt)
+        assert bounds is not None
+        lo, hi = bounds
+        lows, highs = np.repeat(lim[:-1], cnt), np.repeat(lim[1:], cnt)
+        most = max(float(np.std(np.where(np.array(m, bool), lows, highs), ddof=1))
+                   for m in itertools.product([0, 1], repeat=total))
+        assert most <= hi + 1e-12
+        assert (total - 1) * (hi**2 - most**2) <= float(np.diff(lim).max()) ** 2 / 4 + 1e-9
+        least = min(optimize.minimize(lambda v: float(np.var(v, ddof=1)),
+                                      rng.uniform(lows, highs),
+                                      bounds=list(zip(lows, highs, strict=True))).fun
+                    for _ in range(3))
+        assert lo == pytest.approx(math.sqrt(max(least, 0.0)), abs=1e-4)
+        for _ in range(20):
+            sd = float(np.std(rng.uniform(lows, highs), ddof=1))
+            assert lo - 1e-12 <= sd <= hi + 1e-12
+    table = BinTable(limits=np.array([0.0, 1.0, 3.0, 6.0]),
+                     counts=np.array([[10.0, 20.0, 30.0]]), k=10)
+    s = table_describe(table)
+    assert s.sd_interval is not None and s.sd is not None
+    assert s.sd_interval[0] <= s.sd <= s.sd_interval[1]
+
+
 def test_table_description_refuses_infinite_limits_and_bad_groups() -> None:
     table = BinTable(limits=np.array([-np.inf, 1.0, np.inf]), counts=np.array([[10.0, 10.0]]),
                      k=10)

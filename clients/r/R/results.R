@@ -20,7 +20,8 @@
 
 BOX_COLUMNS <- c("n", "lower_outliers", "lower_whisker", "q1", "median", "q3", "upper_whisker",
                  "upper_outliers", "outlier_halfwidth", "epsilon", "lower_branch",
-                 "upper_branch")
+                 "upper_branch", "quartile_rank_halfwidth", "extreme_rank_halfwidth",
+                 "n_halfwidth")
 DESCRIBE_COLUMNS <- c("n", "missing", "mean", "sd", "median", "q1", "q3", "minimum", "maximum",
                       "epsilon", "method", "rank_halfwidth", "uncertainty")
 DESCRIBE_INTERVALS <- c("n_interval", "mean_interval", "sd_interval", "q1_interval",

@@ -12,7 +12,11 @@ import pytest
 from shared.dp.boxplot import dp_boxplot, extremes_sorted
 from shared.dp.pooled import grid_edges, pooled_boxplot
 from shared.dp.unbounded import one_sided_max_target, step_below
-from shared.dp.uncertainty import box_rank_halfwidths, tree_rank_halfwidth
+from shared.dp.uncertainty import (
+    box_rank_halfwidths,
+    pooled_extreme_rank_halfwidth,
+    tree_rank_halfwidth,
+)
 from shared.fields import METHOD_NAMES
 
 QUARTILES = np.array([0.25, 0.5, 0.75])
@@ -28,6 +32,50 @@ def test_the_parts_uncertainty_is_public_and_named_by_method() -> None:
     # Both scale as 1/ε.
     q2, e2 = box_rank_halfwidths(DEFAULT, 2.0, (-50.0, 50.0))
     assert q2 == pytest.approx(q / 2) and e2 == pytest.approx(e / 2)
+
+
+def test_the_pooled_whiskers_rank_error_splits_the_level_over_the_centers() -> None:
+    """One center: its own walk's statement; L centers: L times the half-width at 0.95^(1/L)
+    (all L statements hold together), so more than L times one center's."""
+    _, one = box_rank_halfwidths(DEFAULT, 1.0, (-50.0, 50.0))
+    assert pooled_extreme_rank_halfwidth(1.0, (-50.0, 50.0), 1) == pytest.approx(one)
+    three = pooled_extreme_rank_halfwidth(1.0, (-50.0, 50.0), 3)
+    assert one is not None and three > 3 * one
+    assert pooled_extreme_rank_halfwidth(2.0, (-50.0, 50.0), 3) == pytest.approx(three / 2)
+    with pytest.raises(ValueError, match="centers"):
+        pooled_extreme_rank_halfwidth(1.0, (-50.0, 50.0), 0)
+
+
+@pytest.mark.slow  # 200 × 3 walk pairs over ~9000 grid steps: about 20 s
+def test_the_pooled_whiskers_at_psi_cover_at_their_stated_rank_error() -> None:
+    # Round 1 of the pooled box (each center's one-sided walks at 3ε/16, ε = 1, bounds
+    # [−50, 50]) at three centers of 700, 500 and 300 records of N(μ_l, 1). The pooled ψ_max is
+    # the largest ψ_max,l: at most Σ_l √n_l/20 + H pooled records lie at or above it, and its
+    # own center holds at least √n/20 − H/L at or above the grid step below it (ψ_min
+    # mirrored); both together, with probability >= 95 %.
+    epsilon, bounds = 1.0, (-50.0, 50.0)
+    rng = np.random.default_rng(2727)
+    big_h = pooled_extreme_rank_halfwidth(epsilon, bounds, 3)
+    reps, covered = 200, np.zeros(2)
+    for _ in range(reps):
+        centers = [np.sort(rng.normal(mu, 1.0, size))
+                   for mu, size in ((0.0, 700), (0.3, 500), (-0.2, 300))]
+        psis = [extremes_sorted(x, 3 * epsilon / 16, bounds, rng, extremes="one_sided")
+                for x in centers]
+        for i, sign, anchor in ((0, 1.0, bounds[0]), (1, -1.0, -bounds[1])):
+            values = [np.sort(sign * x) for x in centers]  # ψ_min: the maximum of −x
+            own = [sign * p[1 - i] for p in psis]
+            star = int(np.argmax(own))
+            psi = own[star]
+            tails = [x.size - one_sided_max_target(x.size) for x in values]
+            beyond = sum(x.size - np.searchsorted(x, psi, side="left") for x in values)
+            x = values[star]
+            at_step = x.size - np.searchsorted(x, step_below(psi, anchor, 1.001), side="left")
+            covered[i] += beyond <= sum(tails) + big_h and at_step >= tails[star] - big_h / 3
+    # Conservative (each walk's statement holds for any data; the level is split over the
+    # centers).
+    print(f"pooled ψ_max, ψ_min, H = {big_h:.1f} ranks: coverage {covered / reps}")
+    assert np.all(covered / reps >= 0.95), covered / reps
 
 
 @pytest.mark.slow  # 1600 boxplots of 1000 values: about 5 s
@@ -107,3 +155,29 @@ def test_pooled_tree_levels_cover_at_their_stated_rank_error() -> None:
     # Conservative (the consistency step only narrows the noise the bound sums).
     print(f"pooled levels ± {h:.1f} ranks: coverage {covered / reps}")
     assert np.all(covered / reps >= 0.95), covered / reps
+
+
+@pytest.mark.slow  # 2000 consistency passes over 5461 nodes: about 15 s
+def test_the_pooled_boxs_root_count_covers_at_its_stated_halfwidth() -> None:
+    """The consistent summed tree's root count (the pooled box's n) is a fixed linear
+    combination of the nodes (Hay et al.'s bottom-up pass): its 95 % half-width is that of the
+    weighted Laplace sum. Three centers of node scale 14 (ε = 1 under add/remove: 7/(ε/2)),
+    4**6 leaves, 2000 noise draws through ``consistent_leaves``: coverage 0.95 within 3 SE
+    (0.0049), where the tree levels' rank error (a bound on another quantity) is 5 times wider."""
+    import math
+
+    from shared.dp.pooled import TreeHistogram, consistent_leaves
+    from shared.dp.uncertainty import tree_root_halfwidth
+    from shared.privacy import PrivacySpent
+
+    b, depth, scale = 4, 6, 14.0
+    h = tree_root_halfwidth([scale] * 3, b, depth)
+    assert h < tree_rank_halfwidth([scale] * 3, b, depth) / 4
+    rng = np.random.default_rng(59)
+    reps, inside = 2000, 0
+    for _ in range(reps):
+        levels = tuple(rng.laplace(0.0, scale, (3, b**k)).sum(axis=0) for k in range(depth + 1))
+        tree = TreeHistogram(levels, b, scale * math.sqrt(3), PrivacySpent(1.0))
+        inside += abs(float(consistent_leaves(tree).sum())) <= h
+    print(f"pooled n ± {h:.1f}: coverage {inside / reps}")
+    assert abs(inside / reps - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / reps)
