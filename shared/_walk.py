@@ -18,6 +18,8 @@ Numba is a dependency; where it cannot be imported the numpy reference runs inst
 
 from __future__ import annotations
 
+import importlib.util
+import threading
 from itertools import pairwise
 from typing import Any
 
@@ -27,13 +29,13 @@ from numpy.typing import NDArray
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 
-try:
-    import numba
-except ImportError:  # pragma: no cover - numba is a dependency; this keeps the core importable
-    numba = None  # type: ignore[assignment]
+AVAILABLE = importlib.util.find_spec("numba") is not None
+"""Whether the compiled walk runs (else the numpy reference of :mod:`shared._greedy`). Numba is
+imported on the first call, not with :mod:`shared`: it costs a process about a second to import,
+and most processes (the coordinator, the client) never bin raw data."""
 
-AVAILABLE = numba is not None
-"""Whether the compiled walk runs (else the numpy reference of :mod:`shared._greedy`)."""
+_compiled = False
+_compiling = threading.Lock()
 
 
 def _count_le(data: Any, start: int, stop: int, v: float) -> int:
@@ -71,15 +73,16 @@ def _valid(buf: Any, have: Any, total: Any, v: float, k: int, cnt: Any) -> bool:
     return ok
 
 
-def _walk(buf: Any, off: Any, lo: Any, hi: Any, k: int, out_seg: Any, out_have: Any,
+def _walk(buf: Any, off: Any, lo: Any, hi: Any, k: int, per_seg: Any, out_have: Any,
           out_below: Any, out_above: Any) -> int:
     """The greedy walk and the end-of-data rule in every segment; returns how many interior bin
     ends it wrote.
 
     ``buf`` holds the sorted groups one after the other (group g at ``off[g]:off[g + 1]``);
     segment s holds records ``lo[g, s]:hi[g, s]`` of each group (absolute indices in ``buf``).
-    Interior bin ends go to ``out_*`` in order: the segment, each group's records at or below
-    the cut (relative to the group), the value below the cut and the next pooled value above.
+    Interior bin ends go to ``out_*`` in order (``per_seg[s]`` of them in segment s): each
+    group's records at or below the cut (relative to the group), the value below the cut and the
+    next pooled value above.
     The rule is :func:`shared._greedy.transitions`' and the closing :func:`close_chains`'.
     """
     n_groups, n_segs = lo.shape
@@ -165,7 +168,6 @@ def _walk(buf: Any, off: Any, lo: Any, hi: Any, k: int, out_seg: Any, out_have: 
                     t = top
                     for g in range(n_groups):
                         have[g] = total[g]
-            out_seg[m] = s
             for g in range(n_groups):
                 out_have[g, m] = have[g]
             out_below[m] = t
@@ -186,6 +188,7 @@ def _walk(buf: Any, off: Any, lo: Any, hi: Any, k: int, out_seg: Any, out_have: 
                     break
                 keep -= 1
         m = first + keep
+        per_seg[s] = keep
     for i in range(m):
         nxt = np.inf
         for g in range(n_groups):
@@ -205,12 +208,27 @@ def _ascending(x: Any) -> bool:
     return True
 
 
-if numba is not None:
-    _jit = numba.njit(cache=True, nogil=True)
-    _count_le = _jit(_count_le)
-    _valid = _jit(_valid)
-    _walk = _jit(_walk)
-    _ascending = _jit(_ascending)
+def _compile() -> None:
+    """Replace the kernels above by their compiled versions, once per process: compiled on
+    first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
+    load them (about a second, most of it Numba's own start)."""
+    global _count_le, _valid, _walk, _ascending, _compiled
+    with _compiling:
+        if _compiled:
+            return
+        import numba
+
+        try:
+            jit = numba.njit(cache=True, nogil=True)
+            jit(_ascending)  # raises when no cache directory is writable (a read-only install)
+        except RuntimeError:
+            jit = numba.njit(cache=False, nogil=True)  # compiled in every process instead
+        # The callees first: _walk resolves them as compiled functions when it is compiled.
+        _count_le = jit(_count_le)
+        _valid = jit(_valid)
+        _walk = jit(_walk)
+        _ascending = jit(_ascending)
+        _compiled = True
 
 
 def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
@@ -220,6 +238,8 @@ def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     copied once into the buffer and sorted there in place (no second copy: the memory is the
     raw values once more at most).
     """
+    if not _compiled:
+        _compile()
     sizes = np.array([g.size for g in groups], dtype=np.int64)
     off = np.zeros(len(groups) + 1, dtype=np.int64)
     np.cumsum(sizes, out=off[1:])
@@ -240,18 +260,22 @@ def walk_segments(buf: FloatArray, off: IntArray, lo: IntArray, hi: IntArray, k:
                   ) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
     """Interior bin ends of the greedy walk in each segment (see :func:`_walk`): segment of
     each, records of each group at or below it (G, M), the value below it and the next pooled
-    value above it."""
+    value above it. The last three are views of buffers sized for the most cuts possible
+    (about n / K): no copy is made."""
+    if not _compiled:
+        _compile()
     n_groups, n_segs = lo.shape
     # Every step but a segment's last moves one group on by K records or more.
     cap = int(off[-1]) // k + n_segs + 1
-    out_seg = np.empty(cap, dtype=np.int64)
-    out_have = np.empty((n_groups, cap), dtype=np.int64)
+    per_seg = np.empty(n_segs, dtype=np.int64)
+    out_have = np.empty((n_groups, cap), dtype=np.int32 if off[-1] < 2**31 - 1 else np.int64)
     out_below = np.empty(cap, dtype=np.float64)
     out_above = np.empty(cap, dtype=np.float64)
     m = _walk(buf, off, np.ascontiguousarray(lo, dtype=np.int64),
-              np.ascontiguousarray(hi, dtype=np.int64), k, out_seg, out_have, out_below,
+              np.ascontiguousarray(hi, dtype=np.int64), k, per_seg, out_have, out_below,
               out_above)
-    return out_seg[:m].copy(), out_have[:, :m].copy(), out_below[:m].copy(), out_above[:m].copy()
+    seg = np.repeat(np.arange(n_segs), per_seg)
+    return seg, out_have[:, :m], out_below[:m], out_above[:m]
 
 
 def extremes(buf: FloatArray, off: IntArray, m: int) -> tuple[float, float, float, float]:

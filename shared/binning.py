@@ -327,6 +327,7 @@ def _bin_compiled(arrays: list[FloatArray], k: int, rng: np.random.Generator | N
         have, below, above = have[:, step - 1::step], below[step - 1::step], above[step - 1::step]
     n = int(off[-1])
     lowest, kth_low, kth_high, highest = _walk.extremes(buf, off, min(k, n))
+    del buf  # the sorted copy (when one was made) is not needed for the limits and counts
     if place is None:
         assert rng is not None
         place = random_placement(rng, *buffer_scales(lowest, kth_low, kth_high, highest, n, k))
