@@ -15,6 +15,7 @@ The first call compiles the walk (or loads it from Numba's cache); it is made be
 
     .venv/bin/python benchmarks/bench_core.py            # n = 10^6 and 10^7
     .venv/bin/python benchmarks/bench_core.py --sizes 1e5 --repeat 5 --reference
+    .venv/bin/python benchmarks/bench_core.py --sizes 1e7 --repeat 3 --no-mwu  # binning only
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def fmt(r: list[float]) -> str:
 
 
 def measure(x: np.ndarray, y: np.ndarray, k: int, repeat: int, rng: np.random.Generator,
-            reference: bool) -> str:
+            reference: bool, mwu: bool) -> str:
     """One row: the baselines and the core's ratios on the same two groups."""
     x2, y2 = rng.permutation(x) + 0.05, rng.permutation(y) - 0.05  # a second center
     both = np.concatenate([x, y])
@@ -81,10 +82,12 @@ def measure(x: np.ndarray, y: np.ndarray, k: int, repeat: int, rng: np.random.Ge
     r_add = ratios(
         lambda: apply_refinement(table, refine_table(table.limits, x2, y2, k=k, rng=rng)),
         sort, repeat)
-    r_mwu = ratios(lambda: mann_whitney(x, y), sort, repeat)
-    r_scipy = ratios(
-        lambda: mann_whitney(x, y),
-        lambda: stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False), repeat)
+    r_mwu = r_scipy = [float("nan")]
+    if mwu:
+        r_mwu = ratios(lambda: mann_whitney(x, y), sort, repeat)
+        r_scipy = ratios(
+            lambda: mann_whitney(x, y),
+            lambda: stats.mannwhitneyu(x, y, method="asymptotic", use_continuity=False), repeat)
     peak = peak_ratio(lambda: bin_table(x, y, k=k, rng=rng), both.nbytes)
     row = (f"{x.size:>9.0e} {t_sort[0]:>7.3f} {fmt(r_bin)} {fmt(r_sorted)} {fmt(r_add)} "
            f"{fmt(r_mwu)} {fmt(r_scipy)} {peak:>7.2f}")
@@ -105,6 +108,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--reference", action="store_true",
                         help="also time the numpy reference implementation (slow)")
+    parser.add_argument("--no-mwu", action="store_true", help="skip the Mann-Whitney columns")
     args = parser.parse_args()
     rng = np.random.default_rng(2023)
     warm = rng.normal(size=1000)
@@ -117,10 +121,11 @@ def main() -> None:
     print("{:>9} {:>7} {:>12} {:>12} {:>12} {:>12} {:>12} {:>8}  data".format(*header))
     for n in (int(s) for s in args.sizes):
         x, y = rng.normal(size=n), rng.normal(0.1, size=n)
-        print(measure(x, y, args.k, args.repeat, rng, args.reference), " continuous")
+        print(measure(x, y, args.k, args.repeat, rng, args.reference, not args.no_mwu),
+              " continuous", flush=True)
         # Heavy ties: values on a 0.01 grid (a lab value reported to two decimals).
-        print(measure(np.round(x, 2), np.round(y, 2), args.k, args.repeat, rng, args.reference),
-              " ties")
+        print(measure(np.round(x, 2), np.round(y, 2), args.k, args.repeat, rng, args.reference,
+                      not args.no_mwu), " ties", flush=True)
     print(
         "binning: unsorted input; sorted in: each group already sorted; add ctr: the new "
         "center's refinement (unsorted)\n+ the coordinator's merge; mwu/scipy: to "
