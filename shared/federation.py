@@ -244,7 +244,7 @@ def _split_compiled(lim: FloatArray, groups: list[FloatArray], k: int,
     nonempty = np.flatnonzero((bin_at > bin_from).any(axis=0))
     seg, sub_at, below, above = _walk.walk_segments(
         buf, off, bin_from[:, nonempty] + off[:-1, None], bin_at[:, nonempty] + off[:-1, None], k)
-    lowest = highest = 0.0
+    lowest = kth_low = kth_high = highest = 0.0
     if n:
         lowest, kth_low, kth_high, highest = _walk.extremes(buf, off, min(k, n))
     if place is None:
