@@ -335,8 +335,9 @@ def _bin_compiled(arrays: list[FloatArray], k: int, rng: np.random.Generator | N
     at = np.concatenate([np.zeros((len(arrays), 1), dtype=np.int64), have, sizes[:, None]],
                         axis=1)
     bin_counts = np.diff(at, axis=1).astype(np.float64)
-    limits = np.asarray(place(np.concatenate([[-np.inf], below, [highest]]),
-                              np.concatenate([[lowest], above, [np.inf]])), dtype=np.float64)
+    limits = np.asarray(place(np.concatenate([[-np.inf], below, [highest]]) + 0.0,
+                              np.concatenate([[lowest], above, [np.inf]]) + 0.0),
+                        dtype=np.float64)
     return BinTable(limits=limits, counts=bin_counts, k=k)
 
 
@@ -504,5 +505,7 @@ def _assemble(
     interior = cuts[:-1]
     below = np.concatenate([[-np.inf], u[interior - 1], [u[-1]]])
     above = np.concatenate([[u[0]], u[interior], [np.inf]])
-    limits = np.asarray(place(below, above), dtype=np.float64)
+    # + 0.0: a zero is handed over as +0.0, whichever of the tied records (0.0 or -0.0) the
+    # cut was found at (a keyed placement hashes the gap's ends as exact doubles).
+    limits = np.asarray(place(below + 0.0, above + 0.0), dtype=np.float64)
     return BinTable(limits=limits, counts=bin_counts, k=k)

@@ -174,8 +174,10 @@ def _refine(
     sub_bin, sub_at = cuts.sub_bin, cuts.sub_at
     if not split:
         sub_bin, sub_at = sub_bin[:0], sub_at[:, :0]
-    split_limits = np.asarray(place(cuts.below[:sub_bin.size], cuts.above[:sub_bin.size]),
-                              dtype=np.float64)
+    # + 0.0: a zero is handed over as +0.0, whichever tied record (0.0 or -0.0) the cut was
+    # found at (a keyed placement hashes the gap's ends as exact doubles).
+    split_limits = np.asarray(place(cuts.below[:sub_bin.size] + 0.0,
+                                    cuts.above[:sub_bin.size] + 0.0), dtype=np.float64)
     # Natural limits as a view: only the sub-limits strictly inside them stay (comparisons of
     # the placed numbers with public ones; dropping a sub-limit merges two sub-bins, whose counts
     # add up to 0 or >= K).
@@ -196,9 +198,9 @@ def _refine(
     new_lower = new_upper = None
     if cuts.n_records:
         if lower == "buffer" and np.isfinite(lim[0]) and cuts.lowest < lim[0]:
-            new_lower = float(place(np.array([-np.inf]), np.array([cuts.lowest]))[0])
+            new_lower = float(place(np.array([-np.inf]), np.array([cuts.lowest + 0.0]))[0])
         if upper == "buffer" and np.isfinite(lim[-1]) and cuts.highest > lim[-1]:
-            new_upper = float(place(np.array([cuts.highest]), np.array([np.inf]))[0])
+            new_upper = float(place(np.array([cuts.highest + 0.0]), np.array([np.inf]))[0])
     return Refinement(
         k=k,
         split_bins=sub_bin.tolist(),

@@ -18,6 +18,7 @@ ELEMENTS = [
     st.integers(-3000, 3000).map(lambda i: i / 1000),  # a fine grid: a few ties
     st.integers(-4, 4).map(float),  # a coarse one: ties everywhere
     st.sampled_from([1.0, ONE, 2.0, -0.5]),  # adjacent doubles
+    st.sampled_from([-1.0, -0.0, 0.0, 2.0]),  # both zeros, tied
     st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),  # continuous, any scale
 ]
 
@@ -143,3 +144,17 @@ def test_clustered_groups_match_the_reference():
         x, y = clustered(rng, k, 2)
         assert (federation.refine_table(limits, x, y, k=k, rng=np.random.default_rng(seed))
                 == federation._reference(limits, x, y, k=k, rng=np.random.default_rng(seed)))
+
+
+def test_a_zero_is_handed_to_the_placement_as_plus_zero():
+    """0.0 and -0.0 are tied values; which one a cut is found at depends on the sort's order of
+    equal records, so the placement gets +0.0 either way (a keyed placement hashes the bits)."""
+    x = np.array([-1.0, -1.0, -0.0, -0.0, 0.0, 2.0, 2.0, 3.0, 3.0, 3.0])
+    y = np.array([0.0, 0.0, -0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 4.0])
+    for k in (2, 3):
+        for data in ([x, y], [y, x], [x]):
+            seen: list = []
+            binning.bin_groups(data, k=k, place=recording(seen, 0.5))
+            (below, above), = seen
+            assert not np.signbit(below[below == 0]).any()
+            assert not np.signbit(above[above == 0]).any()
