@@ -23,6 +23,9 @@ COPY fedstats_client/ fedstats_client/
 ARG EXTRAS=""
 RUN python3 -m venv .venv && .venv/bin/pip install -q -e ".${EXTRAS}"
 ENV PATH=/opt/fedstats/.venv/bin:$PATH
+# The binning core's compiled walk (shared/_walk.py, Numba) caches its machine code on disk; the
+# install is read-only to the service user, so the cache lives in /tmp (compiled once per container).
+ENV NUMBA_CACHE_DIR=/tmp/fedstats-numba
 
 # Not root. The volume mount points belong to the service user, so named volumes do too.
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin fedstats \

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from shared import _greedy
+from shared import _greedy, _walk
 from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_int
 from shared.privacy import isolating
@@ -264,7 +264,41 @@ def bin_groups(
 
     With ``max_bins``, runs of adjacent bins are merged as :func:`cap_bins` merges them, before
     any limit is placed (a limit merged away is never drawn).
+
+    The walk is compiled (:mod:`shared._walk`); :func:`_reference` is the numpy implementation
+    it must agree with, cut for cut and number for number.
     """
+    return _bin_groups(groups, k=k, rng=rng, place=place, lower=lower, upper=upper,
+                       max_bins=max_bins, compiled=_walk.AVAILABLE)
+
+
+def _reference(
+    groups: Sequence[ArrayLike],
+    *,
+    k: int = 10,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
+    lower: Extreme = "buffer",
+    upper: Extreme = "buffer",
+    max_bins: int | None = None,
+) -> BinTable:
+    """:func:`bin_groups` by the numpy reference (:mod:`shared._greedy`: the next cut from every
+    cut, vectorized); the compiled walk's tests compare against it."""
+    return _bin_groups(groups, k=k, rng=rng, place=place, lower=lower, upper=upper,
+                       max_bins=max_bins, compiled=False)
+
+
+def _bin_groups(
+    groups: Sequence[ArrayLike],
+    *,
+    k: int,
+    rng: np.random.Generator | None,
+    place: Placement | None,
+    lower: Extreme,
+    upper: Extreme,
+    max_bins: int | None,
+    compiled: bool,
+) -> BinTable:
     k = check_int(k, "k", 2)
     check_placement(rng, place)
     lower = check_extreme(lower, "lower")
@@ -273,7 +307,43 @@ def bin_groups(
     if not arrays:
         raise ValueError("`groups` must hold at least one group")
     check_group_sizes([g.size for g in arrays], k)
+    if max_bins is not None:
+        max_bins = check_int(max_bins, "max_bins", 1)
+    if compiled:
+        table = _bin_compiled(arrays, k, rng, place, max_bins)
+    else:
+        table = _bin_reference(arrays, k, rng, place, max_bins)
+    return close_table(table, lower, upper)
 
+
+def _bin_compiled(arrays: list[FloatArray], k: int, rng: np.random.Generator | None,
+                  place: Placement | None, max_bins: int | None) -> BinTable:
+    """The table's limits and counts by the compiled walk (no pooled cuts are made)."""
+    buf, off = _walk.sorted_buffer(arrays)
+    lo, hi = off[:-1, None], off[1:, None]
+    _, have, below, above = _walk.walk_segments(buf, off, lo, hi, k)
+    if max_bins is not None and have.shape[1] + 1 > max_bins:
+        step = -(-(have.shape[1] + 1) // max_bins)
+        have, below, above = have[:, step - 1::step], below[step - 1::step], above[step - 1::step]
+    n = int(off[-1])
+    lowest, kth_low, kth_high, highest = _walk.extremes(buf, off, min(k, n))
+    del buf  # the sorted copy (when one was made) is not needed for the limits and counts
+    if place is None:
+        assert rng is not None
+        place = random_placement(rng, *buffer_scales(lowest, kth_low, kth_high, highest, n, k))
+    sizes = np.diff(off)
+    at = np.concatenate([np.zeros((len(arrays), 1), dtype=np.int64), have, sizes[:, None]],
+                        axis=1)
+    bin_counts = np.diff(at, axis=1).astype(np.float64)
+    limits = np.asarray(place(np.concatenate([[-np.inf], below, [highest]]) + 0.0,
+                              np.concatenate([[lowest], above, [np.inf]]) + 0.0),
+                        dtype=np.float64)
+    return BinTable(limits=limits, counts=bin_counts, k=k)
+
+
+def _bin_reference(arrays: list[FloatArray], k: int, rng: np.random.Generator | None,
+                   place: Placement | None, max_bins: int | None) -> BinTable:
+    """The table's limits and counts by the numpy reference (pooled cuts, every transition)."""
     sorted_groups = [ascending(g) for g in arrays]
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
@@ -284,7 +354,7 @@ def bin_groups(
     chain, visited, final = _greedy.walk(nxt, start, seg_end)
     _, cuts = _greedy.close_chains(counts, chain, visited, final, start, end, k)
     if max_bins is not None:
-        cuts = _cap_cuts(cuts, check_int(max_bins, "max_bins", 1))
+        cuts = _cap_cuts(cuts, max_bins)
     if place is None:
         assert rng is not None
         pooled = counts.sum(axis=0)
@@ -296,8 +366,7 @@ def bin_groups(
         kth_high = u[np.searchsorted(pooled, n - m + 1, side="left") - 1]
         place = random_placement(rng, *buffer_scales(float(u[0]), float(kth_low),
                                                      float(kth_high), float(u[-1]), n, k))
-    table = _assemble(u, counts, cuts, k, place)
-    return close_table(table, lower, upper)
+    return _assemble(u, counts, cuts, k, place)
 
 
 def check_placement(rng: object, place: object) -> None:
@@ -436,5 +505,7 @@ def _assemble(
     interior = cuts[:-1]
     below = np.concatenate([[-np.inf], u[interior - 1], [u[-1]]])
     above = np.concatenate([[u[0]], u[interior], [np.inf]])
-    limits = np.asarray(place(below, above), dtype=np.float64)
+    # + 0.0: a zero is handed over as +0.0, whichever of the tied records (0.0 or -0.0) the
+    # cut was found at (a keyed placement hashes the gap's ends as exact doubles).
+    limits = np.asarray(place(below + 0.0, above + 0.0), dtype=np.float64)
     return BinTable(limits=limits, counts=bin_counts, k=k)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from shared import _greedy
+from shared import _greedy, _walk
 from shared._sorting import ascending
 from shared._validation import as_finite_1d, check_int
 from shared.binning import (
@@ -41,6 +42,7 @@ from shared.binning import (
     KAnonymityError,
     Placement,
     bin_table,
+    buffer_scales,
     check_group_sizes,
     check_placement,
     random_placement,
@@ -118,7 +120,45 @@ def refine_table(
     instead would let a caller choose where a gap starts, and a chain of natural limits would
     converge on a raw value (docs/privacy.md, "One number per gap"). With ``split=False`` no
     bin is split (a coarser release, for a center whose earlier releases it would conflict with).
+
+    The walk inside each bin is compiled (:mod:`shared._walk`); :func:`_reference` is the numpy
+    implementation it must agree with, split for split and number for number.
     """
+    return _refine(limits, x, y, k=k, rng=rng, place=place, lower=lower, upper=upper,
+                   split=split, compiled=_walk.AVAILABLE)
+
+
+def _reference(
+    limits: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike | None = None,
+    *,
+    k: int,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
+    lower: ExtremeKind = "buffer",
+    upper: ExtremeKind = "buffer",
+    split: bool = True,
+) -> Refinement:
+    """:func:`refine_table` by the numpy reference (:mod:`shared._greedy`: the next cut from every
+    pooled cut, vectorized); the compiled walk's tests compare against it."""
+    return _refine(limits, x, y, k=k, rng=rng, place=place, lower=lower, upper=upper,
+                   split=split, compiled=False)
+
+
+def _refine(
+    limits: ArrayLike,
+    x: ArrayLike,
+    y: ArrayLike | None,
+    *,
+    k: int,
+    rng: np.random.Generator | None,
+    place: Placement | None,
+    lower: ExtremeKind,
+    upper: ExtremeKind,
+    split: bool,
+    compiled: bool,
+) -> Refinement:
     k = check_int(k, "k", 2)
     check_placement(rng, place)
     lim = _check_limits(limits)
@@ -126,8 +166,101 @@ def refine_table(
     if y is not None:
         groups.append(as_finite_1d(y, "y", allow_empty=True))
     check_group_sizes([g.size for g in groups], k)
-    sorted_groups = [ascending(g) for g in groups]
+    if compiled:
+        cuts = _split_compiled(lim, groups, k, rng, place)
+    else:
+        cuts = _split_reference(lim, groups, k, rng, place)
+    place = cuts.place
+    sub_bin, sub_at = cuts.sub_bin, cuts.sub_at
+    if not split:
+        sub_bin, sub_at = sub_bin[:0], sub_at[:, :0]
+    # + 0.0: a zero is handed over as +0.0, whichever tied record (0.0 or -0.0) the cut was
+    # found at (a keyed placement hashes the gap's ends as exact doubles).
+    split_limits = np.asarray(place(cuts.below[:sub_bin.size] + 0.0,
+                                    cuts.above[:sub_bin.size] + 0.0), dtype=np.float64)
+    # Natural limits as a view: only the sub-limits strictly inside them stay (comparisons of
+    # the placed numbers with public ones; dropping a sub-limit merges two sub-bins, whose counts
+    # add up to 0 or >= K).
+    inside = np.ones(split_limits.size, dtype=bool)
+    if lower == "natural":
+        inside &= split_limits > lim[0]
+    if upper == "natural":
+        inside &= split_limits < lim[-1]
+    sub_bin, sub_at, split_limits = sub_bin[inside], sub_at[:, inside], split_limits[inside]
+    cell_counts, fixed = _cells(cuts.bin_at, sub_bin, sub_at)
+    loose = cell_counts[:, ~fixed].sum(axis=1)
+    if isolating(loose, k).any():
+        sub_bin, sub_at, split_limits = sub_bin[:0], sub_at[:, :0], split_limits[:0]
+        cell_counts, fixed = _cells(cuts.bin_at, sub_bin, sub_at)
 
+    runs = [_runs(row, fixed, k) for row in cell_counts]
+
+    new_lower = new_upper = None
+    if cuts.n_records:
+        if lower == "buffer" and np.isfinite(lim[0]) and cuts.lowest < lim[0]:
+            new_lower = float(place(np.array([-np.inf]), np.array([cuts.lowest + 0.0]))[0])
+        if upper == "buffer" and np.isfinite(lim[-1]) and cuts.highest > lim[-1]:
+            new_upper = float(place(np.array([cuts.highest + 0.0]), np.array([np.inf]))[0])
+    return Refinement(
+        k=k,
+        split_bins=sub_bin.tolist(),
+        split_limits=split_limits.tolist(),
+        runs=runs,
+        lower=new_lower,
+        upper=new_upper,
+    )
+
+
+@dataclass(frozen=True)
+class _SplitCuts:
+    """Where a new center can split a table's bins: the split sub-cuts (existing bin of each,
+    records of each group at or below it (G, M), the values on either side of it), the records
+    of each group at or below each bin's end (G, bins), the center's extreme values and the
+    placement to use."""
+
+    sub_bin: IntArray
+    sub_at: IntArray
+    below: FloatArray
+    above: FloatArray
+    bin_at: IntArray
+    n_records: int
+    lowest: float
+    highest: float
+    place: Placement
+
+
+def _split_compiled(lim: FloatArray, groups: list[FloatArray], k: int,
+                    rng: np.random.Generator | None, place: Placement | None) -> _SplitCuts:
+    """:class:`_SplitCuts` by the compiled walk: one segment per non-empty bin, each group's
+    records in a bin found by bisection at the limits (no pooled cuts are made)."""
+    buf, off = _walk.sorted_buffer(groups)
+    n = int(off[-1])
+    n_bins = lim.size - 1
+    bin_at = np.empty((len(groups), n_bins), dtype=np.int64)
+    for g, (a, b) in enumerate(pairwise(off)):
+        # A value v is in bin j when lim[j] < v <= lim[j + 1] (interior limits only).
+        bin_at[g, :-1] = np.searchsorted(buf[a:b], lim[1:-1], side="right")
+        bin_at[g, -1] = b - a
+    bin_from = np.concatenate([np.zeros((len(groups), 1), dtype=np.int64), bin_at[:, :-1]],
+                              axis=1)
+    nonempty = np.flatnonzero((bin_at > bin_from).any(axis=0))
+    seg, sub_at, below, above = _walk.walk_segments(
+        buf, off, bin_from[:, nonempty] + off[:-1, None], bin_at[:, nonempty] + off[:-1, None], k)
+    lowest = kth_low = kth_high = highest = 0.0
+    if n:
+        lowest, kth_low, kth_high, highest = _walk.extremes(buf, off, min(k, n))
+    if place is None:
+        assert rng is not None
+        place = random_placement(rng, *buffer_scales(lowest, kth_low, kth_high, highest, n, k)
+                                 ) if n else random_placement(rng, 0.0, 0.0)
+    return _SplitCuts(sub_bin=nonempty[seg], sub_at=sub_at, below=below, above=above,
+                      bin_at=bin_at, n_records=n, lowest=lowest, highest=highest, place=place)
+
+
+def _split_reference(lim: FloatArray, groups: list[FloatArray], k: int,
+                     rng: np.random.Generator | None, place: Placement | None) -> _SplitCuts:
+    """:class:`_SplitCuts` by the numpy reference (pooled cuts, every transition)."""
+    sorted_groups = [ascending(g) for g in groups]
     u, counts = _greedy.pooled_cuts(sorted_groups)
     n_distinct = u.size
     if place is None:
@@ -143,44 +276,12 @@ def refine_table(
     seg_end = np.empty(n_distinct + 1, dtype=counts.dtype)
     seg_end[:-1] = bin_end[seg]
     seg_end[-1] = n_distinct
-
     sub_bin, sub_cut = _split_cuts(counts, seg_end, bin_start, bin_end, k)
-    if not split:
-        sub_bin, sub_cut = sub_bin[:0], sub_cut[:0]
-    split_limits = np.asarray(place(u[sub_cut - 1], u[sub_cut]), dtype=np.float64)
-    # Natural limits as a view: only the sub-limits strictly inside them stay (comparisons of
-    # the placed numbers with public ones; dropping a sub-limit merges two sub-bins, whose counts
-    # add up to 0 or >= K).
-    inside = np.ones(split_limits.size, dtype=bool)
-    if lower == "natural":
-        inside &= split_limits > lim[0]
-    if upper == "natural":
-        inside &= split_limits < lim[-1]
-    sub_bin, sub_cut, split_limits = sub_bin[inside], sub_cut[inside], split_limits[inside]
-    cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
-    cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
-    loose = cell_counts[:, ~fixed].sum(axis=1)
-    if isolating(loose, k).any():
-        sub_bin, sub_cut, split_limits = sub_bin[:0], sub_cut[:0], split_limits[:0]
-        cell_end, fixed = _cells(bin_end, sub_bin, sub_cut)
-        cell_counts = np.diff(counts[:, np.concatenate([[0], cell_end])], axis=1)
-
-    runs = [_runs(row, fixed, k) for row in cell_counts]
-
-    new_lower = new_upper = None
-    if n_distinct:
-        if lower == "buffer" and np.isfinite(lim[0]) and u[0] < lim[0]:
-            new_lower = float(place(np.array([-np.inf]), u[:1])[0])
-        if upper == "buffer" and np.isfinite(lim[-1]) and u[-1] > lim[-1]:
-            new_upper = float(place(u[-1:], np.array([np.inf]))[0])
-    return Refinement(
-        k=k,
-        split_bins=sub_bin.tolist(),
-        split_limits=split_limits.tolist(),
-        runs=runs,
-        lower=new_lower,
-        upper=new_upper,
-    )
+    return _SplitCuts(
+        sub_bin=sub_bin, sub_at=counts[:, sub_cut], below=u[sub_cut - 1], above=u[sub_cut],
+        bin_at=counts[:, bin_end], n_records=int(counts[:, -1].sum()),
+        lowest=float(u[0]) if n_distinct else 0.0, highest=float(u[-1]) if n_distinct else 0.0,
+        place=place)
 
 
 def _split_cuts(
@@ -201,17 +302,21 @@ def _split_cuts(
 
 
 def _cells(
-    bin_end: IntArray, sub_bin: IntArray, sub_cut: IntArray
+    bin_at: IntArray, sub_bin: IntArray, sub_at: IntArray
 ) -> tuple[IntArray, NDArray[np.bool_]]:
-    """End cut and 'fixed' flag (a sub-cell of a split bin) of each refined cell, in order."""
-    n_bins = bin_end.size
-    ends = np.concatenate([sub_cut, bin_end])
+    """Counts (G, cells) and 'fixed' flag (a sub-cell of a split bin) of each refined cell, in
+    order, from each group's records at or below every bin end (``bin_at``) and sub-cut
+    (``sub_at``)."""
+    n_bins = bin_at.shape[1]
+    at = np.concatenate([sub_at, bin_at], axis=1)
     owner = np.concatenate([sub_bin, np.arange(n_bins)])
-    # Within a bin its sub-cuts come before its end; empty bins share an end cut, so order by
-    # bin first.
-    order = np.lexsort((ends, owner))
+    # Within a bin its sub-cuts (in order) come before its end.
+    rank = np.concatenate([np.arange(sub_bin.size), np.full(n_bins, sub_bin.size)])
+    order = np.lexsort((rank, owner))
     split = np.bincount(sub_bin, minlength=n_bins) > 0
-    return ends[order], split[owner[order]]
+    at = at[:, order]
+    counts = np.diff(at, axis=1, prepend=np.zeros((at.shape[0], 1), dtype=at.dtype))
+    return counts, split[owner[order]]
 
 
 def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> Runs:

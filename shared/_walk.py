@@ -1,0 +1,286 @@
+"""The compiled greedy walk behind binning and refinement (seed 001, Algorithms 1-4;
+docs/methods.md §1.2-§1.4), the fast path of :mod:`shared._greedy`'s numpy reference.
+
+The reference merges the sorted groups into pooled cuts (every distinct value) and computes the
+greedy rule's next cut from *every* cut at once, vectorized; only the walk along the visited
+cuts is sequential. Here the walk is compiled (Numba) and the rule is evaluated only at the cuts
+it visits: about one per K records. No pooled array is made at all. A cut is held as the number
+of records of each group at or below it, which moves forward through each sorted group; the
+count of a group at or below a candidate value is found by a galloping search from the group's
+current position (O(log distance), O(1) when the next value is above it). So the work after the
+sort is O(n / K · G log K) and the memory O(n / K) (the cuts visited), not O(n): the result is
+the same cuts, hence the same placed numbers (tests/shared/test_walk.py checks it against the
+reference on random data, ties, all K and several groups).
+
+Numba is a dependency; where it cannot be imported the numpy reference runs instead
+(:data:`AVAILABLE`). Kernels are compiled on first use and cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+
+AVAILABLE = importlib.util.find_spec("numba") is not None
+"""Whether the compiled walk runs (else the numpy reference of :mod:`shared._greedy`). Numba is
+imported on the first call, not with :mod:`shared`: it costs a process about a second to import,
+and most processes (the coordinator, the client) never bin raw data."""
+
+_compiled = False
+_compiling = threading.Lock()
+
+
+def _count_le(data: Any, start: int, stop: int, v: float) -> int:
+    """The first index in [start, stop) of sorted ``data`` holding a value above ``v`` (``stop``
+    when none): galloping from ``start``, so a count that moves little costs little."""
+    if start >= stop or data[start] > v:
+        return start
+    lo = start  # data[lo] <= v
+    step = 1
+    while lo + step < stop and data[lo + step] <= v:
+        lo += step
+        step *= 2
+    hi = min(lo + step, stop)
+    lo += 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if data[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _valid(buf: Any, have: Any, total: Any, v: float, k: int, cnt: Any) -> bool:
+    """Whether the cut at value ``v`` leaves every group's new bin and remainder 0 or >= k;
+    the counts at or below it go to ``cnt``."""
+    ok = True
+    for h in range(have.size):
+        c = _count_le(buf, have[h], total[h], v)
+        cnt[h] = c
+        inside = c - have[h]
+        above = total[h] - c
+        if (0 < inside < k) or (0 < above < k):
+            ok = False
+    return ok
+
+
+def _walk(buf: Any, off: Any, lo: Any, hi: Any, k: int, per_seg: Any, out_have: Any,
+          out_below: Any, out_above: Any) -> int:
+    """The greedy walk and the end-of-data rule in every segment; returns how many interior bin
+    ends it wrote.
+
+    ``buf`` holds the sorted groups one after the other (group g at ``off[g]:off[g + 1]``);
+    segment s holds records ``lo[g, s]:hi[g, s]`` of each group (absolute indices in ``buf``).
+    Interior bin ends go to ``out_*`` in order (``per_seg[s]`` of them in segment s): each
+    group's records at or below the cut (relative to the group), the value below the cut and the
+    next pooled value above.
+    The rule is :func:`shared._greedy.transitions`' and the closing :func:`close_chains`'.
+    """
+    n_groups, n_segs = lo.shape
+    have = np.empty(n_groups, dtype=np.int64)
+    total = np.empty(n_groups, dtype=np.int64)
+    cand = np.empty(n_groups, dtype=np.float64)
+    cand_cnt = np.empty(n_groups, dtype=np.int64)
+    active = np.zeros(n_groups, dtype=np.bool_)
+    cnt = np.empty(n_groups, dtype=np.int64)
+    cnt_hi = np.empty(n_groups, dtype=np.int64)
+    m = 0
+    for s in range(n_segs):
+        for g in range(n_groups):
+            have[g] = lo[g, s]
+            total[g] = hi[g, s]
+        first = m
+        finished = False
+        while True:
+            done = True
+            stop = False
+            for g in range(n_groups):
+                r = total[g] - have[g]
+                if r > 0:
+                    done = False
+                    if r < k:
+                        stop = True
+            if done:
+                finished = True
+                break
+            if stop:
+                break
+            # Each group's candidate: its K-th remaining value (ties included), or its largest
+            # remaining value when the K-th would leave 1..K-1 records above it.
+            top = -np.inf
+            for g in range(n_groups):
+                if total[g] - have[g] >= k:
+                    v = buf[have[g] + k - 1]
+                    c = _count_le(buf, have[g] + k, total[g], v)
+                    above = total[g] - c
+                    if 0 < above < k:
+                        v = buf[total[g] - 1]
+                        c = total[g]
+                    cand[g] = v
+                    cand_cnt[g] = c
+                    active[g] = True
+                    if v > top:
+                        top = v
+                else:
+                    active[g] = False
+            if n_groups == 1:
+                have[0] = cand_cnt[0]
+                t = cand[0]
+            else:
+                # A group with nothing left takes the others' largest candidate. Smallest
+                # candidate when every candidate is valid for every group, else the largest if
+                # it is valid for all, else the segment closes in one bin.
+                low = top
+                for g in range(n_groups):
+                    if active[g] and cand[g] < low:
+                        low = cand[g]
+                hi_ok = _valid(buf, have, total, top, k, cnt_hi)
+                all_ok = hi_ok
+                if all_ok and low < top:
+                    for g in range(n_groups):
+                        if active[g] and cand[g] < top:
+                            if not _valid(buf, have, total, cand[g], k, cnt):
+                                all_ok = False
+                                break
+                if all_ok:
+                    t = low
+                    if low < top:
+                        _valid(buf, have, total, low, k, cnt)
+                        for g in range(n_groups):
+                            have[g] = cnt[g]
+                    else:
+                        for g in range(n_groups):
+                            have[g] = cnt_hi[g]
+                elif hi_ok:
+                    t = top
+                    for g in range(n_groups):
+                        have[g] = cnt_hi[g]
+                else:
+                    t = top
+                    for g in range(n_groups):
+                        have[g] = total[g]
+            for g in range(n_groups):
+                out_have[g, m] = have[g]
+            out_below[m] = t
+            m += 1
+        # End of data: the last visited cut is the segment end (finished) or is replaced by it
+        # (stopped); a stopped chain's last bin then merges back while it holds 1..K-1 records
+        # of a group.
+        keep = max(m - first - 1, 0)
+        if not finished:
+            while keep > 0:
+                prev = first + keep - 1
+                bad = False
+                for g in range(n_groups):
+                    inside = total[g] - out_have[g, prev]
+                    if 0 < inside < k:
+                        bad = True
+                if not bad:
+                    break
+                keep -= 1
+        m = first + keep
+        per_seg[s] = keep
+    for i in range(m):
+        nxt = np.inf
+        for g in range(n_groups):
+            j = out_have[g, i]
+            if j < off[g + 1] and buf[j] < nxt:
+                nxt = buf[j]
+            out_have[g, i] = j - off[g]
+        out_above[i] = nxt
+    return m
+
+
+def _ascending(x: Any) -> bool:
+    """Whether ``x`` is in ascending order (stops at the first descent)."""
+    for i in range(x.size - 1):
+        if x[i + 1] < x[i]:
+            return False
+    return True
+
+
+def _compile() -> None:
+    """Replace the kernels above by their compiled versions, once per process: compiled on
+    first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
+    load them (about a second, most of it Numba's own start)."""
+    global _count_le, _valid, _walk, _ascending, _compiled
+    with _compiling:
+        if _compiled:
+            return
+        import numba
+
+        try:
+            jit = numba.njit(cache=True, nogil=True)
+            jit(_ascending)  # raises when no cache directory is writable (a read-only install)
+        except RuntimeError:
+            jit = numba.njit(cache=False, nogil=True)  # compiled in every process instead
+        # The callees first: _walk resolves them as compiled functions when it is compiled.
+        _count_le = jit(_count_le)
+        _valid = jit(_valid)
+        _walk = jit(_walk)
+        _ascending = jit(_ascending)
+        _compiled = True
+
+
+def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
+    """The groups sorted, one after the other in one array, and their offsets.
+
+    One group already sorted is used as it is (read-only, no copy); otherwise each group is
+    copied once into the buffer and sorted there in place (no second copy: the memory is the
+    raw values once more at most).
+    """
+    if not _compiled:
+        _compile()
+    sizes = np.array([g.size for g in groups], dtype=np.int64)
+    off = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=off[1:])
+    if len(groups) == 1 and _ascending(groups[0]):
+        buf = groups[0].view()
+    else:
+        buf = np.empty(int(off[-1]), dtype=np.float64)
+        for g, a, b in zip(groups, off[:-1], off[1:], strict=True):
+            part = buf[a:b]
+            part[...] = g
+            if not _ascending(g):
+                part.sort()
+    buf.flags.writeable = False
+    return buf, off
+
+
+def walk_segments(buf: FloatArray, off: IntArray, lo: IntArray, hi: IntArray, k: int
+                  ) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
+    """Interior bin ends of the greedy walk in each segment (see :func:`_walk`): segment of
+    each, records of each group at or below it (G, M), the value below it and the next pooled
+    value above it. The last three are views of buffers sized for the most cuts possible
+    (about n / K): no copy is made."""
+    if not _compiled:
+        _compile()
+    n_groups, n_segs = lo.shape
+    # Every step but a segment's last moves one group on by K records or more.
+    cap = int(off[-1]) // k + n_segs + 1
+    per_seg = np.empty(n_segs, dtype=np.int64)
+    out_have = np.empty((n_groups, cap), dtype=np.int32 if off[-1] < 2**31 - 1 else np.int64)
+    out_below = np.empty(cap, dtype=np.float64)
+    out_above = np.empty(cap, dtype=np.float64)
+    m = _walk(buf, off, np.ascontiguousarray(lo, dtype=np.int64),
+              np.ascontiguousarray(hi, dtype=np.int64), k, per_seg, out_have, out_below,
+              out_above)
+    seg = np.repeat(np.arange(n_segs), per_seg)
+    return seg, out_have[:, :m], out_below[:m], out_above[:m]
+
+
+def extremes(buf: FloatArray, off: IntArray, m: int) -> tuple[float, float, float, float]:
+    """The pooled smallest, ``m``-th smallest, ``m``-th largest and largest values of the sorted
+    groups in ``buf`` (at least ``m`` records in all), from each group's ``m`` extreme ones."""
+    heads = np.sort(np.concatenate([buf[a:min(a + m, b)] for a, b in pairwise(off)]))
+    tails = np.sort(np.concatenate([buf[max(a, b - m):b] for a, b in pairwise(off)]))
+    return float(heads[0]), float(heads[m - 1]), float(tails[-m]), float(tails[-1])

@@ -1,0 +1,160 @@
+"""The compiled walk (shared/_walk.py) gives the numpy reference's tables and refinements: the
+same cuts, the same values handed to the placement, the same placed numbers and counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared import _walk, binning, federation
+from shared.binning import KAnonymityError
+
+pytestmark = pytest.mark.skipif(not _walk.AVAILABLE, reason="numba is not installed")
+
+ONE = np.nextafter(1.0, 2.0)  # 1.0 and ONE are adjacent doubles: nothing lies between them
+ELEMENTS = [
+    st.integers(-3000, 3000).map(lambda i: i / 1000),  # a fine grid: a few ties
+    st.integers(-4, 4).map(float),  # a coarse one: ties everywhere
+    st.sampled_from([1.0, ONE, 2.0, -0.5]),  # adjacent doubles
+    st.sampled_from([-1.0, -0.0, 0.0, 2.0]),  # both zeros, tied
+    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),  # continuous, any scale
+]
+
+
+@st.composite
+def groups(draw: st.DrawFn, max_groups: int = 4) -> tuple[int, list[np.ndarray]]:
+    """K and 1..max_groups groups of 0 or K..8K values (not all empty)."""
+    k = draw(st.integers(2, 25))
+    elements = draw(st.sampled_from(ELEMENTS))
+    out = []
+    for _ in range(draw(st.integers(1, max_groups))):
+        n = draw(st.one_of(st.just(0), st.integers(k, 8 * k)))
+        out.append(np.array(draw(st.lists(elements, min_size=n, max_size=n)), dtype=float))
+    if sum(g.size for g in out) == 0:
+        out[0] = np.arange(float(k))
+    if draw(st.booleans()):
+        out = [np.sort(g) for g in out]  # sorted input (a center's kept data) takes no copy
+    return k, out
+
+
+def recording(seen: list[tuple[np.ndarray, np.ndarray]], w: float) -> binning.Placement:
+    """A deterministic placement that remembers the gaps it was asked for."""
+    def place(below: np.ndarray, above: np.ndarray) -> np.ndarray:
+        seen.append((np.array(below), np.array(above)))
+        return binning.place_points(below, above, np.full(np.asarray(below).size, w), 1.5, 0.5)
+    return place
+
+
+def same_gaps(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndarray, np.ndarray]]
+              ) -> None:
+    assert len(a) == len(b)
+    for (below_a, above_a), (below_b, above_b) in zip(a, b, strict=True):
+        np.testing.assert_array_equal(below_a, below_b)
+        np.testing.assert_array_equal(above_a, above_b)
+
+
+def same_table(a: binning.BinTable, b: binning.BinTable) -> None:
+    assert a.limits.tobytes() == b.limits.tobytes()  # bit for bit
+    assert a.counts.tobytes() == b.counts.tobytes()
+
+
+@settings(max_examples=150, deadline=None)
+@given(groups(), st.integers(0, 2**32 - 1), st.floats(0.0, 0.999),
+       st.sampled_from([None, 1, 2, 5]),
+       st.sampled_from(["buffer", "infinite", -0.25]), st.sampled_from(["buffer", 1.5]))
+def test_binning_matches_the_reference(case, seed, w, max_bins, lower, upper):
+    k, data = case
+    seen_c: list = []
+    seen_r: list = []
+    compiled = binning.bin_groups(data, k=k, place=recording(seen_c, w), max_bins=max_bins,
+                                  lower=lower, upper=upper)
+    reference = binning._reference(data, k=k, place=recording(seen_r, w), max_bins=max_bins,
+                                   lower=lower, upper=upper)
+    same_gaps(seen_c, seen_r)
+    same_table(compiled, reference)
+    # The seed's placement (fresh draws, scales from the extreme records) as well.
+    same_table(binning.bin_groups(data, k=k, rng=np.random.default_rng(seed)),
+               binning._reference(data, k=k, rng=np.random.default_rng(seed)))
+
+
+@st.composite
+def refinements(draw: st.DrawFn) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
+    """A table's limits (from a first center) and a second center's one or two groups."""
+    k, first = draw(groups(max_groups=2))
+    table = binning.bin_groups(first, k=k, rng=np.random.default_rng(draw(st.integers(0, 99))),
+                               lower=draw(st.sampled_from(["buffer", "infinite"])))
+    second = draw(st.lists(st.integers(0, 8 * k).filter(lambda n: n == 0 or n >= k),
+                           min_size=1, max_size=2).filter(any))
+    elements = draw(st.sampled_from(ELEMENTS))
+    shift = draw(st.sampled_from([0.0, 0.5, -3.0, 1e3]))
+    x, *rest = (np.array(draw(st.lists(elements, min_size=n, max_size=n)), dtype=float) + shift
+                for n in second)
+    return k, table.limits, x, (rest[0] if rest else None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(refinements(), st.integers(0, 2**32 - 1), st.floats(0.0, 0.999),
+       st.sampled_from(["buffer", "natural", "infinite"]),
+       st.sampled_from(["buffer", "natural", "infinite"]), st.booleans())
+def test_refinement_matches_the_reference(case, seed, w, lower, upper, split):
+    k, limits, x, y = case
+    out = []
+    for refine in (federation.refine_table, federation._reference):
+        seen: list = []
+        try:
+            placed = refine(limits, x, y, k=k, place=recording(seen, w), lower=lower,
+                            upper=upper, split=split)
+        except KAnonymityError as error:
+            placed = str(error)
+        drawn = refine(limits, x, y, k=k, rng=np.random.default_rng(seed), split=split) if (
+            not isinstance(placed, str)) else None
+        out.append((placed, drawn, seen))
+    (placed_c, drawn_c, seen_c), (placed_r, drawn_r, seen_r) = out
+    assert placed_c == placed_r
+    assert drawn_c == drawn_r
+    same_gaps(seen_c, seen_r)
+
+
+def test_many_small_steps_fit_the_walks_buffers():
+    """K = 2 with every value tied to its neighbour: the most bins the walk can write."""
+    rng = np.random.default_rng(5)
+    x = np.repeat(rng.normal(size=500), 2)
+    y = np.repeat(rng.normal(size=400), 2)
+    same_table(binning.bin_groups([x, y, x + 1e-3], k=2, rng=np.random.default_rng(1)),
+               binning._reference([x, y, x + 1e-3], k=2, rng=np.random.default_rng(1)))
+
+
+def clustered(rng: np.random.Generator, k: int, n_groups: int) -> list[np.ndarray]:
+    """Groups in clusters of tied values at different places: where every group's candidate
+    can be valid for every other group, so the smallest one is taken (rare in random data)."""
+    return [np.round(rng.normal(2 * rng.normal(), 1, size=int(rng.integers(k, 12 * k)))
+                     * rng.choice([1, 3])) for _ in range(n_groups)]
+
+
+def test_clustered_groups_match_the_reference():
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        k = int(rng.integers(2, 6))
+        data = clustered(rng, k, int(rng.integers(2, 5)))
+        same_table(binning.bin_groups(data, k=k, rng=np.random.default_rng(seed)),
+                   binning._reference(data, k=k, rng=np.random.default_rng(seed)))
+        limits = binning.bin_groups(clustered(rng, k, 2), k=k, rng=rng).limits
+        x, y = clustered(rng, k, 2)
+        assert (federation.refine_table(limits, x, y, k=k, rng=np.random.default_rng(seed))
+                == federation._reference(limits, x, y, k=k, rng=np.random.default_rng(seed)))
+
+
+def test_a_zero_is_handed_to_the_placement_as_plus_zero():
+    """0.0 and -0.0 are tied values; which one a cut is found at depends on the sort's order of
+    equal records, so the placement gets +0.0 either way (a keyed placement hashes the bits)."""
+    x = np.array([-1.0, -1.0, -0.0, -0.0, 0.0, 2.0, 2.0, 3.0, 3.0, 3.0])
+    y = np.array([0.0, 0.0, -0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 4.0])
+    for k in (2, 3):
+        for data in ([x, y], [y, x], [x]):
+            seen: list = []
+            binning.bin_groups(data, k=k, place=recording(seen, 0.5))
+            (below, above), = seen
+            assert not np.signbit(below[below == 0]).any()
+            assert not np.signbit(above[above == 0]).any()
