@@ -22,7 +22,7 @@ from typing import NoReturn, TypeVar
 
 from pydantic import BaseModel
 
-from coordinator import audit, commits, quotas
+from coordinator import audit, commits, feed, quotas
 from coordinator.db import QuotaRecord, Store
 from coordinator.ports import CenterPort
 from shared.kinds import Kind, Rel, Req
@@ -117,6 +117,7 @@ class RecordedCenter:
             raise
         await writes.record_release(self.study_id, self.center_id, call, key, described,
                                     answer.model_dump_json())
+        feed.for_store(self.store).changed(self.study_id)  # its event streams send progress
         return answer
 
     async def _refused(self, refused: QuotaRecord, epsilon: float) -> NoReturn:
