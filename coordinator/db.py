@@ -36,6 +36,10 @@ studies of before are given to the analyst of the configured token that made the
 ``config-<fingerprint>``, ``coordinator.accounts``).
 
 The store is synchronous (short transactions); async code calls it through ``asyncio.to_thread``.
+The writes a study makes per release (the look-up and reservation, the record, a refund) have a
+``*_in(conn, ...)`` form that runs within a given transaction: ``coordinator.commits`` commits a
+protocol round's writes together (:meth:`Store.write_many`, one fsync), each durably before its
+caller goes on. :attr:`Store.commits` counts the transactions committed.
 """
 
 from __future__ import annotations
