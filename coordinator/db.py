@@ -36,13 +36,18 @@ studies of before are given to the analyst of the configured token that made the
 ``config-<fingerprint>``, ``coordinator.accounts``).
 
 The store is synchronous (short transactions); async code calls it through ``asyncio.to_thread``.
+The writes a study makes per release (the look-up and reservation, the record, a refund) have a
+``*_in(conn, ...)`` form that runs within a given transaction: ``coordinator.commits`` commits a
+protocol round's writes together (:meth:`Store.write_many`, one fsync), each durably before its
+caller goes on. :attr:`Store.commits` counts the transactions committed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -60,6 +65,7 @@ from sqlalchemy import (
     and_,
     case,
     delete,
+    event,
     func,
     insert,
     inspect,
@@ -77,6 +83,8 @@ from fedstats_service.errors import error_body
 
 if TYPE_CHECKING:  # annotations only: the store (and the operator's commands) need no models
     from coordinator.models import StudyStatus
+
+T = TypeVar("T")
 
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
 INTERRUPTED_ERROR = json.dumps(error_body(
@@ -370,6 +378,12 @@ class Store(Database):
     def __init__(self, url: str) -> None:
         super().__init__(url, metadata, what="store", busy_timeout_s=30.0)
         _upgrade(self.engine)
+        self._dialect = sqlite if self.is_sqlite else postgresql
+        #: Transactions committed through this store's engine (each one fsync of SQLite's log
+        #: with ``synchronous=FULL``; one WAL flush on PostgreSQL): the benchmarks and the
+        #: group-commit tests read it.
+        self.commits = 0
+        event.listen(self.engine, "commit", self._count_commit)
 
     # -- studies ------------------------------------------------------------------------------
 
@@ -473,29 +487,42 @@ class Store(Database):
     def find_release(self, study_id: str, center: str, request_key: str) -> str | None:
         """The recorded response (JSON text) to this request, if the study received one."""
         with self.engine.connect() as conn:
-            return conn.execute(
-                select(releases.c.response).where(
-                    releases.c.study_id == study_id,
-                    releases.c.center == center,
-                    releases.c.request_key == request_key,
-                )
-            ).scalar_one_or_none()
+            return self.find_release_in(conn, study_id, center, request_key)
+
+    @staticmethod
+    def find_release_in(conn: Connection, study_id: str, center: str,
+                        request_key: str) -> str | None:
+        """:meth:`find_release` on ``conn`` (within a group commit's transaction)."""
+        found: str | None = conn.execute(
+            select(releases.c.response).where(
+                releases.c.study_id == study_id,
+                releases.c.center == center,
+                releases.c.request_key == request_key,
+            )
+        ).scalar_one_or_none()
+        return found
 
     def record_release(
         self, study_id: str, center: str, kind: str, request_key: str, request: str,
         response: str,
     ) -> None:
         """Record one answer; a second record of the same request keeps the first."""
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(insert(releases).values(
-                    study_id=study_id, center=center, kind=kind, request_key=request_key,
-                    request=request, response=response, received_at=now(),
-                ))
-        except IntegrityError:
-            # The unique key (study, center, request) already holds this answer: a resumed
-            # study was answered from it, and the first record is the one to keep.
-            return
+        self.write(self.record_release_in, study_id, center, kind, request_key, request,
+                   response)
+
+    def record_release_in(
+        self, conn: Connection, study_id: str, center: str, kind: str, request_key: str,
+        request: str, response: str,
+    ) -> None:
+        """:meth:`record_release` within ``conn``'s transaction (a group commit,
+        ``coordinator.commits``)."""
+        # The unique key (study, center, request) may already hold this answer: a resumed study
+        # was answered from it, and the first record is the one to keep. ON CONFLICT rather
+        # than catching the IntegrityError: the other writes of the transaction stay valid.
+        conn.execute(self._dialect.insert(releases).values(
+            study_id=study_id, center=center, kind=kind, request_key=request_key,
+            request=request, response=response, received_at=now(),
+        ).on_conflict_do_nothing())
 
     def count_releases(self, study_id: str) -> int:
         """How many answers the study received."""
@@ -658,12 +685,16 @@ class Store(Database):
     def quota(self, analyst_id: str, center: str, dataset: str) -> QuotaRecord:
         """The quota (None: unlimited) and what the analyst spent at (center, dataset)."""
         with self.engine.connect() as conn:
-            limit = conn.execute(select(quotas.c.epsilon).where(
-                quotas.c.analyst_id == analyst_id, quotas.c.center == center,
-                quotas.c.dataset == dataset)).scalar_one_or_none()
-            used = conn.execute(select(spent.c.epsilon).where(
-                spent.c.analyst_id == analyst_id, spent.c.center == center,
-                spent.c.dataset == dataset)).scalar_one_or_none()
+            return self._quota(conn, analyst_id, center, dataset)
+
+    @staticmethod
+    def _quota(conn: Connection, analyst_id: str, center: str, dataset: str) -> QuotaRecord:
+        limit = conn.execute(select(quotas.c.epsilon).where(
+            quotas.c.analyst_id == analyst_id, quotas.c.center == center,
+            quotas.c.dataset == dataset)).scalar_one_or_none()
+        used = conn.execute(select(spent.c.epsilon).where(
+            spent.c.analyst_id == analyst_id, spent.c.center == center,
+            spent.c.dataset == dataset)).scalar_one_or_none()
         return QuotaRecord(analyst_id, center, dataset, limit, float(used or 0.0))
 
     def quotas_of(self, analyst_id: str | None = None) -> list[QuotaRecord]:
@@ -686,34 +717,75 @@ class Store(Database):
 
         One conditional UPDATE, so two studies (or two coordinator processes) cannot both take
         the last of a quota."""
+        return self.write(self.reserve_in, analyst_id, center, dataset, epsilon)
+
+    def reserve_in(self, conn: Connection, analyst_id: str, center: str, dataset: str,
+                   epsilon: float) -> QuotaRecord | None:
+        """:meth:`reserve` within ``conn``'s transaction (a group commit,
+        ``coordinator.commits``): the refusing quota is read in the same transaction."""
         key = and_(spent.c.analyst_id == analyst_id, spent.c.center == center,
                    spent.c.dataset == dataset)
         limit = select(quotas.c.epsilon).where(
             quotas.c.analyst_id == analyst_id, quotas.c.center == center,
             quotas.c.dataset == dataset).scalar_subquery()
-        dialect = sqlite if self.is_sqlite else postgresql
-        with self.engine.begin() as conn:
-            conn.execute(dialect.insert(spent).values(
-                analyst_id=analyst_id, center=center, dataset=dataset, epsilon=0.0,
-            ).on_conflict_do_nothing())
-            done = conn.execute(
-                update(spent)
-                .where(key, or_(limit.is_(None),
-                                spent.c.epsilon + epsilon <= limit + EPSILON_TOLERANCE))
-                .values(epsilon=spent.c.epsilon + epsilon)
-            )
+        conn.execute(self._dialect.insert(spent).values(
+            analyst_id=analyst_id, center=center, dataset=dataset, epsilon=0.0,
+        ).on_conflict_do_nothing())
+        done = conn.execute(
+            update(spent)
+            .where(key, or_(limit.is_(None),
+                            spent.c.epsilon + epsilon <= limit + EPSILON_TOLERANCE))
+            .values(epsilon=spent.c.epsilon + epsilon)
+        )
         if done.rowcount == 1:
             return None
-        return self.quota(analyst_id, center, dataset)
+        return self._quota(conn, analyst_id, center, dataset)
 
     def refund(self, analyst_id: str, center: str, dataset: str, epsilon: float) -> None:
         """Give back a reservation the center did not spend (never below zero)."""
+        self.write(self.refund_in, analyst_id, center, dataset, epsilon)
+
+    def refund_in(self, conn: Connection, analyst_id: str, center: str, dataset: str,
+                  epsilon: float) -> None:
+        """:meth:`refund` within ``conn``'s transaction."""
         left = spent.c.epsilon - epsilon
+        conn.execute(update(spent).where(
+            spent.c.analyst_id == analyst_id, spent.c.center == center,
+            spent.c.dataset == dataset,
+        ).values(epsilon=case((left < 0, 0.0), else_=left)))
+
+    # -- writes, alone or grouped -------------------------------------------------------------
+
+    def write(self, write: Callable[..., T], *args: Any) -> T:
+        """``write(conn, *args)`` in a transaction of its own (one commit)."""
         with self.engine.begin() as conn:
-            conn.execute(update(spent).where(
-                spent.c.analyst_id == analyst_id, spent.c.center == center,
-                spent.c.dataset == dataset,
-            ).values(epsilon=case((left < 0, 0.0), else_=left)))
+            return write(conn, *args)
+
+    def write_many(self, writes: Sequence[Callable[[Connection], Any]]) -> list[Any]:
+        """Each of ``writes`` in order, in **one** transaction: one commit, so one fsync of the
+        log for all of them (a group commit; ``coordinator.commits`` gathers them). Returns
+        each write's result, or the exception it raised.
+
+        When the group fails (a write raised: the transaction is rolled back, on PostgreSQL it
+        is unusable anyway), each write runs again in a transaction of its own, so a write
+        fails only for its own reason and none is half done."""
+        try:
+            with self.engine.begin() as conn:
+                return [write(conn) for write in writes]
+        except Exception:
+            if len(writes) == 1:
+                raise
+        out: list[Any] = []
+        for write in writes:
+            try:
+                with self.engine.begin() as conn:
+                    out.append(write(conn))
+            except Exception as failure:  # the caller of this write gets it
+                out.append(failure)
+        return out
+
+    def _count_commit(self, _conn: Connection) -> None:
+        self.commits += 1
 
     # -- audit --------------------------------------------------------------------------------
 

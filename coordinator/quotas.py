@@ -170,9 +170,15 @@ def reserve(store: Store, analyst_id: str, center: str, dataset: str, epsilon: f
     ``quota_exceeded``) without counting anything."""
     refused = store.reserve(analyst_id, center, dataset, epsilon)
     if refused is not None:
-        assert refused.epsilon is not None
-        raise QuotaExceeded(center, dataset, quota=refused.epsilon, spent=refused.spent,
-                            asked=epsilon)
+        raise exceeded(refused, epsilon)
+
+
+def exceeded(refused: QuotaRecord, asked: float) -> QuotaExceeded:
+    """The 403 ``quota_exceeded`` of a reservation of ``asked`` that ``refused`` (the quota
+    ``Store.reserve`` returned) did not let through."""
+    assert refused.epsilon is not None
+    return QuotaExceeded(refused.center, refused.dataset, quota=refused.epsilon,
+                         spent=refused.spent, asked=asked)
 
 
 def refund_after(failure: BaseException) -> bool:

@@ -9,6 +9,7 @@ kind's name (``shared.kinds``). Health and budget are not part of a study and pa
 With the study owner's ``analyst_id``, a release that spends ε is first counted against the
 analyst's quota at that center and dataset (``coordinator.quotas``): over the quota, the study
 fails with ``quota_exceeded`` and the center is not asked. A recorded answer costs nothing again.
+Both writes are group-committed with the round's other writes (``coordinator.commits``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from pydantic import BaseModel
 
-from coordinator import audit, quotas
-from coordinator.core.errors import QuotaExceeded
-from coordinator.db import Store
+from coordinator import audit, commits, feed, quotas
+from coordinator.db import QuotaRecord, Store
 from coordinator.ports import CenterPort
 from shared.kinds import Kind, Rel, Req
 from shared.protocol import Budget, CenterInfo, Health
@@ -95,31 +95,36 @@ class RecordedCenter:
         ask: Callable[[], Awaitable[M]],
     ) -> M:
         key, described = release_key(call, dataset, request)
-        found = await asyncio.to_thread(self.store.find_release, self.study_id,
-                                        self.center_id, key)
-        if found is not None:
-            return model.model_validate_json(found)
         epsilon = quotas.request_epsilon(request)
         charged = self.analyst_id is not None and epsilon > 0
-        if charged:
-            await asyncio.to_thread(self._reserve, dataset, epsilon)
+        # The look-up, the reservation and the record go through the store's group commit: a
+        # round's writes, every center's, commit together, each durably before its caller goes
+        # on (coordinator.commits); the reservation is on disk before the center is asked.
+        writes = commits.for_store(self.store)
+        found, refused = await writes.find_or_reserve(
+            self.study_id, self.center_id, key,
+            (self.analyst_id, dataset, epsilon) if charged and self.analyst_id else None)
+        if found is not None:
+            return model.model_validate_json(found)
+        if refused is not None:
+            await self._refused(refused, epsilon)
         try:
             answer = await ask()
         except Exception as failure:
             if charged and quotas.refund_after(failure):
                 assert self.analyst_id is not None
-                await asyncio.to_thread(self.store.refund, self.analyst_id, self.center_id,
-                                        dataset, epsilon)
+                await writes.refund(self.analyst_id, self.center_id, dataset, epsilon)
             raise
-        await asyncio.to_thread(self.store.record_release, self.study_id, self.center_id, call,
-                                key, described, answer.model_dump_json())
+        await writes.record_release(self.study_id, self.center_id, call, key, described,
+                                    answer.model_dump_json())
+        feed.for_store(self.store).changed(self.study_id)  # its event streams send progress
         return answer
 
-    def _reserve(self, dataset: str, epsilon: float) -> None:
-        assert self.analyst_id is not None
-        try:
-            quotas.reserve(self.store, self.analyst_id, self.center_id, dataset, epsilon)
-        except QuotaExceeded as refused:
-            audit.record(self.store, "quota.refused", analyst_id=self.analyst_id,
-                         target=self.study_id, detail=refused.detail)
-            raise
+    async def _refused(self, refused: QuotaRecord, epsilon: float) -> NoReturn:
+        """Refuse (403 ``quota_exceeded``, audited) a reservation that did not fit: nothing was
+        counted and the center is not asked."""
+        failure = quotas.exceeded(refused, epsilon)
+        await asyncio.to_thread(audit.record, self.store, "quota.refused",
+                                analyst_id=self.analyst_id, target=self.study_id,
+                                detail=failure.detail)
+        raise failure

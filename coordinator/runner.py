@@ -42,6 +42,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
+from coordinator import feed
 from coordinator.catalog import check_names
 from coordinator.core.errors import (
     Busy,
@@ -252,6 +253,7 @@ class StudyRunner:
                            "partially_failed study, or one that failed because a center was "
                            "unreachable or timed out, can be resumed")
         log.info("study %s pending: resumed (was %s)", study_id, record.status)
+        feed.for_store(self.store).changed(study_id)
         previous = StudyResult.model_validate_json(record.result) if record.result else None
         self._start(study_id, StudySpec.model_validate_json(record.spec), previous)
         updated = await asyncio.to_thread(self.store.get_study, study_id)
@@ -280,6 +282,7 @@ class StudyRunner:
             raise Conflict(f"study {study_id!r} is {record.status}; only a pending or running "
                            "study can be cancelled")
         log.info("study %s cancelled", study_id)
+        feed.for_store(self.store).changed(study_id)
         self.notifier.notify(study_id, "cancelled",
                              StudySpec.model_validate_json(record.spec).webhook_url)
         updated = await asyncio.to_thread(self.store.get_study, study_id)
@@ -321,6 +324,7 @@ class StudyRunner:
                                        only_from=("pending",)):
             return
         log.info("study %s running", study_id)
+        feed.for_store(store).changed(study_id)
         selected = spec.centers or list(self.centers)
         declared = declared or {}
         ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner,
@@ -349,6 +353,7 @@ class StudyRunner:
         # Only from running: a study cancelled meanwhile (by another process) stays cancelled.
         if await asyncio.to_thread(store.set_status, study_id, status, result=stored,
                                    error=error, only_from=("running",)):
+            feed.for_store(store).changed(study_id)  # its event streams send the end
             self.notifier.notify(study_id, status, spec.webhook_url)
 
     async def wait(self, study_id: str) -> None:

@@ -159,23 +159,56 @@ def wait_study(
     timeout_s: float = 600.0,
     progress: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Poll the study at ``url`` until it ends (:data:`FINAL`) and return its full view."""
+    """Follow the study at ``url`` until it ends (:data:`FINAL`) and return its full view: its
+    progress pushed by the coordinator (``GET <url>/events``, server-sent events), or polled
+    every 0.2 s when the coordinator has no such route or the stream is cut."""
     deadline = time.monotonic() + timeout_s
     last = ("", -1)
-    while True:
-        # Polled without the provenance (it grows to megabytes); read in full once at the end.
-        view: dict[str, Any] = client.get(url, params={"provenance": "false"}).raise_for_status(
-        ).json()
-        state = (view["status"], view["releases_received"])
-        if state != last:
-            progress(f"{state[0]}: {state[1]} releases received")
-            last = state
-        if view["status"] in FINAL:
-            full: dict[str, Any] = client.get(url).raise_for_status().json()
-            return full
+
+    def seen(status: str | None, received: int) -> bool:
+        """Show a change; whether the study ended (None: a heartbeat, the deadline only)."""
+        nonlocal last
+        if status is None:
+            status, received = last
+        if (status, received) != last:
+            progress(f"{status}: {received} releases received")
+            last = (status, received)
+        if status in FINAL:
+            return True
         if time.monotonic() > deadline:
-            raise TimeoutError(f"study still {view['status']} after {timeout_s:.0f} s")
-        time.sleep(0.2)
+            raise TimeoutError(f"study still {status} after {timeout_s:.0f} s")
+        return False
+
+    if not _follow(client, url, seen):
+        while True:
+            # Polled without the provenance (it grows to megabytes); read in full at the end.
+            view: dict[str, Any] = client.get(url, params={"provenance": "false"}
+                                              ).raise_for_status().json()
+            if seen(view["status"], view["releases_received"]):
+                break
+            time.sleep(0.2)
+    full: dict[str, Any] = client.get(url).raise_for_status().json()
+    return full
+
+
+def _follow(client: httpx.Client, url: str, seen: Callable[[str | None, int], bool]) -> bool:
+    """Whether the study's event stream showed its end (False: poll instead). A heartbeat
+    comment checks the deadline."""
+    try:
+        with client.stream("GET", f"{url}/events") as answer:
+            if answer.status_code != 200 or not answer.headers.get(
+                    "content-type", "").startswith("text/event-stream"):
+                return False
+            for line in answer.iter_lines():
+                if line.startswith("data:"):
+                    data = json.loads(line.removeprefix("data:"))
+                    if seen(str(data["status"]), int(data["releases_received"])):
+                        return True
+                elif line.startswith(":"):
+                    seen(None, -1)
+    except (httpx.TransportError, ValueError, KeyError):
+        return False  # a cut or garbled stream: the poll takes over
+    return False
 
 
 def study_path(study_id: str) -> str:

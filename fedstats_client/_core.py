@@ -6,6 +6,7 @@ Neither client sends anything here; each does its own I/O with httpx.
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import time
@@ -206,18 +207,71 @@ class Waiting:
     def seen(self, view: StudyRecord) -> bool:
         """Show the study's state; whether it is final. Raises TimeoutError past the timeout
         (the study keeps running: wait again, or cancel it)."""
-        state = (view.status, view.view.releases_received)
+        return self.seen_state(view.status, view.view.releases_received)
+
+    def seen_event(self, event: StudyEvent | None) -> bool:
+        """:meth:`seen` of a pushed event (None: a heartbeat, for the timeout only)."""
+        if event is None:
+            return self.seen_state(self.last[0], self.last[1]) if self.last else False
+        return self.seen_state(event.status, event.releases_received)
+
+    def seen_state(self, status: str, releases_received: int) -> bool:
+        """:meth:`seen` of a status and count."""
+        state = (status, releases_received)
         elapsed = time.monotonic() - self.started
         if state != self.last:  # a line per change: a log of the wait stays short
             self.last = state
             self.progress.update(f"study {self.study_id}: {state[0]}, {state[1]} releases "
                                  f"received ({elapsed:.0f} s)")
-        if view.status in FINAL:
+        if status in FINAL:
             return True
         if self.timeout is not None and elapsed > self.timeout:
-            raise TimeoutError(f"study {self.study_id} still {view.status} after "
+            raise TimeoutError(f"study {self.study_id} still {status} after "
                                f"{self.timeout:g} s (it keeps running: wait again or cancel)")
         return False
+
+
+@dataclass(frozen=True)
+class StudyEvent:
+    """One event of ``GET /v1/studies/{id}/events``: ``progress`` or ``end``."""
+
+    name: str
+    status: str
+    releases_received: int
+
+
+class EventParser:
+    """Server-sent events from a stream's lines (``text/event-stream``): :meth:`line` returns
+    the event a blank line completes, or None (a comment, a heartbeat, is an empty event: its
+    caller checks its timeout)."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, str] = {}
+
+    def line(self, line: str) -> StudyEvent | None:
+        if line.startswith(":"):
+            return None
+        if line:
+            name, _, value = line.partition(":")
+            self._fields[name] = value.removeprefix(" ")
+            return None
+        fields, self._fields = self._fields, {}
+        if "data" not in fields:
+            return None
+        data = json.loads(fields["data"])
+        return StudyEvent(fields.get("event", "message"), str(data["status"]),
+                          int(data["releases_received"]))
+
+
+def events_path(study_id: str) -> str:
+    return study_path(study_id, "events")
+
+
+# Answers after which the client polls instead of following the study's events: a coordinator
+# from before the events route (404 on the route: the study itself is checked by the poll).
+def can_follow(answer: httpx.Response) -> bool:
+    return answer.status_code == 200 and answer.headers.get(
+        "content-type", "").startswith("text/event-stream")
 
 
 def idempotency(key: str | None) -> dict[str, str]:

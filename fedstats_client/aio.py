@@ -102,13 +102,29 @@ class AsyncClient:
 
     async def wait(self, study_id: str, *, progress: ProgressLike = True,
                    timeout: float | None = None, raise_on_failure: bool = True) -> StudyRecord:
+        """``Client.wait``: the study's events followed, polled when they cannot be."""
         waiting = _core.Waiting(study_id, progress_for(progress), timeout)
         try:
-            while not waiting.seen(await self.study(study_id, provenance=False)):
-                await asyncio.sleep(self.poll_interval)
+            if not await self._follow(study_id, waiting):
+                while not waiting.seen(await self.study(study_id, provenance=False)):
+                    await asyncio.sleep(self.poll_interval)
         finally:
             waiting.progress.close()
         return _core.finished(await self.study(study_id), raise_on_failure)
+
+    async def _follow(self, study_id: str, waiting: _core.Waiting) -> bool:
+        """Whether the study's event stream showed its end (False: poll instead)."""
+        parser = _core.EventParser()
+        try:
+            async with self._http.stream("GET", _core.events_path(study_id)) as answer:
+                if not _core.can_follow(answer):
+                    return False
+                async for line in answer.aiter_lines():
+                    if waiting.seen_event(parser.line(line)):
+                        return True
+        except (httpx.TransportError, ValueError, KeyError):
+            return False  # a cut or garbled stream: the poll takes over
+        return False
 
     async def run(self, spec: SpecLike, *, progress: ProgressLike = True,
                   timeout: float | None = None, idempotency_key: str | None = None,

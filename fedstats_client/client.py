@@ -131,18 +131,35 @@ class Client:
 
     def wait(self, study_id: str, *, progress: ProgressLike = True,
              timeout: float | None = None, raise_on_failure: bool = True) -> StudyRecord:
-        """Poll the study until it ends, showing progress (see ``fedstats_client.progress``);
-        read it in full then. A study that ended without a result (failed,
+        """Follow the study until it ends, showing progress (see ``fedstats_client.progress``);
+        read it in full then. Its progress is pushed (``GET /v1/studies/{id}/events``); a
+        coordinator without that route, or a stream cut short, is polled every
+        ``poll_interval`` instead. A study that ended without a result (failed,
         failed_resumable, cancelled) raises ``StudyFailed`` naming the center that failed it,
         unless ``raise_on_failure=False``; a ``partially_failed`` one is returned (its failed
         analyses raise when read)."""
         waiting = _core.Waiting(study_id, progress_for(progress), timeout)
         try:
-            while not waiting.seen(self.study(study_id, provenance=False)):
-                time.sleep(self.poll_interval)
+            if not self._follow(study_id, waiting):
+                while not waiting.seen(self.study(study_id, provenance=False)):
+                    time.sleep(self.poll_interval)
         finally:
             waiting.progress.close()
         return _core.finished(self.study(study_id), raise_on_failure)
+
+    def _follow(self, study_id: str, waiting: _core.Waiting) -> bool:
+        """Whether the study's event stream showed its end (False: poll instead)."""
+        parser = _core.EventParser()
+        try:
+            with self._http.stream("GET", _core.events_path(study_id)) as answer:
+                if not _core.can_follow(answer):
+                    return False
+                for line in answer.iter_lines():
+                    if waiting.seen_event(parser.line(line)):
+                        return True
+        except (httpx.TransportError, ValueError, KeyError):
+            return False  # a cut or garbled stream: the poll takes over
+        return False
 
     def run(self, spec: SpecLike, *, progress: ProgressLike = True,
             timeout: float | None = None, idempotency_key: str | None = None,

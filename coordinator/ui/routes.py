@@ -314,6 +314,20 @@ async def study_status(request: Request, study_id: str) -> Response:
                     headers={"Cache-Control": "no-store"})
 
 
+@router.get("/studies/{study_id}/events")
+async def study_events(request: Request, study_id: str) -> Response:
+    """The study's progress as server-sent events for the live pages (the REST route's stream,
+    ``coordinator.feed``); they poll :func:`study_status` when this fails."""
+    session = await signed_in(request)
+    if session is None:
+        return Response(status_code=401)
+    try:
+        return await study_routes.study_events(study_id, services(request).store,
+                                               session.caller)
+    except ServiceError as exc:
+        return Response(status_code=exc.status_code)
+
+
 @router.get("/studies/{study_id}/json")
 async def study_json(request: Request, study_id: str) -> Response:
     session = await signed_in(request)

@@ -59,6 +59,7 @@ async def test_no_page_without_a_session_and_the_sign_in(tmp_path: Path,
             assert answer.status_code == 303, path
             assert answer.headers["location"] in ("/ui/login", "/ui/studies"), path
         assert (await client.get("/ui/studies/abc/status")).status_code == 401
+        assert (await client.get("/ui/studies/abc/events")).status_code == 401
         assert (await client.get("/ui/static/console.css")).status_code == 200
         # The API keeps its bearer gate: a console cookie is no token.
         ann = coord.app.state.services.accounts.add("ann")
@@ -132,6 +133,11 @@ async def test_builder_errors_say_what_to_fix_and_a_toml_upload_runs(
         assert raw.json()["id"] == study_id
         status = (await coord.client.get(f"/ui/studies/{study_id}/status")).json()
         assert status["status"] == "succeeded" and status["releases_received"] > 0
+        # The live pages' stream: an ended study is one event, its end.
+        events = await coord.client.get(f"/ui/studies/{study_id}/events")
+        assert events.headers["content-type"].startswith("text/event-stream")
+        assert events.text.count("event: ") == 1 and "event: end\n" in events.text
+        assert f'"releases_received":{status["releases_received"]}' in events.text
 
 
 async def test_ownership_roles_and_revocation_as_in_the_api(tmp_path: Path,
@@ -150,7 +156,8 @@ async def test_ownership_roles_and_revocation_as_in_the_api(tmp_path: Path,
         assert (await coord.client.get("/ui/audit")).status_code == 403
         async with httpx.AsyncClient(transport=transport, base_url="http://coordinator") as other:
             await sign_in(other, bob.token)
-            for path in (study, study + "/json", study + "/figures/0.svg", study + "/status"):
+            for path in (study, study + "/json", study + "/figures/0.svg", study + "/status",
+                         study + "/events"):
                 assert (await other.get(path)).status_code == 404, path
             assert study.rsplit("/", 1)[1] not in (await other.get("/ui/studies")).text
         # Revoked: signed out at the next request.

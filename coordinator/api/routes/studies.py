@@ -1,5 +1,5 @@
 """Studies: create (202, runs in the background; once per ``Idempotency-Key``), list, read with
-provenance, resume, cancel, figure.
+provenance, follow (server-sent events), resume, cancel, figure.
 
 An analyst lists and reads only the studies it owns or that were shared with it; an admin all
 (``coordinator.api.access``). Reads with the provenance, creations, resumes and cancels are audited
@@ -13,8 +13,9 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 
-from coordinator import audit, figures, quotas
+from coordinator import audit, feed, figures, quotas
 from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
 from coordinator.core.errors import QuotaExceeded
@@ -156,6 +157,26 @@ async def get_study(
         updated_at=record.updated_at,
     )
     return Response(view.model_dump_json(), media_type="application/json")
+
+
+@router.get("/{study_id}/events", response_class=StreamingResponse, responses={200: {
+    "content": {"text/event-stream": {}},
+    "description": "server-sent events: `progress` at each change of status or answers "
+                   "received, one `end` at a final status, then the stream closes"}})
+async def study_events(
+    study_id: str,
+    store: StoreDep,
+    analyst: AnalystDep,
+    heartbeat_s: Annotated[float, Query(
+        ge=0.05, le=300, description="seconds without a change after which the store is read "
+        "again and a comment line is sent")] = feed.HEARTBEAT_S,
+) -> StreamingResponse:
+    """The study's progress pushed as it happens (``coordinator.feed``): what polling
+    ``GET /v1/studies/{id}?provenance=false`` would show, one event per change."""
+    await readable_study(store, analyst, study_id)
+    return StreamingResponse(feed.stream(store, study_id, heartbeat_s=heartbeat_s),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @router.get(

@@ -1,18 +1,15 @@
-// Live status: rows and pages marked data-live poll their study's status every second while it
-// runs; a study page reloads once the study ended (to show its results). No other script.
+// Live status: rows and pages marked data-live follow their study while it runs, from its
+// server-sent events (/ui/studies/{id}/events), or by polling its status every second when the
+// browser or the connection cannot stream; a study page reloads once the study ended (to show
+// its results). No other script.
 "use strict";
 (function () {
   const ended = new Set(["succeeded", "partially_failed", "failed", "failed_resumable", "cancelled"]);
   function follow(el) {
     const id = el.dataset.study;
-    async function tick() {
-      let answer;
-      try {
-        answer = await fetch("/ui/studies/" + encodeURIComponent(id) + "/status",
-                             {credentials: "same-origin", cache: "no-store"});
-      } catch (e) { setTimeout(tick, 3000); return; }
-      if (!answer.ok) return;
-      const data = await answer.json();
+    const base = "/ui/studies/" + encodeURIComponent(id);
+    // Shows a state; whether the study ended.
+    function show(data) {
       const row = el.closest("tr") || document;
       const status = row.querySelector("[data-field=status]");
       if (status) { status.textContent = data.status; status.className = "status status-" + data.status; }
@@ -20,11 +17,28 @@
       if (received) received.textContent = String(data.releases_received);
       if (ended.has(data.status)) {
         if (el.dataset.reload) window.location.reload();
-        return;
+        return true;
       }
-      setTimeout(tick, 1000);
+      return false;
     }
-    tick();
+    async function tick() {
+      let answer;
+      try {
+        answer = await fetch(base + "/status", {credentials: "same-origin", cache: "no-store"});
+      } catch (e) { setTimeout(tick, 3000); return; }
+      if (!answer.ok) return;
+      if (!show(await answer.json())) setTimeout(tick, 1000);
+    }
+    if (!window.EventSource) { tick(); return; }
+    const events = new EventSource(base + "/events");
+    let done = false;
+    function onEvent(message) {
+      if (show(JSON.parse(message.data))) { done = true; events.close(); }
+    }
+    events.addEventListener("progress", onEvent);
+    events.addEventListener("end", onEvent);
+    // A stream refused or cut: poll instead (EventSource would retry on its own, quietly).
+    events.onerror = function () { events.close(); if (!done) tick(); };
   }
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-live]").forEach(follow);
