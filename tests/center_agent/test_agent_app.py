@@ -99,17 +99,19 @@ async def test_info_rounds_sizes_down_to_multiples_of_k(client: httpx.AsyncClien
 
 
 async def test_budget_lists_every_dataset(client: httpx.AsyncClient) -> None:
+    nothing = {"epsilon": 0.0, "delta": 1e-6, "epsilon_pure": 0.0, "releases": 0}
     r = await client.get("/v1/budget", headers=AUTH)
     assert r.status_code == 200
-    assert r.json() == {
-        "datasets": {
-            "cohort": {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0,
-                       "exact_releases": {}}
-        }
-    }
+    body = r.json()
+    cohort = body["datasets"].pop("cohort")
+    assert body == {"datasets": {}}
+    guarantee = cohort.pop("guarantee")
+    assert cohort == {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0,
+                      "exact_releases": {}}
+    assert {key: guarantee[key] for key in nothing} == nothing
     r = await client.get("/v1/budget/cohort", headers=AUTH)
     assert r.json() == {"total_epsilon": 3.0, "spent_epsilon": 0.0, "remaining_epsilon": 3.0,
-                        "exact_releases": {}}
+                        "exact_releases": {}, "guarantee": guarantee}
 
 
 async def test_unknown_dataset_is_a_typed_404(client: httpx.AsyncClient) -> None:
