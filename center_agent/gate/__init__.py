@@ -249,6 +249,7 @@ class ReleaseGate:
         for index, (kind, request) in enumerate(items):
             # Step 1, from the request and public settings only: a refusal here reads no data.
             try:
+                kind.check_release_mode(dataset, request)  # DP mode: no exact kind, first
                 kind.check(self, dataset, request)
                 question = kind.question(self, dataset, request)
                 self._check_epsilon(question)
@@ -518,6 +519,8 @@ class ReleaseGate:
         """The work of computing one release of ``ds``, charged to the caller's allowance:
         the dataset's public size (its epoch's, rounded down to K as ``/v1/info`` shows)."""
         records = max(1, round_down(epoch.n, self.settings.k))
+        if ds.config.release_mode == "dp":  # no size rounded to K in DP mode: the declared one
+            records = max(1, ds.config.declared_n or 1)
         self.ledger.charge_compute(conn, caller, records, self.settings.compute_allowance,
                                    self.settings.compute_period_s, time.time())
 
