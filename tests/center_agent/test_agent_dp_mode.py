@@ -50,7 +50,7 @@ def _dp(rng: np.random.Generator, step: int) -> tuple[str, dict[str, Any]]:
     """A random ε-DP request of the cohort (its bounds vary, so most are new questions)."""
     eps = float(rng.choice([0.01, 0.02, 0.05]))
     base = {"variable": str(rng.choice(["x", "y"])), "epsilon": eps,
-            "bounds": [0, 100 + step], "group": rng.choice([None, "a", "b"])}
+            "bounds": [0, 100 + step], "group": [None, "a", "b"][int(rng.integers(3))]}
     kind = str(rng.choice(["quantiles", "extremes", "tree", "threshold", "describe", "box"]))
     if kind == "quantiles":
         return f"{D}/dp/quantiles", {**base, "levels": [0.25, 0.5]}

@@ -99,9 +99,9 @@ def test_threshold_counts(noise: str) -> None:
     scale = definition_scale if noise == "as_implemented" else definition_scale / 2
     worst = 0.0
     for d, d_other in pairs():
-        counts = [np.array([sum(v < lower for v in s), sum(v > upper for v in s)], dtype=float)
-                  for s in (d, d_other)]
-        worst = max(worst, laplace_loss(*counts, scale))
+        below_above = [np.array([sum(v < lower for v in s), sum(v > upper for v in s)],
+                                dtype=float) for s in (d, d_other)]
+        worst = max(worst, laplace_loss(below_above[0], below_above[1], scale))
     # The two counted sets are disjoint: an added or removed record moves one count by 1, so
     # the loss attained is ε/2 (the mechanism spends ε with room to spare under add/remove:
     # a scale of 1/ε would do). The doubled ε is seen (the loss doubles), though it stays
@@ -129,9 +129,9 @@ def test_tree_histogram(noise: str, depth: int, branching: int) -> None:
     scale = definition_scale if noise == "as_implemented" else definition_scale / 2
     worst = 0.0
     for d, d_other in pairs():
-        counts = [np.concatenate(tree_counts(np.array(s), edges, depth, branching))
-                  for s in (d, d_other)]
-        worst = max(worst, laplace_loss(*counts, scale))
+        nodes = [np.concatenate(tree_counts(np.array(s), edges, depth, branching))
+                 for s in (d, d_other)]
+        worst = max(worst, laplace_loss(nodes[0], nodes[1], scale))
     check(worst, eps, noise)
 
 
