@@ -195,3 +195,16 @@ def test_configuration_errors_name_the_fix(tmp_path: Path, base_config: dict[str
     with pytest.raises(ConfigError, match=None) as err:
         load_settings(write_toml(tmp_path / "bad.toml", base_config))
     assert message in str(err.value)
+
+
+async def test_the_coordinators_catalog_shows_the_mode(client: httpx.AsyncClient) -> None:
+    """The catalog entry built from this center's /v1/info: the mode, the declared sizes."""
+    from coordinator.catalog import build_catalog
+    from coordinator.registry import Declaration
+    from shared.protocol import CenterInfo
+
+    info = CenterInfo.model_validate((await client.get("/v1/info", headers=AUTH)).json())
+    catalog = build_catalog([Declaration("hospital-test", None, info, None, None)])
+    (entry,) = catalog.model_dump()["datasets"][0]["centers"]
+    assert entry["release_mode"] == "dp"
+    assert entry["n_records"] is None and entry["n_by_group"]["a"] == 70
