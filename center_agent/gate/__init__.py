@@ -4,8 +4,9 @@ Every answer that depends on data goes through :meth:`ReleaseGate.release` (and 
 sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declared kind
 (``gate.kinds``):
 
-1. **Checks from the request and public settings only** — names, levels, K, signatures,
-   switches, the sensitivity of what is asked, and a DP release's ε no lower than the center's
+1. **Checks from the request and public settings only** — first the dataset's release mode
+   (DP mode refuses every exact kind: ``ReleaseKind.check_release_mode``), then names, levels,
+   K, signatures, switches, the sensitivity of what is asked, and a DP release's ε no lower than the center's
    ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or goes into an error
    text (a data-dependent refusal is an oracle).
 2. **The population** (``center_agent.data``): the records every release of the dataset counts.
