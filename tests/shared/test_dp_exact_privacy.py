@@ -230,3 +230,58 @@ def test_joint_exp(noise: str, levels: tuple[float, float]) -> None:
         assert worst <= eps + TOL
     else:
         assert worst > eps
+
+
+# -- DP describe: JointExp, then Laplace parts given the range read off its output -------------
+
+
+def describe_stats(s: tuple[float, ...], clip: tuple[float, float], center: float) -> np.ndarray:
+    """The count, Σy and Σy² of DP describe from the definition: y the value clipped to the
+    bounds, then to the range read off the quartiles, minus the range's midpoint."""
+    y = np.clip(np.clip(s, *BOUNDS), *clip) - center
+    return np.array([len(s), y.sum(), (y * y).sum()])
+
+
+@pytest.mark.parametrize("noise", ["as_implemented", "twice_epsilon"])
+def test_dp_describe(noise: str) -> None:
+    """Adaptive composition: given the quartiles released (and so the clipping range), the
+    count, the two sums and the histogram tree are independent Laplace releases at the scales
+    the release states (the code draws at those scales). Their loss over every neighbour, from
+    the definitions (a record moves the count by 1, Σy by its clipped centred value y, Σy² by
+    y², one node per level of the tree by 1), plus the JointExp part's ε (checked exactly in
+    :func:`test_joint_exp` for the sensitivity stated here) stays within ε."""
+    from shared.describe import DEPTH, QUANTILE_LEVELS, dp_describe
+
+    eps = 1.0
+    worst = 0.0
+    for x in DATASETS:
+        result = dp_describe(np.array(x), epsilon=eps, bounds=BOUNDS, bins=4,
+                             neighbouring="add_remove", rng=np.random.default_rng(3))
+        parts = {part.name: part for part in result.parts}
+        assert math.fsum(part.epsilon for part in parts.values()) == pytest.approx(eps)
+        gaps = np.diff([0.0, *QUANTILE_LEVELS, 1.0])
+        assert parts["quantiles"].sensitivity == pytest.approx(2 * (1 - gaps.min()))
+        assert result.clip is not None
+        lo, hi = result.clip
+        center = (lo + hi) / 2
+        scales: dict[str, float] = {}
+        for name in ("count", "sum", "sum of squares", "histogram"):
+            scale = parts[name].scale
+            assert scale is not None
+            scales[name] = scale
+        for part in parts.values():
+            if part.scale is not None:  # b = sensitivity/ε of the part
+                assert part.scale == pytest.approx(part.sensitivity / part.epsilon)
+        if noise == "twice_epsilon":
+            scales = {name: b / 2 for name, b in scales.items()}
+        for d_other in neighbours(x):
+            a, b = (describe_stats(s, (lo, hi), center) for s in (x, d_other))
+            loss = math.fsum(laplace_loss(a[i:i + 1], b[i:i + 1], scales[name])
+                             for i, name in enumerate(("count", "sum", "sum of squares")))
+            nodes = np.ones(DEPTH + 1)  # the added or removed record's node on each level
+            loss += laplace_loss(np.zeros(DEPTH + 1), nodes, scales["histogram"])
+            worst = max(worst, loss + parts["quantiles"].epsilon)
+    if noise == "as_implemented":
+        assert worst <= eps + TOL
+    else:
+        assert worst > eps
