@@ -7,8 +7,8 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
 1. **Checks from the request and public settings only** — first the dataset's release mode
    (DP mode refuses every exact kind: ``ReleaseKind.check_release_mode``), then names, levels,
    K, signatures, switches, the sensitivity of what is asked, and a DP release's ε no lower
-   than the center's ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or goes into an error
-   text (a data-dependent refusal is an oracle).
+   than the center's ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or
+   goes into an error text (a data-dependent refusal is an oracle).
 2. **The population** (``center_agent.data``): the records every release of the dataset counts.
 3. **A short transaction holding the dataset's lock** (nothing is computed in it), in which:
    a. the **epoch** is admitted (``gate.epochs``): a release is computed from the data version
