@@ -47,7 +47,8 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
     return CatalogEntry(
         center=declared.center, k=k, variables=list(dataset.variables),
         group_column=dataset.group.column if dataset.group is not None else None,
-        levels=levels, n_records=rounded(dataset.n_records, k),
+        levels=levels, release_mode=dataset.release_mode,
+        n_records=rounded(dataset.n_records, k) if dataset.n_records is not None else None,
         n_by_group={level: rounded(dataset.n_by_group.get(level, 0), k) for level in levels},
         epoch=dataset.epoch, paused=dataset.paused, available=dataset.available,
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,

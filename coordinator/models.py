@@ -850,8 +850,13 @@ class CatalogEntry(BaseModel):
     variables: list[str]
     group_column: str | None
     levels: list[str]
-    n_records: int = Field(description="records, rounded down to a multiple of the center's K")
+    n_records: int | None = Field(
+        description="records, rounded down to a multiple of the center's K (release_mode "
+                    "'dp': the declared size, or none)")
     n_by_group: dict[str, int] = Field(description="records per level, each rounded down to K")
+    release_mode: Literal["k_anonymous", "dp"] = Field(
+        default="k_anonymous", description="'dp': every release of the dataset at this center "
+        "is differentially private (exact analyses are refused)")
     epoch: int
     paused: bool = Field(description="the data changed; releases wait for the operator")
     available: bool = Field(default=True, description="false: the center cannot read this "

@@ -152,15 +152,24 @@ class GroupInfo(WireModel):
     levels: list[str]
 
 
+ReleaseMode = Literal["k_anonymous", "dp"]
+"""How a center releases a dataset (its operator's choice): ``"k_anonymous"``, K-anonymous tables
+and DP releases with sizes rounded down to K; ``"dp"``, every release differentially private
+(docs/privacy.md, "DP mode")."""
+
+
 class DatasetInfo(WireModel):
     name: str
     variables: list[str]
     group: GroupInfo | None
     metadata: dict[str, VariableMeta] = Field(
         default_factory=dict, description="public metadata of the variables that declare it")
-    n_records: int = Field(ge=0, description="row count rounded down to a multiple of k")
+    n_records: int | None = Field(
+        ge=0, description="row count rounded down to a multiple of k; in release_mode 'dp' the "
+                          "operator's declared size, or none")
     n_by_group: dict[str, NonNegativeInt] = Field(
-        description="row count per declared level, each rounded down to a multiple of k"
+        description="row count per declared level, each rounded down to a multiple of k; in "
+                    "release_mode 'dp' the declared sizes of the levels that declare one"
     )
     categorical: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -172,6 +181,10 @@ class DatasetInfo(WireModel):
                     "down to a multiple of k; given only by a center whose releases count each "
                     "variable's present records (missing = \"per_variable\"): the rest of a "
                     "level's records miss the variable")
+    release_mode: ReleaseMode = Field(
+        default="k_anonymous",
+        description="'dp': every release of the dataset is differentially private (exact kinds "
+                    "refused with 403 dp_mode_refuses_exact; sizes are declarations)")
     epoch: int = Field(default=1, ge=1, description="the data version releases come from")
     paused: bool = Field(
         default=False,

@@ -55,6 +55,7 @@ from fedstats_service.settings import (
 )
 from shared.fields import VariableMeta
 from shared.privacy import Neighbouring
+from shared.protocol import ReleaseMode
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
@@ -217,6 +218,19 @@ class DatasetConfig(Section):
                     "no cap besides epsilon_total)",
     )
     period_days: float = Field(default=30.0, gt=0, le=3660)
+    release_mode: ReleaseMode = Field(
+        default="k_anonymous",
+        description="'k_anonymous': K-anonymous tables and DP releases, sizes shown rounded "
+                    "down to K; 'dp': every release differentially private (exact kinds "
+                    "refused before any data is read, /v1/info shows only declared sizes: "
+                    "docs/privacy.md, \"DP mode\")")
+    declared_n: int | None = Field(
+        default=None, ge=0, le=10**12,
+        description="release_mode 'dp' only: a public size of the dataset the operator "
+                    "declares (shown in /v1/info instead of any count of the data)")
+    declared_n_by_group: dict[str, Annotated[int, Field(ge=0, le=10**12)]] = Field(
+        default_factory=dict,
+        description="release_mode 'dp' only: public sizes per declared level")
     metadata: dict[str, VariableMeta] = Field(
         default_factory=dict,
         description="public metadata per variable: bounds, unit, resolution (e.g. "
@@ -237,6 +251,10 @@ class DatasetConfig(Section):
                     "missing cell, last in that order. They never leave a row out of the "
                     "population (docs/privacy.md, guarantee 15)",
     )
+
+    def declared_size(self, level: str | None) -> int | None:
+        """The operator's public size of one level (or of every record), None if undeclared."""
+        return self.declared_n if level is None else self.declared_n_by_group.get(level)
 
     @property
     def request_cap(self) -> float:
@@ -264,6 +282,20 @@ class DatasetConfig(Section):
         unknown = sorted(set(self.metadata) - set(self.variables))
         if unknown:
             raise ValueError(f"metadata names undeclared variable(s) {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _declared_sizes(self) -> Self:
+        # A declared size is a public statement standing in for the data's size, which only
+        # DP mode withholds; in K-anonymous mode it would contradict the rounded size shown.
+        declared = self.declared_n is not None or bool(self.declared_n_by_group)
+        if declared and self.release_mode != "dp":
+            raise ValueError("declared_n and declared_n_by_group are shown only with "
+                             "release_mode = \"dp\": set it, or remove them")
+        unknown = sorted(set(self.declared_n_by_group)
+                         - set(self.group.levels if self.group is not None else ()))
+        if unknown:
+            raise ValueError(f"declared_n_by_group names undeclared level(s) {unknown}")
         return self
 
     @model_validator(mode="after")
@@ -399,6 +431,16 @@ class Settings(ServiceSettings):
         if any(token.get_secret_value() in released for token in self.operator_tokens):
             raise ValueError("operator_tokens: a token may not also be in tokens (the "
                              "operator reads the audit trail, the coordinator releases)")
+        return self
+
+    @model_validator(mode="after")
+    def _dp_mode_add_remove(self) -> Self:
+        # Under swap a neighbouring dataset has the same size: the size is outside the
+        # guarantee, while DP mode promises that every release, its size included, is DP.
+        dp = sorted(name for name, d in self.datasets.items() if d.release_mode == "dp")
+        if dp and self.neighbouring != "add_remove":
+            raise ValueError(f"datasets {dp} have release_mode = \"dp\", which needs "
+                             "neighbouring = \"add_remove\" (under swap the size is public)")
         return self
 
     @property

@@ -161,6 +161,20 @@ class KAnonymityRefusal(PrivacyRefusal):
     error = "k_anonymity_refused"
 
 
+class DPModeRefusal(PrivacyRefusal):
+    """An exact release (or one that would show an exact size) of a dataset in DP mode
+    (``release_mode = "dp"``): refused from the kind, the request and the configuration only,
+    naming the differentially private alternative."""
+
+    error = "dp_mode_refuses_exact"
+
+    def __init__(self, dataset: str, kind: str, alternative: str) -> None:
+        super().__init__(
+            f"dataset {dataset!r} is released in DP mode (every release differentially "
+            f"private): {kind} is an exact release and is refused; {alternative}"
+        )
+
+
 class EpsilonCapExceeded(PrivacyRefusal):
     """A request above the dataset's per-request ε, or past its ε per period."""
 

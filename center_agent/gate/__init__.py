@@ -4,10 +4,11 @@ Every answer that depends on data goes through :meth:`ReleaseGate.release` (and 
 sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declared kind
 (``gate.kinds``):
 
-1. **Checks from the request and public settings only** — names, levels, K, signatures,
-   switches, the sensitivity of what is asked, and a DP release's ε no lower than the center's
-   ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or goes into an error
-   text (a data-dependent refusal is an oracle).
+1. **Checks from the request and public settings only** — first the dataset's release mode
+   (DP mode refuses every exact kind: ``ReleaseKind.check_release_mode``), then names, levels,
+   K, signatures, switches, the sensitivity of what is asked, and a DP release's ε no lower
+   than the center's ``min_epsilon_per_release``. Nothing data-dependent decides a refusal or
+   goes into an error text (a data-dependent refusal is an oracle).
 2. **The population** (``center_agent.data``): the records every release of the dataset counts.
 3. **A short transaction holding the dataset's lock** (nothing is computed in it), in which:
    a. the **epoch** is admitted (``gate.epochs``): a release is computed from the data version
@@ -262,6 +263,7 @@ class ReleaseGate:
         for index, (kind, request) in enumerate(items):
             # Step 1, from the request and public settings only: a refusal here reads no data.
             try:
+                kind.check_release_mode(dataset, request)  # DP mode: no exact kind, first
                 kind.check(self, dataset, request)
                 question = kind.question(self, dataset, request)
                 self._check_epsilon(question)
@@ -532,6 +534,8 @@ class ReleaseGate:
         """The work of computing one release of ``ds``, charged to the caller's allowance:
         the dataset's public size (its epoch's, rounded down to K as ``/v1/info`` shows)."""
         records = max(1, round_down(epoch.n, self.settings.k))
+        if ds.config.release_mode == "dp":  # no size rounded to K in DP mode: the declared one
+            records = max(1, ds.config.declared_n or 1)
         self.ledger.charge_compute(conn, caller, records, self.settings.compute_allowance,
                                    self.settings.compute_period_s, time.time())
 

@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from center_agent.core.errors import (
+    DPModeRefusal,
     HistoryNotSafe,
     InvalidRequest,
     ReleaseDisabled,
@@ -167,6 +168,10 @@ class ReleaseKind(Generic[Req, Rel]):
     wire: Kind[Req, Rel]
     tag: ClassVar[str]
     summary: ClassVar[str]
+    exact: ClassVar[bool] = True
+    """Whether the release shows data or an exact size without DP noise: refused in DP mode."""
+    dp_alternative: ClassVar[str] = "ask for a differentially private release (dp_*) instead"
+    """What a DP-mode refusal of this kind names instead."""
 
     @property
     def name(self) -> str:
@@ -183,6 +188,20 @@ class ReleaseKind(Generic[Req, Rel]):
     @property
     def release_model(self) -> type[Rel]:
         return self.wire.release
+
+    def exact_release(self, dataset: Dataset, request: Req) -> bool:
+        """Whether this request's answer would be exact (``exact``, unless the kind says more
+        from the request and the public configuration)."""
+        return self.exact
+
+    def check_release_mode(self, dataset: Dataset, request: Req) -> None:
+        """DP mode (``release_mode = "dp"``): refuse an exact release, or one without a positive
+        ε, from the kind, the request and the configuration only (the gate's first check)."""
+        if dataset.config.release_mode != "dp":
+            return
+        epsilon = getattr(request, "epsilon", None)
+        if self.exact_release(dataset, request) or epsilon is None or not epsilon > 0:
+            raise DPModeRefusal(dataset.name, self.name, self.dp_alternative)
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: Req) -> None:
         """The variable, and the level when the request names one (``group``)."""
@@ -267,6 +286,8 @@ class ExactKind(ReleaseKind[ExactRequest, Rel]):
     least the request's K records in ``/v1/info``."""
 
     tag = "tables"
+    dp_alternative = ("a DP histogram of the variable is dp_tree_histogram, its description "
+                      "dp_describe")
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: ExactRequest) -> None:
         dataset.check_variable(request.variable)
@@ -479,6 +500,8 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
 
     wire = kinds.MWU
     tag = "mann-whitney"
+    dp_alternative = ("its levels' sizes (and the noise scale 2·max(n, m)/ε) are exact even with "
+                      "ε: compare the levels by dp_quantiles or dp_describe of each level")
     summary = "the local Mann-Whitney statistic (optionally ε-DP)"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: MWURequest) -> None:
@@ -528,6 +551,7 @@ class DPKind(ReleaseKind[Req, Rel]):
     are clipped to the request's public bounds by the mechanism."""
 
     tag = "differential privacy"
+    exact = False
     compute_release: ClassVar[Callable[..., WireModel]]
     uses_k: ClassVar[bool] = False
     """Whether ``compute_release`` takes the center's K (it releases a size rounded down to K)."""
@@ -563,15 +587,32 @@ class DPKind(ReleaseKind[Req, Rel]):
     def compute(self, ctx: Context, request: Req) -> JSON:
         x = ctx.population.selection(self.variable(request), getattr(request, "group", None))
         settings = ctx.gate.settings
-        center_k = {"k": settings.k} if self.uses_k else {}
+        center_k: dict[str, int | None] = {"k": settings.k} if self.uses_k else {}
+        if self.uses_k and ctx.dataset.config.release_mode == "dp":
+            # DP mode shows no size rounded to K: the operator's declared one, or none.
+            request, center_k = self.declared(ctx.dataset, request), {"k": None}
         resolution = self.resolution(ctx.dataset, request)
         on_grid = {"resolution": resolution} if resolution is not None else {}
         release = type(self).compute_release(x, request, settings.neighbouring, rng=fresh_rng(),
                                              **center_k, **on_grid)
+        if self.uses_k and ctx.dataset.config.release_mode == "dp":
+            release = self.with_declared_size(ctx.dataset, request, release)
         return release.to_payload()
+
+    def declared(self, dataset: Dataset, request: Req) -> Req:
+        """DP mode: the request as computed (its public size filled in from the configuration
+        where the kind takes one)."""
+        return request
+
+    def with_declared_size(self, dataset: Dataset, request: Req, release: WireModel) -> WireModel:
+        """DP mode: the release with the declared size where the kind shows one."""
+        return release
 
 
 class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
+    """``n_public`` is this center's size rounded down to K; in DP mode the declared size of the
+    selection, or none."""
+
     wire = kinds.DP_QUANTILES
     summary = ("ε-DP quantiles by JointExp, PrivateQuantile (ε split evenly), ApproxQuantile or "
                "the unbounded walk (ε split evenly)")
@@ -579,14 +620,36 @@ class DPQuantilesKind(DPKind[DPQuantilesRequest, DPQuantilesRelease]):
     uses_k = True
     uses_resolution = True
 
+    def with_declared_size(self, dataset: Dataset, request: DPQuantilesRequest,
+                           release: WireModel) -> WireModel:
+        size = dataset.config.declared_size(request.group)
+        return release.model_copy(update={"n_public": size})
+
 
 class DPBoxplotKind(DPKind[DPBoxplotRequest, DPBoxplotRelease]):
+    """Under add/remove the whisker buffer takes a public size: the request's ``n_public``, else
+    this center's size rounded down to K, which DP mode does not show: there the declared size
+    of the selection, and without one the request must give ``n_public``."""
+
     wire = kinds.DP_BOXPLOT
     summary = ("ε-DP boxplot (DPBoxplot); under add/remove the whisker buffer uses a public "
                "size: n_public, or this center's size rounded down to a multiple of K")
     compute_release = staticmethod(dp_boxplot_release)
     uses_k = True
     uses_resolution = True
+    dp_alternative = ("without a declared size of the selection the whisker buffer would use "
+                      "this center's size rounded down to K: give `n_public`")
+
+    def exact_release(self, dataset: Dataset, request: DPBoxplotRequest) -> bool:
+        return (request.n_public is None
+                and dataset.config.declared_size(request.group) is None)
+
+    def declared(self, dataset: Dataset, request: DPBoxplotRequest) -> DPBoxplotRequest:
+        if request.n_public is not None:
+            return request
+        size = dataset.config.declared_size(request.group)
+        assert size is not None  # refused otherwise (exact_release)
+        return request.model_copy(update={"n_public": max(4, size)})
 
 
 class ExtremesKind(DPKind[ExtremesRequest, ExtremesRelease]):
@@ -613,6 +676,8 @@ class YJMomentsKind(DPKind[YJMomentsRequest, YJMomentsRelease]):
 
     wire = kinds.YJ_MOMENTS
     tag = "federated quantiles"
+    exact = True  # its n is the selection's exact size
+    dp_alternative = "its n is the exact size of the selection: ask for dp_quantiles instead"
     summary = "ε-DP Yeo-Johnson moment sums at one λ"
     compute_release = staticmethod(yj_moments_release)
 
@@ -697,6 +762,7 @@ class QuantileLossKind(ReleaseKind[QuantileLossRequest, QuantileLossRelease]):
 
     wire = kinds.QUANTILE_LOSS
     tag = "federated quantiles"
+    dp_alternative = "quantile-loss values show the data: ask for dp_quantiles instead"
     summary = "quantile-loss values (refused unless allow_quantile_loss)"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: QuantileLossRequest) -> None:
@@ -735,6 +801,7 @@ class CategoricalKind(ReleaseKind[CategoricalRequest, CategoricalRelease]):
     the center's: cells merged again by the same rule, ``shared.category_counts.merge_adjacent``)
     is a view of it: sums of its cells (docs/privacy.md, guarantee 15)."""
 
+    dp_alternative = "ask for dp_categorical (ε-DP counts per category) instead"
     wire = kinds.CATEGORICAL
     tag = "categorical"
     summary = "this center's K-anonymous counts of a categorical variable per category and group"
@@ -800,6 +867,7 @@ class DPCategoricalKind(ReleaseKind[DPCategoricalRequest, DPCategoricalRelease])
     (swap), paid before it is computed (``shared.category_counts.dp_category_counts``)."""
 
     wire = kinds.DP_CATEGORICAL
+    exact = False  # noisy cells, public categories: nothing exact (DP mode answers it)
     tag = "differential privacy"
     summary = "ε-DP counts of a categorical variable per category (two-sided geometric noise)"
 
@@ -829,6 +897,8 @@ class MissingKind(ReleaseKind[MissingRequest, MissingRelease]):
     size, a variable's present total: Mann-Whitney's n, a table's total), so this adds no atom:
     it says them in one place, for a Table 1 (docs/privacy.md, guarantee 15)."""
 
+    dp_alternative = ("missing counts are exact: the DP twins (dp_categorical's missing cell, "
+                      "dp_describe's count) count with noise instead")
     wire = kinds.MISSING
     tag = "tables"
     summary = "records per level with a numeric variable present and missing (exact, 0 or >= K)"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from center_agent.core.errors import (
+    DPModeRefusal,
     KAnonymityRefusal,
     UnknownDataset,
     UnknownLevel,
@@ -63,6 +64,10 @@ def _check(
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} exposes no variable {variable!r}",
                             center_error=UnknownVariable.error)
+    if found.n_records is None:  # DP mode without a declared size (docs/privacy.md, "DP mode")
+        raise CenterFailure(center_id, "refused",
+                            f"releases {dataset!r} in DP mode and declares no size of it",
+                            center_error=DPModeRefusal.error)
     if found.n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
         raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1

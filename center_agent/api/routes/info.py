@@ -1,11 +1,24 @@
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from center_agent.api.deps import DatasetsDep, GateDep, SettingsDep
+from center_agent.core.config import DatasetConfig
+from center_agent.gate import DatasetState
 from shared.protocol import CenterInfo, DatasetInfo, GroupInfo
 
 router = APIRouter(tags=["service"])
+
+
+def sizes(config: DatasetConfig, state: DatasetState) -> dict[str, Any]:
+    """The sizes shown: the epoch's rounded down to K, or in DP mode the operator's declared
+    ones only (a size rounded to K is itself an exact release: docs/privacy.md, "DP mode")."""
+    if config.release_mode == "dp":
+        return {"n_records": config.declared_n, "n_by_group": dict(config.declared_n_by_group),
+                "n_by_variable": {}}
+    return {"n_records": state.n, "n_by_group": state.sizes, "n_by_variable": state.by_variable}
 
 
 @router.get("/info")
@@ -27,13 +40,12 @@ def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterI
                 variables=list(dataset.variables),
                 group=group,
                 metadata=dict(settings.datasets[dataset.name].metadata),
-                n_records=state.n,
-                n_by_group=state.sizes,
-                n_by_variable=state.by_variable,
+                **sizes(settings.datasets[dataset.name], state),
                 categorical={name: list(c) for name, c in dataset.categories.items()},
                 epoch=state.epoch,
                 paused=state.paused,
                 available=state.available,
+                release_mode=settings.datasets[dataset.name].release_mode,
             )
         )
     return CenterInfo(
