@@ -19,6 +19,7 @@ import pytest
 from fastapi import FastAPI
 
 from center_agent.core.config import ConfigError, load_settings
+from center_agent.main import create_app
 from shared.category_counts import (
     category_counts,
     dp_category_counts,
@@ -270,3 +271,29 @@ def test_bad_declarations_stop_start_up(tmp_path: Path, base_config: dict[str, A
     base_config["datasets"]["cohort"]["categorical"] = categorical
     with pytest.raises(ConfigError, match=match):
         load_settings(write_toml(tmp_path / "bad.toml", base_config))
+
+
+@pytest.mark.anyio
+async def test_dp_mode_refuses_the_exact_counts_and_answers_their_dp_twin(
+        tmp_path: Path, base_config: dict[str, Any]) -> None:
+    """In DP mode (docs/privacy.md, guarantee 16) the categorical table and the missing counts
+    are exact kinds, refused before anything is read and naming the twin; the ε-DP counts are
+    answered and paid."""
+    cohort = base_config["datasets"]["cohort"]
+    cohort["release_mode"] = "dp"
+    app = create_app(load_settings(write_toml(tmp_path / "dp.toml", base_config)))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
+        table = await _post(client, URL, {"variable": "smoking", "groups": ["a", "b"], "k": K})
+        assert table.status_code == 403, table.text
+        assert table.json()["error"] == "dp_mode_refuses_exact"
+        assert "dp_categorical" in table.json()["detail"]
+        missing = await _post(client, "/v1/datasets/cohort/missing", {"variable": "x"})
+        assert missing.status_code == 403 and missing.json()["error"] == "dp_mode_refuses_exact"
+        dp = await _post(client, "/v1/datasets/cohort/dp/categorical",
+                         {"variable": "smoking", "group": "a", "epsilon": 0.5})
+        assert dp.status_code == 200, dp.text
+        budget = (await client.get("/v1/budget/cohort", headers=AUTH)).json()
+        assert budget["spent_epsilon"] == pytest.approx(0.5)
+        assert budget["guarantee"]["releases"] == 1
+    app.state.services.close()
