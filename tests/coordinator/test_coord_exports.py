@@ -23,7 +23,7 @@ from coordinator.models import StudySpec
 from coordinator.provenance import NO_COMMIT, git_commit, software
 from coordinator.report import render_html, summary, table_one
 from tests.coordinator.test_coord_api import Running, counting_centers, serving
-from tests.helpers.coordinator import AUTH, K, Federations, settings_for, sqlite_url
+from tests.helpers.coordinator import AUTH, Federations, K, settings_for, sqlite_url
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,8 @@ async def running(tmp_path: Path, federation: Federations) -> AsyncIterator[Runn
 @pytest.fixture
 async def study(running: Running) -> dict[str, Any]:
     view = await running.run(SPEC)
-    assert view["status"] == "succeeded", [a for a in view["result"]["analyses"] if a["status"] == "failed"]
+    assert view["status"] == "succeeded", [a for a in view["result"]["analyses"]
+                                           if a["status"] == "failed"]
     return view
 
 
@@ -68,11 +69,13 @@ def number(cell: str) -> float:
 
 async def test_spec_title_and_primary_are_checked() -> None:
     StudySpec.model_validate(SPEC)
-    for bad, match in [({"primary": {"analysis": 0, "test": "sum"}}, "not an mwu analysis"),
+    cases: list[tuple[dict[str, Any], str]] = [
+                       ({"primary": {"analysis": 0, "test": "sum"}}, "not an mwu analysis"),
                        ({"primary": {"analysis": 9, "test": "sum"}}, "not an mwu analysis"),
                        ({"primary": {"analysis": 1, "test": "wilcoxon"}}, "test"),
                        ({"primary": {"analysis": 1, "test": "sum", "alpha": 1.5}}, "alpha"),
-                       ({"title": ""}, "title"), ({"title": "x" * 201}, "title")]:
+                       ({"title": ""}, "title"), ({"title": "x" * 201}, "title")]
+    for bad, match in cases:
         with pytest.raises(ValidationError, match=match):
             StudySpec.model_validate({**SPEC, **bad})
     narrower = {**SPEC, "analyses": [SPEC["analyses"][0], {"kind": "mwu", "tests": ["fisher"]}]}
