@@ -83,13 +83,15 @@ def _join(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _analyses(view: dict[str, Any]) -> list[tuple[int, dict[str, Any], dict[str, Any] | None]]:
-    """(index, the spec's analysis, its result if it succeeded)."""
+def _analyses(view: dict[str, Any]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """(index, the spec's analysis, its result) of every analysis that gave a result: the
+    paragraph describes what the study reports, not what failed."""
     results = (view.get("result") or {}).get("analyses") or []
     out = []
-    for i, asked in enumerate(view["spec"]["analyses"]):
+    for i, asked in enumerate(view["spec"].get("analyses") or []):
         found = results[i] if i < len(results) else None
-        out.append((i, asked, found if found is not None and succeeded(found) else None))
+        if found is not None and succeeded(found):
+            out.append((i, asked, found))
     return out
 
 
@@ -104,7 +106,7 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
             cited.append(key)
         return key
 
-    centers = list(record.get("centers") or [])
+    centers = [c for c in record.get("centers") or [] if c.get("included", True)]
     result_of = view.get("result")
     included = included_centers(result_of) if result_of else [c["center"] for c in centers]
     said: list[str] = []
@@ -191,14 +193,14 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                         "estimators " + ", ".join(asked.get("estimators") or ["default"])
                         + ").")
         elif kind == "describe":
-            mode = (result or {}).get("mode") or asked.get("mode") or (
+            mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")
             if mode == "dp":
                 cite("dwork")
+                epsilon = result.get("epsilon") or asked.get("epsilon")
                 said.append(f"Descriptive statistics (Table 1) were released with ε-DP at "
-                            f"ε = {fmt((result or asked).get('epsilon'))} per variable and arm "
-                            "per center (Laplace mechanism); intervals are 95 % intervals of "
-                            "the DP noise.")
+                            f"ε = {fmt(epsilon)} per variable and arm per center (Laplace "
+                            "mechanism); intervals are 95 % intervals of the DP noise.")
             else:
                 said.append("Descriptive statistics (Table 1) were read from the federated "
                             "K-anonymous tables (no ε spent); their intervals are exact bounds "

@@ -780,6 +780,7 @@ class CenterRecord(BaseModel):
     mechanisms its answers name."""
 
     center: str
+    included: bool = Field(description="the result holds its releases (false: left out)")
     k: int | None = Field(description="the center's own K (none: its info was not recorded)")
     neighbouring: str | None
     epoch: int | None = Field(description="the dataset's data version its releases come from")

@@ -30,6 +30,7 @@ from coordinator.models import (
     CenterRecord,
     DescribeAnalysis,
     DPQuantilesAnalysis,
+    FailedAnalysis,
     MWUAnalysis,
     Provenance,
     QuantilesAnalysis,
@@ -93,6 +94,7 @@ def provenance(record: ReleaseRecord, *, full: bool) -> Provenance:
 
 SOFTWARE_NAME = "fedstats"
 NO_COMMIT = "unknown: the coordinator does not run from a git checkout"
+FAILED = "failed: no result (nothing of it is reported)"
 SEEDS = ("none public: every center draws its noise from a generator keyed by its own secret "
          "(docs/privacy.md); a public seed would let anyone remove the noise. The coordinator "
          "draws no random numbers of its own for a result.")
@@ -199,12 +201,17 @@ def reproducibility(spec: StudySpec, result: StudyResult | None,
         if shown.mechanism:
             mechanisms[record.center].add(shown.mechanism)
     centers = []
+    answered = {*infos, *spent}  # a center that never answered has nothing to record
+    used = {c.center for c in result.center_status if c.status == "included"} if result else set()
     for center in dict.fromkeys([*(result.centers if result else []), *infos, *spent]):
+        if center not in answered:
+            continue
         info = infos.get(center) or {}
         dataset: dict[str, Any] = next(
             (d for d in info.get("datasets") or [] if d.get("name") == spec.dataset), {})
         centers.append(CenterRecord(
-            center=center, k=info.get("k"), neighbouring=info.get("neighbouring"),
+            center=center, included=center in used, k=info.get("k"),
+            neighbouring=info.get("neighbouring"),
             epoch=dataset.get("epoch"), epsilon=spent.get(center, 0.0),
             mechanisms=sorted(mechanisms.get(center, set()))))
     stamped = result.software if result is not None else None
@@ -214,4 +221,7 @@ def reproducibility(spec: StudySpec, result: StudyResult | None,
             "not recorded: the result was stored before the software was recorded"
             if result is not None else "no result yet"),
         spec_sha256=spec_sha256(spec), k=spec.k, centers=centers,
-        algorithms=[analysis_algorithm(a) for a in spec.analyses], seeds=SEEDS)
+        algorithms=[FAILED if result is not None and i < len(result.analyses)
+                    and isinstance(result.analyses[i], FailedAnalysis)
+                    else analysis_algorithm(a) for i, a in enumerate(spec.analyses)],
+        seeds=SEEDS)

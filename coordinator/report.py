@@ -926,7 +926,8 @@ def reproducibility_rows(view: dict[str, Any]) -> list[list[str]]:
     rows.append(["spec SHA-256", str(record["spec_sha256"])])
     rows.append(["K", str(record["k"])])
     for c in record.get("centers") or []:
-        rows.append([f"center {c['center']}",
+        rows.append([f"center {c['center']}" + ("" if c.get("included", True)
+                                                 else " (excluded)"),
                      f"K {c.get('k')}, {c.get('neighbouring')}, data epoch {c.get('epoch')} "
                      f"(no fingerprint published), ε spent {fmt(c.get('epsilon') or 0)}"
                      + (f", {', '.join(c['mechanisms'])}" if c.get("mechanisms") else "")])
