@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.figures import figure_names
+
 DEFAULTS: dict[str, Any] = {
     "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
     "analyses": ["table", "mwu", "quantiles"], "centers": [],
@@ -14,7 +16,8 @@ DEFAULTS: dict[str, Any] = {
 }
 PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
 ANALYSES = ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
-FIGURE_KINDS = {"table": "federated table", "dp_boxplot": "DP boxplots"}
+FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
+                 "boxplots": "DP boxplots", "quantiles": "quantiles"}
 
 
 class FormError(ValueError):
@@ -87,11 +90,12 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def figure_links(view: dict[str, Any]) -> list[tuple[int, str]]:
-    """(index, label) of each analysis with a figure to download."""
+def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """(index, figure name, label) of each figure of each analysis
+    (``coordinator.figures.figure_names``)."""
     result = view.get("result") or {}
-    return [(i, FIGURE_KINDS[a["kind"]]) for i, a in enumerate(result.get("analyses") or [])
-            if a.get("kind") in FIGURE_KINDS and a.get("status") == "succeeded"]
+    return [(i, name, FIGURE_LABELS[name])
+            for i, a in enumerate(result.get("analyses") or []) for name in figure_names(a)]
 
 
 EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 1 as shown")],

@@ -362,21 +362,27 @@ async def study_export_csv(request: Request, study_id: str, part: str) -> Respon
 
 
 @router.get("/studies/{study_id}/figures/{index}.{fmt}")
-async def study_figure(request: Request, study_id: str, index: int, fmt: str) -> Response:
-    """An analysis' figure to download: the federated table's counts, or the boxplots."""
+async def study_figure(request: Request, study_id: str, index: int, fmt: str,
+                       name: str | None = None) -> Response:
+    """An analysis' figure to download (``coordinator.figures.figure_names``)."""
     session = await signed_in(request)
     if session is None:
         return to_sign_in()
-    if fmt not in ("svg", "png") or not 0 <= index <= 1000:
+    names: dict[str | None, figures.FigureName | None] = {
+        None: None, "table": "table", "effects": "effects", "boxplots": "boxplots",
+        "quantiles": "quantiles"}
+    if fmt not in ("svg", "png") or not 0 <= index <= 1000 or name not in names:
         return Response("no such figure", status_code=404)
     kind: figures.FigureFormat = "svg" if fmt == "svg" else "png"
     try:
         record = await readable_study(services(request).store, session.caller, study_id)
-        image = await asyncio.to_thread(figures.analysis_figure, record, index, kind)
+        image = await asyncio.to_thread(figures.analysis_figure, record, index, kind,
+                                        names[name])
     except ServiceError as exc:
         return Response(exc.detail, status_code=exc.status_code)
     return Response(image, media_type=figures.MEDIA_TYPES[fmt], headers={
-        "Content-Disposition": f'attachment; filename="study-{study_id}-{index}.{fmt}"'})
+        "Content-Disposition":
+        f'attachment; filename="study-{study_id}-{index}{"-" + name if name else ""}.{fmt}"'})
 
 
 @router.post("/studies/{study_id}/{action}", response_class=HTMLResponse)

@@ -255,3 +255,33 @@ def test_the_commit_is_read_from_git_files_or_said_unknown(tmp_path: Path) -> No
     assert git_commit(tree) == commit
     (own / "HEAD").write_text("garbage\n")
     assert git_commit(tree) is None
+
+
+async def test_every_analysis_with_numbers_to_draw_has_a_figure(
+        running: Running, study: dict[str, Any]) -> None:
+    c, sid = running.client, study["id"]
+
+    async def figure(index: int, query: str = "") -> Any:
+        return await c.get(f"/v1/studies/{sid}/analyses/{index}/figure{query}", headers=AUTH)
+
+    effects = await figure(1, "?name=effects")
+    assert effects.status_code == 200 and effects.content.startswith(b"<?xml")
+    assert b"stratified" in effects.content
+    png = await figure(1, "?name=effects&format=png")
+    assert png.content[:4] == b"\x89PNG"
+    # An mwu with the table test: its table by default, its effects by name.
+    assert b"cumulative" in (await figure(1)).content
+    missing = await figure(0, "?name=effects")
+    assert missing.status_code == 404 and "(it has: table)" in missing.json()["detail"]
+    assert (await figure(2)).status_code == 404  # describe: a table, no figure
+    assert (await figure(1, "?name=bogus")).status_code == 422
+
+    spec = {"dataset": "cohort", "variable": "crp", "groups": ["ctl", "trt"], "k": K,
+            "analyses": [{"kind": "table"}, {"kind": "quantiles", "levels": [0.25, 0.5, 0.75]},
+                         {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": [0, 100],
+                          "levels": [0.25, 0.5, 0.75], "group": "trt"}]}
+    other = await running.run(spec)
+    for index, shown in [(1, b"yj_table"), (2, b"gamma")]:
+        answer = await c.get(f"/v1/studies/{other['id']}/analyses/{index}/figure",
+                             headers=AUTH)
+        assert answer.status_code == 200 and shown in answer.content, index

@@ -20,7 +20,7 @@ from coordinator.api.access import owned_study, readable_study, shown_plan, show
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
 from coordinator.core.errors import Conflict, QuotaExceeded
 from coordinator.db import Store, StudyRecord
-from coordinator.figures import FigureFormat
+from coordinator.figures import FigureFormat, FigureName
 from coordinator.models import (
     StudyCreated,
     StudyError,
@@ -223,12 +223,17 @@ async def boxplot_figure(
     store: StoreDep,
     analyst: AnalystDep,
     format: FigureFormat = "svg",
+    name: Annotated[FigureName | None, Query(
+        description="which figure (default: the analysis's first): table, effects (mwu), "
+                    "boxplots, quantiles (dp_quantiles, quantiles)")] = None,
 ) -> Response:
-    """The figure of a finished analysis (``index`` in the spec) as SVG or PNG: the boxplots of
+    """A figure of a finished analysis (``index`` in the spec) as SVG or PNG: the boxplots of
     a ``dp_boxplot``, the federated table of a ``table`` (or of an ``mwu`` with the table
-    test); 404 for an analysis without a figure, 409 before the study has a result."""
+    test), the effect sizes of an ``mwu`` (``name=effects``), the quantiles of a
+    ``dp_quantiles`` or ``quantiles``; 404 for an analysis without that figure, 409 before the
+    study has a result."""
     record = await readable_study(store, analyst, study_id)
-    image = await asyncio.to_thread(figures.analysis_figure, record, index, format)
+    image = await asyncio.to_thread(figures.analysis_figure, record, index, format, name)
     return Response(image, media_type=figures.MEDIA_TYPES[format])
 
 
