@@ -403,8 +403,13 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             if left_out(mwu):
                 lines.append(f"  left out: {left_out(mwu)}")
             lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}  law under H0")
-            for name, statistic, law, pvalue in marked_primary(view, mwu, mwu_test_rows(mwu)):
+            rows = mwu_test_rows(mwu)
+            for name, statistic, law, pvalue in marked_primary(view, mwu, rows, short=True):
                 lines.append(f"  {name:<10}{fmt(statistic):>14}{fmt(pvalue):>14}  {law}")
+            if marked_primary(view, mwu, rows, short=True) != rows:
+                primary = primary_test(view)
+                assert primary is not None
+                lines.append(f"  * the primary test (pre-specified), at α = {fmt(primary[2])}")
             if mwu.get("effects"):
                 lines.append("  Effect θ = P(Y > X) + ½P(Y = X) with its 95 % interval:")
                 lines.append(f"  {'center':<14}{'n_X':>7}{'n_Y':>7}{'θ':>9}  95 % interval")
@@ -521,6 +526,8 @@ table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d0d7de;padd
 text-align:right}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 .note{background:#fff8c5;padding:.5em .8em;border-radius:4px}.meta{color:#57606a}
 figure{margin:1em 0}svg{max-width:100%;height:auto}td{white-space:nowrap}.scroll{overflow-x:auto}
+table.record td{white-space:normal;text-align:left;overflow-wrap:anywhere}
+table.record th{text-align:left;white-space:nowrap}
 """
 
 
@@ -887,15 +894,16 @@ def primary_test(view: dict[str, Any]) -> tuple[int, str, float] | None:
     return int(primary["analysis"]), str(primary["test"]), float(primary.get("alpha", 0.05))
 
 
-def marked_primary(view: dict[str, Any], mwu: dict[str, Any],
-                   rows: list[list[Any]]) -> list[list[Any]]:
-    """The test rows of ``mwu`` with the primary test's name marked "(primary, α = …)"."""
+def marked_primary(view: dict[str, Any], mwu: dict[str, Any], rows: list[list[Any]], *,
+                   short: bool = False) -> list[list[Any]]:
+    """The test rows of ``mwu`` with the primary test's name marked "(primary, α = …)" (with
+    ``short``, "*")."""
     primary = primary_test(view)
     analyses = (view.get("result") or {}).get("analyses") or []
     if primary is None or primary[0] >= len(analyses) or analyses[primary[0]] is not mwu:
         return rows
-    return [[f"{row[0]} (primary, α = {fmt(primary[2])})" if row[0] == primary[1] else row[0],
-             *row[1:]] for row in rows]
+    mark = "*" if short else f" (primary, α = {fmt(primary[2])})"
+    return [[f"{row[0]}{mark}" if row[0] == primary[1] else row[0], *row[1:]] for row in rows]
 
 
 def heading_parts(view: dict[str, Any]) -> list[str]:
@@ -950,5 +958,7 @@ def record_parts(view: dict[str, Any]) -> list[str]:
     rows = reproducibility_rows(view)
     if rows:
         parts.append("<h2>Reproducibility record</h2>")
-        parts.append(_table(["field", "value"], rows))
+        parts.append("<table class='record'>" + "".join(
+            f"<tr><th scope='row'>{esc(field)}</th><td>{esc(value)}</td></tr>"
+            for field, value in rows) + "</table>")
     return parts

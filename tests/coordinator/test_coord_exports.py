@@ -212,7 +212,7 @@ async def test_zip_bundle_record_methods_and_report(running: Running,
     assert "sum (primary, α = 0.01)" in page and "Primary test (pre-specified)" in page
     assert "<h2>Methods</h2>" in page and "<h2>Reproducibility record</h2>" in page
     assert "alpha: ctl" in page  # per-center columns in Table 1
-    assert SPEC["title"] in summary(study)
+    assert SPEC["title"] in summary(study) and "  sum*  " in summary(study)
     header, _ = table_one(study["result"]["analyses"][2], ["ctl", "trt"])
     assert header == ["variable", "ctl", "trt", "Overall"]  # without per_center as before
 
