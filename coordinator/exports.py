@@ -45,12 +45,13 @@ Row = dict[str, Any]
 
 
 def cell(value: Any) -> str:
-    """A value as a CSV cell: numbers exact and plain, ``Inf``/``-Inf`` for the open ends (R
-    and pandas read both), an empty cell for none, lists as ``;``-separated values."""
+    """A value as a CSV cell: numbers exact and plain, ``Inf``/``-Inf`` for the open ends and
+    ``TRUE``/``FALSE`` (R and pandas read them), an empty cell for none, lists as
+    ``;``-separated values."""
     if value is None:
         return ""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return "TRUE" if value else "FALSE"  # what R's read.csv and pandas both read
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):

@@ -158,7 +158,7 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
         files = {n.split("/", 1)[1]: archive.read(n).decode() for n in archive.namelist()}
     tests_csv = list(csv.DictReader(io.StringIO(files["tests.csv"])))
     assert (tests_csv[0]["test"], tests_csv[0]["primary"], tests_csv[0]["alpha"]) == (
-        "sum", "true", "0.05")
+        "sum", "TRUE", "0.05")
     assert float(tests_csv[0]["pvalue"]) == pytest.approx(value, rel=1e-3)  # as shown, rounded
     assert "The pre-specified primary test was the sum test at α = 0.05" in files["methods.txt"]
     with page.expect_download() as download_info:

@@ -6,6 +6,7 @@ centers published."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -23,7 +24,7 @@ from coordinator.models import StudySpec
 from coordinator.provenance import NO_COMMIT, git_commit, software
 from coordinator.report import render_html, summary, table_one
 from tests.coordinator.test_coord_api import Running, counting_centers, serving
-from tests.helpers.coordinator import AUTH, Federations, K, settings_for, sqlite_url
+from tests.helpers.coordinator import ANALYST_TOKEN, AUTH, Federations, K, settings_for, sqlite_url
 
 pytestmark = pytest.mark.anyio
 
@@ -99,8 +100,8 @@ async def test_csv_parts_hold_the_results_numbers(running: Running,
         assert number(r["pvalue"]) == test["pvalue"]
         assert r["null"] == (test.get("null") or "")
         assert r["alternative"] == "two-sided"
-    assert [(r["test"], r["primary"], r["alpha"]) for r in rows if r["primary"] == "true"] == [
-        ("sum", "true", "0.01")]
+    assert [(r["test"], r["primary"], r["alpha"]) for r in rows if r["primary"] == "TRUE"] == [
+        ("sum", "TRUE", "0.01")]
 
     effects = read_csv((await c.get(f"/v1/studies/{sid}/export.csv?part=effects",
                                     headers=AUTH)).text)
@@ -222,11 +223,12 @@ async def test_zip_bundle_record_methods_and_report(running: Running,
         await c.get(f"/v1/studies/{sid}/export.csv?part=tests", headers=AUTH)).text
 
 
-async def test_exports_need_a_result(running: Running, study: dict[str, Any]) -> None:
-    # A pending study of the same analyst (made in the store: it never runs).
+async def test_exports_need_a_result(running: Running) -> None:
+    # A pending study of the configured token's analyst (made in the store: it never runs).
     store = running.app.state.services.store
+    owner = "config-" + hashlib.sha256(ANALYST_TOKEN.encode()).hexdigest()[:16]
     pending = store.create_study("e" * 32, StudySpec.model_validate(SPEC).model_dump_json(),
-                                 analyst_id=study["created_by"])
+                                 analyst_id=owner)
     for path in ["export.zip", "export.csv?part=tests"]:
         early = await running.client.get(f"/v1/studies/{pending.id}/{path}", headers=AUTH)
         assert early.status_code == 409 and "exports need a result" in early.json()["detail"]
