@@ -958,7 +958,7 @@ def record_parts(view: dict[str, Any]) -> list[str]:
     rows = reproducibility_rows(view)
     if rows:
         parts.append("<h2>Reproducibility record</h2>")
-        parts.append("<table class='record'>" + "".join(
-            f"<tr><th scope='row'>{esc(field)}</th><td>{esc(value)}</td></tr>"
-            for field, value in rows) + "</table>")
+        parts.append("<div class='scroll'><table class='record'>" + "".join(
+            f"<tr><th scope='row'>{esc(field)}</th><td class='wrap'>{esc(value)}</td></tr>"
+            for field, value in rows) + "</table></div>")
     return parts

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pandas
 import pytest
 from pydantic import ValidationError
 
@@ -140,6 +141,8 @@ async def test_csv_parts_hold_the_results_numbers(running: Running,
     bins = read_csv((await c.get(f"/v1/studies/{sid}/export.csv?part=table",
                                  headers=AUTH)).text)
     assert bins[0]["low"] == "-Inf" and math.isinf(number(bins[0]["low"]))
+    read = pandas.read_csv(io.StringIO(exports.part_csv(study, "table")))
+    assert read["low"].iloc[0] == -math.inf and read["low"].dtype == float
     table = study["result"]["analyses"][0]
     assert [number(b["count_trt"]) for b in bins] == table["counts"][1]
 
