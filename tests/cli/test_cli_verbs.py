@@ -158,16 +158,16 @@ def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: 
     tables = cli(federation, "study", "get", study_id, "--out", str(tmp_path / "got2"),
                  "--csv", str(tmp_path / "csv"))
     assert tables.returncode == 0, tables.stderr
-    written = {p.name for p in (tmp_path / "csv").iterdir()}
+    exported_files = {p.name for p in (tmp_path / "csv").iterdir()}
     assert {"tests.csv", "effects.csv", "table.csv", "centers.csv", "methods.txt",
-            "reproducibility.json", "spec.json"} <= written
+            "reproducibility.json", "spec.json"} <= exported_files
     tests_csv = (tmp_path / "csv" / "tests.csv").read_text()
     exported = httpx.get(f"{federation.url}/v1/studies/{study_id}/export.csv",
                          params={"part": "tests"}, headers=AUTH, timeout=scaled(30))
     assert exported.status_code == 200 and exported.text == tests_csv
-    rows = [line.split(",") for line in tests_csv.splitlines()]
-    assert [r[2] for r in rows[1:]] == ["sum", "table"]
-    assert float(rows[1][rows[0].index("pvalue")]) == view["result"]["analyses"][1]["tests"][
+    cells = [line.split(",") for line in tests_csv.splitlines()]
+    assert [r[2] for r in cells[1:]] == ["sum", "table"]
+    assert float(cells[1][cells[0].index("pvalue")]) == view["result"]["analyses"][1]["tests"][
         "sum"]["pvalue"]
     methods = (tmp_path / "csv" / "methods.txt").read_text()
     assert "the sum test" in methods and "No primary test was pre-specified" in methods
