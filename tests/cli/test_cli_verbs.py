@@ -8,6 +8,8 @@ success, 1 a study that did not succeed or a call refused, 2 usage or configurat
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import subprocess
 import threading
@@ -165,7 +167,7 @@ def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: 
     exported = httpx.get(f"{federation.url}/v1/studies/{study_id}/export.csv",
                          params={"part": "tests"}, headers=AUTH, timeout=scaled(30))
     assert exported.status_code == 200 and exported.text == tests_csv
-    cells = [line.split(",") for line in tests_csv.splitlines()]
+    cells = list(csv.reader(io.StringIO(tests_csv)))
     assert [r[2] for r in cells[1:]] == ["sum", "table"]
     assert float(cells[1][cells[0].index("pvalue")]) == view["result"]["analyses"][1]["tests"][
         "sum"]["pvalue"]
