@@ -6,10 +6,10 @@ of the token used, the action, its target (a study, an analyst) and the request 
 audit records of the same request. Never a token, a result or a released number.
 
 Actions (:data:`ACTIONS`): ``study.create``, ``study.read`` (a read with the provenance; polls
-without it are not recorded), ``study.resume``, ``study.cancel``, ``study.share``,
-``study.unshare``, ``analyst.add``, ``analyst.revoke``, ``quota.set``, ``quota.refused`` (a study
-refused by a quota) and ``auth.refused`` (a presented token that is not valid: by its
-fingerprint).
+without it are not recorded), ``study.export`` (an export: CSV or zip), ``study.resume``,
+``study.cancel``, ``study.share``, ``study.unshare``, ``analyst.add``, ``analyst.revoke``,
+``quota.set``, ``quota.refused`` (a study refused by a quota) and ``auth.refused`` (a
+presented token that is not valid: by its fingerprint).
 
 Admins read it at ``GET /v1/audit``; the operator with ``fedstats coordinator audit``.
 """
@@ -25,7 +25,7 @@ from fedstats_service.context import current
 log = logging.getLogger(__name__)
 
 ACTIONS: tuple[str, ...] = (
-    "study.create", "study.read", "study.resume", "study.cancel", "study.share",
+    "study.create", "study.read", "study.export", "study.resume", "study.cancel", "study.share",
     "study.unshare",
     "analyst.add", "analyst.revoke", "quota.set", "quota.refused", "auth.refused",
 )

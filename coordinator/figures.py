@@ -4,7 +4,13 @@ HTML report, ``coordinator.report``, all take them from here):
 * :func:`boxplot_figure` — a DP boxplot analysis: one box per center and the pooled box, with
   ``Axes.bxp``; a box has no points, the outliers are DP *counts* written beside each whisker;
 * :func:`table_figure` — the federated K-anonymous table as cumulative shares, one line per
-  group (the picture the Mann-Whitney tests are about).
+  group (the picture the Mann-Whitney tests are about);
+* :func:`effects_figure` — a Mann-Whitney analysis's probabilistic indices with their 95 %
+  intervals, per center and stratified (a forest plot);
+* :func:`quantiles_figure` — quantiles against their levels, one line per center or estimator
+  (``dp_quantiles``, ``quantiles``).
+
+Which figures an analysis has is :func:`figure_names`; ``analysis_figure`` draws one by name.
 
 Drawn with matplotlib's object API (``Figure``, no pyplot state, safe in worker threads) from the
 released numbers only.
@@ -25,8 +31,10 @@ from coordinator.db import StudyRecord
 from coordinator.models import (
     Box,
     DPBoxplotResult,
+    DPQuantilesResult,
     FailedAnalysis,
     MWUResult,
+    QuantilesResult,
     StudyResult,
     StudySpec,
     TableResult,
@@ -104,10 +112,70 @@ def table_figure(limits: Sequence[float | str], counts: Sequence[Sequence[float]
     return _save(figure, fmt)
 
 
-def analysis_figure(record: StudyRecord, index: int, fmt: FigureFormat) -> bytes:
-    """The figure of analysis ``index`` of a finished study: its boxplots (``dp_boxplot``) or
-    its federated table (``table``, or the table behind an MWU table test); 409 before the
-    study has a result or when the analysis failed, 404 for an analysis without a figure."""
+def effects_figure(effects: Sequence[Mapping[str, Any]], *, title: str,
+                   fmt: FigureFormat = "svg") -> bytes:
+    """θ with its interval per row (``Effect`` fields), top to bottom; ½ (no difference)
+    dashed."""
+    figure = Figure(figsize=(6.0, 1.2 + 0.45 * len(effects)), layout="constrained")
+    axes = figure.add_subplot()
+    ys = list(range(len(effects), 0, -1))
+    for y, e in zip(ys, effects, strict=True):
+        axes.plot([e["low"], e["high"]], [y, y], color="#1f77b4", linewidth=1.6)
+        axes.plot([e["estimate"]], [y], marker="D" if e["center"] == "stratified" else "o",
+                  color="#1f77b4")
+    axes.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+    axes.set_yticks(ys, [f"{e['center']} (n = {e['n_x']} + {e['n_y']})" for e in effects])
+    axes.set_xlim(0, 1)
+    axes.set_xlabel("θ = P(Y > X) + ½·P(Y = X), with its 95 % interval")
+    axes.set_title(title, fontsize=9)
+    return _save(figure, fmt)
+
+
+def quantiles_figure(levels: Sequence[float], series: Mapping[str, Sequence[float]], *,
+                     title: str, fmt: FigureFormat = "svg") -> bytes:
+    """Each series' values against the levels, one line per series."""
+    figure = Figure(figsize=(6.4, 3.6), layout="constrained")
+    axes = figure.add_subplot()
+    for label, values in series.items():
+        axes.plot(list(levels), list(values), marker="o", markersize=3, label=label)
+    axes.set_xlabel("level")
+    axes.set_ylabel("quantile")
+    axes.grid(alpha=0.3)
+    axes.legend(frameon=False, fontsize=7)
+    axes.set_title(title, fontsize=9)
+    return _save(figure, fmt)
+
+
+FigureName = Literal["table", "effects", "boxplots", "quantiles"]
+
+
+def figure_names(analysis: Mapping[str, Any]) -> list[str]:
+    """The figures of a succeeded analysis (its result as JSON), the default first."""
+    kind = analysis.get("kind")
+    if analysis.get("status", "succeeded") != "succeeded":
+        return []
+    if kind == "table":
+        return ["table"]
+    if kind == "mwu":
+        return (["table"] if analysis.get("table") else []) + (
+            ["effects"] if analysis.get("effects") else [])
+    if kind == "dp_boxplot":
+        return ["boxplots"]
+    if kind == "dp_quantiles":
+        return ["quantiles"]
+    if kind == "quantiles":
+        return ["quantiles"] if any(e.get("quantiles") for by in (
+            analysis.get("estimates") or {}).values() for e in by.values()) else []
+    return []
+
+
+def analysis_figure(record: StudyRecord, index: int, fmt: FigureFormat,
+                    name: FigureName | None = None) -> bytes:
+    """Figure ``name`` (default: the analysis's first, :func:`figure_names`) of analysis
+    ``index`` of a finished study: its boxplots (``dp_boxplot``), its federated table
+    (``table``, or the table behind an MWU table test), its effect sizes (``mwu``) or its
+    quantiles (``dp_quantiles``, ``quantiles``); 409 before the study has a result or when the
+    analysis failed, 404 for an analysis without that figure."""
     study_id = record.id
     if record.status not in ("succeeded", "partially_failed") or record.result is None:
         raise Conflict(f"study {study_id!r} is {record.status}; figures need a result")
@@ -118,13 +186,32 @@ def analysis_figure(record: StudyRecord, index: int, fmt: FigureFormat) -> bytes
     if isinstance(found, FailedAnalysis):
         raise Conflict(f"analysis {index} of study {study_id!r} failed: {found.error.detail}")
     spec = StudySpec.model_validate_json(record.spec)
-    name = f"{spec.dataset}.{spec.variable}"
+    label = f"{spec.dataset}.{spec.variable}"
+    names = figure_names(found.model_dump(mode="json"))
+    if not names or (name is not None and name not in names):
+        said = f"no {name} figure" if name is not None else "no figure"
+        raise NotFound(f"analysis {index} of study {study_id!r} has {said}"
+                       + (f" (it has: {', '.join(names)})" if names else ""))
+    chosen = name or names[0]
     if isinstance(found, DPBoxplotResult):
-        title = name + (f" ({found.group})" if found.group else "")
+        title = label + (f" ({found.group})" if found.group else "")
         return boxplot_figure(found, title=title, fmt=fmt)
+    if chosen == "effects" and isinstance(found, MWUResult):
+        return effects_figure([e.model_dump() for e in found.effects], fmt=fmt,
+                              title=f"{label}: probabilistic index, {spec.groups[1]} vs "
+                                    f"{spec.groups[0]}" if spec.groups else label)
+    if isinstance(found, DPQuantilesResult):
+        return quantiles_figure(found.levels, found.per_center, fmt=fmt,
+                                title=f"{label}: DP quantiles ({found.algorithm}) of "
+                                      f"{found.group or 'all records'}, per center")
+    if isinstance(found, QuantilesResult):
+        series = {f"{estimator} · {group}": e.quantiles
+                  for estimator, by_group in found.estimates.items()
+                  for group, e in by_group.items() if e.quantiles is not None}
+        return quantiles_figure(found.levels, series, fmt=fmt,
+                                title=f"{label}: federated quantiles")
     table = found.table if isinstance(found, MWUResult) else found
-    if isinstance(table, TableResult):
-        groups = list(spec.groups) if spec.groups is not None else ["all records"]
-        return table_figure(table.limits, table.counts, groups,
-                            title=f"{name}: federated K-anonymous table, cumulative", fmt=fmt)
-    raise NotFound(f"analysis {index} of study {study_id!r} has no figure")
+    assert isinstance(table, TableResult)  # figure_names offered "table"
+    groups = list(spec.groups) if spec.groups is not None else ["all records"]
+    return table_figure(table.limits, table.counts, groups,
+                        title=f"{label}: federated K-anonymous table, cumulative", fmt=fmt)

@@ -232,9 +232,25 @@ Analysis = Annotated[
 ]
 
 
+class PrimaryTest(_Spec):
+    """The test a pre-registered analysis names as its primary one: a Mann-Whitney test of one
+    ``mwu`` analysis of the spec, at level ``alpha``. It changes nothing that is computed; the
+    report, the exports and the Methods paragraph mark it and name it first."""
+
+    analysis: int = Field(ge=0, le=15, description="index of an mwu analysis in `analyses`")
+    test: MWUTest = Field(description="one of that analysis's `tests`")
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="the test's significance level")
+
+
 class StudySpec(_Spec):
     """What an analyst asks for. Nothing here is secret; it is stored and echoed as given."""
 
+    title: str | None = Field(default=None, min_length=1, max_length=200,
+                              description="a human title, shown in lists and reports")
+    description: str | None = Field(default=None, min_length=1, max_length=5000,
+                                    description="what the study is for (plain text)")
+    primary: PrimaryTest | None = Field(
+        default=None, description="the pre-registered primary test (an mwu analysis's test)")
     dataset: str = Field(min_length=1, max_length=128, pattern=r"^[a-z][a-z0-9_-]*$")
     variable: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     groups: tuple[str, str] | None = Field(
@@ -282,6 +298,20 @@ class StudySpec(_Spec):
     def _mwu_needs_groups(self) -> Self:
         if self.groups is None and any(a.kind == "mwu" for a in self.analyses):
             raise ValueError("an mwu analysis needs `groups` (the two levels X and Y)")
+        return self
+
+    @model_validator(mode="after")
+    def _primary_is_asked(self) -> Self:
+        if self.primary is None:
+            return self
+        index = self.primary.analysis
+        if index >= len(self.analyses) or not isinstance(self.analyses[index], MWUAnalysis):
+            raise ValueError(f"`primary.analysis` {index} is not an mwu analysis of the spec")
+        asked = self.analyses[index]
+        assert isinstance(asked, MWUAnalysis)
+        if self.primary.test not in asked.tests:
+            raise ValueError(f"`primary.test` {self.primary.test!r} is not one of analysis "
+                             f"{index}'s tests {list(asked.tests)}")
         return self
 
     @model_validator(mode="after")
@@ -652,6 +682,15 @@ class StudyCenter(_Result):
                     "every result holds it")
 
 
+class Software(_Result):
+    """The coordinator's software a result was computed with."""
+
+    name: str
+    version: str
+    commit: str | None = Field(description="the git commit of the source (none: unknown)")
+    commit_note: str | None = Field(default=None, description="why the commit is unknown")
+
+
 class StudyResult(_Result):
     analyses: list[AnalysisOutcome] = Field(
         description="one entry per analysis of the spec, in its order: the analysis's result "
@@ -661,6 +700,9 @@ class StudyResult(_Result):
     center_status: list[StudyCenter] = Field(
         default_factory=list,
         description="each center asked: included or excluded, per analysis, and why")
+    software: Software | None = Field(
+        default=None, description="the coordinator's software that computed the result (none: "
+                                  "a result stored before it was recorded)")
 
 
 # -- the answers ---------------------------------------------------------------------------------
@@ -711,6 +753,7 @@ class StudyCreated(BaseModel):
 class StudySummary(BaseModel):
     id: str
     status: StudyStatus
+    title: str | None = None
     dataset: str
     variable: str
     created_by: str | None = Field(description="the id of the analyst who owns the study")
@@ -739,6 +782,37 @@ class Provenance(BaseModel):
     received_at: str
 
 
+class CenterRecord(BaseModel):
+    """One center's part in a study, as it published it: its K, neighbouring relation and the
+    data version (epoch) of the dataset its releases came from, the ε it spent and the
+    mechanisms its answers name."""
+
+    center: str
+    included: bool = Field(description="the result holds its releases (false: left out)")
+    k: int | None = Field(description="the center's own K (none: its info was not recorded)")
+    neighbouring: str | None
+    epoch: int | None = Field(description="the dataset's data version its releases come from")
+    data_fingerprint: str | None = Field(
+        default=None, description="none: the centers publish no fingerprint of their data, "
+                                  "only the epoch (a new epoch whenever the data change)")
+    epsilon: float = Field(description="ε the center spent on this study's releases")
+    mechanisms: list[str] = Field(description="how its answers were noised, as they state it")
+
+
+class Reproducibility(BaseModel):
+    """What is needed to redo a study or cite it (docs/coordinator.md, "Exports and the
+    reproducibility record"): the software, the spec as submitted and its SHA-256, the centers'
+    data versions and ε, K, the algorithms, and which random seeds are public (none)."""
+
+    software: Software | None
+    software_note: str | None = None
+    spec_sha256: str = Field(description="SHA-256 of the spec as stored (canonical JSON)")
+    k: int
+    centers: list[CenterRecord]
+    algorithms: list[str] = Field(description="per analysis of the spec, what computed it")
+    seeds: str = Field(description="which random seeds are public")
+
+
 class StudyView(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
@@ -755,6 +829,9 @@ class StudyView(BaseModel):
     created_by: str | None = Field(description="the id of the analyst who owns the study")
     created_at: str
     updated_at: str
+    reproducibility: Reproducibility | None = Field(
+        default=None, description="the study's reproducibility record (with the provenance "
+                                  "only; docs/coordinator.md, \"Exports\")")
 
 
 # -- accounts ------------------------------------------------------------------------------------

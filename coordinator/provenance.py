@@ -7,15 +7,38 @@ call, dataset, the request's public parameters, the ε the center spent, and the
 and scale where the answer states them, with the time received. The signed table a refinement
 request carries (a peer's statement of its limits) is left out too: the result holds the
 federated table's limits.
+
+:func:`reproducibility` is the study's reproducibility record (what the exports and the Methods
+paragraph, ``coordinator.exports`` and ``coordinator.methods_text``, are written from) and
+:func:`software` the coordinator's version and commit a result is stamped with.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.metadata
 import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from coordinator.db import ReleaseRecord
-from coordinator.models import Provenance
+from coordinator.models import (
+    Analysis,
+    CenterRecord,
+    DescribeAnalysis,
+    DPQuantilesAnalysis,
+    FailedAnalysis,
+    MWUAnalysis,
+    Provenance,
+    QuantilesAnalysis,
+    Reproducibility,
+    Software,
+    StudyResult,
+    StudySpec,
+)
 from shared.fields import canonical_method
 
 # Request fields that are not public parameters of the question.
@@ -65,3 +88,140 @@ def provenance(record: ReleaseRecord, *, full: bool) -> Provenance:
         request=request, epsilon=_epsilon(record.kind, request, response), mechanism=mechanism,
         noise_scale=scale, response=response if full else None, received_at=record.received_at,
     )
+
+
+# -- the reproducibility record ------------------------------------------------------------------
+
+SOFTWARE_NAME = "fedstats"
+NO_COMMIT = "unknown: the coordinator does not run from a git checkout"
+FAILED = "failed: no result (nothing of it is reported)"
+SEEDS = ("none public: every center draws its noise from a generator keyed by its own secret "
+         "(docs/privacy.md); a public seed would let anyone remove the noise. The coordinator "
+         "draws no random numbers of its own for a result.")
+
+ALGORITHMS: dict[str, str] = {
+    "table": "federated K-anonymous bin table (Becher, Marcus-Kalish & Steinberg 2023, "
+             "Algorithms 1-6)",
+    "mwu": "federated Mann-Whitney tests (Becher, Marcus-Kalish & Steinberg 2023, §6); "
+           "probabilistic index with Newcombe's (2006) Method 5 score interval",
+    "dp_boxplot": "DPBoxplot (Ramsay & Diaz-Rodriguez 2025) per center; pooled box from a DP "
+                  "tree histogram (Hay et al. 2010)",
+    "quantiles": "quantile estimators on the federated table (Becher, Marcus-Kalish & Steinberg "
+                 "2023, §7)",
+    "dp_quantiles": "DP quantiles per center",
+    "describe": "Table 1 (descriptive statistics)",
+}
+
+
+def git_commit(source: Path) -> str | None:
+    """The commit checked out at ``source``, read from its git files (``HEAD``, the ref it
+    names, ``packed-refs``; a worktree's ``.git`` file and ``commondir`` followed), without
+    running git; None when ``source`` is no git checkout or the files do not say."""
+    dot = source / ".git"
+    try:
+        if dot.is_file():  # a worktree or submodule: "gitdir: <path>"
+            gitdir = Path(dot.read_text().removeprefix("gitdir:").strip())
+            gitdir = gitdir if gitdir.is_absolute() else (source / gitdir).resolve()
+        elif dot.is_dir():
+            gitdir = dot
+        else:
+            return None
+        common = gitdir
+        if (gitdir / "commondir").is_file():
+            common = (gitdir / (gitdir / "commondir").read_text().strip()).resolve()
+        head = (gitdir / "HEAD").read_text().strip()
+        if head.startswith("ref:"):
+            ref = head.removeprefix("ref:").strip()
+            for root in (gitdir, common):
+                if (root / ref).is_file():
+                    head = (root / ref).read_text().strip()
+                    break
+            else:
+                packed = common / "packed-refs"
+                lines = packed.read_text().splitlines() if packed.is_file() else []
+                head = next((line.split()[0] for line in lines
+                             if line.endswith(" " + ref)), "")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return head if re.fullmatch(r"[0-9a-f]{40}", head) else None
+
+
+@functools.lru_cache(maxsize=1)
+def software() -> Software:
+    """This coordinator's software: the installed package's version and, where its source is a
+    git checkout, the commit checked out (:func:`git_commit`); never guessed."""
+    try:
+        version = importlib.metadata.version(SOFTWARE_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    commit = git_commit(Path(__file__).resolve().parent.parent)
+    if commit is not None:
+        return Software(name=SOFTWARE_NAME, version=version, commit=commit)
+    return Software(name=SOFTWARE_NAME, version=version, commit=None, commit_note=NO_COMMIT)
+
+
+def spec_sha256(spec: StudySpec) -> str:
+    """SHA-256 of the spec as the coordinator stores it (its JSON, keys in model order)."""
+    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+
+
+def analysis_algorithm(analysis: Analysis) -> str:
+    """What computed one analysis of a spec, named as the Methods cite it."""
+    said = ALGORITHMS[analysis.kind]
+    if isinstance(analysis, DPQuantilesAnalysis):
+        said += f" ({analysis.algorithm})"
+    elif isinstance(analysis, QuantilesAnalysis):
+        said += f" ({', '.join(analysis.estimators)})"
+    elif isinstance(analysis, MWUAnalysis):
+        said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}"
+                 + (f"; local U noised at ε = {analysis.epsilon:g}"
+                    if analysis.epsilon is not None else ""))
+    elif isinstance(analysis, DescribeAnalysis):
+        said += f" ({analysis.method}" + (f", ε = {analysis.epsilon:g}" if analysis.epsilon
+                                          else "") + ")"
+    return said
+
+
+def reproducibility(spec: StudySpec, result: StudyResult | None,
+                    records: Sequence[ReleaseRecord]) -> Reproducibility:
+    """The study's reproducibility record, from its spec, result and the answers the centers
+    gave: each center's K, neighbouring relation and epoch from its recorded info (public: its
+    catalog shows them), the ε it spent and the mechanisms its answers name."""
+    infos: dict[str, dict[str, Any]] = {}
+    spent: dict[str, float] = {}
+    mechanisms: dict[str, set[str]] = {}
+    for record in records:
+        response = json.loads(record.response)
+        if record.kind == "info":
+            infos.setdefault(record.center, response)
+            continue
+        shown = provenance(record, full=False)
+        spent[record.center] = spent.get(record.center, 0.0) + (shown.epsilon or 0.0)
+        mechanisms.setdefault(record.center, set())
+        if shown.mechanism:
+            mechanisms[record.center].add(shown.mechanism)
+    centers = []
+    answered = {*infos, *spent}  # a center that never answered has nothing to record
+    used = {c.center for c in result.center_status if c.status == "included"} if result else set()
+    for center in dict.fromkeys([*(result.centers if result else []), *infos, *spent]):
+        if center not in answered:
+            continue
+        info = infos.get(center) or {}
+        dataset: dict[str, Any] = next(
+            (d for d in info.get("datasets") or [] if d.get("name") == spec.dataset), {})
+        centers.append(CenterRecord(
+            center=center, included=center in used, k=info.get("k"),
+            neighbouring=info.get("neighbouring"),
+            epoch=dataset.get("epoch"), epsilon=spent.get(center, 0.0),
+            mechanisms=sorted(mechanisms.get(center, set()))))
+    stamped = result.software if result is not None else None
+    return Reproducibility(
+        software=stamped,
+        software_note=None if stamped is not None else (
+            "not recorded: the result was stored before the software was recorded"
+            if result is not None else "no result yet"),
+        spec_sha256=spec_sha256(spec), k=spec.k, centers=centers,
+        algorithms=[FAILED if result is not None and i < len(result.analyses)
+                    and isinstance(result.analyses[i], FailedAnalysis)
+                    else analysis_algorithm(a) for i, a in enumerate(spec.analyses)],
+        seeds=SEEDS)

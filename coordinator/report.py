@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from coordinator import figures
+from coordinator import figures, methods_text
 from coordinator.report_flags import uninformative_notes
 
 T = TypeVar("T")
@@ -371,7 +371,8 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
     notes = [*(notes or []), *uninformative_notes(view)]
     spec = view["spec"]
     lines = [
-        f"Study {view['id']}: {view['status']}",
+        f"Study {view['id']}: {view['status']}"
+        + (f" — {spec['title']}" if spec.get("title") else ""),
         f"  {spec['dataset']}.{spec['variable']}"
         + (f", {spec['groups'][0]} (X) vs {spec['groups'][1]} (Y)" if spec.get("groups") else "")
         + f", K = {spec['k']}",
@@ -413,8 +414,13 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
             if left_out(mwu):
                 lines.append(f"  left out: {left_out(mwu)}")
             lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}  law under H0")
-            for name, statistic, law, pvalue in mwu_test_rows(mwu):
+            rows = mwu_test_rows(mwu)
+            for name, statistic, law, pvalue in marked_primary(view, mwu, rows, short=True):
                 lines.append(f"  {name:<10}{fmt(statistic):>14}{fmt(pvalue):>14}  {law}")
+            if marked_primary(view, mwu, rows, short=True) != rows:
+                primary = primary_test(view)
+                assert primary is not None
+                lines.append(f"  * the primary test (pre-specified), at α = {fmt(primary[2])}")
             if mwu.get("effects"):
                 lines.append("  Effect θ = P(Y > X) + ½P(Y = X) with its 95 % interval:")
                 lines.append(f"  {'center':<14}{'n_X':>7}{'n_Y':>7}{'θ':>9}  95 % interval")
@@ -531,6 +537,8 @@ table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #d0d7de;padd
 text-align:right}th{background:#f6f8fa}td:first-child,th:first-child{text-align:left}
 .note{background:#fff8c5;padding:.5em .8em;border-radius:4px}.meta{color:#57606a}
 figure{margin:1em 0}svg{max-width:100%;height:auto}td{white-space:nowrap}.scroll{overflow-x:auto}
+table.record td{white-space:normal;text-align:left;overflow-wrap:anywhere}
+table.record th{text-align:left;white-space:nowrap}
 """
 
 
@@ -606,27 +614,31 @@ TABLE_ONE_LINES: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 interval" of a DP number, "exact bounds" from a table's bins)."""
 
 
-def table_one(analysis: dict[str, Any], groups: list[str] | None
+def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center: bool = False
               ) -> tuple[list[str], list[list[str]]]:
     """A describe result as a journal's "Table 1": one block per variable (its unit in the
     name), lines n, mean (SD), median [Q1, Q3] and missing n (%), each number with its 95 %
     interval (DP: of what the exact data would give; table: exact bounds from the bins); columns
-    the arms pooled over the centers, then Overall. Only pooled rows (an analysis without them
-    gives no Table 1)."""
+    the arms pooled over the centers, then Overall, and with ``per_center`` each center's arms
+    and its overall column ("center: arm"). Without pooled rows only ``per_center`` gives one."""
     arms = [*(groups or []), DESCRIBE_ALL]
-    pooled = {(r["variable"], r["arm"]): r for r in analysis.get("rows") or []
-              if r.get("center") == "pooled"}
-    if not pooled:
+    found = {(r["variable"], r["center"], r["arm"]): r for r in analysis.get("rows") or []}
+    pooled = any(c == "pooled" for _, c, _ in found)
+    centers = list(dict.fromkeys(c for _, c, _ in found if c != "pooled")) if per_center else []
+    if not pooled and not centers:
         return [], []
     units = analysis.get("units") or {}
     interval = "95 % interval" if analysis.get("mode") == "dp" else "exact bounds"
-    header = ["variable", *(groups or []), "Overall"]
+    columns = ([("pooled", a) for a in arms] if pooled else []) + [
+        (c, a) for c in centers for a in arms]
+    header = ["variable", *((groups or []) + ["Overall"] if pooled else []), *(
+        f"{c}: {a if a != DESCRIBE_ALL else 'overall'}" for c in centers for a in arms)]
     rows: list[list[str]] = []
-    variables = list(dict.fromkeys(v for v, _ in pooled))
+    variables = list(dict.fromkeys(v for v, _, _ in found))
     for v in variables:
         name = f"{v} ({units[v]})" if v in units else v
-        cells = [pooled.get((v, arm)) for arm in arms]
-        rows.append([name, *("" for _ in arms)])
+        cells = [found.get((v, c, arm)) for c, arm in columns]
+        rows.append([name, *("" for _ in columns)])
         for label, show in TABLE_ONE_LINES:
             rows.append([label.format(interval=interval),
                          *(show(c) if c is not None else "—" for c in cells)])
@@ -713,6 +725,7 @@ def render_html(view: dict[str, Any], notes: list[str] | None = None,
                 title: str = "fedstats study report") -> str:
     """The self-contained HTML report: :func:`report_sections` in a page of its own."""
     esc = html.escape
+    title = view["spec"].get("title") or title
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
             f"<h1>{esc(title)}</h1>" + report_sections(view, notes) + "</body></html>\n")
@@ -731,6 +744,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
              f"variable <code>{esc(spec['variable'])}</code> · groups "
              f"{esc(' vs '.join(groups))} · K = {spec['k']} · created "
              f"{esc(view['created_at'])}</p>"]
+    parts += heading_parts(view)
     for note in notes or []:
         parts.append(f"<p class='note'>{esc(note)}</p>")
     result = view.get("result")
@@ -760,7 +774,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
             parts.append(f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>")
             parts += _left_out(mwu)
             parts.append(_table(["test", "statistic", "law under H0", "p-value"],
-                                mwu_test_rows(mwu)))
+                                marked_primary(view, mwu, mwu_test_rows(mwu))))
             if mwu.get("effects"):
                 parts.append("<h3>Effect size</h3>")
                 parts.append(_table(["center", "n_X", "n_Y", "θ", "95 % interval"],
@@ -801,7 +815,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
             if analysis.get("kind") == "describe":
                 parts[-1] = "<h2>Table 1: descriptive statistics</h2>"
                 parts += excluded_note
-                header, rows = table_one(analysis, spec.get("groups"))
+                header, rows = table_one(analysis, spec.get("groups"), per_center=True)
                 if rows:
                     parts.append(_table(header, [list(r) for r in rows]))
                 parts.append(f"<p class='note'>{esc(table_one_note(analysis, spec['k']))}</p>")
@@ -878,4 +892,86 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
     parts.append(_table(["center", "call", "answers"],
                         [[c, k, n] for (c, k), n in sorted(calls.items())]))
     parts.append("</details>")
+    parts += record_parts(view)
     return "\n".join(parts)
+
+
+# -- title, primary test, reproducibility record and Methods ------------------------------------
+
+
+def primary_test(view: dict[str, Any]) -> tuple[int, str, float] | None:
+    """(analysis index, test, α) of the spec's pre-registered primary test, if it names one."""
+    primary = view["spec"].get("primary")
+    if not primary:
+        return None
+    return int(primary["analysis"]), str(primary["test"]), float(primary.get("alpha", 0.05))
+
+
+def marked_primary(view: dict[str, Any], mwu: dict[str, Any], rows: list[list[Any]], *,
+                   short: bool = False) -> list[list[Any]]:
+    """The test rows of ``mwu`` with the primary test's name marked "(primary, α = …)" (with
+    ``short``, "*")."""
+    primary = primary_test(view)
+    analyses = (view.get("result") or {}).get("analyses") or []
+    if primary is None or primary[0] >= len(analyses) or analyses[primary[0]] is not mwu:
+        return rows
+    mark = "*" if short else f" (primary, α = {fmt(primary[2])})"
+    return [[f"{row[0]}{mark}" if row[0] == primary[1] else row[0], *row[1:]] for row in rows]
+
+
+def heading_parts(view: dict[str, Any]) -> list[str]:
+    """The study's description and its primary test, under its title."""
+    esc = html.escape
+    spec = view["spec"]
+    parts = []
+    if spec.get("description"):
+        parts.append(f"<p class='description'>{esc(spec['description'])}</p>")
+    primary = primary_test(view)
+    if primary is not None:
+        parts.append(f"<p class='primary'>Primary test (pre-specified): the "
+                     f"<b>{esc(primary[1])}</b> test of analysis {primary[0]}, at α = "
+                     f"{fmt(primary[2])}; every other test is secondary.</p>")
+    return parts
+
+
+def reproducibility_rows(view: dict[str, Any]) -> list[list[str]]:
+    """The reproducibility record as (field, value) rows."""
+    record = view.get("reproducibility")
+    if not record:
+        return []
+    software = record.get("software") or {}
+    rows = [["software", f"{software['name']} {software['version']}" if software
+             else str(record.get("software_note") or "not recorded")]]
+    if software:
+        rows.append(["commit", software.get("commit") or str(software.get("commit_note"))])
+    rows.append(["spec SHA-256", str(record["spec_sha256"])])
+    rows.append(["K", str(record["k"])])
+    for c in record.get("centers") or []:
+        rows.append([f"center {c['center']}" + ("" if c.get("included", True)
+                                                 else " (excluded)"),
+                     f"K {c.get('k')}, {c.get('neighbouring')}, data epoch {c.get('epoch')} "
+                     f"(no fingerprint published), ε spent {fmt(c.get('epsilon') or 0)}"
+                     + (f", {', '.join(c['mechanisms'])}" if c.get("mechanisms") else "")])
+    for i, algorithm in enumerate(record.get("algorithms") or []):
+        rows.append([f"analysis {i}", str(algorithm)])
+    rows.append(["random seeds", str(record.get("seeds"))])
+    return rows
+
+
+def record_parts(view: dict[str, Any]) -> list[str]:
+    """The Methods paragraph to paste and the reproducibility record, when the view has one."""
+    esc = html.escape
+    if view.get("result") is None:
+        return []
+    text, _, references = methods_text.methods_paragraph(view).partition("\n\nReferences\n")
+    parts = ["<h2>Methods</h2>", f"<p class='methods'>{esc(text)}</p>"]
+    if references:
+        parts.append("<ul class='references'>" + "".join(
+            f"<li>{esc(r)}</li>" for r in references.splitlines()) + "</ul>")
+    rows = reproducibility_rows(view)
+    if rows:
+        parts.append("<h2>Reproducibility record</h2>")
+        parts.append("<div class='scroll'><table class='record'>" + "".join(
+            f"<tr><th scope='row'>{esc(field)}</th><td class='wrap'>{esc(value)}</td></tr>"
+            for field, value in rows) + "</table></div>")
+    return parts

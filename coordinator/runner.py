@@ -42,7 +42,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from coordinator import feed
+from coordinator import feed, provenance
 from coordinator.catalog import check_names
 from coordinator.core.errors import (
     Busy,
@@ -345,6 +345,9 @@ class StudyRunner:
             stored: str | None = None
             error: str | None = json.dumps(INTERNAL_ERROR)
         else:
+            # The software that computed it, for the reproducibility record.
+            result = result.model_copy(
+                update={"software": await asyncio.to_thread(provenance.software)})
             status, stored, error = outcome(result)
             if status == "succeeded":
                 log.info("study %s succeeded", study_id)

@@ -5,8 +5,9 @@
     fedstats coordinator serve --config coordinator.toml
     fedstats coordinator analyst add|list|revoke|rotate|quota ... | audit ...   (its operator)
     fedstats study run study.toml --coordinator https://coordinator:8800 [--ca-bundle FILE]
-        [--idempotency-key KEY]
+        [--idempotency-key KEY] [--csv DIR]
     fedstats study resume|status|get|cancel STUDY_ID --coordinator URL [--ca-bundle FILE]
+        (run/resume/get: [--csv DIR], the tables as CSV with the Methods paragraph)
     fedstats study list [--status S] [--limit N] --coordinator URL     (get/list/cancel: --json)
     fedstats study plan study.toml --coordinator URL [--json]   (a dry run; exit 1: refusals)
     fedstats catalog|centers --coordinator URL [--json]
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("study_id", metavar="STUDY_ID")
     add_coordinator_arguments(get, waits=False, json_output=True)
     get.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
+    add_csv_argument(get)
     listed = actions.add_parser("list", help="your studies and those shared with you, newest "
                                 "first")
     listed.add_argument("--status", help="only studies in this status (running, succeeded, ...)")
@@ -239,12 +241,19 @@ def add_coordinator_arguments(p: argparse.ArgumentParser, *, waits: bool,
                    "the variable, a command line is visible to other users)")
     add_ca_bundle_argument(p, "the coordinator's")
     if waits:
+        add_csv_argument(p)
         p.add_argument("--out", type=Path, help="output folder (default: study-<id>)")
         p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                        help="give up waiting after this long (the study keeps running)")
     if json_output:
         p.add_argument("--json", action="store_true",
                        help="print the coordinator's answer as JSON on stdout (for scripts)")
+
+
+def add_csv_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--csv", type=Path, metavar="DIR",
+                   help="also write the study's tables as tidy CSV (table1, tests, effects, "
+                   "...), its Methods paragraph, spec and reproducibility record into DIR")
 
 
 def _iso_time(value: str) -> datetime:
@@ -459,6 +468,7 @@ def study_command(args: argparse.Namespace) -> int:
         status_line,
         studies_table,
         study_status,
+        write_csv,
         write_view,
     )
 
@@ -499,6 +509,9 @@ def study_command(args: argparse.Namespace) -> int:
         except (RuntimeError, TimeoutError) as exc:
             print(f"{prog}: {exc}", file=sys.stderr)
             return 1
+    if getattr(args, "csv", None) is not None and view.get("result") is not None:
+        written = write_csv(view, args.csv)
+        print(f"Wrote {len(written)} files to {args.csv}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(view, indent=2))
     elif args.action in ("status", "cancel"):

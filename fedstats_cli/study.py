@@ -298,12 +298,16 @@ def studies_table(studies: list[dict[str, Any]]) -> str:
     """``fedstats study list``: one line per study, newest first."""
     if not studies:
         return "no studies"
-    rows = [("ID", "STATUS", "DATASET.VARIABLE", "OWNER", "CREATED")] + [
+    rows = [("ID", "STATUS", "DATASET.VARIABLE", "OWNER", "CREATED", "TITLE")] + [
         (s["id"], s["status"], f"{s['dataset']}.{s['variable']}", s.get("created_by") or "-",
-         s["created_at"][:19]) for s in studies]
+         s["created_at"][:19], _short(s.get("title") or "-")) for s in studies]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
                      for r in rows)
+
+
+def _short(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def status_line(view: dict[str, Any]) -> str:
@@ -312,6 +316,20 @@ def status_line(view: dict[str, Any]) -> str:
     said = f"; {error.get('error')}: {error.get('detail')}" if error else ""
     return (f"study {view['id']}: {view['status']} ({view['releases_received']} releases "
             f"received){said}")
+
+
+def write_csv(view: dict[str, Any], out: Path) -> list[Path]:
+    """The study's exports (``coordinator.exports.csv_files``: a CSV per table it has, the
+    Methods paragraph, spec and reproducibility record) written into ``out``; the paths."""
+    from coordinator.exports import csv_files
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in csv_files(view).items():
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def write_view(view: dict[str, Any], out: Path) -> Path:

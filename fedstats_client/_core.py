@@ -6,13 +6,15 @@ Neither client sends anything here; each does its own I/O with httpx.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import ssl
 import time
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -281,3 +283,21 @@ def idempotency(key: str | None) -> dict[str, str]:
 def statuses(status: str | Sequence[str] | None) -> dict[str, Any]:
     return {} if status is None else {"status": status}
 
+
+
+def unpack_exports(data: bytes, directory: str | Path) -> list[Path]:
+    """The files of a study's export zip (``GET /v1/studies/{id}/export.zip``) written into
+    ``directory`` (made if missing), flat: only each member's file name is used, so no member
+    can write outside it. Returns the paths written."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for member in archive.infolist():
+            name = PurePosixPath(member.filename).name
+            if member.is_dir() or not name or name.startswith("."):
+                continue
+            path = out / name
+            path.write_bytes(archive.read(member))
+            written.append(path)
+    return written

@@ -162,3 +162,12 @@ class AsyncClient:
         answer = await self._call("GET", _core.study_path(study_id, "analyses", str(index),
                                                           "figure"), params={"format": format})
         return answer.content
+
+    async def export_csv(self, study_id: str, part: str) -> str:
+        answer = await self._call("GET", _core.study_path(study_id, "export.csv"),
+                                  params={"part": part})
+        return answer.text
+
+    async def to_csv(self, study_id: str, directory: str | Path) -> list[Path]:
+        answer = await self._call("GET", _core.study_path(study_id, "export.zip"))
+        return _core.unpack_exports(answer.content, directory)

@@ -202,3 +202,16 @@ class Client:
         the coordinator as SVG or PNG."""
         return self._call("GET", _core.study_path(study_id, "analyses", str(index), "figure"),
                           params={"format": format}).content
+
+    def export_csv(self, study_id: str, part: str) -> str:
+        """One of a finished study's tables as tidy CSV text: ``table1``, ``tests``,
+        ``effects``, ... (docs/coordinator.md, "Exports"); read it with
+        ``pandas.read_csv(io.StringIO(text))``."""
+        return self._call("GET", _core.study_path(study_id, "export.csv"),
+                          params={"part": part}).text
+
+    def to_csv(self, study_id: str, directory: str | Path) -> list[Path]:
+        """Every table of a finished study as CSV, its Methods paragraph (``methods.txt``), spec
+        and reproducibility record, written into ``directory``; the paths written."""
+        data = self._call("GET", _core.study_path(study_id, "export.zip")).content
+        return _core.unpack_exports(data, directory)

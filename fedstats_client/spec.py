@@ -49,9 +49,16 @@ class Study:
         k: int | None = None,
         centers: Sequence[str] | None = None,
         allow_partial: bool | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        primary: Mapping[str, Any] | None = None,
         analyses: Sequence[Mapping[str, Any]] = (),
     ) -> None:
-        self._base = _given(dataset=dataset, variable=variable,
+        """``title``, ``description``: shown in lists and reports; ``primary``: the
+        pre-registered primary test, ``{"analysis": i, "test": "sum", "alpha": 0.05}``."""
+        self._base = _given(title=title, description=description,
+                            primary=dict(primary) if primary is not None else None,
+                            dataset=dataset, variable=variable,
                             groups=list(groups) if groups is not None else None, k=k,
                             centers=list(centers) if centers is not None else None,
                             allow_partial=allow_partial)

@@ -1,19 +1,23 @@
-"""The study builder's form as a study spec (the same JSON the API takes), and the figures a
-study page offers to download."""
+"""The study builder's form as a study spec (the same JSON the API takes), and the figures and
+tables a study page offers to download."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from coordinator.figures import figure_names
 
 DEFAULTS: dict[str, Any] = {
     "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
     "analyses": ["table", "mwu", "quantiles"], "centers": [],
     "mwu_epsilon": "", "levels": "0.25, 0.5, 0.75",
     "dp_epsilon": "0.5", "dp_lower": "", "dp_upper": "", "dp_group": "",
-    "toml": "",
+    "toml": "", "title": "", "description": "", "primary": "", "alpha": "0.05",
 }
+PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
 ANALYSES = ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
-FIGURE_KINDS = {"table": "federated table", "dp_boxplot": "DP boxplots"}
+FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
+                 "boxplots": "DP boxplots", "quantiles": "quantiles"}
 
 
 class FormError(ValueError):
@@ -66,6 +70,8 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
             analyses.append({"kind": "dp_quantiles", "epsilon": epsilon, "bounds": bounds,
                              "levels": _levels(values), "group": group})
     spec: dict[str, Any] = {
+        **{key: str(values.get(key) or "").strip() for key in ("title", "description")
+           if str(values.get(key) or "").strip()},
         "dataset": str(values.get("dataset") or "").strip(),
         "variable": str(values.get("variable") or "").strip(),
         "groups": groups if all(groups) else None,
@@ -74,11 +80,33 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
     }
     if values.get("centers"):
         spec["centers"] = list(values["centers"])
+    primary = str(values.get("primary") or "").strip()
+    if primary:
+        if primary not in PRIMARY_TESTS or "mwu" not in chosen:
+            raise FormError("primary test: choose one of the Mann-Whitney tests, and the "
+                            "Mann-Whitney analysis")
+        spec["primary"] = {"analysis": chosen.index("mwu"), "test": primary,
+                           "alpha": _number(values, "alpha", "α of the primary test")}
     return spec
 
 
-def figure_links(view: dict[str, Any]) -> list[tuple[int, str]]:
-    """(index, label) of each analysis with a figure to download."""
+def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """(index, figure name, label) of each figure of each analysis
+    (``coordinator.figures.figure_names``)."""
     result = view.get("result") or {}
-    return [(i, FIGURE_KINDS[a["kind"]]) for i, a in enumerate(result.get("analyses") or [])
-            if a.get("kind") in FIGURE_KINDS and a.get("status") == "succeeded"]
+    return [(i, name, FIGURE_LABELS[name])
+            for i, a in enumerate(result.get("analyses") or []) for name in figure_names(a)]
+
+
+EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 1 as shown")],
+                "mwu": [("tests", "Tests"), ("effects", "Effect sizes")],
+                "dp_boxplot": [("boxplots", "Boxplots")],
+                "dp_quantiles": [("dp_quantiles", "DP quantiles")],
+                "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")]}
+
+
+def export_links(view: dict[str, Any]) -> list[tuple[str, str]]:
+    """(part, label) of each CSV table the study has (``coordinator.exports``)."""
+    kinds = {a.get("kind") for a in (view.get("result") or {}).get("analyses") or []
+             if a.get("status") == "succeeded"}
+    return [link for kind, links in EXPORT_KINDS.items() if kind in kinds for link in links]

@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import ValidationError
 
-from coordinator import figures
+from coordinator import exports, figures
 from coordinator.api.access import readable_study
 from coordinator.api.deps import is_admin
 from coordinator.api.routes import audit as audit_routes
@@ -280,7 +280,8 @@ async def study(request: Request, study_id: str) -> Response:
     body = Markup(report_sections(data, console=True)) if view.status not in RUNNING else None
     progress = _progress(data)
     return page(request, "study.html", session, view=data, body=body, progress=progress,
-                running=view.status in RUNNING, figures=forms.figure_links(data))
+                running=view.status in RUNNING, figures=forms.figure_links(data),
+                exports=forms.export_links(data))
 
 
 def _progress(view: dict[str, Any]) -> dict[str, dict[str, int]]:
@@ -341,22 +342,61 @@ async def study_json(request: Request, study_id: str) -> Response:
         "Content-Disposition": f'attachment; filename="study-{study_id}.json"'})
 
 
-@router.get("/studies/{study_id}/figures/{index}.{fmt}")
-async def study_figure(request: Request, study_id: str, index: int, fmt: str) -> Response:
-    """An analysis' figure to download: the federated table's counts, or the boxplots."""
+@router.get("/studies/{study_id}/export.zip")
+async def study_export_zip(request: Request, study_id: str) -> Response:
+    """Every table of the study as CSV, its Methods paragraph and record, in one zip."""
     session = await signed_in(request)
     if session is None:
         return to_sign_in()
-    if fmt not in ("svg", "png") or not 0 <= index <= 1000:
+    try:
+        view = await study_routes.exported_view(services(request).store, session.caller,
+                                                study_id)
+    except ServiceError as exc:
+        return Response(exc.detail, status_code=exc.status_code)
+    data = await asyncio.to_thread(exports.bundle, view)
+    return Response(data, media_type="application/zip",
+                    headers=study_routes.attachment(f"study-{study_id}.zip"))
+
+
+@router.get("/studies/{study_id}/export/{part}.csv")
+async def study_export_csv(request: Request, study_id: str, part: str) -> Response:
+    """One table of the study as CSV (``coordinator.exports.PARTS``)."""
+    session = await signed_in(request)
+    if session is None:
+        return to_sign_in()
+    if part not in exports.PARTS:
+        return Response("no such table", status_code=404)
+    try:
+        view = await study_routes.exported_view(services(request).store, session.caller,
+                                                study_id)
+    except ServiceError as exc:
+        return Response(exc.detail, status_code=exc.status_code)
+    return Response(exports.part_csv(view, part), media_type="text/csv; charset=utf-8",
+                    headers=study_routes.attachment(f"study-{study_id}-{part}.csv"))
+
+
+@router.get("/studies/{study_id}/figures/{index}.{fmt}")
+async def study_figure(request: Request, study_id: str, index: int, fmt: str,
+                       name: str | None = None) -> Response:
+    """An analysis' figure to download (``coordinator.figures.figure_names``)."""
+    session = await signed_in(request)
+    if session is None:
+        return to_sign_in()
+    names: dict[str | None, figures.FigureName | None] = {
+        None: None, "table": "table", "effects": "effects", "boxplots": "boxplots",
+        "quantiles": "quantiles"}
+    if fmt not in ("svg", "png") or not 0 <= index <= 1000 or name not in names:
         return Response("no such figure", status_code=404)
     kind: figures.FigureFormat = "svg" if fmt == "svg" else "png"
     try:
         record = await readable_study(services(request).store, session.caller, study_id)
-        image = await asyncio.to_thread(figures.analysis_figure, record, index, kind)
+        image = await asyncio.to_thread(figures.analysis_figure, record, index, kind,
+                                        names[name])
     except ServiceError as exc:
         return Response(exc.detail, status_code=exc.status_code)
     return Response(image, media_type=figures.MEDIA_TYPES[fmt], headers={
-        "Content-Disposition": f'attachment; filename="study-{study_id}-{index}.{fmt}"'})
+        "Content-Disposition":
+        f'attachment; filename="study-{study_id}-{index}{"-" + name if name else ""}.{fmt}"'})
 
 
 @router.post("/studies/{study_id}/{action}", response_class=HTMLResponse)

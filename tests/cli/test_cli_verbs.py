@@ -8,6 +8,8 @@ success, 1 a study that did not succeed or a call refused, 2 usage or configurat
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import subprocess
 import threading
@@ -139,8 +141,8 @@ def test_run_with_a_key_twice_makes_one_study(federation: Federation, tmp_path: 
 
 
 def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: Path) -> None:
-    run = cli(federation, "study", "run", str(study_file(tmp_path)), "--out",
-              str(tmp_path / "run"))
+    run = cli(federation, "study", "run", str(study_file(tmp_path, title="Verbs, titled")),
+              "--out", str(tmp_path / "run"))
     assert run.returncode == 0, run.stderr
     study_id = json.loads((tmp_path / "run" / "study.json").read_text())["id"]
 
@@ -153,6 +155,26 @@ def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: 
     assert written.returncode == 0, written.stderr
     assert json.loads((tmp_path / "got" / "study.json").read_text()) == view
     assert (tmp_path / "got" / "report.html").read_text().count(study_id) >= 1
+    # --csv DIR: the tables as tidy CSV, as the coordinator's export gives them, and the
+    # Methods paragraph.
+    tables = cli(federation, "study", "get", study_id, "--out", str(tmp_path / "got2"),
+                 "--csv", str(tmp_path / "csv"))
+    assert tables.returncode == 0, tables.stderr
+    exported_files = {p.name for p in (tmp_path / "csv").iterdir()}
+    assert {"tests.csv", "effects.csv", "table.csv", "centers.csv", "methods.txt",
+            "reproducibility.json", "spec.json"} <= exported_files
+    tests_csv = (tmp_path / "csv" / "tests.csv").read_text()
+    exported = httpx.get(f"{federation.url}/v1/studies/{study_id}/export.csv",
+                         params={"part": "tests"}, headers=AUTH, timeout=scaled(30))
+    assert exported.status_code == 200 and exported.text == tests_csv
+    cells = list(csv.reader(io.StringIO(tests_csv)))
+    assert [r[2] for r in cells[1:]] == ["sum", "table"]
+    assert float(cells[1][cells[0].index("pvalue")]) == view["result"]["analyses"][1]["tests"][
+        "sum"]["pvalue"]
+    methods = (tmp_path / "csv" / "methods.txt").read_text()
+    assert "the sum test" in methods and "No primary test was pre-specified" in methods
+    record = json.loads((tmp_path / "csv" / "reproducibility.json").read_text())
+    assert record == view["reproducibility"] and record["software"]["name"] == "fedstats"
     # Without --out: study-<id> in the working directory, as run does.
     cli(federation, "study", "get", study_id, cwd=tmp_path)
     assert (tmp_path / f"study-{study_id}" / "report.html").is_file()
@@ -160,8 +182,9 @@ def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: 
     listed = cli(federation, "study", "list", "--status", "succeeded", "--limit", "1000")
     assert listed.returncode == 0
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["ID", "STATUS", "DATASET.VARIABLE", "OWNER", "CREATED"]
-    assert any(r.split()[:3] == [study_id, "succeeded", "cohort.x"] for r in rows)
+    assert header.split() == ["ID", "STATUS", "DATASET.VARIABLE", "OWNER", "CREATED", "TITLE"]
+    assert any(r.split()[:3] == [study_id, "succeeded", "cohort.x"]
+               and r.endswith("Verbs, titled") for r in rows)
     assert as_json(cli(federation, "study", "list", "--json", "--limit", "1"))[0].keys() >= {
         "id", "status", "dataset", "variable", "created_by", "created_at"}
 

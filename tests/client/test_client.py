@@ -5,6 +5,7 @@ services' server code."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import anyio.from_thread
 import httpx
 import matplotlib
+import pandas
 import pytest
 
 from coordinator.core.errors import CenterFailure
@@ -175,6 +177,31 @@ def test_centers_studies_and_a_study_read_back(served: Served) -> None:
         assert listed.to_frame()["status"].tolist() == ["succeeded"]
         with pytest.raises(NoSuchAnalysis, match="mwu"):
             _ = done.result.mwu if done.result else None
+
+
+def test_a_studys_tables_come_out_as_csv(served: Served, tmp_path: Path) -> None:
+    with served.client() as fs:
+        spec = Study("cohort", "crp", groups=["ctl", "trt"], title="Client CSV",
+                     primary={"analysis": 1, "test": "weighted"}).table().mwu()
+        study = fs.run(spec, progress=False)
+        assert fs.studies()[0].title == "Client CSV"
+        written = fs.to_csv(study.id, tmp_path / "csv")
+        assert {p.name for p in written} >= {"tests.csv", "effects.csv", "methods.txt",
+                                             "reproducibility.json"}
+        assert all(p.parent == tmp_path / "csv" for p in written)
+        tests = pandas.read_csv(tmp_path / "csv" / "tests.csv").set_index("test")
+        frame = study.result.mwu.to_frame() if study.result else None
+        assert frame is not None
+        # The CSV holds the numbers the frames hold, exactly.
+        assert tests["pvalue"].tolist() == frame["pvalue"].tolist()
+        assert tests["statistic"].tolist() == frame["statistic"].tolist()
+        assert tests["primary"].tolist() == [name == "weighted" for name in tests.index]
+        effects = pandas.read_csv(io.StringIO(fs.export_csv(study.id, "effects")))
+        assert effects["estimate"].tolist() == study.result.mwu.effects()[  # type: ignore[union-attr]
+            "estimate"].tolist()
+        assert "the weighted test at α = 0.05" in (tmp_path / "csv" / "methods.txt").read_text()
+        with pytest.raises(InvalidRequest, match="part"):
+            fs.export_csv(study.id, "nothing")
 
 
 def test_progress_goes_to_a_function_when_given_one(served: Served) -> None:

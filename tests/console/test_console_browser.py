@@ -10,9 +10,12 @@ refused; the pages keep to the keyboard and to a narrow screen. Screenshots of e
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import re
 import shutil
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +106,12 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
     shot(page, "02-catalog")
 
     page.get_by_role("link", name="New study").first.click()
+    page.get_by_label("Title").fill("Console: x by arm")
+    page.get_by_label("Description").fill("Does b differ from a? Primary: the sum test.")
     page.get_by_label("Variable").fill("x")
     page.get_by_label("Group X").select_option("a")
     page.get_by_label("Group Y").select_option("b")
+    page.get_by_label("Primary test (pre-registered)").select_option("sum")
     page.get_by_label("DP boxplots (per center and pooled)").check()
     page.get_by_label("DP ε").fill("0.5")
     page.get_by_label("DP lower bound").fill("0")
@@ -140,8 +146,30 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
     download_info.value.save_as(saved)
     assert saved.read_bytes().startswith(b"<?xml") and b"<svg" in saved.read_bytes()
 
+    # The title heads the page; the primary test is marked; every table downloads as CSV, in
+    # one zip with the Methods paragraph.
+    assert "Console: x by arm" in page.locator("h1").inner_text()
+    assert "sum (primary, α = 0.05)" in report and "Methods" in report
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="All tables (CSV zip)").click()
+    bundle = tmp_path / "study.zip"
+    download_info.value.save_as(bundle)
+    with zipfile.ZipFile(bundle) as archive:
+        files = {n.split("/", 1)[1]: archive.read(n).decode() for n in archive.namelist()}
+    tests_csv = list(csv.DictReader(io.StringIO(files["tests.csv"])))
+    assert (tests_csv[0]["test"], tests_csv[0]["primary"], tests_csv[0]["alpha"]) == (
+        "sum", "TRUE", "0.05")
+    assert float(tests_csv[0]["pvalue"]) == pytest.approx(value, rel=1e-3)  # as shown, rounded
+    assert "The pre-specified primary test was the sum test at α = 0.05" in files["methods.txt"]
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Effect sizes (CSV)").click()
+    effects = tmp_path / "effects.csv"
+    download_info.value.save_as(effects)
+    assert effects.read_text().startswith("analysis,center,n_x,n_y,estimate,low,high")
+
     page.get_by_role("link", name="Studies").click()
     assert "succeeded" in page.locator("table.studies").inner_text()
+    assert "Console: x by arm" in page.locator("table.studies").inner_text()
     shot(page, "05-studies")
     page.get_by_role("link", name="Centers").click()
     assert "alpha" in page.locator("main").inner_text()

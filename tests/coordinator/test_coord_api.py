@@ -261,7 +261,9 @@ async def test_a_study_runs_in_the_background_with_results_and_provenance(
     brief = (await c.get(body["status_url"], params={"provenance": "false"},
                          headers=admin)).json()  # for polling: the same, without the answers
     assert brief["provenance"] is None
-    assert {**brief, "provenance": view["provenance"]} == view
+    assert brief["reproducibility"] is None  # it is read from the answers too
+    assert {**brief, "provenance": view["provenance"],
+            "reproducibility": view["reproducibility"]} == view
 
     listed = (await c.get("/v1/studies", headers=AUTH)).json()
     assert [s["id"] for s in listed] == [body["id"]] and listed[0]["status"] == "succeeded"

@@ -327,6 +327,36 @@ fs_figure <- function(fs, study_id, index, format = c("svg", "png"), file = NULL
   invisible(file)
 }
 
+#' A finished study's tables as CSV
+#'
+#' With `part` (`"table1"`, `"tests"`, `"effects"`, `"boxplots"`, ...), that table as a data
+#' frame, read from the coordinator's tidy CSV (`GET /v1/studies/{id}/export.csv`). Without it,
+#' every table the study has, its Methods paragraph (`methods.txt`), spec and reproducibility
+#' record, unpacked into `dir` (`GET /v1/studies/{id}/export.zip`).
+#' @inheritParams fs_study
+#' @param dir the folder to write into (made if missing); used without `part`.
+#' @param part one table's name.
+#' @return the table as a data frame, or the paths written.
+#' @export
+fs_export <- function(fs, study_id, dir = NULL, part = NULL) {
+  if (!is.null(part)) {
+    answer <- fs_call(fs, "GET", study_path(study_id, "export.csv"), query = list(part = part),
+                      raw = TRUE)
+    text <- rawToChar(answer$bytes)
+    Encoding(text) <- "UTF-8"
+    return(utils::read.csv(text = text, stringsAsFactors = FALSE, check.names = FALSE,
+                           encoding = "UTF-8"))
+  }
+  if (is.null(dir)) stop("give `dir` (the folder to unpack into) or `part` (one table)")
+  bytes <- fs_call(fs, "GET", study_path(study_id, "export.zip"), raw = TRUE)$bytes
+  dir.create(dir, showWarnings = FALSE, recursive = TRUE)
+  zip <- tempfile(fileext = ".zip")
+  on.exit(unlink(zip), add = TRUE)
+  writeBin(bytes, zip)
+  # junkpaths: every file lands in `dir` itself, whatever the archive's folders.
+  invisible(utils::unzip(zip, exdir = dir, junkpaths = TRUE))
+}
+
 # -- helpers shared by the frames ---------------------------------------------------------------
 
 na_if_null <- function(x) if (is.null(x)) NA else x

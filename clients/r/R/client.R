@@ -96,7 +96,8 @@ fs_call <- function(fs, method, path, query = list(), body = NULL, headers = lis
   })
   status <- httr2::resp_status(resp)
   bytes <- httr2::resp_body_raw(resp)
-  text <- if (length(bytes)) rawToChar(bytes) else ""
+  # A raw answer (a PNG, a zip) may hold NUL bytes: read as text only when it is an error body.
+  text <- if (length(bytes) && (!raw || !status %in% expected)) rawToChar(bytes) else ""
   parsed <- if (raw) NULL else tryCatch(jsonlite::parse_json(text, simplifyVector = FALSE),
                                         error = function(e) NULL)
   if (!status %in% expected) {

@@ -1,5 +1,6 @@
 """Studies: create (202, runs in the background; once per ``Idempotency-Key``), list, read with
-provenance, follow (server-sent events), resume, cancel, figure.
+provenance, follow (server-sent events), resume, cancel, figure, exports (CSV tables and a zip:
+``coordinator.exports``).
 
 An analyst lists and reads only the studies it owns or that were shared with it; an admin all
 (``coordinator.api.access``). Reads with the provenance, creations, resumes and cancels are audited
@@ -10,17 +11,18 @@ An analyst lists and reads only the studies it owns or that were shared with it;
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from coordinator import audit, feed, figures, quotas
+from coordinator import audit, exports, feed, figures, quotas
 from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
 from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
-from coordinator.core.errors import QuotaExceeded
-from coordinator.db import StudyRecord
-from coordinator.figures import FigureFormat
+from coordinator.core.errors import Conflict, QuotaExceeded
+from coordinator.db import Store, StudyRecord
+from coordinator.figures import FigureFormat, FigureName
 from coordinator.models import (
     StudyCreated,
     StudyError,
@@ -32,6 +34,8 @@ from coordinator.models import (
     StudyView,
 )
 from coordinator.provenance import provenance as provenance_of
+from coordinator.provenance import reproducibility
+from fedstats_service.auth import Caller
 
 router = APIRouter(prefix="/studies", tags=["studies"])
 
@@ -113,7 +117,8 @@ async def list_studies(
     summaries = []
     for r in records:
         spec = StudySpec.model_validate_json(r.spec)
-        summaries.append(StudySummary(id=r.id, status=r.status, dataset=spec.dataset,
+        summaries.append(StudySummary(id=r.id, status=r.status, title=spec.title,
+                                      dataset=spec.dataset,
                                       variable=spec.variable, created_by=r.analyst_id,
                                       created_at=r.created_at,
                                       updated_at=r.updated_at))
@@ -139,15 +144,23 @@ async def get_study(
     if provenance:
         await asyncio.to_thread(audit.record, store, "study.read", caller=analyst,
                                 target=study_id)
-    released = await asyncio.to_thread(store.releases_of, study_id) if provenance else None
+    view = await study_view(store, analyst, record, provenance=provenance)
+    return Response(view.model_dump_json(), media_type="application/json")
+
+
+async def study_view(store: Store, analyst: Caller, record: StudyRecord, *,
+                     provenance: bool) -> StudyView:
+    """The study as the caller may see it; with the provenance, its reproducibility record."""
+    released = await asyncio.to_thread(store.releases_of, record.id) if provenance else None
     count = len(released) if released is not None else await asyncio.to_thread(
-        store.count_releases, study_id)
-    view = StudyView(
+        store.count_releases, record.id)
+    spec = StudySpec.model_validate_json(record.spec)
+    stored = StudyResult.model_validate_json(record.result) if record.result else None
+    return StudyView(
         id=record.id,
         status=record.status,
-        spec=StudySpec.model_validate_json(record.spec),
-        result=await shown_result(store, analyst, StudyResult.model_validate_json(record.result))
-        if record.result else None,
+        spec=spec,
+        result=await shown_result(store, analyst, stored) if stored is not None else None,
         error=StudyError.model_validate_json(record.error) if record.error else None,
         provenance=[provenance_of(r, full=is_admin(analyst)) for r in released]
         if released is not None else None,
@@ -155,8 +168,50 @@ async def get_study(
         created_by=record.analyst_id,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        reproducibility=reproducibility(spec, stored, released) if released is not None
+        else None,
     )
-    return Response(view.model_dump_json(), media_type="application/json")
+
+
+async def exported_view(store: Store, analyst: Caller, study_id: str) -> dict[str, Any]:
+    """The view the exports are drawn from (audited as ``study.export``); 409 without a
+    result."""
+    record = await readable_study(store, analyst, study_id)
+    if record.result is None:
+        raise Conflict(f"study {study_id!r} is {record.status}; exports need a result")
+    await asyncio.to_thread(audit.record, store, "study.export", caller=analyst,
+                            target=study_id)
+    view = await study_view(store, analyst, record, provenance=True)
+    found: dict[str, Any] = json.loads(view.model_dump_json())
+    return found
+
+
+def attachment(name: str) -> dict[str, str]:
+    return {"Content-Disposition": f'attachment; filename="{name}"'}
+
+
+@router.get("/{study_id}/export.csv", response_class=Response,
+            responses={200: {"content": {"text/csv": {}}}})
+async def export_csv(study_id: str, store: StoreDep, analyst: AnalystDep,
+                     part: exports.Part) -> Response:
+    """One of the study's tables as tidy CSV (``part``: table1, tests, effects, ...;
+    docs/coordinator.md, "Exports"); a table the study has nothing of is its header alone.
+    409 before the study has a result."""
+    view = await exported_view(store, analyst, study_id)
+    text = exports.part_csv(view, part)
+    return Response(text, media_type="text/csv; charset=utf-8",
+                    headers=attachment(f"study-{study_id}-{part}.csv"))
+
+
+@router.get("/{study_id}/export.zip", response_class=Response,
+            responses={200: {"content": {"application/zip": {}}}})
+async def export_zip(study_id: str, store: StoreDep, analyst: AnalystDep) -> Response:
+    """Every table the study has as CSV, its Methods paragraph, spec and reproducibility
+    record, in one zip. 409 before the study has a result."""
+    view = await exported_view(store, analyst, study_id)
+    data = await asyncio.to_thread(exports.bundle, view)
+    return Response(data, media_type="application/zip",
+                    headers=attachment(f"study-{study_id}.zip"))
 
 
 @router.get("/{study_id}/events", response_class=StreamingResponse, responses={200: {
@@ -190,12 +245,17 @@ async def boxplot_figure(
     store: StoreDep,
     analyst: AnalystDep,
     format: FigureFormat = "svg",
+    name: Annotated[FigureName | None, Query(
+        description="which figure (default: the analysis's first): table, effects (mwu), "
+                    "boxplots, quantiles (dp_quantiles, quantiles)")] = None,
 ) -> Response:
-    """The figure of a finished analysis (``index`` in the spec) as SVG or PNG: the boxplots of
+    """A figure of a finished analysis (``index`` in the spec) as SVG or PNG: the boxplots of
     a ``dp_boxplot``, the federated table of a ``table`` (or of an ``mwu`` with the table
-    test); 404 for an analysis without a figure, 409 before the study has a result."""
+    test), the effect sizes of an ``mwu`` (``name=effects``), the quantiles of a
+    ``dp_quantiles`` or ``quantiles``; 404 for an analysis without that figure, 409 before the
+    study has a result."""
     record = await readable_study(store, analyst, study_id)
-    image = await asyncio.to_thread(figures.analysis_figure, record, index, format)
+    image = await asyncio.to_thread(figures.analysis_figure, record, index, format, name)
     return Response(image, media_type=figures.MEDIA_TYPES[format])
 
 

@@ -113,6 +113,15 @@ test_that("a study runs with progress and its frames hold what the coordinator a
   expect_identical(fs_plot_effects(study), effects)
   svg <- rawToChar(fs_figure(fs, study$id, 5))
   expect_match(svg, "<svg")
+  # The tables as CSV: the same numbers as the frames, and all of them unpacked with Methods.
+  tests <- fs_export(fs, study$id, part = "tests")
+  expect_identical(tests$test, mwu$test)
+  expect_equal(tests$pvalue, mwu$pvalue)
+  expect_identical(tests$primary, rep(FALSE, nrow(tests)))  # read as logicals
+  written <- fs_export(fs, study$id, dir = file.path(tempdir(), "fedstats-export"))
+  expect_true(all(c("tests.csv", "effects.csv", "methods.txt") %in% basename(written)))
+  expect_match(paste(readLines(file.path(tempdir(), "fedstats-export", "methods.txt"),
+                               encoding = "UTF-8"), collapse = " "), "Mann-Whitney")
 
   out <- Sys.getenv("FEDSTATS_R_OUT")
   if (nzchar(out)) {  # for the Python side of tests/client/test_client_r.py

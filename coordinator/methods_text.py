@@ -1,0 +1,231 @@
+"""The "Methods" paragraph of a study, generated from its spec, result and reproducibility
+record (``GET /v1/studies/{id}``), for an analyst to paste into a paper: the tests named, their
+sidedness and α, the effect size and its interval method, K and ε per center, the DP algorithms
+with their citations, the software and the centers' data versions.
+
+Only what the study did is said; every sentence comes from a field of the view (nothing is
+assumed about an analysis the spec did not ask). References are listed after the paragraph, as
+docs/methods.md §11 gives them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt(value: Any) -> str:
+    """A number as the paragraph writes it (at most 4 significant digits)."""
+    return f"{float(value):.4g}"
+
+
+def succeeded(analysis: dict[str, Any]) -> bool:
+    return analysis.get("status", "succeeded") != "failed"
+
+
+def included_centers(result: dict[str, Any]) -> list[str]:
+    """The centers whose releases the result holds (``center_status``; a result stored before
+    it: the centers asked less those left out at the survey)."""
+    status = result.get("center_status")
+    if status:
+        return [s["center"] for s in status if s["status"] == "included"]
+    out = {e["center"] for e in result.get("excluded") or []}
+    return [c for c in result.get("centers") or [] if c not in out]
+
+TEST_NAMES = {
+    "sum": "the sum test (the centers' Mann-Whitney U statistics summed over their null "
+           "variances)",
+    "weighted": "the weighted test (the centers' z-values weighted by n·m/√V)",
+    "fisher": "Fisher's combination of the centers' p-values (χ² with 2L degrees of freedom; "
+              "two-sided by doubling the smaller one-sided p)",
+    "table": "the Mann-Whitney test on the federated table (records in one bin tied)",
+}
+SIDES = {"two-sided": "two-sided", "less": "one-sided (alternative: X tends to be smaller "
+         "than Y)", "greater": "one-sided (alternative: X tends to be larger than Y)"}
+DP_QUANTILES = {
+    "joint_exp": ("JointExp", "gillenwater"),
+    "private_quantile": ("PrivateQuantile, one level at a time", "smith"),
+    "approx_quantile": ("ApproxQuantile", "kaplan"),
+    "unbounded": ("the unbounded quantile walk", "durfee"),
+}
+
+REFERENCES = {
+    "becher": "Becher, O., Marcus-Kalish, M. & Steinberg, D. M. (2023). Federated statistical "
+              "analysis: non-parametric testing and quantile estimation. Frontiers in Applied "
+              "Mathematics and Statistics 9:1267034.",
+    "newcombe": "Newcombe, R. G. (2006). Confidence intervals for an effect size measure based "
+                "on the Mann-Whitney statistic. Part 2: asymptotic methods and evaluation. "
+                "Statistics in Medicine 25, 559-573.",
+    "acion": "Acion, L., Peterson, J. J., Temple, S. & Arndt, S. (2006). Probabilistic index: an "
+             "intuitive non-parametric approach to measuring the size of treatment effects. "
+             "Statistics in Medicine 25, 591-602.",
+    "dwork": "Dwork, C., McSherry, F., Nissim, K. & Smith, A. (2006). Calibrating noise to "
+             "sensitivity in private data analysis. TCC 2006.",
+    "ramsay": "Ramsay, K. & Diaz-Rodriguez, J. (2025). Differentially private boxplots. ICML "
+              "2025 (arXiv:2405.20415).",
+    "hay": "Hay, M., Rastogi, V., Miklau, G. & Suciu, D. (2010). Boosting the accuracy of "
+           "differentially private histograms through consistency. PVLDB 3(1).",
+    "gillenwater": "Gillenwater, J., Joseph, M. & Kulesza, A. (2021). Differentially private "
+                   "quantiles. ICML 2021.",
+    "smith": "Smith, A. (2011). Privacy-preserving statistical estimation with optimal "
+             "convergence rates. STOC 2011.",
+    "kaplan": "Kaplan, H., Schnapp, S. & Stemmer, U. (2022). Differentially private "
+              "approximate quantiles. ICML 2022.",
+    "durfee": "Durfee, D. (2023). Unbounded differentially private quantile and maximum "
+              "estimation. NeurIPS 2023.",
+    "fisher": "Fisher, R. A. (1932). Statistical Methods for Research Workers, 4th ed. Oliver & "
+              "Boyd.",
+}
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _analyses(view: dict[str, Any]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """(index, the spec's analysis, its result) of every analysis that gave a result: the
+    paragraph describes what the study reports, not what failed."""
+    results = (view.get("result") or {}).get("analyses") or []
+    out = []
+    for i, asked in enumerate(view["spec"].get("analyses") or []):
+        found = results[i] if i < len(results) else None
+        if found is not None and succeeded(found):
+            out.append((i, asked, found))
+    return out
+
+
+def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the paragraph's sentences, the keys of the references they cite)."""
+    spec = view["spec"]
+    record = view.get("reproducibility") or {}
+    cited: list[str] = []
+
+    def cite(key: str) -> str:
+        if key not in cited:
+            cited.append(key)
+        return key
+
+    centers = [c for c in record.get("centers") or [] if c.get("included", True)]
+    result_of = view.get("result")
+    included = included_centers(result_of) if result_of else [c["center"] for c in centers]
+    said: list[str] = []
+    groups = spec.get("groups")
+    what = f"the variable {spec['variable']} of dataset {spec['dataset']}"
+    if groups:
+        what += f", comparing group {groups[1]} (Y) with group {groups[0]} (X)"
+    said.append(
+        f"We analysed {what} across {len(included)} centers ({', '.join(included)}) without "
+        "moving any record: each center released only K-anonymous counts "
+        f"(K = {spec['k']}; no released count between 1 and K − 1) and differentially private "
+        "(DP) summaries, with one patient's record as the privacy unit.")
+    neighbouring = sorted({c["neighbouring"] for c in centers if c.get("neighbouring")})
+    if neighbouring:
+        said.append("The centers' neighbouring relation was "
+                    + _join([n.replace("_", "/") for n in neighbouring]) + ".")
+    primary = spec.get("primary")
+    for i, asked, result in _analyses(view):
+        kind = asked["kind"]
+        if kind == "table":
+            cite("becher")
+            said.append("A federated K-anonymous bin table of the variable was built center "
+                        "after center (Becher et al. 2023, Algorithms 1-6); it spends no ε.")
+        elif kind == "mwu":
+            cite("becher")
+            tests = [TEST_NAMES[t] for t in asked.get("tests") or TEST_NAMES]
+            if "fisher" in (asked.get("tests") or TEST_NAMES):
+                cite("fisher")
+            side = SIDES.get(asked.get("alternative", "two-sided"), asked.get("alternative"))
+            said.append(f"Groups were compared by the federated Mann-Whitney tests of Becher "
+                        f"et al. (2023): {_join(tests)}; all {side}.")
+            if primary and primary.get("analysis") == i:
+                said.append(f"The pre-specified primary test was the {primary['test']} test at "
+                            f"α = {fmt(primary.get('alpha', 0.05))}; the other tests are "
+                            "secondary and reported without adjustment for multiplicity.")
+            elif not primary:
+                said.append("No primary test was pre-specified; every p-value is reported "
+                            "without adjustment for multiplicity.")
+            if asked.get("epsilon") is not None:
+                cite("dwork")
+                said.append(f"Each center released its U statistic with Laplace noise at "
+                            f"ε = {fmt(asked['epsilon'])} (Dwork et al. 2006); the p-values "
+                            "come from the exact law of the statistic plus the noise.")
+            cite("acion")
+            cite("newcombe")
+            said.append("The effect size is the probabilistic index θ = P(Y > X) + ½·P(Y = X) "
+                        "(Acion et al. 2006), per center and stratified over the centers "
+                        "(weighted by n_X·n_Y), with 95 % score intervals (Newcombe 2006, "
+                        "Method 5)" + (", widened for the DP noise" if asked.get("epsilon")
+                                       is not None else "") + ".")
+        elif kind == "dp_boxplot":
+            cite("ramsay")
+            bounds = asked["bounds"]
+            boxes = [b for b, asked_for in (("its own box", asked.get("per_center", True)),
+                                            ("its part of the pooled box",
+                                             asked.get("pooled", True))) if asked_for]
+            text = (f"DP boxplots of {asked.get('group') or 'all records'} were made at "
+                    f"ε = {fmt(asked['epsilon'])} per box, each center spending it on "
+                    f"{' and on '.join(boxes)}"
+                    + (f" (ε = {fmt(len(boxes) * asked['epsilon'])} in all)"
+                       if len(boxes) > 1 else "")
+                    + f", the data clipped to the public bounds [{fmt(bounds[0])}, "
+                    f"{fmt(bounds[1])}]")
+            if asked.get("per_center", True):
+                text += ("; each center's box by DPBoxplot (Ramsay & Diaz-Rodriguez 2025)")
+            if asked.get("pooled", True):
+                cite("hay")
+                text += ("; the pooled box from a DP tree histogram summed over the centers "
+                         "(consistency by Hay et al. 2010)")
+            said.append(text + ".")
+        elif kind == "dp_quantiles":
+            name, key = DP_QUANTILES.get(asked.get("algorithm", "joint_exp"),
+                                         (asked.get("algorithm"), ""))
+            if key:
+                cite(key)
+            said.append(f"DP quantiles at levels {', '.join(fmt(v) for v in asked['levels'])} "
+                        f"were released by each center with {name} at ε = "
+                        f"{fmt(asked['epsilon'])}, bounds [{fmt(asked['bounds'][0])}, "
+                        f"{fmt(asked['bounds'][1])}].")
+        elif kind == "quantiles":
+            cite("becher")
+            said.append("Quantiles at levels " + ", ".join(fmt(v) for v in asked["levels"])
+                        + " were estimated from the federated table (Becher et al. 2023, §7; "
+                        "estimators " + ", ".join(asked.get("estimators") or ["default"])
+                        + ").")
+        elif kind == "describe":
+            mode = result.get("mode") or asked.get("mode") or (
+                "dp" if asked.get("epsilon") else "table")
+            if mode == "dp":
+                cite("dwork")
+                epsilon = result.get("epsilon") or asked.get("epsilon")
+                said.append(f"Descriptive statistics (Table 1) were released with ε-DP at "
+                            f"ε = {fmt(epsilon)} per variable and arm per center (Laplace "
+                            "mechanism); intervals are 95 % intervals of the DP noise.")
+            else:
+                said.append("Descriptive statistics (Table 1) were read from the federated "
+                            "K-anonymous tables (no ε spent); their intervals are exact bounds "
+                            "from the bins.")
+    total = {c["center"]: c.get("epsilon", 0.0) for c in centers}
+    if any(total.values()):
+        said.append("In all, the study spent " + ", ".join(
+            f"ε = {fmt(e)} at {c}" for c, e in total.items()) + " (sequential composition).")
+    epochs = [f"{c['center']} epoch {c['epoch']}" for c in centers if c.get("epoch")]
+    software = record.get("software") or {}
+    if software:
+        commit = (f"commit {software['commit'][:12]}" if software.get("commit")
+                  else "commit unknown")
+        said.append(f"Computed with {software.get('name')} {software.get('version')} "
+                    f"({commit})" + (f" on the centers' data versions {', '.join(epochs)}"
+                                     if epochs else "")
+                    + f"; study {view.get('id')}, spec SHA-256 "
+                    f"{str(record.get('spec_sha256', ''))[:16]}….")
+    return said, cited
+
+
+def methods_paragraph(view: dict[str, Any]) -> str:
+    """The paragraph, then its references."""
+    said, cited = methods_sentences(view)
+    text = " ".join(said)
+    if cited:
+        text += "\n\nReferences\n" + "\n".join(REFERENCES[k] for k in cited)
+    return text
