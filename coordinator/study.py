@@ -38,7 +38,6 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from center_agent.core.errors import DisclosureStateFull
 from coordinator.core.errors import AnalysisFailed, CenterFailure, ServiceError
 from coordinator.models import (
     Analysis,
@@ -82,6 +81,7 @@ from coordinator.results import (
 )
 from coordinator.tables import TableKey, TableMemory
 from fedstats_service.errors import describe_errors
+from shared.wire import CenterErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ async def run_study(
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
         except CenterFailure as failure:
-            if failure.center_error != DisclosureStateFull.error:
+            if failure.center_error != CenterErrorCode.RELEASE_LIMIT_REACHED:
                 raise
             # What is still possible: say where to look, not just that the center refused.
             raise CenterFailure(

@@ -129,6 +129,19 @@ def test_the_coordinator_imports_only_downwards() -> None:
     assert upward == []
 
 
+# The one coordinator module that runs a center: the in-process center (``fedstats demo``,
+# tests). Everywhere else the coordinator knows a center by the wire only (``shared``: its
+# models and its error codes, ``shared.wire.CenterErrorCode``).
+IN_PROCESS_CENTER = "coordinator.local"
+
+
+def test_the_coordinator_reaches_a_center_only_over_the_wire() -> None:
+    crossing = sorted((m, t) for m, targets in GRAPH.items() for t in targets
+                      if m.startswith("coordinator") and m != IN_PROCESS_CENTER
+                      and t.split(".")[0] == "center_agent")
+    assert crossing == []
+
+
 def test_the_api_models_are_a_leaf() -> None:
     assert {t for t in GRAPH["coordinator.models"] if t.startswith("coordinator")} == set()
     assert GRAPH["coordinator.models"] <= {"shared.fields"}  # no algorithm behind the vocabulary
