@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from coordinator import audit, quotas
+from coordinator import audit, spending
 from coordinator.core.errors import QuotaExceeded
 from coordinator.db import Store
 from coordinator.ports import CenterPort
@@ -99,14 +99,14 @@ class RecordedCenter:
                                         self.center_id, key)
         if found is not None:
             return model.model_validate_json(found)
-        epsilon = quotas.request_epsilon(request)
+        epsilon = spending.request_epsilon(request)
         charged = self.analyst_id is not None and epsilon > 0
         if charged:
             await asyncio.to_thread(self._reserve, dataset, epsilon)
         try:
             answer = await ask()
         except Exception as failure:
-            if charged and quotas.refund_after(failure):
+            if charged and spending.refund_after(failure):
                 assert self.analyst_id is not None
                 await asyncio.to_thread(self.store.refund, self.analyst_id, self.center_id,
                                         dataset, epsilon)
@@ -118,7 +118,7 @@ class RecordedCenter:
     def _reserve(self, dataset: str, epsilon: float) -> None:
         assert self.analyst_id is not None
         try:
-            quotas.reserve(self.store, self.analyst_id, self.center_id, dataset, epsilon)
+            spending.reserve(self.store, self.analyst_id, self.center_id, dataset, epsilon)
         except QuotaExceeded as refused:
             audit.record(self.store, "quota.refused", analyst_id=self.analyst_id,
                          target=self.study_id, detail=refused.detail)

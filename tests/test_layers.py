@@ -7,9 +7,10 @@ Imports inside functions count (they still tie the modules together); those unde
   ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
   imports only ``coordinator.models`` and what it imports (no server code);
 * the coordinator: ``main`` → ``ui`` (the console) → ``api`` → services (``services``,
-  ``runner``, ``registry``) → studies (``study``, ``results``, ``figures``, ``report``) →
-  ``protocols`` and the ports' implementations → ``ports``, ``db`` → ``models``, ``core``
-  (``models`` a leaf the CLI imports cheaply).
+  ``runner``, ``registry``) → studies (``study``, ``quotas``) → ``analyses`` (one module per
+  analysis, the registry the rest loops over) → results (``results``, ``figures``, ``report``)
+  → ``protocols`` and the ports' implementations → ``ports``, ``db``, ``spending`` →
+  ``models``, ``core`` (``models`` a leaf the CLI imports cheaply).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ PACKAGE_LAYER = {"shared": 0, "fedstats_service": 0, "center_agent": 1, "coordin
 COORDINATOR_LAYERS = (
     ("coordinator.models", "coordinator.core"),
     ("coordinator.db", "coordinator.ports", "coordinator.audit", "coordinator.accounts",
-     "coordinator.quotas", "coordinator.provenance"),
+     "coordinator.spending", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
      "coordinator.webhooks"),
-    ("coordinator.study", "coordinator.results", "coordinator.figures", "coordinator.report"),
+    ("coordinator.results", "coordinator.figures", "coordinator.report"),
+    ("coordinator.analyses",),
+    ("coordinator.study", "coordinator.quotas"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
     ("coordinator.ui",),

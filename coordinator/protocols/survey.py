@@ -37,7 +37,7 @@ def _check(
     info: CenterInfo,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None,
+    groups: tuple[str, ...] | None,
     k: int | None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The center's declared sizes of the groups asked and the most records each can hold.
@@ -84,7 +84,7 @@ async def survey_centers(
     *,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None = None,
+    groups: tuple[str, ...] | None = None,
     k: int | None = None,
     min_centers: int = 1,
     allow_partial: bool = False,

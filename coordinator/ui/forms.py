@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.analyses import REGISTRY
+from coordinator.analyses.base import FormError, form_number
+
+__all__ = ["ANALYSES", "DEFAULTS", "FIGURE_KINDS", "FormError", "figure_links",
+           "spec_from_form"]
+
 DEFAULTS: dict[str, Any] = {
     "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
     "analyses": ["table", "mwu", "quantiles"], "centers": [],
@@ -12,29 +18,10 @@ DEFAULTS: dict[str, Any] = {
     "dp_epsilon": "0.5", "dp_lower": "", "dp_upper": "", "dp_group": "",
     "toml": "",
 }
-ANALYSES = ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
-FIGURE_KINDS = {"table": "federated table", "dp_boxplot": "DP boxplots"}
-
-
-class FormError(ValueError):
-    """A field of the builder that cannot be read (the message names it)."""
-
-
-def _number(values: dict[str, Any], name: str, label: str) -> float:
-    text = str(values.get(name) or "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise FormError(f"{label}: give a number (got {text!r})") from None
-
-
-def _levels(values: dict[str, Any]) -> list[float]:
-    text = str(values.get("levels") or "")
-    try:
-        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
-    except ValueError:
-        raise FormError(f"levels: give numbers in (0, 1) separated by commas (got {text!r})") \
-            from None
+# What the builder offers: every registered analysis with a form (``coordinator.analyses``).
+ANALYSES = tuple(kind for kind, a in REGISTRY.items() if a.form_label is not None)
+FIGURE_KINDS = {kind: a.figure_label for kind, a in REGISTRY.items()
+                if a.figure_label is not None}
 
 
 def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
@@ -43,33 +30,17 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
     chosen = [a for a in values.get("analyses") or [] if a in ANALYSES]
     if not chosen:
         raise FormError("analyses: choose at least one")
-    if any(a in chosen for a in ("dp_boxplot", "dp_quantiles")):
-        bounds = [_number(values, "dp_lower", "DP lower bound"),
-                  _number(values, "dp_upper", "DP upper bound")]
-        epsilon = _number(values, "dp_epsilon", "DP ε")
-    group = str(values.get("dp_group") or "").strip() or None
-    analyses: list[dict[str, Any]] = []
-    for kind in chosen:
-        if kind == "table":
-            analyses.append({"kind": "table"})
-        elif kind == "mwu":
-            mwu: dict[str, Any] = {"kind": "mwu"}
-            if str(values.get("mwu_epsilon") or "").strip():
-                mwu["epsilon"] = _number(values, "mwu_epsilon", "MWU ε")
-            analyses.append(mwu)
-        elif kind == "quantiles":
-            analyses.append({"kind": "quantiles", "levels": _levels(values)})
-        elif kind == "dp_boxplot":
-            analyses.append({"kind": "dp_boxplot", "epsilon": epsilon, "bounds": bounds,
-                             "group": group})
-        else:
-            analyses.append({"kind": "dp_quantiles", "epsilon": epsilon, "bounds": bounds,
-                             "levels": _levels(values), "group": group})
+    common: dict[str, Any] = {"group": str(values.get("dp_group") or "").strip() or None}
+    if any(REGISTRY[a].form_dp for a in chosen):
+        common["bounds"] = [form_number(values, "dp_lower", "DP lower bound"),
+                            form_number(values, "dp_upper", "DP upper bound")]
+        common["epsilon"] = form_number(values, "dp_epsilon", "DP ε")
+    analyses = [REGISTRY[kind].from_form(values, common) for kind in chosen]
     spec: dict[str, Any] = {
         "dataset": str(values.get("dataset") or "").strip(),
         "variable": str(values.get("variable") or "").strip(),
         "groups": groups if all(groups) else None,
-        "k": int(_number(values, "k", "K")),
+        "k": int(form_number(values, "k", "K")),
         "analyses": analyses,
     }
     if values.get("centers"):

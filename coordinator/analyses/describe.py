@@ -1,0 +1,56 @@
+"""Descriptive statistics, "Table 1" (``{"kind": "describe"}``;
+``coordinator.protocols.describe``): from each variable's federated K-anonymous table (no ε), or
+each center's ε-DP description (ε per variable and arm)."""
+
+from __future__ import annotations
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
+from coordinator.protocols.describe import federated_describe
+from coordinator.results import describe_result
+from shared.protocol import DatasetInfo
+
+
+class Describe(Analysis[DescribeAnalysis]):
+    kind = "describe"
+    spec_model = DescribeAnalysis
+    result_model = DescribeResult
+
+    def requests(self, spec: StudySpec, analysis: DescribeAnalysis) -> list[Request]:
+        if analysis.method != "dp":
+            return []
+        assert analysis.epsilon is not None  # a dp describe has its ε (DescribeAnalysis)
+        arms: tuple[str | None, ...] = tuple(spec.groups) if spec.groups is not None else (None,)
+        # One ε-DP description per variable and arm (coordinator/protocols/describe.py).
+        return [(("dp_describe", name, arm, analysis.epsilon,
+                  (analysis.bounds or {}).get(name), analysis.bins), Spend(analysis.epsilon))
+                for name in analysis.described(spec.variable) for arm in arms]
+
+    def lacking(self, spec: StudySpec, analysis: DescribeAnalysis, index: int,
+                found: DatasetInfo) -> list[tuple[str, str, str]]:
+        """A variable the center does not declare, and for a DP describe of a variable the
+        spec gives no bounds for, the variable's public bounds (the center would refuse the
+        request: ``center_agent.gate.kinds.DescribeKind``)."""
+        out = []
+        for v in analysis.described(spec.variable):
+            if v not in found.variables:
+                if v != spec.variable:  # the study's variable is named once, as body.variable
+                    out.append(("variable", v, f"body.analyses.{index}.variables"))
+            elif analysis.method == "dp" and v not in (analysis.bounds or {}):
+                meta = found.metadata.get(v)
+                if meta is None or meta.bounds is None:
+                    out.append(("public bounds of variable", v,
+                                f"body.analyses.{index}.bounds"))
+        return out
+
+    async def run(self, study: StudyRun, analysis: DescribeAnalysis) -> AnalysisResult:
+        spec = study.spec
+        described = await federated_describe(
+            study.survey, dataset=spec.dataset, variables=analysis.described(spec.variable),
+            groups=spec.pair, k=spec.k, mode=analysis.method, epsilon=analysis.epsilon,
+            bounds=analysis.bounds, bins=analysis.bins, per_center=analysis.per_center,
+            pooled=analysis.pooled, min_centers=study.min_centers,
+            allow_partial=spec.allow_partial, table_of=study.variable_table,
+            lower=study.lower, upper=study.upper,
+        )
+        return describe_result(described, analysis, spec.k)

@@ -1,0 +1,91 @@
+"""Federated Mann-Whitney tests of X against Y (``{"kind": "mwu"}``;
+``coordinator.protocols.mwu``): each center's local U (noised with ``epsilon`` when given) and,
+with the ``table`` test, the study's federated table; the dry run shows the sum test's power."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_number
+from coordinator.models import (
+    MWU_TESTS,
+    AnalysisResult,
+    MWUAnalysis,
+    MWUResult,
+    PlannedPower,
+    StudySpec,
+)
+from coordinator.protocols import federated_mwu
+from coordinator.results import mwu_result
+from shared.mwu_power import sum_test_power_table
+
+# The tests of an MWU whose local U each center releases (noised with the analysis's ε); the
+# table test reads the study's K-anonymous table and spends nothing.
+LOCAL_MWU_TESTS = frozenset(MWU_TESTS) - {"table"}
+
+POWER_ALPHA = 0.05
+POWER_THETAS = (0.6, 0.7)
+POWER_TARGET = 0.8
+POWER_METHOD = (
+    "sum test at α = 0.05; U_l under a common θ = P(Y > X) + ½P(Y = X) approximately normal "
+    "with mean n·m·(2θ − 1) and Newcombe's variance, convolved exactly with each center's "
+    "Laplace(2·max(n, m)/ε) noise (shared.mwu_power; docs/methods.md §3.9)")
+
+
+class MWU(Analysis[MWUAnalysis]):
+    kind = "mwu"
+    spec_model = MWUAnalysis
+    result_model = MWUResult
+    form_label = "Mann-Whitney tests"
+
+    def requests(self, spec: StudySpec, analysis: MWUAnalysis) -> list[Request]:
+        if analysis.epsilon is None or not LOCAL_MWU_TESTS & set(analysis.tests):
+            return []
+        return [(("mwu", spec.variable, spec.groups, analysis.epsilon),
+                 Spend(analysis.epsilon))]
+
+    def needs_table(self, analysis: MWUAnalysis) -> bool:
+        return "table" in analysis.tests
+
+    def power(self, spec: StudySpec, analysis: MWUAnalysis, index: int,
+              sizes: Mapping[str, tuple[int, int]]) -> PlannedPower | None:
+        table = sum_test_power_table(
+            list(sizes.values()), epsilon=analysis.epsilon, alpha=POWER_ALPHA,
+            alternative=analysis.alternative, thetas=POWER_THETAS, target=POWER_TARGET)
+        noise = (f"at ε = {analysis.epsilon:g}" if analysis.epsilon is not None
+                 else "without noise")
+        shown = ", ".join(f"{p:.2f} at θ = {t:g}"
+                          for t, p in zip(table.thetas, table.power, strict=True))
+        reach = (f"80 % power needs θ >= {table.theta_at_target:.3f}"
+                 if table.theta_at_target is not None
+                 else "no θ reaches 80 % power")
+        detail = f"the sum test {noise} has power {shown}; {reach}"
+        if table.power[-1] < 2 * POWER_ALPHA:
+            detail += (" — about the level α itself: the noise swamps U, so the test can "
+                       "hardly detect any effect (more ε, or more records, or no noise)")
+        return PlannedPower(
+            analysis=index, epsilon=analysis.epsilon, alpha=POWER_ALPHA,
+            alternative=analysis.alternative, sizes=dict(sizes), thetas=list(table.thetas),
+            power=list(table.power), target=POWER_TARGET,
+            theta_at_target=table.theta_at_target, method=POWER_METHOD, detail=detail)
+
+    async def run(self, study: StudyRun, analysis: MWUAnalysis) -> AnalysisResult:
+        spec = study.spec
+        groups = spec.pair
+        assert groups is not None  # StudySpec refuses mwu without groups
+        mwu = await federated_mwu(
+            study.centers, dataset=spec.dataset, variable=spec.variable, groups=groups,
+            k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
+            epsilon=analysis.epsilon, lower=study.lower, upper=study.upper,
+            min_centers=study.min_centers, allow_partial=spec.allow_partial,
+            survey=study.survey,
+            table=study.study_table() if "table" in analysis.tests else None,
+        )
+        return mwu_result(mwu, analysis.alternative)
+
+    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+        mwu: dict[str, Any] = {"kind": "mwu"}
+        if str(values.get("mwu_epsilon") or "").strip():
+            mwu["epsilon"] = form_number(values, "mwu_epsilon", "MWU ε")
+        return mwu

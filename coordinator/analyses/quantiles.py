@@ -1,0 +1,82 @@
+"""Quantiles read from the study's federated table (``{"kind": "quantiles"}``; no release, no
+ε), and with the ``yj_data`` estimator from the centers' ε-DP Yeo-Johnson moment sums
+(``coordinator.protocols.quantiles``; docs/methods.md §8.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_levels
+from coordinator.models import AnalysisResult, QuantilesAnalysis, QuantilesResult, StudySpec
+from coordinator.protocols.quantiles import (
+    quantile_brackets,
+    table_quantiles,
+    yj_data_estimates,
+)
+from coordinator.results import quantiles_result
+from shared.fields import DP_MAX_EVALUATIONS
+from shared.quantiles.yj_data import YJ_DATA_MAX_NOISE_RATIO, yj_data_noise_ratio
+
+
+class Quantiles(Analysis[QuantilesAnalysis]):
+    kind = "quantiles"
+    spec_model = QuantilesAnalysis
+    result_model = QuantilesResult
+    form_label = "quantiles (from the table)"
+
+    def requests(self, spec: StudySpec, analysis: QuantilesAnalysis) -> list[Request]:
+        if "yj_data" not in analysis.estimators or analysis.epsilon is None:
+            return []
+        groups: tuple[str | None, ...] = tuple(spec.groups) if spec.groups is not None else (None,)
+        # At most ε per group: each λ Brent tries costs ε / DP_MAX_EVALUATIONS, it may stop
+        # early; Brent's λs follow from the answers, so the same fit asks the same requests.
+        return [(("yj_data", spec.variable, g, analysis.epsilon, analysis.bounds),
+                 Spend(analysis.epsilon, exact=False)) for g in groups]
+
+    def needs_table(self, analysis: QuantilesAnalysis) -> bool:
+        return True
+
+    def plan_notes(self, spec: StudySpec, analysis: QuantilesAnalysis, index: int,
+                   size_of: Callable[[str | None], int]) -> list[str]:
+        """Why its YJ data would not be offered, per group: the gate the run applies before
+        asking anything (``coordinator.protocols.quantiles``), on the sizes the taking-part
+        centers declare. Not blocking: the other estimators run, nothing is spent on YJ data,
+        and the planned ε is an upper bound."""
+        if not ("yj_data" in analysis.estimators and analysis.epsilon is not None
+                and analysis.bounds is not None):
+            return []
+        out = []
+        groups: tuple[str | None, ...] = tuple(spec.groups) if spec.groups is not None else (None,)
+        for group in groups:
+            ratio = yj_data_noise_ratio(analysis.epsilon, analysis.bounds, size_of(group),
+                                        DP_MAX_EVALUATIONS)
+            if ratio > YJ_DATA_MAX_NOISE_RATIO:
+                out.append(f"analysis {index} (quantiles): YJ data "
+                           f"{'of ' + repr(group) + ' ' if group is not None else ''}would not "
+                           f"be offered: the noise on its fitted variance would be {ratio:.2g} "
+                           f"of the widest the bounds allow (at most {YJ_DATA_MAX_NOISE_RATIO:g}"
+                           " can work; docs/methods.md §8.4): raise ε or narrow the bounds")
+        return out
+
+    async def run(self, study: StudyRun, analysis: QuantilesAnalysis) -> AnalysisResult:
+        spec, survey = study.spec, study.survey
+        table = await study.study_table()
+        names = list(spec.groups) if spec.groups is not None else ["all"]
+        estimates = table_quantiles(table.table, analysis.levels,
+                                    estimators=analysis.estimators, groups=names)
+        if "yj_data" in analysis.estimators:
+            assert analysis.epsilon is not None and analysis.bounds is not None
+            estimates["yj_data"] = await yj_data_estimates(
+                survey.usable, dataset=spec.dataset, variable=spec.variable,
+                groups=list(spec.groups) if spec.groups is not None else [None],
+                names=names, levels=analysis.levels, epsilon=analysis.epsilon,
+                bounds=analysis.bounds,
+                sizes=[sum(survey.declared[c.center_id][g] for c in survey.usable)
+                       for g in range(len(names))],
+            )
+        return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
+            table.table, analysis.levels, groups=names))
+
+    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+        return {"kind": "quantiles", "levels": form_levels(values)}
