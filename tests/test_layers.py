@@ -7,9 +7,9 @@ Imports inside functions count (they still tie the modules together); those unde
   ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
   imports only ``coordinator.models`` and what it imports (no server code);
 * the coordinator: ``main`` → ``ui`` (the console) → ``api`` → services (``services``,
-  ``runner``, ``registry``) → studies (``study``, ``quotas``) → ``analyses`` (one module per
-  analysis, the registry the rest loops over) → results (``results``, ``figures``, ``report``)
-  → ``protocols`` and the ports' implementations → ``ports``, ``db``, ``spending`` →
+  ``runner``, ``registry``) → studies (``study``, ``quotas``, ``report``) → ``analyses`` (one
+  module per analysis, the registry the rest loops over) → results (``results``, ``figures``,
+  ``rendering``) → ``protocols`` and the ports' implementations → ``ports``, ``db``, ``spending`` →
   ``models``, ``core`` (``models`` a leaf the CLI imports cheaply).
 """
 
@@ -32,9 +32,9 @@ COORDINATOR_LAYERS = (
      "coordinator.spending", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
      "coordinator.webhooks"),
-    ("coordinator.results", "coordinator.figures", "coordinator.report"),
+    ("coordinator.results", "coordinator.figures", "coordinator.rendering"),
     ("coordinator.analyses",),
-    ("coordinator.study", "coordinator.quotas"),
+    ("coordinator.study", "coordinator.quotas", "coordinator.report"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
     ("coordinator.ui",),

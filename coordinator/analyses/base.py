@@ -13,6 +13,8 @@ An :class:`Analysis` declares, for its kind:
   centers declare: ``coordinator.catalog``), and the dry run's notes on it
   (:meth:`Analysis.plan_notes`, :meth:`Analysis.power`);
 * how it runs: :meth:`Analysis.run`, given a :class:`StudyRun` (the survey, the study's table);
+* how it is shown: :meth:`Analysis.summary_lines` (the text summary) and
+  :meth:`Analysis.report_parts` (its section of the HTML report, figures included);
 * how it is asked in the console's builder: :meth:`Analysis.from_form`.
 
 How many group levels an analysis compares is its own (:attr:`Analysis.max_groups`): a spec with
@@ -31,6 +33,7 @@ from coordinator.models import AnalysisResult, PlannedPower, StudySpec
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey
 from coordinator.protocols.table import FederatedTable
+from coordinator.rendering import generic_report_parts, generic_summary_lines
 from shared.fields import Extreme
 from shared.protocol import DatasetInfo
 
@@ -122,6 +125,22 @@ class Analysis(Generic[S]):
 
     async def run(self, study: StudyRun, analysis: S) -> AnalysisResult:
         raise NotImplementedError
+
+    # -- how it is shown (``coordinator.report``: ``view`` is the study's JSON) ----------------
+
+    # Kinds drawn before the others, by rank, all results of the kind together (none: in the
+    # spec's order after those): in the text summary, and in the HTML report.
+    summary_rank: ClassVar[int | None] = None
+    report_rank: ClassVar[int | None] = None
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        """Its lines of the text summary (``shown``: the summary's lines so far)."""
+        return generic_summary_lines(result)
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        """Its section of the HTML report (heading, tables, figures)."""
+        return generic_report_parts(result)
 
     # -- how it is asked in the console ----------------------------------------------------------
 

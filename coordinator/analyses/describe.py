@@ -4,9 +4,22 @@ each center's ε-DP description (ε per variable and arm)."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
+from typing import Any
+
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
 from coordinator.protocols.describe import federated_describe
+from coordinator.rendering import (
+    DESCRIBE_HEADER,
+    _left_out,
+    _table,
+    describe_rows,
+    excluded_line,
+    table_one,
+    table_one_note,
+)
 from coordinator.results import describe_result
 from shared.protocol import DatasetInfo
 
@@ -42,6 +55,34 @@ class Describe(Analysis[DescribeAnalysis]):
                     out.append(("public bounds of variable", v,
                                 f"body.analyses.{index}.bounds"))
         return out
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        analysis, spec = result, view["spec"]
+        header, rows = table_one(analysis, spec.get("groups"))
+        lines = [f"Table 1 ({analysis.get('mode')}):"]
+        lines += excluded_line(analysis)
+        if rows:
+            widths = [max(len(str(r[i])) for r in [header, *rows])
+                      for i in range(len(header))]
+            for r in [header, *rows]:
+                lines.append("  " + "  ".join(str(c).ljust(w) for c, w in
+                                              zip(r, widths, strict=True)).rstrip())
+        lines.append(f"  {table_one_note(analysis, spec['k'])}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        analysis, spec, esc = result, view["spec"], html.escape
+        parts = ["<h2>Table 1: descriptive statistics</h2>"]
+        parts += _left_out(analysis)
+        header, rows = table_one(analysis, spec.get("groups"))
+        if rows:
+            parts.append(_table(header, [list(r) for r in rows]))
+        parts.append(f"<p class='note'>{esc(table_one_note(analysis, spec['k']))}</p>")
+        parts.append(
+            "<details><summary>Per center and pooled</summary>" + _table(
+                DESCRIBE_HEADER, describe_rows(analysis)) + "</details>")
+        return parts
 
     async def run(self, study: StudyRun, analysis: DescribeAnalysis) -> AnalysisResult:
         spec = study.spec

@@ -4,7 +4,8 @@ with the ``table`` test, the study's federated table; the dry run shows the sum 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import html
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_number
@@ -17,6 +18,16 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_mwu
+from coordinator.rendering import (
+    EFFECT_NOTE,
+    _left_out,
+    _table,
+    effect_rows,
+    fmt,
+    left_out,
+    mwu_test_rows,
+    null_label,
+)
 from coordinator.results import mwu_result
 from shared.mwu_power import sum_test_power_table
 
@@ -38,6 +49,46 @@ class MWU(Analysis[MWUAnalysis]):
     spec_model = MWUAnalysis
     result_model = MWUResult
     form_label = "Mann-Whitney tests"
+
+    summary_rank = 1
+    report_rank = 0
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        mwu, lines = result, []
+        lines.append(f"Mann-Whitney tests ({mwu['alternative']}):")
+        if left_out(mwu):
+            lines.append(f"  left out: {left_out(mwu)}")
+        lines.append(f"  {'test':<10}{'statistic':>14}{'p-value':>14}  law under H0")
+        for name, statistic, law, pvalue in mwu_test_rows(mwu):
+            lines.append(f"  {name:<10}{fmt(statistic):>14}{fmt(pvalue):>14}  {law}")
+        if mwu.get("effects"):
+            lines.append("  Effect θ = P(Y > X) + ½P(Y = X) with its 95 % interval:")
+            lines.append(f"  {'center':<14}{'n_X':>7}{'n_Y':>7}{'θ':>9}  95 % interval")
+            for center, n_x, n_y, est, ci in effect_rows(mwu):
+                lines.append(f"  {center:<14}{fmt(n_x):>7}{fmt(n_y):>7}"
+                             f"{fmt(est, 3):>9}  {ci}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        mwu, esc = result, html.escape
+        parts = [f"<h2>Mann-Whitney tests ({esc(mwu['alternative'])})</h2>"]
+        parts += _left_out(mwu)
+        parts.append(_table(["test", "statistic", "law under H0", "p-value"],
+                            mwu_test_rows(mwu)))
+        if mwu.get("effects"):
+            parts.append("<h3>Effect size</h3>")
+            parts.append(_table(["center", "n_X", "n_Y", "θ", "95 % interval"],
+                                effect_rows(mwu)))
+            parts.append(f"<p>{esc(EFFECT_NOTE)}</p>")
+        local = mwu["tests"].get("sum") or next(iter(mwu["tests"].values()))
+        parts.append("<p>Each center's local test (its part of the sum test):</p>")
+        parts.append(_table(["center", "U = Σ sign(Y − X)", "variance", "z", "p-value",
+                             "p from", "weight"],
+                            [[p["center"], p["statistic"], p["variance"], p["zstatistic"],
+                              p["pvalue"], null_label(p.get("null")) or "N(0, 1)",
+                              p["weight"]] for p in local["parts"]]))
+        return parts
 
     def requests(self, spec: StudySpec, analysis: MWUAnalysis) -> list[Request]:
         if analysis.epsilon is None or not LOCAL_MWU_TESTS & set(analysis.tests):

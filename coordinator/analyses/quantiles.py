@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import html
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_levels
@@ -13,6 +14,16 @@ from coordinator.protocols.quantiles import (
     quantile_brackets,
     table_quantiles,
     yj_data_estimates,
+)
+from coordinator.rendering import (
+    QUANTILE_BRACKET_NOTE,
+    _left_out,
+    _table,
+    bracket_rows,
+    estimate_rows,
+    excluded_line,
+    fmt,
+    quantiles_heading,
 )
 from coordinator.results import quantiles_result
 from shared.fields import DP_MAX_EVALUATIONS
@@ -58,6 +69,38 @@ class Quantiles(Analysis[QuantilesAnalysis]):
                            f"of the widest the bounds allow (at most {YJ_DATA_MAX_NOISE_RATIO:g}"
                            " can work; docs/methods.md §8.4): raise ε or narrow the bounds")
         return out
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        analysis = result
+        levels = analysis["levels"]
+        lines = [quantiles_heading(analysis) + " (estimator · group: "
+                 + ", ".join(f"q{fmt(lv, 3)}" for lv in levels) + "):"]
+        lines += excluded_line(analysis)
+        for label, values, error in estimate_rows(analysis):
+            shown_values = ("  ".join(f"{fmt(v, 3):>6}" for v in values) if values is not None
+                            else f"not estimated: {error}")
+            lines.append(f"  {label:<28}{shown_values}")
+        for label, shown_brackets in bracket_rows(analysis):
+            lines.append(f"  {label:<28}" + "  ".join(shown_brackets))
+        if analysis.get("brackets"):
+            lines.append(f"  {QUANTILE_BRACKET_NOTE}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        analysis, esc = result, html.escape
+        parts = [f"<h2>{esc(quantiles_heading(analysis))}</h2>"]
+        parts += _left_out(analysis)
+        levels = analysis["levels"]
+        parts.append(_table(
+            ["estimator · group", *(f"q{fmt(lv, 3)}" for lv in levels)],
+            [[label, *values] if values is not None
+             else [label, f"not estimated: {error}", *([""] * (len(levels) - 1))]
+             for label, values, error in estimate_rows(analysis)]
+            + [[label, *shown] for label, shown in bracket_rows(analysis)]))
+        if analysis.get("brackets"):
+            parts.append(f"<p class='note'>{esc(QUANTILE_BRACKET_NOTE)}</p>")
+        return parts
 
     async def run(self, study: StudyRun, analysis: QuantilesAnalysis) -> AnalysisResult:
         spec, survey = study.spec, study.survey
