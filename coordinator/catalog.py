@@ -20,15 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from coordinator.analyses import analysis_of
 from coordinator.core.errors import UnknownName
 from coordinator.models import (
     Catalog,
     CatalogCenter,
     CatalogDataset,
     CatalogEntry,
-    DescribeAnalysis,
-    DPBoxplotAnalysis,
-    DPQuantilesAnalysis,
     StudySpec,
 )
 from coordinator.registry import Declaration
@@ -101,28 +99,15 @@ def _level_names(spec: StudySpec) -> list[tuple[str, str]]:
     """Every group level the spec names, with its field."""
     named = [(level, "body.groups") for level in spec.groups or ()]
     for i, analysis in enumerate(spec.analyses):
-        if isinstance(analysis, DPBoxplotAnalysis | DPQuantilesAnalysis) and analysis.group:
-            named.append((analysis.group, f"body.analyses.{i}.group"))
+        named += analysis_of(analysis).level_names(analysis, i)
     return named
 
 
 def _describe_names(spec: StudySpec, found: DatasetInfo) -> list[tuple[str, str, str]]:
-    """What a center lacks for the spec's describe analyses: a variable it does not declare,
-    and for a DP describe of a variable the spec gives no bounds for, the variable's public
-    bounds (it would refuse the request: ``center_agent.gate.kinds.DescribeKind``)."""
-    out = []
-    for i, analysis in enumerate(spec.analyses):
-        if not isinstance(analysis, DescribeAnalysis):
-            continue
-        for v in analysis.described(spec.variable):
-            if v not in found.variables:
-                if v != spec.variable:  # the study's variable is named once, as body.variable
-                    out.append(("variable", v, f"body.analyses.{i}.variables"))
-            elif analysis.method == "dp" and v not in (analysis.bounds or {}):
-                meta = found.metadata.get(v)
-                if meta is None or meta.bounds is None:
-                    out.append(("public bounds of variable", v, f"body.analyses.{i}.bounds"))
-    return out
+    """What a center lacks for the spec's analyses besides its dataset, variable and levels
+    (each analysis says: ``coordinator.analyses``), e.g. a describe's other variables."""
+    return [lacked for i, analysis in enumerate(spec.analyses)
+            for lacked in analysis_of(analysis).lacking(spec, analysis, i, found)]
 
 
 def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],

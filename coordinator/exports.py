@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal, get_args
 
 from coordinator import methods_text
-from coordinator.report import (
+from coordinator.rendering import (
     center_rows,
     null_label,
     succeeded,
@@ -118,7 +118,7 @@ def table1(view: dict[str, Any]) -> list[Row]:
 
 def table1_formatted(view: dict[str, Any]) -> list[Row]:
     """The report's Table 1 as shown: one block per variable, columns the pooled arms, Overall
-    and each center's arms (``coordinator.report.table_one``)."""
+    and each center's arms (``coordinator.rendering.table_one``)."""
     rows = []
     groups = (view.get("spec") or {}).get("groups")
     for index, analysis in _indexed(view, "describe"):

@@ -20,7 +20,7 @@ study file without loading the protocols.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import (
     BaseModel,
@@ -80,7 +80,18 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TableAnalysis(_Spec):
+# The most group levels a spec may name (``StudySpec.groups``).
+MAX_GROUPS = 32
+
+
+class _AnalysisSpec(_Spec):
+    """One analysis of a spec (its module: ``coordinator/analyses/<kind>.py``)."""
+
+    # The most group levels it compares (none: any number); a spec naming more is refused.
+    max_groups: ClassVar[int | None] = 2
+
+
+class TableAnalysis(_AnalysisSpec):
     """The federated K-anonymous bin table of the variable (one group, or X and Y)."""
 
     kind: Literal["table"]
@@ -88,7 +99,7 @@ class TableAnalysis(_Spec):
     upper: FiniteExtreme = "buffer"
 
 
-class MWUAnalysis(_Spec):
+class MWUAnalysis(_AnalysisSpec):
     """Federated Mann-Whitney tests of X against Y (needs ``groups``)."""
 
     kind: Literal["mwu"]
@@ -103,7 +114,7 @@ class MWUAnalysis(_Spec):
     )
 
 
-class DPBoxplotAnalysis(_Spec):
+class DPBoxplotAnalysis(_AnalysisSpec):
     """ε-DP boxplots of one group level (or every record): each center's own and/or the pooled
     box (docs/methods.md §6). Each center spends ``epsilon`` per box asked (so 2ε for both)."""
 
@@ -131,7 +142,7 @@ class DPBoxplotAnalysis(_Spec):
         return self
 
 
-class QuantilesAnalysis(_Spec):
+class QuantilesAnalysis(_AnalysisSpec):
     """Quantiles from the study's federated table (no further release: costs the centers
     nothing), and with ``yj_data`` from the centers' YJ moment sums; with ``groups``, each
     group's own."""
@@ -161,7 +172,7 @@ class QuantilesAnalysis(_Spec):
         return self
 
 
-class DPQuantilesAnalysis(_Spec):
+class DPQuantilesAnalysis(_AnalysisSpec):
     """Each center's ε-DP quantiles of one group level (or every record); ε per center."""
 
     kind: Literal["dp_quantiles"]
@@ -176,7 +187,7 @@ VariableName = Annotated[str, Field(min_length=1, max_length=128,
                                      pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
-class DescribeAnalysis(_Spec):
+class DescribeAnalysis(_AnalysisSpec):
     """Descriptive statistics ("Table 1") of several variables: N, mean (SD), median [IQR], a
     histogram, per center and pooled, per arm (the study's ``groups``) and overall
     (docs/coordinator.md, "Describe"). ``mode`` "table" (the default without ``epsilon``):
@@ -253,9 +264,10 @@ class StudySpec(_Spec):
         default=None, description="the pre-registered primary test (an mwu analysis's test)")
     dataset: str = Field(min_length=1, max_length=128, pattern=r"^[a-z][a-z0-9_-]*$")
     variable: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    groups: tuple[str, str] | None = Field(
-        default=None, description="the two group levels (X, Y); none for a one-group table"
-    )
+    groups: tuple[str, ...] | None = Field(
+        default=None, min_length=2, max_length=MAX_GROUPS,
+        description="the declared group levels compared: two (X, Y) for most analyses, "
+                    "more for those that compare several arms; none for a one-group table")
     k: int = Field(default=10, ge=2, le=100_000, description="no released count in 1..k-1")
     analyses: list[Analysis] = Field(min_length=1, max_length=16)
     centers: Annotated[list[str] | None, Distinct] = Field(
@@ -276,13 +288,36 @@ class StudySpec(_Spec):
 
     @field_validator("groups")
     @classmethod
-    def _levels(cls, groups: tuple[str, str] | None) -> tuple[str, str] | None:
+    def _levels(cls, groups: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if groups is not None:
-            if groups[0] == groups[1]:
-                raise ValueError("the two group levels must differ")
+            if len(set(groups)) != len(groups):
+                raise ValueError("the two group levels must differ" if len(groups) == 2
+                                 else "the group levels must differ")
             if not all(0 < len(g) <= 128 for g in groups):
                 raise ValueError("group levels must be 1 to 128 characters")
         return groups
+
+    @model_validator(mode="after")
+    def _groups_fit_analyses(self) -> Self:
+        # How many levels an analysis compares is its own (``max_groups``); today's compare two.
+        if self.groups is not None:
+            for i, analysis in enumerate(self.analyses):
+                most = type(analysis).max_groups
+                if most is not None and len(self.groups) > most:
+                    raise ValueError(
+                        f"analysis {i} ({analysis.kind}) compares at most {most} group levels; "
+                        f"the spec's `groups` names {len(self.groups)}: ask it in a study of "
+                        "two levels")
+        return self
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """The groups as (X, Y), for the analyses that compare two (a spec asking one of them
+        has at most two levels: ``_groups_fit_analyses``)."""
+        if self.groups is None:
+            return None
+        assert len(self.groups) == 2, "an analysis of two groups in a spec of more"
+        return self.groups[0], self.groups[1]
 
     @model_validator(mode="after")
     def _describe_bounds(self) -> Self:

@@ -43,39 +43,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from coordinator.analyses import analysis_of
 from coordinator.catalog import check_names, unknown_names
 from coordinator.core.errors import UnknownName, WouldBeRefused
 from coordinator.db import EPSILON_TOLERANCE, QuotaRecord
 from coordinator.models import (
     CenterPlan,
     KeptTableView,
-    MWUAnalysis,
     PlannedPower,
     PlannedSpend,
     PlannedTable,
     PlanRefusal,
-    QuantilesAnalysis,
     StudyPlan,
     StudySpec,
-    TableAnalysis,
 )
 from coordinator.protocols.table import build_order
 from coordinator.quotas import analysis_spends, fits
 from coordinator.registry import Declaration
 from coordinator.tables import KeptTable, TableKey
 from coordinator.utility import plan_utility
-from shared.fields import DP_MAX_EVALUATIONS
-from shared.mwu_power import sum_test_power_table
 from shared.protocol import CenterInfo
-from shared.quantiles.yj_data import YJ_DATA_MAX_NOISE_RATIO, yj_data_noise_ratio
-
-POWER_ALPHA = 0.05
-POWER_THETAS = (0.6, 0.7)
-POWER_TARGET = 0.8
-POWER_METHOD = (
-    "sum test at α = 0.05; U_l under a common θ = P(Y > X) + ½P(Y = X) approximately normal "
-    "with mean n·m·(2θ − 1) and Newcombe's variance, convolved exactly with each center's "
-    "Laplace(2·max(n, m)/ε) noise (shared.mwu_power; docs/methods.md §3.9)")
 
 
 def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[str, str]]:
@@ -126,8 +113,7 @@ def check_info(spec: StudySpec, infos: Mapping[str, CenterInfo], selected: Seque
 
 def needs_table(spec: StudySpec) -> bool:
     """Whether a study of ``spec`` obtains a federated table (``coordinator.study``)."""
-    return any(isinstance(a, TableAnalysis | QuantilesAnalysis)
-               or (isinstance(a, MWUAnalysis) and "table" in a.tests) for a in spec.analyses)
+    return any(analysis_of(a).needs_table(a) for a in spec.analyses)
 
 
 def _epochs(declarations: Sequence[Declaration], dataset: str) -> dict[str, int]:
@@ -155,7 +141,7 @@ def kept_views(kept: Sequence[KeptTable], epochs: Mapping[str, int]) -> list[Kep
 
 
 def _declared_size(declared: Declaration | None, dataset: str,
-                   groups: tuple[str, str] | None) -> int | None:
+                   groups: tuple[str, ...] | None) -> int | None:
     """The size a center declares for the groups asked (what orders the table's builders)."""
     info = declared.info if declared is not None else None
     found = next((d for d in info.datasets if d.name == dataset), None) if info else None
@@ -185,7 +171,7 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
         return PlannedTable(reused_from=None, centers=list(centers),
                             detail="a center's data version could not be read: the table "
                             "would be asked of the centers", kept=views), refused
-    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
+    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.pair,
                       k=spec.k, lower=lower, upper=upper, epochs={c: epochs[c] for c in centers})
     wanted = key.described()
     for table in kept:
@@ -249,29 +235,17 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
 
 def yj_data_not_offered(spec: StudySpec,
                         declarations: Sequence[Declaration | None]) -> list[str]:
-    """Why each ``quantiles`` analysis' YJ data would not be offered, per group: the gate the
-    run applies before asking anything (``coordinator.protocols.quantiles``), on the sizes
-    the taking-part centers declare. Not blocking: the other estimators run, nothing is spent
-    on YJ data, and the planned ε is an upper bound."""
-    out = []
-    groups: tuple[str, ...] | tuple[None] = spec.groups if spec.groups is not None else (None,)
-    for index, analysis in enumerate(spec.analyses):
-        if not (isinstance(analysis, QuantilesAnalysis) and "yj_data" in analysis.estimators
-                and analysis.epsilon is not None and analysis.bounds is not None):
-            continue
-        for group in groups:
-            if group is None:
-                n = sum(_declared_size(d, spec.dataset, None) or 0 for d in declarations)
-            else:
-                n = sum(_group_size(d, spec.dataset, group) for d in declarations)
-            ratio = yj_data_noise_ratio(analysis.epsilon, analysis.bounds, n, DP_MAX_EVALUATIONS)
-            if ratio > YJ_DATA_MAX_NOISE_RATIO:
-                out.append(f"analysis {index} (quantiles): YJ data "
-                           f"{'of ' + repr(group) + ' ' if group is not None else ''}would not "
-                           f"be offered: the noise on its fitted variance would be {ratio:.2g} "
-                           f"of the widest the bounds allow (at most {YJ_DATA_MAX_NOISE_RATIO:g}"
-                           " can work; docs/methods.md §8.4): raise ε or narrow the bounds")
-    return out
+    """What the dry run says of each analysis, not blocking (``Analysis.plan_notes``: e.g. a
+    ``quantiles`` analysis' YJ data that would not be offered), on the sizes the taking-part
+    centers (``declarations``) declare."""
+
+    def size_of(group: str | None) -> int:
+        if group is None:
+            return sum(_declared_size(d, spec.dataset, None) or 0 for d in declarations)
+        return sum(_group_size(d, spec.dataset, group) for d in declarations)
+
+    return [note for index, analysis in enumerate(spec.analyses)
+            for note in analysis_of(analysis).plan_notes(spec, analysis, index, size_of)]
 
 
 def _group_size(declared: Declaration | None, dataset: str, group: str) -> int:
@@ -284,7 +258,7 @@ def plan_power(spec: StudySpec, declarations: Sequence[Declaration],
                centers: Sequence[str]) -> list[PlannedPower]:
     """The sum test's power for each Mann-Whitney analysis over ``centers`` (those whose sizes
     of both groups are known and at least 1)."""
-    if spec.groups is None:
+    if spec.groups is None or len(spec.groups) != 2:
         return []
     by_center = {d.center: d for d in declarations}
     sizes: dict[str, tuple[int, int]] = {}
@@ -301,27 +275,9 @@ def plan_power(spec: StudySpec, declarations: Sequence[Declaration],
         return []
     planned = []
     for i, analysis in enumerate(spec.analyses):
-        if not isinstance(analysis, MWUAnalysis):
-            continue
-        table = sum_test_power_table(
-            list(sizes.values()), epsilon=analysis.epsilon, alpha=POWER_ALPHA,
-            alternative=analysis.alternative, thetas=POWER_THETAS, target=POWER_TARGET)
-        noise = (f"at ε = {analysis.epsilon:g}" if analysis.epsilon is not None
-                 else "without noise")
-        shown = ", ".join(f"{p:.2f} at θ = {t:g}"
-                          for t, p in zip(table.thetas, table.power, strict=True))
-        reach = (f"80 % power needs θ >= {table.theta_at_target:.3f}"
-                 if table.theta_at_target is not None
-                 else "no θ reaches 80 % power")
-        detail = f"the sum test {noise} has power {shown}; {reach}"
-        if table.power[-1] < 2 * POWER_ALPHA:
-            detail += (" — about the level α itself: the noise swamps U, so the test can "
-                       "hardly detect any effect (more ε, or more records, or no noise)")
-        planned.append(PlannedPower(
-            analysis=i, epsilon=analysis.epsilon, alpha=POWER_ALPHA,
-            alternative=analysis.alternative, sizes=sizes, thetas=list(table.thetas),
-            power=list(table.power), target=POWER_TARGET,
-            theta_at_target=table.theta_at_target, method=POWER_METHOD, detail=detail))
+        power = analysis_of(analysis).power(spec, analysis, i, sizes)
+        if power is not None:
+            planned.append(power)
     return planned
 
 

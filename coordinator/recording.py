@@ -22,7 +22,7 @@ from typing import NoReturn, TypeVar
 
 from pydantic import BaseModel
 
-from coordinator import audit, commits, feed, quotas
+from coordinator import audit, commits, feed, spending
 from coordinator.db import QuotaRecord, Store
 from coordinator.ports import CenterPort
 from shared.kinds import Kind, Rel, Req
@@ -95,7 +95,7 @@ class RecordedCenter:
         ask: Callable[[], Awaitable[M]],
     ) -> M:
         key, described = release_key(call, dataset, request)
-        epsilon = quotas.request_epsilon(request)
+        epsilon = spending.request_epsilon(request)
         charged = self.analyst_id is not None and epsilon > 0
         # The look-up, the reservation and the record go through the store's group commit: a
         # round's writes, every center's, commit together, each durably before its caller goes
@@ -111,7 +111,7 @@ class RecordedCenter:
         try:
             answer = await ask()
         except Exception as failure:
-            if charged and quotas.refund_after(failure):
+            if charged and spending.refund_after(failure):
                 assert self.analyst_id is not None
                 await writes.refund(self.analyst_id, self.center_id, dataset, epsilon)
             raise
@@ -123,7 +123,7 @@ class RecordedCenter:
     async def _refused(self, refused: QuotaRecord, epsilon: float) -> NoReturn:
         """Refuse (403 ``quota_exceeded``, audited) a reservation that did not fit: nothing was
         counted and the center is not asked."""
-        failure = quotas.exceeded(refused, epsilon)
+        failure = spending.exceeded(refused, epsilon)
         await asyncio.to_thread(audit.record, self.store, "quota.refused",
                                 analyst_id=self.analyst_id, target=self.study_id,
                                 detail=failure.detail)

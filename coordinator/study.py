@@ -38,50 +38,24 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from center_agent.core.errors import DisclosureStateFull
+from coordinator.analyses import StudyRun, analysis_of
 from coordinator.core.errors import AnalysisFailed, CenterFailure, ServiceError
 from coordinator.models import (
     Analysis,
     AnalysisOutcome,
     AnalysisResult,
-    DescribeAnalysis,
-    DPBoxplotAnalysis,
-    DPQuantilesAnalysis,
     FailedAnalysis,
-    QuantilesAnalysis,
     StudyResult,
     StudySpec,
-    TableAnalysis,
 )
 from coordinator.ports import CenterPort
-from coordinator.protocols import (
-    center_dp_quantiles,
-    federated_bin_table,
-    federated_dp_boxplot,
-    federated_mwu,
-    survey_centers,
-)
-from coordinator.protocols.describe import federated_describe
+from coordinator.protocols import federated_bin_table, survey_centers
 from coordinator.protocols.parallel import all_or_first_failure
-from coordinator.protocols.quantiles import (
-    quantile_brackets,
-    table_quantiles,
-    yj_data_estimates,
-)
 from coordinator.protocols.table import FederatedTable
-from coordinator.results import (
-    center_status,
-    describe_result,
-    dp_boxplot_result,
-    dp_quantiles_result,
-    excluded_center,
-    failed_analysis,
-    mwu_result,
-    quantiles_result,
-    table_result,
-)
+from coordinator.results import center_status, excluded_center, failed_analysis
 from coordinator.tables import TableKey, TableMemory
 from fedstats_service.errors import describe_errors
+from shared.wire import CenterErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +115,7 @@ async def run_study(
     table_task: asyncio.Future[FederatedTable] | None = None
 
     async def obtain_table(variable: str = spec.variable) -> FederatedTable:
-        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.groups,
+        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.pair,
                           k=spec.k, lower=lower, upper=upper, epochs=survey.epochs)
         if tables is not None:
             kept = await tables.find(key)
@@ -151,12 +125,12 @@ async def run_study(
                 return kept
         try:
             built = await federated_bin_table(
-                centers, dataset=spec.dataset, variable=variable, groups=spec.groups,
+                centers, dataset=spec.dataset, variable=variable, groups=spec.pair,
                 k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )
         except CenterFailure as failure:
-            if failure.center_error != DisclosureStateFull.error:
+            if failure.center_error != CenterErrorCode.RELEASE_LIMIT_REACHED:
                 raise
             # What is still possible: say where to look, not just that the center refused.
             raise CenterFailure(
@@ -186,62 +160,12 @@ async def run_study(
             other_tables[variable] = asyncio.ensure_future(obtain_table(variable))
         return other_tables[variable]
 
+    study = StudyRun(spec=spec, centers=centers, survey=survey, min_centers=min_centers,
+                     lower=lower, upper=upper, study_table=study_table,
+                     variable_table=variable_table)
+
     async def run(analysis: Analysis) -> AnalysisResult:
-        if isinstance(analysis, TableAnalysis):
-            return table_result(await study_table())
-        if isinstance(analysis, QuantilesAnalysis):
-            table = await study_table()
-            names = list(spec.groups) if spec.groups is not None else ["all"]
-            estimates = table_quantiles(table.table, analysis.levels,
-                                        estimators=analysis.estimators, groups=names)
-            if "yj_data" in analysis.estimators:
-                assert analysis.epsilon is not None and analysis.bounds is not None
-                estimates["yj_data"] = await yj_data_estimates(
-                    survey.usable, dataset=spec.dataset, variable=spec.variable,
-                    groups=list(spec.groups) if spec.groups is not None else [None],
-                    names=names, levels=analysis.levels, epsilon=analysis.epsilon,
-                    bounds=analysis.bounds,
-                    sizes=[sum(survey.declared[c.center_id][g] for c in survey.usable)
-                           for g in range(len(names))],
-                )
-            return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
-                table.table, analysis.levels, groups=names))
-        if isinstance(analysis, DPQuantilesAnalysis):
-            quantiles = await center_dp_quantiles(
-                centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
-                levels=analysis.levels, epsilon=analysis.epsilon, bounds=analysis.bounds,
-                algorithm=analysis.algorithm, min_centers=min_centers,
-                allow_partial=spec.allow_partial, survey=survey,
-            )
-            return dp_quantiles_result(quantiles, analysis.group)
-        if isinstance(analysis, DescribeAnalysis):
-            described = await federated_describe(
-                survey, dataset=spec.dataset, variables=analysis.described(spec.variable),
-                groups=spec.groups, k=spec.k, mode=analysis.method, epsilon=analysis.epsilon,
-                bounds=analysis.bounds, bins=analysis.bins, per_center=analysis.per_center,
-                pooled=analysis.pooled, min_centers=min_centers,
-                allow_partial=spec.allow_partial, table_of=variable_table, lower=lower,
-                upper=upper,
-            )
-            return describe_result(described, analysis, spec.k)
-        if isinstance(analysis, DPBoxplotAnalysis):
-            boxes = await federated_dp_boxplot(
-                centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
-                epsilon=analysis.epsilon, bounds=analysis.bounds,
-                per_center=analysis.per_center, pooled=analysis.pooled, depth=analysis.depth,
-                branching=analysis.branching, levels=analysis.levels, min_centers=min_centers,
-                allow_partial=spec.allow_partial, survey=survey,
-            )
-            return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
-        assert spec.groups is not None  # StudySpec refuses mwu without groups
-        mwu = await federated_mwu(
-            centers, dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
-            k=spec.k, tests=analysis.tests, alternative=analysis.alternative,
-            epsilon=analysis.epsilon, lower=lower, upper=upper,
-            min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
-            table=study_table() if "table" in analysis.tests else None,
-        )
-        return mwu_result(mwu, analysis.alternative)
+        return await analysis_of(analysis).run(study, analysis)
 
     async def outcome(index: int, analysis: Analysis) -> AnalysisOutcome:
         if index in kept:

@@ -114,7 +114,7 @@ class MWU:
 class Table:
     """The federated K-anonymous bin table."""
 
-    def __init__(self, raw: TableResult, groups: tuple[str, str] | None) -> None:
+    def __init__(self, raw: TableResult, groups: tuple[str, ...] | None) -> None:
         self.raw = raw
         self.groups = list(groups) if groups else ["all"]
 
@@ -264,7 +264,7 @@ class Results:
     coordinator's ``StudyResult``."""
 
     raw: StudyResult
-    groups: tuple[str, str] | None = None
+    groups: tuple[str, ...] | None = None
 
     def _outcomes(self, kind: str) -> list[tuple[int, Any]]:
         found = [(i, a) for i, a in enumerate(self.raw.analyses) if a.kind == kind]

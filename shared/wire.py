@@ -16,6 +16,32 @@ from pydantic import BaseModel, ConfigDict
 _Result = TypeVar("_Result")
 
 
+class CenterErrorCode:
+    """The ``error`` code strings a center answers its refusals and failures with (its error
+    classes, ``center_agent.core.errors``, take theirs from here): the wire's vocabulary, so a
+    caller (the coordinator) reads a center's answer without importing the center."""
+
+    UNKNOWN_DATASET = "unknown_dataset"
+    UNKNOWN_VARIABLE = "unknown_variable"
+    UNKNOWN_LEVEL = "unknown_level"
+    INVALID_REQUEST = "invalid_request"
+    COMPUTE_ALLOWANCE_EXCEEDED = "compute_allowance_exceeded"
+    FORBIDDEN = "forbidden"
+    DATA_SOURCE_ERROR = "data_source_error"
+    DATA_MOVED = "data_moved"
+    PRIVACY_REFUSAL = "privacy_refusal"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    RELEASE_DISABLED = "release_disabled"
+    CALL_CAP_EXCEEDED = "call_cap_exceeded"
+    K_ANONYMITY_REFUSED = "k_anonymity_refused"
+    DP_MODE_REFUSES_EXACT = "dp_mode_refuses_exact"
+    EPSILON_CAP_EXCEEDED = "epsilon_cap_exceeded"
+    UNTRUSTED_TABLE = "untrusted_table"
+    RELEASE_LIMIT_REACHED = "release_limit_reached"
+    DATA_CHANGED = "data_changed"
+    INTERNAL_ERROR = "internal_error"
+
+
 class WireModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
 

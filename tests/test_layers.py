@@ -7,9 +7,11 @@ Imports inside functions count (they still tie the modules together); those unde
   ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
   imports only ``coordinator.models`` and what it imports (no server code);
 * the coordinator: ``main`` → ``ui`` (the console) → ``api`` → services (``services``,
-  ``runner``, ``registry``) → studies (``study``, ``results``, ``figures``, ``report``) →
-  ``protocols`` and the ports' implementations → ``ports``, ``db`` → ``models``, ``core``
-  (``models`` a leaf the CLI imports cheaply).
+  ``runner``, ``registry``) → studies (``study``, ``quotas``, ``report``, ``methods_text``,
+  ``exports``) → ``analyses`` (one module per analysis, the registry the rest loops over) →
+  results (``results``, ``figures``, ``rendering``) → ``protocols`` and the ports'
+  implementations → ``ports``, ``db``, ``spending`` → ``models``, ``core`` (``models`` a leaf
+  the CLI imports cheaply).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ PACKAGE_LAYER = {"shared": 0, "fedstats_service": 0, "center_agent": 1, "coordin
 COORDINATOR_LAYERS = (
     ("coordinator.models", "coordinator.core"),
     ("coordinator.db", "coordinator.ports", "coordinator.audit", "coordinator.accounts",
-     "coordinator.quotas", "coordinator.provenance"),
+     "coordinator.spending", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
      "coordinator.webhooks"),
-    ("coordinator.study", "coordinator.results", "coordinator.figures", "coordinator.report",
-     "coordinator.methods_text", "coordinator.exports"),
+    ("coordinator.results", "coordinator.figures", "coordinator.rendering"),
+    ("coordinator.analyses",),
+    ("coordinator.study", "coordinator.quotas", "coordinator.report", "coordinator.methods_text",
+     "coordinator.exports"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
     ("coordinator.ui",),
@@ -128,6 +132,19 @@ def test_the_coordinator_imports_only_downwards() -> None:
             if here is not None and there is not None and there > here:
                 upward.append((module, target))
     assert upward == []
+
+
+# The one coordinator module that runs a center: the in-process center (``fedstats demo``,
+# tests). Everywhere else the coordinator knows a center by the wire only (``shared``: its
+# models and its error codes, ``shared.wire.CenterErrorCode``).
+IN_PROCESS_CENTER = "coordinator.local"
+
+
+def test_the_coordinator_reaches_a_center_only_over_the_wire() -> None:
+    crossing = sorted((m, t) for m, targets in GRAPH.items() for t in targets
+                      if m.startswith("coordinator") and m != IN_PROCESS_CENTER
+                      and t.split(".")[0] == "center_agent")
+    assert crossing == []
 
 
 def test_the_api_models_are_a_leaf() -> None:

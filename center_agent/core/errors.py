@@ -19,6 +19,7 @@ which also holds the errors every service answers with: 401, 404, 413, 422 ``val
         ├── ReleaseDisabled     403 release_disabled (a leaky release switched off)
         ├── CallCapExceeded     403 call_cap_exceeded (e.g. YJ moment calls)
         ├── KAnonymityRefusal   403 k_anonymity_refused (a K or a level too small)
+        ├── DPModeRefusal       403 dp_mode_refuses_exact (an exact release in DP mode)
         ├── UntrustedTable      403 untrusted_table (limits no trusted center signed)
         ├── DisclosureStateFull 403 release_limit_reached (caps on stored releases)
         ├── DataChanged         409 data_changed (the data changed; the check failed)
@@ -40,26 +41,27 @@ from contextlib import contextmanager
 
 from fedstats_service.errors import NotFound as NotFound
 from fedstats_service.errors import ServiceError as ServiceError
+from shared.wire import CenterErrorCode
 
 log = logging.getLogger(__name__)
 
 
 class UnknownDataset(NotFound):
-    error = "unknown_dataset"
+    error = CenterErrorCode.UNKNOWN_DATASET
 
     def __init__(self, dataset: str) -> None:
         super().__init__(f"no dataset named {dataset!r} is exposed by this center")
 
 
 class UnknownVariable(NotFound):
-    error = "unknown_variable"
+    error = CenterErrorCode.UNKNOWN_VARIABLE
 
     def __init__(self, dataset: str, variable: str) -> None:
         super().__init__(f"dataset {dataset!r} exposes no variable or group column {variable!r}")
 
 
 class UnknownLevel(NotFound):
-    error = "unknown_level"
+    error = CenterErrorCode.UNKNOWN_LEVEL
 
     def __init__(self, dataset: str, level: str) -> None:
         super().__init__(f"dataset {dataset!r} declares no group level {level!r}")
@@ -70,7 +72,7 @@ class InvalidRequest(ServiceError):
     alone); the detail says what to change."""
 
     status_code = 422
-    error = "invalid_request"
+    error = CenterErrorCode.INVALID_REQUEST
 
 
 class ComputeAllowanceExceeded(ServiceError):
@@ -81,7 +83,7 @@ class ComputeAllowanceExceeded(ServiceError):
     batch) is the number of seconds until the period ends."""
 
     status_code = 429
-    error = "compute_allowance_exceeded"
+    error = CenterErrorCode.COMPUTE_ALLOWANCE_EXCEEDED
 
     def __init__(self, allowance: int, period_s: float, retry_after_s: int) -> None:
         super().__init__(
@@ -99,7 +101,7 @@ class Forbidden(ServiceError):
     the coordinator's on the audit trail); the detail says which token it takes."""
 
     status_code = 403
-    error = "forbidden"
+    error = CenterErrorCode.FORBIDDEN
 
 
 class DataSourceError(ServiceError):
@@ -109,7 +111,7 @@ class DataSourceError(ServiceError):
     fixed the source (the start-up checks catch what is broken when the center starts)."""
 
     status_code = 503
-    error = "data_source_error"
+    error = CenterErrorCode.DATA_SOURCE_ERROR
 
 
 class DataMovedDuringRelease(ServiceError):
@@ -119,7 +121,7 @@ class DataMovedDuringRelease(ServiceError):
     data."""
 
     status_code = 503
-    error = "data_moved"
+    error = CenterErrorCode.DATA_MOVED
 
     def __init__(self, dataset: str) -> None:
         super().__init__(
@@ -132,11 +134,11 @@ class PrivacyRefusal(ServiceError):
     """A well-formed request whose answer would break a privacy guard."""
 
     status_code = 403
-    error = "privacy_refusal"
+    error = CenterErrorCode.PRIVACY_REFUSAL
 
 
 class BudgetExceeded(PrivacyRefusal):
-    error = "budget_exceeded"
+    error = CenterErrorCode.BUDGET_EXCEEDED
 
     def __init__(self, dataset: str, requested: float, remaining: float) -> None:
         super().__init__(
@@ -148,17 +150,17 @@ class BudgetExceeded(PrivacyRefusal):
 
 
 class ReleaseDisabled(PrivacyRefusal):
-    error = "release_disabled"
+    error = CenterErrorCode.RELEASE_DISABLED
 
 
 class CallCapExceeded(PrivacyRefusal):
-    error = "call_cap_exceeded"
+    error = CenterErrorCode.CALL_CAP_EXCEEDED
 
 
 class KAnonymityRefusal(PrivacyRefusal):
     """A K below the center's, or a level whose public size is below K."""
 
-    error = "k_anonymity_refused"
+    error = CenterErrorCode.K_ANONYMITY_REFUSED
 
 
 class DPModeRefusal(PrivacyRefusal):
@@ -166,7 +168,7 @@ class DPModeRefusal(PrivacyRefusal):
     (``release_mode = "dp"``): refused from the kind, the request and the configuration only,
     naming the differentially private alternative."""
 
-    error = "dp_mode_refuses_exact"
+    error = CenterErrorCode.DP_MODE_REFUSES_EXACT
 
     def __init__(self, dataset: str, kind: str, alternative: str) -> None:
         super().__init__(
@@ -178,26 +180,26 @@ class DPModeRefusal(PrivacyRefusal):
 class EpsilonCapExceeded(PrivacyRefusal):
     """A request above the dataset's per-request ε, or past its ε per period."""
 
-    error = "epsilon_cap_exceeded"
+    error = CenterErrorCode.EPSILON_CAP_EXCEEDED
 
 
 class UntrustedTable(PrivacyRefusal):
     """A refinement of limits that no trusted center signed for this question."""
 
-    error = "untrusted_table"
+    error = CenterErrorCode.UNTRUSTED_TABLE
 
 
 class DisclosureStateFull(PrivacyRefusal):
     """The caps on what the center remembers of a variable's releases are reached."""
 
-    error = "release_limit_reached"
+    error = CenterErrorCode.RELEASE_LIMIT_REACHED
 
 
 class DataChanged(PrivacyRefusal):
     """The data changed since the epoch began and the version check failed (operator: roll)."""
 
     status_code = 409
-    error = "data_changed"
+    error = CenterErrorCode.DATA_CHANGED
 
     def __init__(self, dataset: str, epoch: int) -> None:
         super().__init__(
@@ -214,7 +216,7 @@ class HistoryNotSafe(PrivacyRefusal):
     """Earlier releases are not K-anonymous on the current data (only after a forced epoch)."""
 
     status_code = 409
-    error = "data_changed"
+    error = CenterErrorCode.DATA_CHANGED
 
     def __init__(self, dataset: str) -> None:
         super().__init__(
@@ -241,4 +243,4 @@ def core_errors() -> Iterator[None]:
 class ReleaseFailed(ServiceError):
     """A fault while computing a release (logged with its trace; the detail holds no data)."""
 
-    error = "internal_error"
+    error = CenterErrorCode.INTERNAL_ERROR

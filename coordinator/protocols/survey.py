@@ -5,17 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from center_agent.core.errors import (
-    DPModeRefusal,
-    KAnonymityRefusal,
-    UnknownDataset,
-    UnknownLevel,
-    UnknownVariable,
-)
 from coordinator.core.errors import CenterFailure, TooFewCenters
 from coordinator.ports import CenterPort
 from coordinator.protocols.parallel import ask_all
 from shared.protocol import CenterInfo
+from shared.wire import CenterErrorCode
 
 
 @dataclass(frozen=True)
@@ -43,7 +37,7 @@ def _check(
     info: CenterInfo,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None,
+    groups: tuple[str, ...] | None,
     k: int | None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The center's declared sizes of the groups asked and the most records each can hold.
@@ -55,19 +49,19 @@ def _check(
     if k is not None and k < info.k:
         raise CenterFailure(center_id, "refused",
                             f"releases only with K >= {info.k}; the study asks K = {k}",
-                            center_error=KAnonymityRefusal.error)
+                            center_error=CenterErrorCode.K_ANONYMITY_REFUSED)
     found = next((d for d in info.datasets if d.name == dataset), None)
     if found is None:
         raise CenterFailure(center_id, "error", f"exposes no dataset named {dataset!r}",
-                            center_error=UnknownDataset.error)
+                            center_error=CenterErrorCode.UNKNOWN_DATASET)
     if variable not in found.variables:
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} exposes no variable {variable!r}",
-                            center_error=UnknownVariable.error)
+                            center_error=CenterErrorCode.UNKNOWN_VARIABLE)
     if found.n_records is None:  # DP mode without a declared size (docs/privacy.md, "DP mode")
         raise CenterFailure(center_id, "refused",
                             f"releases {dataset!r} in DP mode and declares no size of it",
-                            center_error=DPModeRefusal.error)
+                            center_error=CenterErrorCode.DP_MODE_REFUSES_EXACT)
     if found.n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
         raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1
@@ -78,7 +72,7 @@ def _check(
     if missing:
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} declares no group level {missing[0]!r}",
-                            center_error=UnknownLevel.error)
+                            center_error=CenterErrorCode.UNKNOWN_LEVEL)
     per_group = tuple(found.n_by_group.get(level, 0) for level in groups)
     return per_group, tuple(n + slack for n in per_group)
 
@@ -94,7 +88,7 @@ async def survey_centers(
     *,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None = None,
+    groups: tuple[str, ...] | None = None,
     k: int | None = None,
     min_centers: int = 1,
     allow_partial: bool = False,

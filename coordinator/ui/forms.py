@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.analyses import REGISTRY
+from coordinator.analyses.base import FormError, form_number
 from coordinator.figures import figure_names
+
+__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FormError", "export_links",
+           "figure_links", "spec_from_form"]
 
 DEFAULTS: dict[str, Any] = {
     "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
@@ -15,30 +20,10 @@ DEFAULTS: dict[str, Any] = {
     "toml": "", "title": "", "description": "", "primary": "", "alpha": "0.05",
 }
 PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
-ANALYSES = ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
+# What the builder offers: every registered analysis with a form (``coordinator.analyses``).
+ANALYSES = tuple(kind for kind, a in REGISTRY.items() if a.form_label is not None)
 FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
                  "boxplots": "DP boxplots", "quantiles": "quantiles"}
-
-
-class FormError(ValueError):
-    """A field of the builder that cannot be read (the message names it)."""
-
-
-def _number(values: dict[str, Any], name: str, label: str) -> float:
-    text = str(values.get(name) or "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise FormError(f"{label}: give a number (got {text!r})") from None
-
-
-def _levels(values: dict[str, Any]) -> list[float]:
-    text = str(values.get("levels") or "")
-    try:
-        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
-    except ValueError:
-        raise FormError(f"levels: give numbers in (0, 1) separated by commas (got {text!r})") \
-            from None
 
 
 def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
@@ -47,35 +32,19 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
     chosen = [a for a in values.get("analyses") or [] if a in ANALYSES]
     if not chosen:
         raise FormError("analyses: choose at least one")
-    if any(a in chosen for a in ("dp_boxplot", "dp_quantiles")):
-        bounds = [_number(values, "dp_lower", "DP lower bound"),
-                  _number(values, "dp_upper", "DP upper bound")]
-        epsilon = _number(values, "dp_epsilon", "DP ε")
-    group = str(values.get("dp_group") or "").strip() or None
-    analyses: list[dict[str, Any]] = []
-    for kind in chosen:
-        if kind == "table":
-            analyses.append({"kind": "table"})
-        elif kind == "mwu":
-            mwu: dict[str, Any] = {"kind": "mwu"}
-            if str(values.get("mwu_epsilon") or "").strip():
-                mwu["epsilon"] = _number(values, "mwu_epsilon", "MWU ε")
-            analyses.append(mwu)
-        elif kind == "quantiles":
-            analyses.append({"kind": "quantiles", "levels": _levels(values)})
-        elif kind == "dp_boxplot":
-            analyses.append({"kind": "dp_boxplot", "epsilon": epsilon, "bounds": bounds,
-                             "group": group})
-        else:
-            analyses.append({"kind": "dp_quantiles", "epsilon": epsilon, "bounds": bounds,
-                             "levels": _levels(values), "group": group})
+    common: dict[str, Any] = {"group": str(values.get("dp_group") or "").strip() or None}
+    if any(REGISTRY[a].form_dp for a in chosen):
+        common["bounds"] = [form_number(values, "dp_lower", "DP lower bound"),
+                            form_number(values, "dp_upper", "DP upper bound")]
+        common["epsilon"] = form_number(values, "dp_epsilon", "DP ε")
+    analyses = [REGISTRY[kind].from_form(values, common) for kind in chosen]
     spec: dict[str, Any] = {
         **{key: str(values.get(key) or "").strip() for key in ("title", "description")
            if str(values.get(key) or "").strip()},
         "dataset": str(values.get("dataset") or "").strip(),
         "variable": str(values.get("variable") or "").strip(),
         "groups": groups if all(groups) else None,
-        "k": int(_number(values, "k", "K")),
+        "k": int(form_number(values, "k", "K")),
         "analyses": analyses,
     }
     if values.get("centers"):
@@ -86,7 +55,7 @@ def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
             raise FormError("primary test: choose one of the Mann-Whitney tests, and the "
                             "Mann-Whitney analysis")
         spec["primary"] = {"analysis": chosen.index("mwu"), "test": primary,
-                           "alpha": _number(values, "alpha", "α of the primary test")}
+                           "alpha": form_number(values, "alpha", "α of the primary test")}
     return spec
 
 

@@ -1,0 +1,37 @@
+"""The coordinator's analyses, one module each (``coordinator/analyses/<kind>.py``, an
+:class:`~coordinator.analyses.base.Analysis`), and :data:`REGISTRY`, the one list the rest of the
+coordinator loops over: the study's run (``coordinator.study``), the ε each analysis spends
+(``coordinator.quotas``, read by the quota check and the dry run), the names the catalog checks
+(``coordinator.catalog``), the dry run's notes and power (``coordinator.plan``) and the
+console's builder (``coordinator.ui.forms``).
+
+Adding an analysis: its module here (and its entry below), its spec and result models in
+``coordinator.models`` (the API's leaf), and the center's release kinds it asks for, if new
+(``center_agent/gate/kinds.py``): README, "How imports flow".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.analyses.base import Analysis, FormError, Request, Spend, StudyRun
+from coordinator.analyses.describe import Describe
+from coordinator.analyses.dp_boxplot import DPBoxplot
+from coordinator.analyses.dp_quantiles import DPQuantiles
+from coordinator.analyses.mwu import MWU
+from coordinator.analyses.quantiles import Quantiles
+from coordinator.analyses.table import Table
+from coordinator.models import Analysis as AnalysisSpec
+
+# In the order the console's builder offers them.
+REGISTRY: dict[str, Analysis[Any]] = {
+    a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe())
+}
+
+
+def analysis_of(part: AnalysisSpec) -> Analysis[Any]:
+    """The registered analysis of a spec's part (by its ``kind``)."""
+    return REGISTRY[part.kind]
+
+
+__all__ = ["REGISTRY", "Analysis", "FormError", "Request", "Spend", "StudyRun", "analysis_of"]

@@ -1,0 +1,173 @@
+"""What an analysis is to the coordinator: one class per kind (``coordinator/analyses/<kind>.py``,
+the twin of a center's release kinds, ``center_agent.gate.kinds``), and the registry the rest of
+the coordinator loops over (:mod:`coordinator.analyses`).
+
+An :class:`Analysis` declares, for its kind:
+
+* its models: the spec part (``spec_model``, in ``coordinator.models``: the API's leaf the CLI
+  and the client validate a study file with) and its result (``result_model``);
+* what it asks of each center: :meth:`Analysis.requests`, the DP requests it sends and the ε
+  each spends (the one account the quota check and the dry run read: ``coordinator.quotas``),
+  :meth:`Analysis.needs_table` (whether it reads the study's federated table),
+  :meth:`Analysis.level_names` and :meth:`Analysis.lacking` (the names the catalog checks the
+  centers declare: ``coordinator.catalog``), and the dry run's notes on it
+  (:meth:`Analysis.plan_notes`, :meth:`Analysis.power`);
+* how it runs: :meth:`Analysis.run`, given a :class:`StudyRun` (the survey, the study's table);
+* how it is shown: :meth:`Analysis.summary_lines` (the text summary) and
+  :meth:`Analysis.report_parts` (its section of the HTML report, figures included);
+* how it is asked in the console's builder: :meth:`Analysis.from_form`.
+
+How many group levels an analysis compares is its own (:attr:`Analysis.max_groups`): a spec with
+more levels than it handles is refused with a 422 naming the analysis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from coordinator.models import AnalysisResult, PlannedPower, StudySpec
+from coordinator.ports import CenterPort
+from coordinator.protocols.survey import Survey
+from coordinator.protocols.table import FederatedTable
+from coordinator.rendering import generic_report_parts, generic_summary_lines
+from shared.fields import Extreme
+from shared.protocol import DatasetInfo
+
+
+@dataclass(frozen=True)
+class Spend:
+    """The ε one analysis makes each center it asks spend; ``exact`` False: at most this."""
+
+    epsilon: float
+    exact: bool = True
+
+
+# One request (or round) an analysis sends every center: a key that is the same for the same
+# request in another analysis of the spec (the center answers it once), and the ε it spends.
+Request = tuple[tuple[object, ...], Spend]
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """What an analysis runs with: the spec, the selected centers, the survey's answer, and the
+    study's federated tables (each obtained once per study, shared by every analysis)."""
+
+    spec: StudySpec
+    centers: Sequence[CenterPort]
+    survey: Survey
+    min_centers: int
+    lower: Extreme
+    upper: Extreme
+    study_table: Callable[[], Awaitable[FederatedTable]]
+    variable_table: Callable[[str], Awaitable[FederatedTable]]
+
+    @property
+    def groups(self) -> tuple[str, ...] | tuple[None]:
+        """The arms: the spec's levels, or every record (``None``)."""
+        return tuple(self.spec.groups) if self.spec.groups is not None else (None,)
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class Analysis(Generic[S]):
+    """One kind of analysis (subclass per kind; :data:`coordinator.analyses.REGISTRY` holds one
+    instance each). The defaults are those of an analysis that spends nothing, reads no table
+    and names no level of its own."""
+
+    kind: ClassVar[str]
+    spec_model: ClassVar[type[BaseModel]]
+    result_model: ClassVar[type[BaseModel]]
+    # The most group levels the analysis compares (the spec's ``groups``); none: any number.
+    max_groups: ClassVar[int | None] = 2
+    # The console builder's label of the analysis (none: not offered there).
+    form_label: ClassVar[str | None] = None
+
+    # -- what it asks of each center -------------------------------------------------------------
+
+    def requests(self, spec: StudySpec, analysis: S) -> list[Request]:
+        """The DP requests (or rounds) ``analysis`` sends every center and the ε each spends
+        (none: it spends nothing)."""
+        return []
+
+    def needs_table(self, analysis: S) -> bool:
+        """Whether it reads the study's federated table."""
+        return False
+
+    def level_names(self, analysis: S, index: int) -> list[tuple[str, str]]:
+        """The group levels it names besides the spec's ``groups``, each with its field."""
+        return []
+
+    def lacking(self, spec: StudySpec, analysis: S, index: int,
+                found: DatasetInfo) -> list[tuple[str, str, str]]:
+        """(what, name, field) of each name it needs that a center's declaration ``found``
+        lacks, besides the spec's dataset, variable and levels."""
+        return []
+
+    def plan_notes(self, spec: StudySpec, analysis: S, index: int,
+                   size_of: Callable[[str | None], int]) -> list[str]:
+        """Not blocking, what the dry run says of it (``size_of(level)``: the records the
+        taking-part centers declare for a level, or every record for ``None``)."""
+        return []
+
+    def power(self, spec: StudySpec, analysis: S, index: int,
+              sizes: Mapping[str, tuple[int, int]]) -> PlannedPower | None:
+        """The power the dry run shows for it at the centers' (X, Y) ``sizes``, if any."""
+        return None
+
+    # -- how it runs -----------------------------------------------------------------------------
+
+    async def run(self, study: StudyRun, analysis: S) -> AnalysisResult:
+        raise NotImplementedError
+
+    # -- how it is shown (``coordinator.report``: ``view`` is the study's JSON) ----------------
+
+    # Kinds drawn before the others, by rank, all results of the kind together (none: in the
+    # spec's order after those): in the text summary, and in the HTML report.
+    summary_rank: ClassVar[int | None] = None
+    report_rank: ClassVar[int | None] = None
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        """Its lines of the text summary (``shown``: the summary's lines so far)."""
+        return generic_summary_lines(result)
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        """Its section of the HTML report (heading, tables, figures)."""
+        return generic_report_parts(result)
+
+    # -- how it is asked in the console ----------------------------------------------------------
+
+    # Whether its form reads the builder's shared DP fields (ε, bounds, group).
+    form_dp: ClassVar[bool] = False
+
+    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec part the console builder's fields describe (``common``: the shared DP
+        fields, read once when an analysis with ``form_dp`` is chosen: epsilon, bounds,
+        group)."""
+        return {"kind": self.kind}
+
+
+class FormError(ValueError):
+    """A field of the console's builder that cannot be read (the message names it)."""
+
+
+def form_number(values: Mapping[str, Any], name: str, label: str) -> float:
+    text = str(values.get(name) or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        raise FormError(f"{label}: give a number (got {text!r})") from None
+
+
+def form_levels(values: Mapping[str, Any]) -> list[float]:
+    text = str(values.get("levels") or "")
+    try:
+        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
+    except ValueError:
+        raise FormError(f"levels: give numbers in (0, 1) separated by commas (got {text!r})") \
+            from None

@@ -1,0 +1,97 @@
+"""Descriptive statistics, "Table 1" (``{"kind": "describe"}``;
+``coordinator.protocols.describe``): from each variable's federated K-anonymous table (no ε), or
+each center's ε-DP description (ε per variable and arm)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
+from coordinator.protocols.describe import federated_describe
+from coordinator.rendering import (
+    DESCRIBE_HEADER,
+    _left_out,
+    _table,
+    describe_rows,
+    excluded_line,
+    table_one,
+    table_one_note,
+)
+from coordinator.results import describe_result
+from shared.protocol import DatasetInfo
+
+
+class Describe(Analysis[DescribeAnalysis]):
+    kind = "describe"
+    spec_model = DescribeAnalysis
+    result_model = DescribeResult
+
+    def requests(self, spec: StudySpec, analysis: DescribeAnalysis) -> list[Request]:
+        if analysis.method != "dp":
+            return []
+        assert analysis.epsilon is not None  # a dp describe has its ε (DescribeAnalysis)
+        arms: tuple[str | None, ...] = tuple(spec.groups) if spec.groups is not None else (None,)
+        # One ε-DP description per variable and arm (coordinator/protocols/describe.py).
+        return [(("dp_describe", name, arm, analysis.epsilon,
+                  (analysis.bounds or {}).get(name), analysis.bins), Spend(analysis.epsilon))
+                for name in analysis.described(spec.variable) for arm in arms]
+
+    def lacking(self, spec: StudySpec, analysis: DescribeAnalysis, index: int,
+                found: DatasetInfo) -> list[tuple[str, str, str]]:
+        """A variable the center does not declare, and for a DP describe of a variable the
+        spec gives no bounds for, the variable's public bounds (the center would refuse the
+        request: ``center_agent.gate.kinds.DescribeKind``)."""
+        out = []
+        for v in analysis.described(spec.variable):
+            if v not in found.variables:
+                if v != spec.variable:  # the study's variable is named once, as body.variable
+                    out.append(("variable", v, f"body.analyses.{index}.variables"))
+            elif analysis.method == "dp" and v not in (analysis.bounds or {}):
+                meta = found.metadata.get(v)
+                if meta is None or meta.bounds is None:
+                    out.append(("public bounds of variable", v,
+                                f"body.analyses.{index}.bounds"))
+        return out
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        analysis, spec = result, view["spec"]
+        header, rows = table_one(analysis, spec.get("groups"))
+        lines = [f"Table 1 ({analysis.get('mode')}):"]
+        lines += excluded_line(analysis)
+        if rows:
+            widths = [max(len(str(r[i])) for r in [header, *rows])
+                      for i in range(len(header))]
+            for r in [header, *rows]:
+                lines.append("  " + "  ".join(str(c).ljust(w) for c, w in
+                                              zip(r, widths, strict=True)).rstrip())
+        lines.append(f"  {table_one_note(analysis, spec['k'])}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        analysis, spec, esc = result, view["spec"], html.escape
+        parts = ["<h2>Table 1: descriptive statistics</h2>"]
+        parts += _left_out(analysis)
+        header, rows = table_one(analysis, spec.get("groups"), per_center=True)
+        if rows:
+            parts.append(_table(header, [list(r) for r in rows]))
+        parts.append(f"<p class='note'>{esc(table_one_note(analysis, spec['k']))}</p>")
+        parts.append(
+            "<details><summary>Per center and pooled</summary>" + _table(
+                DESCRIBE_HEADER, describe_rows(analysis)) + "</details>")
+        return parts
+
+    async def run(self, study: StudyRun, analysis: DescribeAnalysis) -> AnalysisResult:
+        spec = study.spec
+        described = await federated_describe(
+            study.survey, dataset=spec.dataset, variables=analysis.described(spec.variable),
+            groups=spec.pair, k=spec.k, mode=analysis.method, epsilon=analysis.epsilon,
+            bounds=analysis.bounds, bins=analysis.bins, per_center=analysis.per_center,
+            pooled=analysis.pooled, min_centers=study.min_centers,
+            allow_partial=spec.allow_partial, table_of=study.variable_table,
+            lower=study.lower, upper=study.upper,
+        )
+        return describe_result(described, analysis, spec.k)

@@ -1,0 +1,148 @@
+"""ε-DP boxplots of one group level or every record (``{"kind": "dp_boxplot"}``;
+``coordinator.protocols.boxplot``; docs/methods.md §6): each center's own box and/or the pooled
+box, ε per box asked."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.models import (
+    AnalysisResult,
+    DPBoxplotAnalysis,
+    DPBoxplotResult,
+    StudySpec,
+)
+from coordinator.protocols import federated_dp_boxplot
+from coordinator.rendering import (
+    BOX_HEADER,
+    BOX_UNCERTAINTY_HEADER,
+    BOX_UNCERTAINTY_NOTE,
+    POOLED_LEVELS_NOTE,
+    WHISKER_RULE,
+    _left_out,
+    _table,
+    box_row,
+    box_uncertainty_rows,
+    boxplot_svg,
+    dp_boxes,
+    excluded_line,
+    fmt,
+    pooled_levels,
+    quantile_rows,
+)
+from coordinator.results import dp_boxplot_result
+from shared.dp.pooled import COUNT_SHARE, EXTREMES_SHARE, HISTOGRAM_SHARE
+
+
+class DPBoxplot(Analysis[DPBoxplotAnalysis]):
+    kind = "dp_boxplot"
+    spec_model = DPBoxplotAnalysis
+    result_model = DPBoxplotResult
+    form_label = "DP boxplots"
+    form_dp = True
+
+    def requests(self, spec: StudySpec, analysis: DPBoxplotAnalysis) -> list[Request]:
+        """Its own box (ε) and its pooled box: round 1, the extremes, 3ε/8; rounds 2 and 3,
+        the tree histogram ε/2 and the outlier counts ε/8 (their requests follow from round 1,
+        the same only for the same analysis)."""
+        eps = analysis.epsilon
+        box = (spec.variable, analysis.group, analysis.epsilon, analysis.bounds)
+        parts: list[Request] = []
+        if analysis.per_center:
+            parts.append((("dp_boxplot", *box), Spend(eps)))
+        if analysis.pooled:
+            # As the protocol computes each round's ε (coordinator/protocols/boxplot.py).
+            parts.append((("dp_extremes", *box), Spend(2 * EXTREMES_SHARE * eps)))
+            parts.append((("pooled", *box, analysis.depth, analysis.branching),
+                          Spend(HISTOGRAM_SHARE * eps + 2 * COUNT_SHARE * eps)))
+        return parts
+
+    def level_names(self, analysis: DPBoxplotAnalysis, index: int) -> list[tuple[str, str]]:
+        return [(analysis.group, f"body.analyses.{index}.group")] if analysis.group else []
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        analysis = result
+        lines = [f"DP boxplots of {analysis.get('group') or 'all records'} "
+                 "(n; outliers below [95 %]; lower whisker, Q1, median, Q3, upper "
+                 "whisker; outliers above [95 %]):"]
+        lines += excluded_line(analysis)
+        for label, levels, values in quantile_rows(analysis):
+            pairs = ", ".join(f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in
+                              zip(levels, values, strict=True))
+            lines.append(f"  {label}: {pairs}")
+        found = dp_boxes(analysis)
+        for label, box in found:
+            row = box_row(label, box)
+            nums = "  ".join(f"{fmt(v, 3):>6}" for v in row[3:8])
+            lines.append(f"  {label:<24}{fmt(row[1]):>6}  {row[2]:>14}  {nums}  "
+                         f"{row[8]:>14}")
+        extra = pooled_levels(analysis)
+        if extra is not None:
+            label, levels, values = extra
+            lines.append(f"  {label}: " + ", ".join(
+                f"q{fmt(lv, 3)}={fmt(v, 4)}" for lv, v in zip(levels, values, strict=True))
+                + f"  ({POOLED_LEVELS_NOTE})")
+        # The rule once per summary, after the first boxes.
+        if found and WHISKER_RULE not in shown:
+            lines.append(WHISKER_RULE)
+        uncertain = box_uncertainty_rows(analysis)
+        for row in uncertain:
+            lines.append(f"  {row[0]:<24}quartiles {row[1]}, whisker at ψ {row[2]}")
+        if uncertain:
+            lines.append(BOX_UNCERTAINTY_NOTE)
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        analysis, spec, esc = result, view["spec"], html.escape
+        heading = f"DP boxplots of {analysis.get('group') or 'all records'}"
+        parts = [f"<h2>{esc(heading)}</h2>"]
+        parts += _left_out(analysis)
+        q = list(quantile_rows(analysis))
+        if q:
+            levels = q[0][1]
+            parts.append(_table(["", *(f"q{fmt(lv, 3)}" for lv in levels)],
+                                [[label, *values] for label, _, values in q]))
+        b = dp_boxes(analysis)
+        if b:
+            title = (f"Differentially private boxplots: {spec['dataset']}."
+                     f"{spec['variable']} ({analysis.get('group') or 'all records'})")
+            parts.append(f"<figure>{boxplot_svg(analysis, title)}</figure>")
+            parts.append(_table(BOX_HEADER, [box_row(label, box) for label, box in b]))
+            spent = ", ".join(f"{c} {fmt(e)}" for c, e in
+                              (analysis.get("spent") or {}).items())
+            parts.append(f"<p>ε spent by each center: {esc(spent)}. "
+                         f"{esc(WHISKER_RULE)}</p>")
+            uncertain = box_uncertainty_rows(analysis)
+            if uncertain:
+                parts.append(_table(BOX_UNCERTAINTY_HEADER, uncertain))
+                parts.append(f"<p class='note'>{esc(BOX_UNCERTAINTY_NOTE)}</p>")
+            extra = pooled_levels(analysis)
+            if extra is not None:
+                label, levels, values = extra
+                parts.append(_table(["", *(f"q{fmt(lv, 3)}" for lv in levels)],
+                                    [[label, *values]]))
+                parts.append(f"<p>{esc(POOLED_LEVELS_NOTE)}</p>")
+        if not q and not b:
+            parts.append(f"<pre>{esc(json.dumps(analysis, indent=2))}</pre>")
+        return parts
+
+    async def run(self, study: StudyRun, analysis: DPBoxplotAnalysis) -> AnalysisResult:
+        spec = study.spec
+        boxes = await federated_dp_boxplot(
+            study.centers, dataset=spec.dataset, variable=spec.variable, group=analysis.group,
+            epsilon=analysis.epsilon, bounds=analysis.bounds,
+            per_center=analysis.per_center, pooled=analysis.pooled, depth=analysis.depth,
+            branching=analysis.branching, levels=analysis.levels,
+            min_centers=study.min_centers, allow_partial=spec.allow_partial,
+            survey=study.survey,
+        )
+        return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
+
+    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
+        return {"kind": "dp_boxplot", "epsilon": common["epsilon"], "bounds": common["bounds"],
+                "group": common["group"]}

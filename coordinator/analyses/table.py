@@ -1,0 +1,81 @@
+"""The federated K-anonymous bin table of the study's variable (``{"kind": "table"}``): read
+from the study's one table (``coordinator.protocols.table``), no ε."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.analyses.base import Analysis, StudyRun
+from coordinator.models import AnalysisResult, TableAnalysis, TableResult
+from coordinator.rendering import (
+    BIN_NOTE,
+    FRACTIONAL_NOTE,
+    _left_out,
+    _table,
+    bin_label,
+    fmt,
+    left_out,
+    reused_note,
+    table_svg,
+)
+from coordinator.results import table_result
+
+
+class Table(Analysis[TableAnalysis]):
+    kind = "table"
+    spec_model = TableAnalysis
+    result_model = TableResult
+    form_label = "federated table"
+
+    def needs_table(self, analysis: TableAnalysis) -> bool:
+        return True
+
+    summary_rank = 0
+    report_rank = 1
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        table, lines = result, []
+        groups = view["spec"].get("groups") or ["all"]
+        totals = ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, table["totals"],
+                                                           strict=False))
+        lines.append(f"Federated K-anonymous table: {len(table['limits']) - 1} bins "
+                     f"({totals}); built by {table['order'][0]}, refined by "
+                     f"{', '.join(table['order'][1:]) or 'nobody'}")
+        if reused_note(table):
+            lines.append(f"  {reused_note(table)}")
+        per_center = "; ".join(
+            f"{c} " + ", ".join(f"{g} {fmt(t)}" for g, t in zip(groups, ts, strict=False))
+            for c, ts in (table.get("center_totals") or {}).items())
+        if per_center:
+            lines.append(f"  n per center: {per_center}")
+        if left_out(table):
+            lines.append(f"  left out: {left_out(table)}")
+        lines.append(f"  {BIN_NOTE} {FRACTIONAL_NOTE}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        table, esc = result, html.escape
+        groups = list(view["spec"].get("groups") or ["all records"])
+        parts = ["<h2>Federated K-anonymous table</h2>"]
+        parts += _left_out(table)
+        parts.append(f"<p>Built by {esc(table['order'][0])}, refined by "
+                     f"{esc(', '.join(table['order'][1:]) or 'nobody')}.</p>")
+        if reused_note(table):
+            parts.append(f"<p class='note'>{esc(reused_note(table) or '')}</p>")
+        parts.append(f"<figure>{table_svg(table, groups)}</figure>")
+        limits = table["limits"]
+        rows = [[bin_label(limits, i), *(row[i] for row in table["counts"])]
+                for i in range(len(limits) - 1)]
+        rows.append(["total", *table["totals"]])
+        parts.append(f"<details><summary>The {len(limits) - 1} bins</summary>"
+                     f"<p>{esc(BIN_NOTE)} {esc(FRACTIONAL_NOTE)}</p>"
+                     + _table(["bin", *groups], rows) + "</details>")
+        parts.append(_table(["center", *groups],
+                            [[c, *t] for c, t in table["center_totals"].items()]))
+        return parts
+
+    async def run(self, study: StudyRun, analysis: TableAnalysis) -> AnalysisResult:
+        return table_result(await study.study_table())

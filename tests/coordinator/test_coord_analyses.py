@@ -1,0 +1,100 @@
+"""The analyses' registry (``coordinator.analyses``): one registered analysis per kind of the
+spec, the spec's ``groups`` a list of two or more levels that each analysis bounds, and the
+console's builder read off the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from coordinator.analyses import REGISTRY, analysis_of
+from coordinator.main import create_app
+from coordinator.models import AnalysisKind, StudySpec
+from coordinator.ui.forms import ANALYSES, FormError, spec_from_form
+from tests.helpers.coordinator import AUTH, Federations, K, settings_for, sqlite_url
+
+BASE: dict[str, Any] = {"dataset": "cohort", "variable": "crp", "k": K}
+THREE = ["ctl", "trt", "plc"]
+
+
+def test_every_kind_of_the_spec_has_one_registered_analysis() -> None:
+    assert set(REGISTRY) == set(get_args(AnalysisKind))
+    for kind, analysis in REGISTRY.items():
+        assert analysis.kind == kind
+        assert get_args(analysis.spec_model.model_fields["kind"].annotation) == (kind,)
+    spec = StudySpec.model_validate({**BASE, "groups": ["ctl", "trt"], "analyses": [
+        {"kind": "mwu"}, {"kind": "quantiles", "levels": [0.5]}]})
+    assert [analysis_of(a) for a in spec.analyses] == [REGISTRY["mwu"], REGISTRY["quantiles"]]
+
+
+def test_groups_stay_two_by_default_and_take_a_list() -> None:
+    spec = StudySpec.model_validate({**BASE, "groups": ["ctl", "trt"],
+                                     "analyses": [{"kind": "table"}]})
+    assert spec.groups == ("ctl", "trt") and spec.pair == ("ctl", "trt")
+    assert StudySpec.model_validate({**BASE, "analyses": [{"kind": "table"}]}).pair is None
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    (["ctl"], "at least 2"),
+    (["ctl", "ctl"], "the two group levels must differ"),
+    (["ctl", "trt", "ctl"], "the group levels must differ"),
+    (["ctl", "trt", ""], "1 to 128 characters"),
+    ([f"g{i}" for i in range(33)], "at most 32"),
+])
+def test_bad_group_lists_are_refused(groups: list[str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        StudySpec.model_validate({**BASE, "groups": groups, "analyses": [{"kind": "table"}]})
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRY))
+def test_an_analysis_of_two_groups_refuses_three_naming_itself(kind: str) -> None:
+    part: dict[str, Any] = {
+        "table": {"kind": "table"}, "mwu": {"kind": "mwu"},
+        "quantiles": {"kind": "quantiles", "levels": [0.5]},
+        "dp_boxplot": {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": [0, 10]},
+        "dp_quantiles": {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": [0, 10],
+                         "levels": [0.5]},
+        "describe": {"kind": "describe"},
+    }[kind]
+    assert REGISTRY[kind].spec_model.max_groups == 2  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError, match=rf"analysis 0 \({kind}\) compares at most 2 "
+                                               r"group levels; the spec's `groups` names 3"):
+        StudySpec.model_validate({**BASE, "groups": THREE, "analyses": [part]})
+
+
+@pytest.mark.anyio
+async def test_the_api_refuses_three_groups_with_a_422(tmp_path: Path,
+                                                       federation: Federations) -> None:
+    app = create_app(settings_for(sqlite_url(tmp_path)), centers=federation())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://coordinator") as client:
+        try:
+            answer = await client.post("/v1/studies", headers=AUTH, json={
+                **BASE, "groups": THREE, "analyses": [{"kind": "describe"}]})
+        finally:
+            await app.state.services.aclose()
+    assert answer.status_code == 422
+    body = answer.json()
+    assert body["error"] == "validation_error"
+    assert "analysis 0 (describe) compares at most 2 group levels" in body["detail"]
+
+
+def test_the_builder_offers_the_registered_analyses_with_a_form() -> None:
+    assert ANALYSES == ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
+    values = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt",
+              "k": "10", "analyses": list(ANALYSES), "mwu_epsilon": "0.5",
+              "levels": "0.25; 0.75", "dp_epsilon": "1", "dp_lower": "0", "dp_upper": "300",
+              "dp_group": "trt"}
+    spec = StudySpec.model_validate(spec_from_form(values))
+    assert [a.kind for a in spec.analyses] == list(ANALYSES)
+    assert spec.analyses[1].epsilon == 0.5  # type: ignore[union-attr]
+    assert spec.analyses[4].bounds == (0.0, 300.0)  # type: ignore[union-attr]
+    with pytest.raises(FormError, match="DP upper bound"):
+        spec_from_form({**values, "dp_upper": "high"})
+    # The DP fields are read only when a DP analysis is chosen.
+    assert spec_from_form({**values, "dp_upper": "high", "analyses": ["table"]})["analyses"] \
+        == [{"kind": "table"}]
