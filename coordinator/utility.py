@@ -41,7 +41,8 @@ def _dataset(info: CenterInfo | None, dataset: str) -> DatasetInfo | None:
 
 
 def _size(found: DatasetInfo, group: str | None) -> int:
-    return found.n_records if group is None else found.n_by_group.get(group, 0)
+    # A DP-mode dataset without a declared size shows none: planned as an empty selection.
+    return (found.n_records or 0) if group is None else found.n_by_group.get(group, 0)
 
 
 def _planned(center: str, err: PartError, *, arm: str | None = None,

@@ -58,7 +58,9 @@ def make_engine(url: str, *, what: str, busy_timeout_s: float,
     engine = create_engine(
         parsed,
         connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
-        poolclass=QueuePool, pool_size=5, max_overflow=20,
+        # The pool's wait as long as the lock's (SQLAlchemy's default is 30 s, which 150
+        # concurrent writers on a loaded machine outwaited: a 500 where a wait was due).
+        poolclass=QueuePool, pool_size=5, max_overflow=20, pool_timeout=busy_timeout_s,
     )
     if begin_immediate:
         event.listen(engine, "connect", _sqlite_deferred_to_sqlalchemy)

@@ -10,7 +10,8 @@ The errors every service can answer with, whatever its domain::
     ├── NotFound                404 not_found          (a service's own 404s refine the code)
     ├── RequestTimeout          408 request_timeout    (the body did not arrive in time)
     ├── RequestTooLarge         413 request_too_large
-    └── InvalidFields           422 validation_error   (names each bad field in ``fields``)
+    ├── InvalidFields           422 validation_error   (names each bad field in ``fields``)
+    └── DatabaseBusy            503 busy               (its database past its wait; retry)
 
 Each service's ``core/errors.py`` derives its own errors from these.
 """
@@ -90,6 +91,19 @@ class RequestTooLarge(ServiceError):
     error = "request_too_large"
 
 
+class DatabaseBusy(ServiceError):
+    """The service's database did not give a connection, or its write lock, within the wait
+    (``busy_timeout_s``): the request changed nothing (its transaction rolled back) and may be
+    sent again; ``Retry-After`` says when."""
+
+    status_code = 503
+    error = "busy"
+
+    def __init__(self, service: str) -> None:
+        super().__init__(f"the {service}'s database is busy with other requests; nothing was "
+                         "done, send the request again", headers={"Retry-After": "1"})
+
+
 class InvalidFields(ServiceError):
     """A request that does not validate; ``fields`` lists the dotted key of each bad field."""
 
@@ -110,8 +124,9 @@ TRANSPORT_ERRORS: dict[int, str] = {
     400: "a malformed request: `{error, detail}` from the service (e.g. an invalid "
          "Content-Length header), or plain text from the HTTP server for a request it cannot "
          "parse",
-    503: "busy: past the concurrent request limit (plain text from the HTTP server) or, from "
-         "the coordinator, too many studies running (`busy`)",
+    503: "busy: past the concurrent request limit (plain text from the HTTP server), the "
+         "service's database busy past its wait (`busy`, with Retry-After; nothing was done) or, "
+         "from the coordinator, too many studies running (`busy`)",
 }
 PLAIN_TEXT = {"text/plain": {"schema": {"type": "string"}}}
 

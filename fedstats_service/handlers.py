@@ -7,10 +7,13 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fedstats_service.errors import (
     AuthenticationError,
+    DatabaseBusy,
     InvalidFields,
     NotFound,
     RequestTooLarge,
@@ -54,11 +57,31 @@ async def http_error_handler(request: Request, exc: Exception) -> JSONResponse:
                         headers=exc.headers)
 
 
+def database_busy(exc: BaseException) -> bool:
+    """No pooled connection within the pool's wait, or SQLite's write lock not within its busy
+    timeout (``fedstats_service.db``), raised as such or as the cause of another error."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, PoolTimeout):
+            return True
+        if isinstance(seen, OperationalError) and "database is locked" in str(seen.orig):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def install(app: FastAPI, service: str) -> None:
     """Register the handlers; ``service`` names the service in the bare 500's detail."""
 
     async def unhandled_error_handler(request: Request, exc: Exception) -> JSONResponse:
-        """Anything unexpected: logged here with its trace, answered with a bare 500."""
+        """Anything unexpected: logged here with its trace, answered with a bare 500 — but a
+        database that stayed busy past its wait (a loaded machine, many writers) is a 503 the
+        caller may retry: the transaction rolled back, nothing was done."""
+        if database_busy(exc):
+            log.warning("%s %s: database busy past its wait", request.method, request.url.path)
+            return _answer(DatabaseBusy(service))
         log.error("%s %s raised", request.method, request.url.path, exc_info=exc)
         return _answer(ServiceError(f"the {service} could not answer this request"))
 

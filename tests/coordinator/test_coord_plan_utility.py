@@ -105,7 +105,8 @@ def test_the_report_flags_uninformative_releases() -> None:
     analysis = {"kind": "dp_boxplot", "group": None, "spent": {}, "excluded": [],
                 "per_center": {"small": _box(120, 38.6, 95.9), "big": _box(5000, 38.6, 95.9)},
                 "pooled": None}
-    view = _view(analysis, {"kind": "dp_boxplot"})
+    spec = {"kind": "dp_boxplot", "epsilon": 0.5, "bounds": [0.0, 100.0]}  # as a study has it
+    view = _view(analysis, spec)
     notes = uninformative_notes(view)
     assert any("small · all, quartiles" in n and "± 39 records of n = 120" in n for n in notes)
     assert any("small · all, upper whisker at ψ" in n for n in notes)
@@ -115,7 +116,7 @@ def test_the_report_flags_uninformative_releases() -> None:
     assert "small · all, quartiles: its 95 % error" in render_html(view)
     # a fence whisker carries the quartiles' uncertainty: no ψ note
     fence = _view({**analysis, "per_center": {"small": _box(120, 1.0, 1.0, upper="fence")}},
-                  {"kind": "dp_boxplot"})
+                  spec)
     assert uninformative_notes(fence) == []
 
 

@@ -126,3 +126,68 @@ async def test_the_app_checks_the_token_before_the_body_and_names_the_caller() -
         assert r.status_code == 200 and len(r.json()["caller"]) == 16
         r = await client.get("/v1/nothing", headers=auth)
         assert r.json() == {"error": "not_found", "detail": "Not Found"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("held", ["write_lock", "every_connection"])
+async def test_a_database_busy_past_its_wait_is_a_503_to_retry_not_a_500(
+        tmp_path: Path, held: str) -> None:
+    """Another writer holds SQLite's lock, or every pooled connection is out, past the wait
+    (``busy_timeout_s``): the caller gets 503 ``busy`` with ``Retry-After`` (its transaction
+    rolled back), as a concurrent burst on a loaded machine once got a bare 500."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'busy.sqlite'}", what="test",
+                         busy_timeout_s=0.2, begin_immediate=True)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    writes = APIRouter(prefix="/v1")
+
+    @writes.post("/write")
+    def write(caller: Annotated[Caller, Depends(authenticate)]) -> dict[str, int]:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (1)"))
+        return {"written": 1}
+
+    settings = _Settings(tokens=[SecretStr(TOKEN)], max_concurrency=40)
+
+    async def close() -> None:
+        return None
+
+    app = create_service_app(settings, writes, title="test",
+                             services=SimpleNamespace(settings=settings), close=close)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    holders = [engine.connect() for _ in range(25 if held == "every_connection" else 1)]
+    try:
+        if held == "write_lock":
+            holders[0].begin()
+            holders[0].execute(text("INSERT INTO t VALUES (0)"))
+        # Exception handlers answer, and Starlette re-raises to the server (which logs it);
+        # the transport must not re-raise it into the test.
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            r = await client.post("/v1/write", headers=auth)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "busy" and r.headers["retry-after"] == "1"
+            assert "nothing was done" in r.json()["detail"]
+            for conn in holders:
+                conn.rollback()
+                conn.close()
+            holders = []
+            r = await client.post("/v1/write", headers=auth)  # the retry
+            assert r.status_code == 200
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM t")).scalar() == 1
+    finally:
+        for conn in holders:
+            conn.close()
+        engine.dispose()
+
+
+@pytest.mark.anyio
+async def test_any_other_database_error_stays_a_500() -> None:
+    from fedstats_service.handlers import database_busy
+
+    assert not database_busy(OperationalError("SELECT 1", {}, Exception("no such table: t")))
+    assert database_busy(OperationalError("BEGIN", {}, Exception("database is locked")))
+    wrapped = RuntimeError("while recording")
+    wrapped.__cause__ = OperationalError("BEGIN", {}, Exception("database is locked"))
+    assert database_busy(wrapped)
