@@ -21,6 +21,13 @@ from numpy.typing import ArrayLike, NDArray
 Neighbouring = Literal["add_remove", "swap"]
 NEIGHBOURING_RELATIONS: tuple[Neighbouring, ...] = ("add_remove", "swap")
 
+# Here, not in shared.protocol, so a center's configuration (read by the operator's light
+# commands) does not load the wire models and the statistics behind them.
+ReleaseMode = Literal["k_anonymous", "dp"]
+"""How a center releases a dataset (its operator's choice): ``"k_anonymous"``, K-anonymous tables
+and DP releases with sizes rounded down to K; ``"dp"``, every release differentially private
+(docs/privacy.md, "DP mode")."""
+
 
 def isolating(counts: ArrayLike, k: int) -> NDArray[np.bool_]:
     """Which ``counts`` lie in 1..K-1: a set of that many records is one no K-anonymous release,

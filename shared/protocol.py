@@ -48,7 +48,7 @@ from shared.fields import (
 from shared.fields import VariableMeta as VariableMeta  # re-exported: part of DatasetInfo
 from shared.mwu import Alternative, MannWhitneyResult, released_result
 from shared.noisy_null import NoiseLaw
-from shared.privacy import Neighbouring, PrivacySpent
+from shared.privacy import Neighbouring, PrivacySpent, ReleaseMode
 from shared.wire import WireModel as WireModel  # re-exported: the base of every wire model
 from shared.wire import canonical_json as canonical_json  # re-exported
 
@@ -150,12 +150,6 @@ class Health(WireModel):
 class GroupInfo(WireModel):
     column: str
     levels: list[str]
-
-
-ReleaseMode = Literal["k_anonymous", "dp"]
-"""How a center releases a dataset (its operator's choice): ``"k_anonymous"``, K-anonymous tables
-and DP releases with sizes rounded down to K; ``"dp"``, every release differentially private
-(docs/privacy.md, "DP mode")."""
 
 
 class DatasetInfo(WireModel):

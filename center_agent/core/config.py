@@ -54,8 +54,7 @@ from fedstats_service.settings import (
     strong_tokens,
 )
 from shared.fields import VariableMeta
-from shared.privacy import Neighbouring
-from shared.protocol import ReleaseMode
+from shared.privacy import Neighbouring, ReleaseMode
 
 CONFIG_ENV = "FEDSTATS_CENTER_CONFIG"
 ENV_PREFIX = "FEDSTATS_CENTER_"
