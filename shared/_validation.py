@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -78,6 +78,21 @@ def as_finite_1d(x: ArrayLike, name: str, *, allow_empty: bool = False) -> NDArr
     if not np.isfinite(arr).all():
         raise ValueError(f"`{name}` contains NaN or infinite values; drop or impute them first")
     return arr
+
+
+
+def as_arms(samples: Sequence[ArrayLike], test: str) -> list[NDArray[np.float64]]:
+    """Per-arm data of a k-arm test (``test`` names it in the error): at least two arms, each
+    at least one finite value."""
+    if len(samples) < 2:
+        raise ValueError(f"{test} needs at least two arms, got {len(samples)}")
+    arms = []
+    for i, x in enumerate(samples):
+        try:
+            arms.append(as_finite_1d(x, f"samples[{i}]"))
+        except ValueError as err:
+            raise ValueError(f"arm {i}: {err} (every arm needs at least one record)") from None
+    return arms
 
 
 def check_open_unit(value: float, name: str) -> float:

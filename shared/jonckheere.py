@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
-from shared._validation import as_finite_1d, check_choice
+from shared._validation import as_arms, as_finite_1d, check_choice
 from shared.binning import BinTable
 from shared.kruskal import table_counts
 from shared.mwu import MannWhitneyResult, mann_whitney
@@ -113,14 +113,7 @@ def jonckheere_terpstra(*samples: ArrayLike,
     """Jonckheere-Terpstra on raw per-arm data, arms in their hypothesised order; the variance
     is tie-corrected from the pooled data."""
     alternative = check_choice(alternative, "alternative", TREND_ALTERNATIVES)
-    if len(samples) < 2:
-        raise ValueError(f"Jonckheere-Terpstra needs at least two arms, got {len(samples)}")
-    arms = []
-    for i, x in enumerate(samples):
-        try:
-            arms.append(as_finite_1d(x, f"samples[{i}]"))
-        except ValueError as err:
-            raise ValueError(f"arm {i}: {err} (every arm needs at least one record)") from None
+    arms = as_arms(samples, "Jonckheere-Terpstra")
     j = 0.0
     for a in range(len(arms)):
         for b in range(a + 1, len(arms)):

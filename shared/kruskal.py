@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
-from shared._validation import as_finite_1d
+from shared._validation import as_arms
 from shared.binning import BinTable
 
 FloatArray = NDArray[np.float64]
@@ -123,14 +123,7 @@ def kruskal_wallis(*samples: ArrayLike) -> KruskalResult:
     Equals ``scipy.stats.kruskal(*samples)``. Every arm must hold at least one finite value;
     at least two arms.
     """
-    if len(samples) < 2:
-        raise ValueError(f"Kruskal-Wallis needs at least two arms, got {len(samples)}")
-    arms = []
-    for i, x in enumerate(samples):
-        try:
-            arms.append(as_finite_1d(x, f"samples[{i}]"))
-        except ValueError as err:
-            raise ValueError(f"arm {i}: {err} (every arm needs at least one record)") from None
+    arms = as_arms(samples, "Kruskal-Wallis")
     pooled = np.concatenate(arms)
     ranks = stats.rankdata(pooled)  # mid-ranks
     _, t = np.unique(pooled, return_counts=True)
