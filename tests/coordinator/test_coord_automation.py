@@ -188,13 +188,6 @@ async def test_concurrent_repeats_create_one_study(
         assert await spent(centers) == {cid: STUDY_EPSILON for cid in centers}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = sqlite_url(tmp_path) if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    made = Store(url)
-    yield made
-    made.close()
-
 
 def test_the_store_creates_one_study_per_key_under_a_race(store: Store) -> None:
     """Threads insert at the same moment: the unique key lets one through, the others get its

@@ -4,24 +4,15 @@ commit in one transaction, each with its own outcome, on SQLite and PostgreSQL."
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from sqlalchemy.exc import IntegrityError
 
 from coordinator.commits import GroupCommit
 from coordinator.db import QuotaRecord, Store
-from tests.helpers.coordinator import sqlite_url
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    url = sqlite_url(tmp_path) if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    s = Store(url)
-    request.addfinalizer(s.close)
-    return s
 
 
 async def test_a_rounds_reservations_and_records_commit_once_in_order(store: Store) -> None:

@@ -5,18 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from coordinator.db import Store
 from tests.helpers.coordinator import sqlite_url
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    url = sqlite_url(tmp_path) if request.param == "sqlite" else request.getfixturevalue("pg_url")
-    s = Store(url)
-    request.addfinalizer(s.close)
-    return s
 
 
 def test_study_lifecycle(store: Store) -> None:
