@@ -142,6 +142,12 @@ def check_dp_rows(result: dict[str, Any], data: dict[str, dict[str, np.ndarray]]
         assert lo <= r["clip"][0] < r["clip"][1] <= hi
         for key in ("n", "mean", "sd", "q1", "median", "q3"):  # each number in its interval
             low, high = r[f"{key}_interval"]
+            if key == "sd" and r["sd"] is None:
+                # The noisy sums give a variance <= 0 (about 1 release in 600 here): the SD is
+                # said not estimable, never 0, and its interval still starts at 0.
+                assert any(n.startswith("SD not estimable") for n in r["notes"]), r["notes"]
+                assert low == 0.0 <= high
+                continue
             assert low <= r[key] <= high
         assert r["epsilon"] == EPSILON
         assert len(r["edges"]) == 9 and r["edges"][0] == lo and r["edges"][-1] == hi
