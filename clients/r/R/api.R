@@ -120,6 +120,25 @@ fs_refusals <- function(plan) {
   bind_rows(rows, c("reason", "center", "detail", "blocking"))
 }
 
+#' @rdname fs_plan
+#' @return fs_utility: one row per DP analysis' part at a center (or `"pooled"`): its 95 %
+#'   error at the centers' sizes and the asked epsilon (`unit`: records or values), its `share`
+#'   of n or of the bounds, and whether that leaves it `uninformative` (docs/methods.md §9.6);
+#'   `analysis` counted from 1.
+#' @export
+fs_utility <- function(plan) {
+  rows <- list()
+  for (u in plan$utility) for (e in u$errors) {
+    rows[[length(rows) + 1]] <- data.frame(
+      analysis = u$analysis + 1L, kind = u$kind, epsilon = u$epsilon, center = e$center,
+      variable = na_if_null(e$variable), arm = na_if_null(e$arm), part = e$part, n = e$n,
+      error = e$error, unit = e$unit, share = e$share, uninformative = isTRUE(e$uninformative),
+      stringsAsFactors = FALSE)
+  }
+  bind_rows(rows, c("analysis", "kind", "epsilon", "center", "variable", "arm", "part", "n",
+                    "error", "unit", "share", "uninformative"))
+}
+
 #' @export
 print.fedstats_plan <- function(x, ...) {
   cat(sprintf("<fedstats_plan %s.%s: %s>\n", x$dataset, x$variable,

@@ -21,13 +21,25 @@ ARRAY_KEYS <- c("groups", "centers", "tests", "levels", "bounds", "estimators", 
 #' @param k no center releases a count in 1..k-1.
 #' @param centers the registry ids of the centers to ask (NULL: all).
 #' @param allow_partial leave out a failing center (recorded) instead of failing.
+#' @param title,description shown in study lists, the report and the exports.
+#' @param primary the pre-registered primary test: `list(analysis = i, test = "sum",
+#'   alpha = 0.05)`, `analysis` counted from 1 as R counts (sent counted from 0).
 #' @param ... further top-level keys of the spec, passed as given.
 #' @return a `fedstats_spec`; add analyses with the `fs_add_*()` functions.
 #' @export
 fs_study_spec <- function(dataset, variable, groups = NULL, k = NULL, centers = NULL,
-                          allow_partial = NULL, ...) {
+                          allow_partial = NULL, title = NULL, description = NULL,
+                          primary = NULL, ...) {
+  if (!is.null(primary)) {
+    if (!is.list(primary) || !is.numeric(primary$analysis) || length(primary$analysis) != 1 ||
+        primary$analysis < 1) {
+      stop(spec_error("primary: give list(analysis = i, test = ...), i counted from 1"))
+    }
+    primary$analysis <- as.integer(primary$analysis) - 1L
+  }
   base <- given(dataset = dataset, variable = variable, groups = groups, k = k,
-                centers = centers, allow_partial = allow_partial, ...)
+                centers = centers, allow_partial = allow_partial, title = title,
+                description = description, primary = primary, ...)
   structure(c(base, list(analyses = list())), class = "fedstats_spec")
 }
 
@@ -113,6 +125,18 @@ fs_add_describe <- function(spec, variables = NULL, mode = NULL, epsilon = NULL,
   if (!is.null(bounds)) bounds <- lapply(as.list(bounds), function(b) I(as.numeric(b)))
   add_analysis(spec, "describe", variables = variables, mode = mode, epsilon = epsilon,
                bounds = bounds, bins = bins, per_center = per_center, pooled = pooled)
+}
+
+#' @rdname fs_add
+#' @param kind any analysis the coordinator registers (`GET /v1/info`'s or the docs' list:
+#'   e.g. `"kruskal"`), its keys given in `...` as the study file names them.
+#' @param ... fs_add_analysis: the analysis' keys (NULL ones left out).
+#' @export
+fs_add_analysis <- function(spec, kind, ...) {
+  if (!is.character(kind) || length(kind) != 1 || !nzchar(kind)) {
+    stop(spec_error("kind: give one analysis kind, e.g. \"mwu\""))
+  }
+  add_analysis(spec, kind, ...)
 }
 
 #' @export

@@ -64,3 +64,24 @@ test_that("a spec that cannot be sent is a classed condition naming the key", {
   # A typo in an option is R's own error: the functions take named options only.
   expect_error(fs_study_spec("cohort", "x") |> fs_add_mwu(tset = "sum"), "unused argument")
 })
+
+test_that("title, description and the primary test are sent; primary's analysis from 1", {
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated"),
+                        title = "LOS by arm", description = "pre-registered",
+                        primary = list(analysis = 2, test = "sum", alpha = 0.05)) |>
+    fs_add_table() |>
+    fs_add_mwu()
+  body <- body_of(spec)
+  expect_identical(body$title, "LOS by arm")
+  expect_identical(body$description, "pre-registered")
+  expect_identical(body$primary, list(analysis = 1L, test = "sum", alpha = 0.05))
+  expect_error(fs_study_spec("cohort", "x", primary = list(test = "sum")),
+               class = "fedstats_spec_error", regexp = "primary")
+})
+
+test_that("any registered analysis is added by its kind, its keys as the study file names them", {
+  spec <- fs_study_spec("cohort", "los_days", groups = c("a", "b", "c")) |>
+    fs_add_analysis("kruskal", ordered = TRUE, tests = NULL)
+  expect_identical(body_of(spec)$analyses, list(list(kind = "kruskal", ordered = TRUE)))
+  expect_error(fs_add_analysis(spec, ""), class = "fedstats_spec_error", regexp = "kind")
+})

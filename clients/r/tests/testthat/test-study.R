@@ -34,6 +34,13 @@ test_that("the dry run gives the epsilon of each analysis at each center and spe
   left <- stats::setNames(now$remaining_epsilon.cohort, now$id)
   expect_equal(frame$remaining_after, unname(left[frame$center]) - frame$center_epsilon)
   expect_identical(nrow(fs_refusals(plan)), 0L)
+  # What each DP analysis' epsilon buys: one row per part and center, as the plan answered.
+  utility <- fs_utility(plan)
+  errors <- unlist(lapply(plan$utility, function(u) vapply(u$errors, function(e) e$error, 0)))
+  expect_true(length(errors) > 0)
+  expect_equal(utility$error, errors)
+  expect_setequal(unique(utility$analysis), c(4L, 5L))
+  expect_true(all(utility$unit %in% c("records", "value")))
   # The example study file, read as `fedstats study run` reads it, plans the same way.
   example <- fs_plan(fs, fs_read_study(repo_file("examples", "study.toml")))
   expect_true(example$would_run)
