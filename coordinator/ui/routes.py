@@ -358,6 +358,22 @@ async def study_export_zip(request: Request, study_id: str) -> Response:
                     headers=study_routes.attachment(f"study-{study_id}.zip"))
 
 
+@router.get("/studies/{study_id}/export.xlsx")
+async def study_export_xlsx(request: Request, study_id: str) -> Response:
+    """Every table of the study as a sheet of one XLSX workbook."""
+    session = await signed_in(request)
+    if session is None:
+        return to_sign_in()
+    try:
+        view = await study_routes.exported_view(services(request).store, session.caller,
+                                                study_id)
+    except ServiceError as exc:
+        return Response(exc.detail, status_code=exc.status_code)
+    data = await asyncio.to_thread(exports.workbook, view)
+    return Response(data, media_type=study_routes.XLSX,
+                    headers=study_routes.attachment(f"study-{study_id}.xlsx"))
+
+
 @router.get("/studies/{study_id}/export/{part}.csv")
 async def study_export_csv(request: Request, study_id: str, part: str) -> Response:
     """One table of the study as CSV (``coordinator.exports.PARTS``)."""

@@ -161,6 +161,13 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
         "sum", "TRUE", "0.05")
     assert float(tests_csv[0]["pvalue"]) == pytest.approx(value, rel=1e-3)  # as shown, rounded
     assert "The pre-specified primary test was the sum test at α = 0.05" in files["methods.txt"]
+    with page.expect_download() as download_info:  # the same tables as one workbook
+        page.get_by_role("link", name="All tables (XLSX)").click()
+    workbook = tmp_path / "study.xlsx"
+    download_info.value.save_as(workbook)
+    from openpyxl import load_workbook
+    sheets = load_workbook(workbook)
+    assert "tests" in sheets.sheetnames and sheets["tests"]["A1"].value == "analysis"
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Effect sizes (CSV)").click()
     effects = tmp_path / "effects.csv"

@@ -20,6 +20,7 @@ import pytest
 from pydantic import ValidationError
 
 from coordinator import exports
+from coordinator.api.routes.studies import XLSX
 from coordinator.methods_text import methods_paragraph
 from coordinator.models import StudySpec
 from coordinator.provenance import NO_COMMIT, git_commit, software
@@ -226,13 +227,51 @@ async def test_zip_bundle_record_methods_and_report(running: Running,
         await c.get(f"/v1/studies/{sid}/export.csv?part=tests", headers=AUTH)).text
 
 
+async def test_xlsx_workbook_holds_the_csv_tables_with_numbers_as_numbers(
+        running: Running, study: dict[str, Any]) -> None:
+    from openpyxl import load_workbook
+
+    c, sid = running.client, study["id"]
+    answer = await c.get(f"/v1/studies/{sid}/export.xlsx", headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == XLSX
+    book = load_workbook(io.BytesIO(answer.content))
+    files = exports.csv_files(study)
+    parts = [name.removesuffix(".csv") for name in files if name.endswith(".csv")]
+    assert book.sheetnames == [*parts, "methods", "spec"]
+    for part in parts:
+        rows = list(csv.reader(io.StringIO(files[f"{part}.csv"])))
+        sheet = [[("" if v is None else v) for v in row]
+                 for row in book[part].iter_rows(values_only=True)]
+        assert len(sheet) == len(rows), part
+        assert [str(v) for v in sheet[0]] == rows[0], part
+        for got, want in zip(sheet[1:], rows[1:], strict=True):
+            for g, w in zip(got, want, strict=True):
+                if isinstance(g, bool):  # TRUE/FALSE in the CSV
+                    assert w == ("TRUE" if g else "FALSE"), (part, g, w)
+                elif isinstance(g, (int, float)):  # a number: the CSV's to 15 digits
+                    assert g == pytest.approx(float(w), rel=1e-14, abs=0), (part, g, w)
+                else:
+                    assert g == w, (part, g, w)
+    tests = [dict(zip(rows := [str(v) for v in next(book["tests"].iter_rows(values_only=True))],
+                      r, strict=True)) for r in book["tests"].iter_rows(min_row=2,
+                                                                        values_only=True)]
+    assert rows and all(isinstance(t["pvalue"], float) for t in tests)
+    methods = ["" if r[0] is None else r[0] for r in book["methods"].iter_rows(values_only=True)]
+    assert methods == methods_paragraph(study).splitlines()  # a line per row
+    assert json.loads(book["spec"]["A1"].value) == study["spec"]
+    again = await c.get(f"/v1/studies/{sid}/export.xlsx", headers=AUTH)
+    assert again.content == answer.content  # the same study, the same bytes
+    assert (await c.get(f"/v1/studies/{sid}/export.xlsx")).status_code == 401
+
+
 async def test_exports_need_a_result(running: Running) -> None:
     # A pending study of the configured token's analyst (made in the store: it never runs).
     store = running.app.state.services.store
     owner = "config-" + hashlib.sha256(ANALYST_TOKEN.encode()).hexdigest()[:16]
     pending = store.create_study("e" * 32, StudySpec.model_validate(SPEC).model_dump_json(),
                                  analyst_id=owner)
-    for path in ["export.zip", "export.csv?part=tests"]:
+    for path in ["export.zip", "export.csv?part=tests", "export.xlsx"]:
         early = await running.client.get(f"/v1/studies/{pending.id}/{path}", headers=AUTH)
         assert early.status_code == 409 and "exports need a result" in early.json()["detail"]
 

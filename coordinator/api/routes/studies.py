@@ -186,6 +186,9 @@ async def exported_view(store: Store, analyst: Caller, study_id: str) -> dict[st
     return found
 
 
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
 def attachment(name: str) -> dict[str, str]:
     return {"Content-Disposition": f'attachment; filename="{name}"'}
 
@@ -212,6 +215,16 @@ async def export_zip(study_id: str, store: StoreDep, analyst: AnalystDep) -> Res
     data = await asyncio.to_thread(exports.bundle, view)
     return Response(data, media_type="application/zip",
                     headers=attachment(f"study-{study_id}.zip"))
+
+
+@router.get("/{study_id}/export.xlsx", response_class=Response, responses={200: {"content": {
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": {}}}})
+async def export_xlsx(study_id: str, store: StoreDep, analyst: AnalystDep) -> Response:
+    """Every table the study has as a sheet of one XLSX workbook (numbers as numbers), with its
+    Methods paragraph and spec. 409 before the study has a result."""
+    view = await exported_view(store, analyst, study_id)
+    data = await asyncio.to_thread(exports.workbook, view)
+    return Response(data, media_type=XLSX, headers=attachment(f"study-{study_id}.xlsx"))
 
 
 @router.get("/{study_id}/events", response_class=StreamingResponse, responses={200: {
