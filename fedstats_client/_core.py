@@ -301,3 +301,14 @@ def unpack_exports(data: bytes, directory: str | Path) -> list[Path]:
             path.write_bytes(archive.read(member))
             written.append(path)
     return written
+
+
+def write_file(data: bytes, path: str | Path) -> Path:
+    """``data`` written to ``path`` (its folder made if missing), whole or not at all: written
+    beside it first, then renamed over it."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(target)
+    return target

@@ -168,6 +168,10 @@ class AsyncClient:
                                   params={"part": part})
         return answer.text
 
+    async def to_xlsx(self, study_id: str, path: str | Path) -> Path:
+        answer = await self._call("GET", _core.study_path(study_id, "export.xlsx"))
+        return _core.write_file(answer.content, path)
+
     async def to_csv(self, study_id: str, directory: str | Path) -> list[Path]:
         answer = await self._call("GET", _core.study_path(study_id, "export.zip"))
         return _core.unpack_exports(answer.content, directory)

@@ -210,6 +210,12 @@ class Client:
         return self._call("GET", _core.study_path(study_id, "export.csv"),
                           params={"part": part}).text
 
+    def to_xlsx(self, study_id: str, path: str | Path) -> Path:
+        """Every table of a finished study as one XLSX workbook (a sheet per table, then
+        ``methods`` and ``spec``) written to ``path``; the path."""
+        data = self._call("GET", _core.study_path(study_id, "export.xlsx")).content
+        return _core.write_file(data, path)
+
     def to_csv(self, study_id: str, directory: str | Path) -> list[Path]:
         """Every table of a finished study as CSV, its Methods paragraph (``methods.txt``), spec
         and reproducibility record, written into ``directory``; the paths written."""

@@ -202,6 +202,14 @@ def test_a_studys_tables_come_out_as_csv(served: Served, tmp_path: Path) -> None
         assert "the weighted test at α = 0.05" in (tmp_path / "csv" / "methods.txt").read_text()
         with pytest.raises(InvalidRequest, match="part"):
             fs.export_csv(study.id, "nothing")
+        book = fs.to_xlsx(study.id, tmp_path / "out" / "study.xlsx")
+        from openpyxl import load_workbook
+        sheet = load_workbook(book)["tests"]
+        header = [c.value for c in sheet[1]]
+        pvalues = [row[header.index("pvalue")] for row in sheet.iter_rows(min_row=2,
+                                                                            values_only=True)]
+        assert pvalues == pytest.approx(frame["pvalue"].tolist(), rel=1e-14)
+        assert not (tmp_path / "out" / "study.xlsx.part").exists()
 
 
 def test_progress_goes_to_a_function_when_given_one(served: Served) -> None:
