@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import math
+import re
 import zipfile
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, get_args
@@ -364,16 +365,21 @@ def workbook(view: dict[str, Any]) -> bytes:
     for line in methods_text.methods_paragraph(view).splitlines():
         methods.append([line])
     book.create_sheet("spec").append([json.dumps(view.get("spec"), indent=2)])
-    fixed = datetime.datetime(*_FIXED_TIME)
-    book.properties.created = book.properties.modified = fixed
+    book.properties.creator = "fedstats"
+    book.properties.created = datetime.datetime(*_FIXED_TIME)
     out = io.BytesIO()
     book.save(out)
-    # openpyxl stamps each zip entry with the time of writing: rewritten at a fixed time.
+    # openpyxl stamps each zip entry, and the document's "modified" property, with the time of
+    # writing: both rewritten to a fixed time.
     data = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(out.getvalue())) as src, \
             zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as dst:
         for item in src.infolist():
+            content = src.read(item.filename)
+            if item.filename == "docProps/core.xml":
+                content = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*(</dcterms:modified>)",
+                                 rb"\g<1>1980-01-01T00:00:00Z\g<2>", content)
             info = zipfile.ZipInfo(item.filename, date_time=(*_FIXED_TIME, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            dst.writestr(info, src.read(item.filename))
+            dst.writestr(info, content)
     return data.getvalue()

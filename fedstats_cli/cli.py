@@ -5,9 +5,10 @@
     fedstats coordinator serve --config coordinator.toml
     fedstats coordinator analyst add|list|revoke|rotate|quota ... | audit ...   (its operator)
     fedstats study run study.toml --coordinator https://coordinator:8800 [--ca-bundle FILE]
-        [--idempotency-key KEY] [--csv DIR]
+        [--idempotency-key KEY] [--csv DIR] [--xlsx FILE]
     fedstats study resume|status|get|cancel STUDY_ID --coordinator URL [--ca-bundle FILE]
-        (run/resume/get: [--csv DIR], the tables as CSV with the Methods paragraph)
+        (run/resume/get: [--csv DIR], the tables as CSV with the Methods paragraph;
+         [--xlsx FILE], the same as one workbook)
     fedstats study list [--status S] [--limit N] --coordinator URL     (get/list/cancel: --json)
     fedstats study plan study.toml --coordinator URL [--json]   (a dry run; exit 1: refusals)
     fedstats catalog|centers --coordinator URL [--json]
@@ -254,6 +255,9 @@ def add_csv_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", type=Path, metavar="DIR",
                    help="also write the study's tables as tidy CSV (table1, tests, effects, "
                    "...), its Methods paragraph, spec and reproducibility record into DIR")
+    p.add_argument("--xlsx", type=Path, metavar="FILE",
+                   help="also write the study's tables as one XLSX workbook (a sheet per table, "
+                   "its Methods paragraph and spec) to FILE")
 
 
 def _iso_time(value: str) -> datetime:
@@ -470,6 +474,7 @@ def study_command(args: argparse.Namespace) -> int:
         study_status,
         write_csv,
         write_view,
+        write_xlsx,
     )
 
     prog = f"fedstats study {args.action}"
@@ -512,6 +517,8 @@ def study_command(args: argparse.Namespace) -> int:
     if getattr(args, "csv", None) is not None and view.get("result") is not None:
         written = write_csv(view, args.csv)
         print(f"Wrote {len(written)} files to {args.csv}", file=sys.stderr)
+    if getattr(args, "xlsx", None) is not None and view.get("result") is not None:
+        print(f"Wrote {write_xlsx(view, args.xlsx)}", file=sys.stderr)
     if getattr(args, "json", False):
         print(json.dumps(view, indent=2))
     elif args.action in ("status", "cancel"):

@@ -332,6 +332,18 @@ def write_csv(view: dict[str, Any], out: Path) -> list[Path]:
     return written
 
 
+def write_xlsx(view: dict[str, Any], path: Path) -> Path:
+    """The study's tables as one XLSX workbook (``coordinator.exports.workbook``) at
+    ``path``, written whole or not at all; the path."""
+    from coordinator.exports import workbook
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(workbook(view))
+    partial.replace(path)
+    return path
+
+
 def write_view(view: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "study.json"

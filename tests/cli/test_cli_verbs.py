@@ -158,8 +158,12 @@ def test_get_list_and_cancel_a_finished_study(federation: Federation, tmp_path: 
     # --csv DIR: the tables as tidy CSV, as the coordinator's export gives them, and the
     # Methods paragraph.
     tables = cli(federation, "study", "get", study_id, "--out", str(tmp_path / "got2"),
-                 "--csv", str(tmp_path / "csv"))
+                 "--csv", str(tmp_path / "csv"), "--xlsx", str(tmp_path / "book.xlsx"))
     assert tables.returncode == 0, tables.stderr
+    served = httpx.get(f"{federation.url}/v1/studies/{study_id}/export.xlsx", headers=AUTH,
+                       timeout=scaled(30))
+    assert served.status_code == 200
+    assert (tmp_path / "book.xlsx").read_bytes() == served.content  # the same workbook
     exported_files = {p.name for p in (tmp_path / "csv").iterdir()}
     assert {"tests.csv", "effects.csv", "table.csv", "centers.csv", "methods.txt",
             "reproducibility.json", "spec.json"} <= exported_files

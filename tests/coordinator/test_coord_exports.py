@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -262,6 +263,11 @@ async def test_xlsx_workbook_holds_the_csv_tables_with_numbers_as_numbers(
     assert json.loads(book["spec"]["A1"].value) == study["spec"]
     again = await c.get(f"/v1/studies/{sid}/export.xlsx", headers=AUTH)
     assert again.content == answer.content  # the same study, the same bytes
+    with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:  # no time of writing in it
+        core = archive.read("docProps/core.xml").decode()
+        assert all(i.date_time == (1980, 1, 1, 0, 0, 0) for i in archive.infolist())
+    stamps = re.findall(r"<dcterms:(?:created|modified)[^>]*>([^<]*)<", core)
+    assert stamps == ["1980-01-01T00:00:00Z"] * 2, core
     assert (await c.get(f"/v1/studies/{sid}/export.xlsx")).status_code == 401
 
 
