@@ -211,9 +211,9 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
             cite("moses")
             said.append("The shift of Y against X was estimated by Hodges & Lehmann's (1963) "
                         f"median of pairwise differences with Moses's (1953) "
-                        f"{fmt(100 * asked.get('level', 0.95))} % interval, both bounded from "
-                        "the federated table's bins (the interval from its outer ends); it "
-                        "spends no ε.")
+                        f"{fmt(100 * result.get('level', asked.get('level', 0.95)))} % interval, "
+                        "both bounded from the federated table's bins (the interval from its "
+                        "outer ends); it spends no ε.")
         elif kind == "describe":
             mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")
