@@ -8,13 +8,16 @@ tests/coordinator/test_coord_e2e.py (ASGI) and tests/coordinator/test_coord_serv
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from coordinator.analyses import REGISTRY
+from coordinator.main import create_app
 from coordinator.methods_text import methods_sentences
 from coordinator.models import MWUResult, ShiftResult, StudySpec
 from coordinator.protocols.table import FederatedTable
@@ -26,6 +29,7 @@ from shared.heterogeneity import index_heterogeneity
 from shared.hodges_lehmann import hodges_lehmann, hodges_lehmann_table
 from shared.mwu import mann_whitney, released_result, sum_test
 from shared.noisy_null import NoiseLaw
+from tests.helpers.coordinator import AUTH, Federations, settings_for, sqlite_url
 
 BASE: dict[str, Any] = {"dataset": "cohort", "variable": "crp", "k": 10}
 
@@ -164,3 +168,33 @@ def test_the_client_builds_and_reads_a_shift() -> None:
     frame = Shift(result).to_frame()
     assert list(frame.index) == ["estimate", "low end", "high end", "interval"]
     assert tuple(frame.loc["interval"]) == result.interval
+
+
+@pytest.mark.anyio
+async def test_the_dry_run_and_the_api_take_a_shift(tmp_path: Path,
+                                                    federation: Federations) -> None:
+    """The dry run plans the table and no ε for a shift; a spec without groups is a 422 naming
+    the key; the study runs over in-process centers and its result validates."""
+    app = create_app(settings_for(sqlite_url(tmp_path)), centers=federation())
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    spec = {**BASE, "groups": ["ctl", "trt"], "analyses": [{"kind": "shift", "level": 0.9}]}
+    async with httpx.AsyncClient(transport=transport, base_url="http://coordinator") as client:
+        try:
+            plan = await client.post("/v1/studies", params={"dry_run": "true"}, json=spec,
+                                     headers=AUTH)
+            no_groups = await client.post("/v1/studies", headers=AUTH, json={
+                **BASE, "analyses": [{"kind": "shift"}]})
+            created = await client.post("/v1/studies", json=spec, headers=AUTH)
+            assert created.status_code == 202, created.text
+            await app.state.services.runner.wait(created.json()["id"])
+            view = (await client.get(created.json()["status_url"], headers=AUTH)).json()
+        finally:
+            await app.state.services.aclose()
+    assert plan.status_code == 200, plan.text
+    assert all(c["epsilon"] == 0 for c in plan.json()["centers"])
+    assert no_groups.status_code == 422 and "shift analysis needs `groups`" in no_groups.text
+    assert view["status"] == "succeeded", view
+    shift = ShiftResult.model_validate(view["result"]["analyses"][0])
+    assert shift.level == 0.9 and shift.n_x > 0 and shift.n_y > 0
+    assert shift.estimate_low <= shift.estimate_high
+    assert shift.interval[0] <= shift.low_high and shift.high_low <= shift.interval[1]
