@@ -74,6 +74,14 @@ REFERENCES = {
               "estimation. NeurIPS 2023.",
     "fisher": "Fisher, R. A. (1932). Statistical Methods for Research Workers, 4th ed. Oliver & "
               "Boyd.",
+    "cochran": "Cochran, W. G. (1954). The combination of estimates from different experiments. "
+               "Biometrics 10, 101-129.",
+    "higgins": "Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a "
+               "meta-analysis. Statistics in Medicine 21, 1539-1558.",
+    "hodges": "Hodges, J. L. & Lehmann, E. L. (1963). Estimates of location based on rank "
+              "tests. Annals of Mathematical Statistics 34, 598-611.",
+    "moses": "Moses, L. E. (1953). Non-parametric methods. In Walker, H. & Lev, J., Statistical "
+             "Inference, Holt, 426-450.",
 }
 
 
@@ -157,6 +165,12 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                         "(weighted by n_X·n_Y), with 95 % score intervals (Newcombe 2006, "
                         "Method 5)" + (", widened for the DP noise" if asked.get("epsilon")
                                        is not None else "") + ".")
+            if result.get("heterogeneity") is not None:
+                cite("cochran")
+                cite("higgins")
+                said.append("Heterogeneity of the centers' indices was assessed by Cochran's "
+                            "(1954) Q with inverse-variance weights and I² with its test-based "
+                            "interval (Higgins & Thompson 2002).")
         elif kind == "dp_boxplot":
             cite("ramsay")
             bounds = asked["bounds"]
@@ -192,6 +206,14 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                         + " were estimated from the federated table (Becher et al. 2023, §7; "
                         "estimators " + ", ".join(asked.get("estimators") or ["default"])
                         + ").")
+        elif kind == "shift":
+            cite("hodges")
+            cite("moses")
+            said.append("The shift of Y against X was estimated by Hodges & Lehmann's (1963) "
+                        f"median of pairwise differences with Moses's (1953) "
+                        f"{fmt(100 * result.get('level', asked.get('level', 0.95)))} % interval, "
+                        "both bounded from the federated table's bins (the interval from its "
+                        "outer ends); it spends no ε.")
         elif kind == "describe":
             mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")

@@ -68,7 +68,8 @@ StudyStatus = Literal[
     "cancelled",
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
-AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe"]
+AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe",
+                       "shift"]
 DescribeMode = Literal["dp", "table"]
 
 # -- the spec ------------------------------------------------------------------------------------
@@ -236,9 +237,19 @@ class DescribeAnalysis(_AnalysisSpec):
         return list(self.variables) if self.variables is not None else [study_variable]
 
 
+class ShiftAnalysis(_AnalysisSpec):
+    """The Hodges-Lehmann shift of Y against X with its Moses interval, as far as the study's
+    federated table allows (docs/methods.md §12.3): read from the table, no ε (needs
+    ``groups``)."""
+
+    kind: Literal["shift"]
+    level: float = Field(default=0.95, ge=0.5, le=0.999,
+                         description="the Moses interval's confidence level")
+
+
 Analysis = Annotated[
     TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
-    | DescribeAnalysis,
+    | DescribeAnalysis | ShiftAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -333,6 +344,12 @@ class StudySpec(_Spec):
     def _mwu_needs_groups(self) -> Self:
         if self.groups is None and any(a.kind == "mwu" for a in self.analyses):
             raise ValueError("an mwu analysis needs `groups` (the two levels X and Y)")
+        return self
+
+    @model_validator(mode="after")
+    def _shift_needs_groups(self) -> Self:
+        if self.groups is None and any(a.kind == "shift" for a in self.analyses):
+            raise ValueError("a shift analysis needs `groups` (the two levels X and Y)")
         return self
 
     @model_validator(mode="after")
@@ -476,6 +493,25 @@ class Effect(_Result):
     method: str
 
 
+class Heterogeneity(_Result):
+    """Between-center heterogeneity of the probabilistic index θ̂_c (``shared.heterogeneity``;
+    docs/methods.md §12.4): Cochran's Q (``statistic``) with its χ²_{``df``} ``pvalue``, I²
+    with Higgins & Thompson's test-based interval, DerSimonian-Laird τ², and the per-center
+    θ̂_c and variances they weigh."""
+
+    centers: list[str]
+    estimates: list[float]
+    variances: list[float]
+    statistic: float
+    df: int
+    pvalue: float
+    i_squared: float
+    i_squared_interval: tuple[float, float] | None = Field(
+        description="none where it is undefined (two centers with Q <= 2)")
+    tau_squared: float
+    level: float
+
+
 class MWUResult(_Result):
     kind: Literal["mwu"] = "mwu"
     status: Literal["succeeded"] = "succeeded"
@@ -486,6 +522,11 @@ class MWUResult(_Result):
         description="the probabilistic index of each center, then the stratified one")
     table: TableResult | None = Field(description="the federated table behind the table test")
     excluded: list[ExcludedCenter]
+    heterogeneity: Heterogeneity | None = Field(
+        default=None, description="Cochran's Q and I² of the centers' probabilistic indices "
+        "(none: fewer than two centers released U, or see `heterogeneity_note`)")
+    heterogeneity_note: str | None = Field(
+        default=None, description="why there is no heterogeneity, when there is none")
 
 
 class Box(_Result):
@@ -656,9 +697,41 @@ class DescribeResult(_Result):
     excluded: list[ExcludedCenter]
 
 
+class ShiftResult(_Result):
+    """The Hodges-Lehmann shift Δ of Y against X (Y ~ X + Δ) and its Moses interval, as far as
+    the federated table's bins allow (``shared.hodges_lehmann.hodges_lehmann_table``;
+    docs/methods.md §12.3): the estimate the records would give lies in [``estimate_low``,
+    ``estimate_high``], the interval's lower end in [``low_low``, ``low_high``] and its upper
+    end in [``high_low``, ``high_high``]; ``interval`` = [``low_low``, ``high_high``] contains
+    the records' interval (its coverage at least theirs). Infinite where the rank falls on an
+    open end bin."""
+
+    kind: Literal["shift"] = "shift"
+    status: Literal["succeeded"] = "succeeded"
+    estimate_low: float
+    estimate_high: float
+    low_low: float
+    low_high: float
+    high_low: float
+    high_high: float
+    interval: tuple[float, float]
+    level: float
+    achieved_level: float = Field(description="the records' interval's coverage for "
+                                              "continuous data, 1 − 2·P(U < rank)")
+    rank: int = Field(description="c: the interval is [D_(c), D_(nm+1−c)]")
+    n_x: int
+    n_y: int
+    method: str = Field(description="how c was found: exact (U's law) or normal")
+    whole_counts: bool = Field(description="false: some counts were shared out between "
+                                           "limits (docs/methods.md §2.5), so the bounds hold "
+                                           "for the table as shared out")
+    excluded: list[ExcludedCenter] = Field(
+        default_factory=list, description="the centers the federated table was built without")
+
+
 AnalysisResult = Annotated[
     TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
-    | DescribeResult,
+    | DescribeResult | ShiftResult,
     Field(discriminator="kind"),
 ]
 
@@ -697,6 +770,7 @@ AnalysisOutcome = Annotated[
     | Annotated[QuantilesResult, Tag("quantiles")]
     | Annotated[DPQuantilesResult, Tag("dp_quantiles")]
     | Annotated[DescribeResult, Tag("describe")]
+    | Annotated[ShiftResult, Tag("shift")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]

@@ -110,6 +110,8 @@ ALGORITHMS: dict[str, str] = {
                  "2023, §7)",
     "dp_quantiles": "DP quantiles per center",
     "describe": "Table 1 (descriptive statistics)",
+    "shift": "Hodges-Lehmann shift with Moses's interval, bounded from the federated table's "
+             "bins (docs/methods.md §12.3)",
 }
 
 

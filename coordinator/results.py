@@ -4,12 +4,16 @@ an analysis that failed (:func:`failed_analysis`) and each center's part in the 
 (:func:`center_status`: included or excluded, per analysis, and why).
 
 The released numbers are copied as the protocols checked them; the only arithmetic here is the
-effect size of the Mann-Whitney tests (``shared.effects.probabilistic_index``).
+effect size of the Mann-Whitney tests (``shared.effects.probabilistic_index``) and its
+heterogeneity between centers (``shared.heterogeneity``), and the Hodges-Lehmann shift the
+federated table allows (``shared.hodges_lehmann``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from coordinator.core.errors import CenterFailure, ServiceError
 from coordinator.models import (
@@ -25,11 +29,13 @@ from coordinator.models import (
     EstimateResult,
     ExcludedCenter,
     FailedAnalysis,
+    Heterogeneity,
     LevelValue,
     MWUResult,
     NoisePart,
     PooledBoxResult,
     QuantilesResult,
+    ShiftResult,
     StudyCenter,
     StudyError,
     TableResult,
@@ -47,7 +53,9 @@ from coordinator.protocols.quantiles import Estimate
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.uncertainty import box_rank_halfwidths
 from shared.effects import ProbabilisticIndex, probabilistic_index
-from shared.mwu import FederatedMWUResult
+from shared.heterogeneity import index_heterogeneity
+from shared.hodges_lehmann import hodges_lehmann_table
+from shared.mwu import FederatedMWUResult, MannWhitneyResult
 from shared.protocol import DPBoxplotRelease
 
 
@@ -95,9 +103,48 @@ def mwu_result(fed: FederatedMWU, alternative: str) -> MWUResult:
                for c in fed.centers if c in fed.releases]
     if len(local) > 1:
         effects.append(effect("stratified", probabilistic_index(local)))
+    centers = [c for c in fed.centers if c in fed.releases]
+    between, note = heterogeneity(centers, local)
     return MWUResult(
         alternative=alternative, tests=tests, effects=effects,
         table=table_result(fed.table) if fed.table is not None else None,
+        excluded=[excluded_center(f) for f in fed.excluded],
+        heterogeneity=between, heterogeneity_note=note,
+    )
+
+
+def heterogeneity(centers: Sequence[str], local: Sequence[MannWhitneyResult]
+                  ) -> tuple[Heterogeneity | None, str | None]:
+    """Cochran's Q and I² of the centers' probabilistic indices, or why there are none: fewer
+    than two centers, or a center whose θ̂ is 0 or 1 without noise (one arm entirely above the
+    other: Newcombe's variance there is 0, an infinite weight that no Q can hold)."""
+    if not local:  # the table test alone: no center released its U
+        return None, None
+    if len(local) == 1:
+        return None, "one center released U: there is no between-center heterogeneity"
+    try:
+        h = index_heterogeneity(local)
+    except ValueError:
+        flat = [c for c, r in zip(centers, local, strict=True)
+                if r.noise_variance == 0 and abs(r.statistic) >= r.n_x * r.n_y]
+        if not flat:
+            raise
+        return None, (f"not computed: at {', '.join(flat)} one arm lies entirely above the "
+                      "other (θ̂ = 0 or 1), where the index's variance is 0 — an infinite "
+                      "weight (docs/methods.md §12.4)")
+    return Heterogeneity(
+        centers=list(centers), estimates=list(h.estimates), variances=list(h.variances),
+        statistic=h.statistic, df=h.df, pvalue=h.pvalue, i_squared=h.i_squared,
+        i_squared_interval=h.i_squared_interval, tau_squared=h.tau_squared, level=h.level,
+    ), None
+
+
+def shift_result(fed: FederatedTable, level: float) -> ShiftResult:
+    """What the study's two-arm federated table allows of the Hodges-Lehmann shift."""
+    counts = fed.table.counts
+    return ShiftResult.of(
+        hodges_lehmann_table(fed.table, level=level),
+        whole_counts=bool(np.array_equal(counts, np.round(counts))),
         excluded=[excluded_center(f) for f in fed.excluded],
     )
 

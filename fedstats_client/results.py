@@ -6,6 +6,8 @@ the analyses by kind::
 
     record.result.mwu.to_frame()          # one row per test: statistic, law, df, pvalue
     record.result.mwu.effects()           # θ per center and stratified, with 95 % intervals
+    record.result.mwu.heterogeneity       # Cochran's Q, I² (interval), τ² between centers
+    record.result.shift.to_frame()        # the Hodges-Lehmann shift: what the bins allow
     record.result.table.to_frame()        # the federated K-anonymous table, one row per bin
     record.result.quantiles.to_frame()    # (estimator, group) x levels
     record.result.dp_quantiles.to_frame() # (group, center) x levels, with n and rank error
@@ -38,8 +40,10 @@ from coordinator.models import (
     DPBoxplotResult,
     DPQuantilesResult,
     FailedAnalysis,
+    Heterogeneity,
     MWUResult,
     QuantilesResult,
+    ShiftResult,
     StudyPlan,
     StudyResult,
     StudyView,
@@ -106,9 +110,42 @@ class MWU:
         return _pandas().DataFrame(rows, columns=["center", "estimate", "low", "high", "level",
                                                   "n_x", "n_y", "method"]).set_index("center")
 
+    @property
+    def heterogeneity(self) -> Heterogeneity | None:
+        """Cochran's Q, I² with its interval and τ² of the centers' θ (None: fewer than two
+        centers released U, or a θ at 0 or 1 — ``raw.heterogeneity_note`` says why)."""
+        return self.raw.heterogeneity
+
     def __repr__(self) -> str:
         tests = ", ".join(f"{n} p={t.pvalue:.3g}" for n, t in self.raw.tests.items())
         return f"MWU({self.alternative}: {tests})"
+
+
+class Shift:
+    """The Hodges-Lehmann shift of Y against X and its Moses interval, as far as the federated
+    table's bins allow (docs/methods.md §12.3)."""
+
+    def __init__(self, raw: ShiftResult) -> None:
+        self.raw = raw
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The interval from the outer ends (contains the records' own interval)."""
+        return self.raw.interval
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per quantity (index ``of``: estimate, low end, high end, interval) with the
+        ``low`` and ``high`` bounds the table allows."""
+        r = self.raw
+        rows = [("estimate", r.estimate_low, r.estimate_high),
+                ("low end", r.low_low, r.low_high), ("high end", r.high_low, r.high_high),
+                ("interval", *r.interval)]
+        return _pandas().DataFrame(rows, columns=["of", "low", "high"]).set_index("of")
+
+    def __repr__(self) -> str:
+        r = self.raw
+        return (f"Shift(estimate in [{r.estimate_low:.4g}, {r.estimate_high:.4g}], "
+                f"{100 * r.level:g} % interval [{r.interval[0]:.4g}, {r.interval[1]:.4g}])")
 
 
 class Table:
@@ -288,6 +325,10 @@ class Results:
     @property
     def table(self) -> Table:
         return Table(self._succeeded("table")[0], self.groups)
+
+    @property
+    def shift(self) -> Shift:
+        return Shift(self._succeeded("shift")[0])
 
     @property
     def quantiles(self) -> Quantiles:

@@ -79,6 +79,11 @@ class Study:
         return self._with("mwu", tests=list(tests) if tests is not None else None,
                           alternative=alternative, epsilon=epsilon)
 
+    def shift(self, *, level: float | None = None) -> Study:
+        """The Hodges-Lehmann shift of Y against X with its Moses interval at ``level``
+        (default 0.95), as far as the federated table's bins allow; spends no ε."""
+        return self._with("shift", level=level)
+
     def dp_boxplot(self, *, epsilon: float, bounds: Sequence[float], group: str | None = None,
                    per_center: bool | None = None, pooled: bool | None = None,
                    depth: int | None = None, branching: int | None = None,

@@ -9,6 +9,11 @@ w_c = 1/v_c (inverse-variance weights, Cochran 1954):
     θ̄_FE = Σ w_c θ̂_c / Σ w_c,     SE = 1/√Σ w_c,
     Q = Σ w_c (θ̂_c − θ̄_FE)²  ~ χ²_{L−1} under homogeneity,
     I² = max(0, (Q − (L − 1))/Q)                                  (Higgins & Thompson 2002),
+    I² interval: (H² − 1)/H² at the ends of exp(ln max(H, 1) ± z·SE(ln H)), H = √(Q/(L − 1)),
+        SE(ln H) = ½(ln Q − ln(L − 1))/(√(2Q) − √(2L − 3))            if Q > L,
+                 = √(1/(2(L − 2))·(1 − 1/(3(L − 2)²)))                  if Q <= L and L > 2,
+        none when Q <= L = 2            (Higgins & Thompson 2002, Appendix; the test-based
+                                         interval of R's meta, ``calcH``/``isquared``),
     τ²_DL = max(0, (Q − (L − 1)) / (Σ w − Σ w²/Σ w))              (DerSimonian & Laird 1986),
     θ̄_RE = Σ w*_c θ̂_c / Σ w*_c with w*_c = 1/(v_c + τ²),  SE = 1/√Σ w*_c,
 
@@ -23,6 +28,7 @@ Trials 7:177-188. Higgins JPT, Thompson SG (2002) Stat. Med. 21:1539-1558.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,6 +64,33 @@ class HeterogeneityResult:
     level: float
     estimates: tuple[float, ...]
     variances: tuple[float, ...]
+    # Higgins & Thompson's test-based ``level`` interval of I² (none where it is undefined:
+    # two centers with Q <= 2).
+    i_squared_interval: tuple[float, float] | None = None
+
+
+def i_squared_interval(q: float, df: int, *, level: float = 0.95) -> tuple[float, float] | None:
+    """Higgins & Thompson's (2002, Appendix) test-based interval of I² from Cochran's ``q`` on
+    ``df`` = L − 1 degrees of freedom (module docstring): the interval of ln H, H = √(Q/df),
+    centred at ln max(H, 1), mapped by I² = (H² − 1)/H² with H below 1 read as 1. None where
+    the standard error is undefined (L = 2 and Q <= 2)."""
+    level = check_open_unit(level, "level")
+    if df < 1 or not math.isfinite(q) or q < 0:
+        raise ValueError(f"need df >= 1 and a finite Q >= 0, got Q = {q}, df = {df}")
+    k = df + 1
+    if q > k:
+        se = 0.5 * (math.log(q) - math.log(df)) / (math.sqrt(2 * q) - math.sqrt(2 * k - 3))
+    elif k > 2:
+        se = math.sqrt(1 / (2 * (k - 2)) * (1 - 1 / (3 * (k - 2) ** 2)))
+    else:
+        return None
+    z = float(special.ndtri(0.5 + level / 2.0))
+    centre = math.log(max(math.sqrt(q / df), 1.0))
+
+    def i2(h: float) -> float:
+        return (h * h - 1.0) / (h * h)
+
+    return (i2(max(math.exp(centre - z * se), 1.0)), i2(max(math.exp(centre + z * se), 1.0)))
 
 
 def cochran_q(estimates: ArrayLike, variances: ArrayLike, *,
@@ -92,6 +125,7 @@ def cochran_q(estimates: ArrayLike, variances: ArrayLike, *,
         random=random, random_se=rse, random_interval=(random - z * rse, random + z * rse),
         level=level, estimates=tuple(float(t) for t in y),
         variances=tuple(float(t) for t in v),
+        i_squared_interval=i_squared_interval(q, df, level=level),
     )
 
 

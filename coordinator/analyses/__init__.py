@@ -20,12 +20,14 @@ from coordinator.analyses.dp_boxplot import DPBoxplot
 from coordinator.analyses.dp_quantiles import DPQuantiles
 from coordinator.analyses.mwu import MWU
 from coordinator.analyses.quantiles import Quantiles
+from coordinator.analyses.shift import Shift
 from coordinator.analyses.table import Table
 from coordinator.models import Analysis as AnalysisSpec
 
 # In the order the console's builder offers them.
 REGISTRY: dict[str, Analysis[Any]] = {
-    a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe())
+    a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
+                        Shift())
 }
 
 

@@ -46,6 +46,31 @@ POWER_METHOD = (
     "Laplace(2·max(n, m)/ε) noise (shared.mwu_power; docs/methods.md §3.9)")
 
 
+HETEROGENEITY_NOTE = (
+    "Cochran's Q weighs each center's θ̂ by the inverse of its variance (Newcombe's, plus the "
+    "noise's share for a noisy release) and is referred to χ² on (centers − 1) df; I² = "
+    "max(0, (Q − df)/Q) is the share of the spread beyond chance, with Higgins & Thompson's "
+    "(2002) test-based interval; τ² is DerSimonian & Laird's. With few small centers Q has "
+    "little power (docs/methods.md §12.4).")
+
+
+def _share(value: Any) -> str:
+    return f"{fmt(100 * float(value), 3)} %"
+
+
+def heterogeneity_text(mwu: dict[str, Any]) -> str | None:
+    """One line on the centers' heterogeneity (or why there is none); none in results stored
+    before it was computed."""
+    h = mwu.get("heterogeneity")
+    if h is None:
+        return mwu.get("heterogeneity_note")
+    interval = h.get("i_squared_interval")
+    within = (f" [{_share(interval[0])}, {_share(interval[1])}]" if interval is not None
+              else " (no interval with two centers and Q <= 2)")
+    return (f"Cochran's Q = {fmt(h['statistic'])} on {h['df']} df, p = {fmt(h['pvalue'])}; "
+            f"I² = {_share(h['i_squared'])}{within}; τ² = {fmt(h['tau_squared'])}")
+
+
 class MWU(Analysis[MWUAnalysis]):
     kind = "mwu"
     spec_model = MWUAnalysis
@@ -75,6 +100,8 @@ class MWU(Analysis[MWUAnalysis]):
             for center, n_x, n_y, est, ci in effect_rows(mwu):
                 lines.append(f"  {center:<14}{fmt(n_x):>7}{fmt(n_y):>7}"
                              f"{fmt(est, 3):>9}  {ci}")
+        if heterogeneity_text(mwu):
+            lines.append(f"  Between centers: {heterogeneity_text(mwu)}")
         return lines
 
     def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
@@ -88,6 +115,20 @@ class MWU(Analysis[MWUAnalysis]):
             parts.append(_table(["center", "n_X", "n_Y", "θ", "95 % interval"],
                                 effect_rows(mwu)))
             parts.append(f"<p>{esc(EFFECT_NOTE)}</p>")
+        if mwu.get("heterogeneity") is not None:
+            h = mwu["heterogeneity"]
+            interval = h.get("i_squared_interval")
+            parts.append("<h3>Heterogeneity between centers</h3>")
+            parts.append(_table(
+                ["Cochran's Q", "df", "p-value", "I²", f"I² {_share(h['level'])} interval",
+                 "τ²"],
+                [[h["statistic"], h["df"], h["pvalue"], _share(h["i_squared"]),
+                  f"[{_share(interval[0])}, {_share(interval[1])}]" if interval is not None
+                  else "none (two centers, Q <= 2)", h["tau_squared"]]]))
+            parts.append(f"<p>{esc(HETEROGENEITY_NOTE)}</p>")
+        elif mwu.get("heterogeneity_note"):
+            parts.append(f"<p class='note'>Heterogeneity between centers: "
+                         f"{esc(mwu['heterogeneity_note'])}</p>")
         local = mwu["tests"].get("sum") or next(iter(mwu["tests"].values()))
         parts.append("<p>Each center's local test (its part of the sum test):</p>")
         parts.append(_table(["center", "U = Σ sign(Y − X)", "variance", "z", "p-value",

@@ -155,7 +155,7 @@ def test_a_bad_study_file_is_refused_naming_the_key(
 def test_the_example_study_file_is_a_valid_spec() -> None:
     spec = load_spec(REPO / "examples" / "study.toml")
     assert [a["kind"] for a in spec["analyses"]] == [
-        "table", "mwu", "quantiles", "dp_quantiles", "dp_boxplot"]
+        "table", "mwu", "quantiles", "dp_quantiles", "dp_boxplot", "shift"]
 
 
 def test_study_run_against_nothing_fails_cleanly(capsys: pytest.CaptureFixture[str]) -> None:

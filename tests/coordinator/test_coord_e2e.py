@@ -22,7 +22,10 @@ from center_agent.gate.keys import write_key_pair
 from center_agent.main import create_app as create_center
 from coordinator.main import create_app
 from coordinator.protocols import quantiles as quantiles_protocol
+from shared.binning import BinTable
 from shared.fields import DP_MAX_EVALUATIONS
+from shared.heterogeneity import index_heterogeneity
+from shared.hodges_lehmann import hodges_lehmann_table
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test
 from shared.protocol import BinTableRelease, MWURelease, RefinementRelease
 from shared.quantiles.wire import YJMomentsRelease
@@ -366,3 +369,41 @@ async def test_yj_data_over_real_centers_is_the_core_fit_on_the_sums_received(
     # The ledgers count ε in units of 1e-9, each spend rounded up: at most 1e-9 more a call.
     assert [c["remaining_epsilon"]["cohort"] for c in listed] == pytest.approx(
         [EPSILON_TOTAL - spent] * 3, abs=1e-9 * len(asked) / len(SIZES))
+
+
+async def test_shift_and_heterogeneity_over_real_centers(coordinator: Any) -> None:
+    """The shift is what ``hodges_lehmann_table`` gives on the study's federated table (the
+    fold of the releases received, checked against the raw data); the MWU result's Q and I²
+    are ``index_heterogeneity`` of the centers' local tests on the raw data, Q by hand."""
+    spec = {**SPEC, "analyses": [{"kind": "table"}, {"kind": "mwu", "tests": ["sum"]},
+                                 {"kind": "shift", "level": 0.9}]}
+    view = await run(coordinator, spec)
+    assert view["status"] == "succeeded", view
+    table, mwu, shift = view["result"]["analyses"]
+    data = make_data()
+    check_table_provenance(view, table, data)
+    limits = np.array([float(v) for v in table["limits"]])
+    expected = hodges_lehmann_table(BinTable(limits, np.array(table["counts"]), K), level=0.9)
+    for name in ("estimate_low", "estimate_high", "low_low", "low_high", "high_low",
+                 "high_high", "level", "achieved_level", "rank", "n_x", "n_y", "method"):
+        assert shift[name] == getattr(expected, name), name
+    assert tuple(shift["interval"]) == expected.interval
+    counts = np.array(table["counts"])
+    # Three centers' table shares counts out at the limits a later center added (methods
+    # §2.5), and says so; the bounds are the shared-out table's (a table of whole counts holds
+    # the raw data's estimate and interval: tests/coordinator/test_coord_shift.py).
+    assert shift["whole_counts"] == bool(np.array_equal(counts, np.round(counts)))
+    local = [mann_whitney(*data[c]) for c in SIZES]
+    theta = np.array([0.5 + r.statistic / (2 * r.n_x * r.n_y) for r in local])
+    between = mwu["heterogeneity"]
+    assert between["centers"] == list(SIZES)
+    w = 1 / np.array(between["variances"])
+    fixed = np.sum(w * theta) / np.sum(w)
+    assert between["estimates"] == pytest.approx(theta, rel=1e-12)
+    assert between["statistic"] == pytest.approx(np.sum(w * (theta - fixed) ** 2), rel=1e-10)
+    assert between["df"] == 2
+    assert between["pvalue"] == pytest.approx(stats.chi2.sf(between["statistic"], 2), rel=1e-10)
+    reference = index_heterogeneity(local)
+    assert between["i_squared"] == pytest.approx(reference.i_squared, rel=1e-12, abs=1e-15)
+    assert between["variances"] == pytest.approx(reference.variances, rel=1e-12)
+    assert mwu["heterogeneity_note"] is None

@@ -17,10 +17,15 @@ import httpx
 import numpy as np
 import pytest
 
+from center_agent.gate.keys import write_key_pair
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
+from coordinator.report import render_html, summary
 from fedstats_cli.procs import free_port
+from shared.binning import BinTable
+from shared.heterogeneity import index_heterogeneity
+from shared.hodges_lehmann import hodges_lehmann_table
 from shared.mwu import mann_whitney, sum_test
 from tests.helpers.config import write_toml
 from tests.helpers.coordinator import (
@@ -71,7 +76,15 @@ def test_a_bad_configuration_stops_start_up_naming_the_key(tmp_path: Path) -> No
 def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
     data = make_data()
     ports = {"alpha": free_port(), "beta": free_port()}
-    center_configs = {cid: center_config(tmp_path, cid, *data[cid], ports[cid]) for cid in ports}
+    # Each center signs its tables and trusts the other's key (peers/), so beta refines the
+    # table alpha built.
+    peers = tmp_path / "peers"
+    peers.mkdir()
+    for cid in ports:
+        (peers / f"{cid}.pub").write_text(write_key_pair(tmp_path / f"{cid}.key") + "\n")
+    center_configs = {cid: center_config(tmp_path, cid, *data[cid], ports[cid],
+                                         signing_key_file=str(tmp_path / f"{cid}.key"),
+                                         peer_keys_dir=str(peers)) for cid in ports}
     # gamma accepts connections (the kernel's backlog) and never answers.
     silent = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     silent.bind(("127.0.0.1", 0))
@@ -93,12 +106,28 @@ def test_real_processes_and_a_sigkill_mid_study(tmp_path: Path) -> None:
         for proc, p, c in [*centers, (coordinator, port, config)]:
             wait_healthy(proc, p, c)
         client = stack.enter_context(httpx.Client(base_url=base, headers=AUTH, timeout=10))
-        done = client.post("/v1/studies", json={**spec, "centers": ["alpha", "beta"]})
+        # The first study also asks the table and the shift it allows: Q, I² and the shift
+        # end to end between processes, and the report and summary the CLI draws from the
+        # view it read over HTTP.
+        done = client.post("/v1/studies", json={
+            **spec, "centers": ["alpha", "beta"],
+            "analyses": [*spec["analyses"], {"kind": "table"}, {"kind": "shift"}]})
         assert done.status_code == 202
         view = poll(client, done.json()["status_url"], until="succeeded")
-        expected = sum_test([mann_whitney(*data[c]) for c in ("alpha", "beta")])
-        got = view["result"]["analyses"][0]["tests"]["sum"]["pvalue"]
-        assert got == pytest.approx(expected.pvalue, rel=1e-12)
+        local = [mann_whitney(*data[c]) for c in ("alpha", "beta")]
+        mwu, table, shift = view["result"]["analyses"]
+        assert mwu["tests"]["sum"]["pvalue"] == pytest.approx(sum_test(local).pvalue, rel=1e-12)
+        between = index_heterogeneity(local)
+        assert mwu["heterogeneity"]["statistic"] == pytest.approx(between.statistic, rel=1e-12)
+        assert mwu["heterogeneity"]["i_squared"] == pytest.approx(between.i_squared, abs=1e-12)
+        expected = hodges_lehmann_table(BinTable(
+            np.array([float(v) for v in table["limits"]]), np.array(table["counts"]), K))
+        assert (shift["estimate_low"], shift["estimate_high"]) == (
+            expected.estimate_low, expected.estimate_high)
+        assert tuple(shift["interval"]) == expected.interval
+        page, text = render_html(view), summary(view)
+        assert "Hodges-Lehmann shift" in page and "Heterogeneity between centers" in page
+        assert "Hodges-Lehmann shift" in text and "Cochran's Q" in text
 
         stuck = client.post("/v1/studies", json=spec).json()
         poll(client, stuck["status_url"], until="running")

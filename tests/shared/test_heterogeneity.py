@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from shared.effects import newcombe_variance
-from shared.heterogeneity import cochran_q, index_heterogeneity
+from shared.heterogeneity import cochran_q, i_squared_interval, index_heterogeneity
 from shared.mwu import mann_whitney, released_result
 from shared.noisy_null import NoiseLaw
 
@@ -100,3 +100,60 @@ def test_refusals():
     other = mann_whitney([1.0, 4.0, 3.0], [2.0, 5.0, 6.0])
     with pytest.raises(ValueError, match="center 0's variance"):
         index_heterogeneity([separated, other])
+
+
+def hand_i2_interval(q, k, z=1.959963984540054):
+    """Higgins & Thompson (2002), Appendix, written out: SE(ln H) by their two cases, the
+    interval of ln H about ln max(H, 1), each end of H read as at least 1, I² = 1 − 1/H²."""
+    h = (q / (k - 1)) ** 0.5
+    if q > k:
+        se = 0.5 * (np.log(q) - np.log(k - 1)) / ((2 * q) ** 0.5 - (2 * k - 3) ** 0.5)
+    else:
+        se = (1 / (2 * (k - 2)) * (1 - 1 / (3 * (k - 2) ** 2))) ** 0.5
+    ends = [max(np.exp(np.log(max(h, 1.0)) + s * z * se), 1.0) for s in (-1, 1)]
+    return tuple(1 - 1 / e**2 for e in ends)
+
+
+@pytest.mark.parametrize("q, k", [(152.2330, 13), (3.0, 3), (7.5, 4), (0.4, 5), (2.5, 2),
+                                  (40.0, 2), (5.0, 5)])
+def test_i_squared_interval_against_hand_computation(q, k):
+    assert i_squared_interval(q, k - 1) == pytest.approx(hand_i2_interval(q, k), rel=1e-12)
+
+
+def test_i_squared_interval_on_the_bcg_data():
+    """BCG (13 trials, Q = 152.233): I² = 92.12 % in [88.32 %, 94.68 %]; the interval holds
+    the point estimate, and is carried on the result."""
+    a, b, c, d = BCG.T
+    r = cochran_q(np.log(a / (a + b)) - np.log(c / (c + d)),
+                  1 / a - 1 / (a + b) + 1 / c - 1 / (c + d))
+    lo, hi = r.i_squared_interval
+    assert (lo, hi) == pytest.approx((0.8832, 0.9468), abs=1e-4)
+    assert lo < r.i_squared < hi
+
+
+def test_i_squared_interval_edges():
+    # Two centers with Q <= 2: Higgins & Thompson's SE of ln H is undefined (k − 2 = 0).
+    assert i_squared_interval(1.5, 1) is None
+    assert cochran_q([0.6, 0.62], [0.01, 0.01]).i_squared_interval is None
+    # Q below its df: I² = 0 and the interval starts at 0.
+    lo, hi = i_squared_interval(0.5, 4)
+    assert lo == 0 and 0 < hi < 1
+    # A narrower level gives a narrower interval.
+    wide, narrow = i_squared_interval(20.0, 5), i_squared_interval(20.0, 5, level=0.8)
+    assert wide[0] < narrow[0] < narrow[1] < wide[1]
+    with pytest.raises(ValueError, match="df >= 1"):
+        i_squared_interval(3.0, 0)
+
+
+def test_a_center_at_theta_one_has_a_weight_only_with_noise():
+    """θ̂ = 1 (one arm entirely above the other) has Newcombe's variance 0 without noise, so it
+    is refused; released with noise its variance is the noise's share σ²/(2nm)² alone."""
+    separated = mann_whitney(np.arange(10.0), np.arange(10.0) + 20)
+    other = mann_whitney(np.arange(10.0), np.arange(10.0) + 3)
+    with pytest.raises(ValueError, match="center 0's variance is 0"):
+        index_heterogeneity([separated, other])
+    law = NoiseLaw.laplace(5.0)
+    noisy = released_result(separated.statistic, separated.variance, 10, 10, law)
+    r = index_heterogeneity([noisy, other])
+    assert r.estimates[0] == 1.0
+    assert r.variances[0] == pytest.approx(law.variance / (2 * 100) ** 2, rel=1e-12)

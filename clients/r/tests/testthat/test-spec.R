@@ -47,7 +47,7 @@ test_that("the example study file reads as TOML and as JSON to the same body", {
   expect_identical(body_of(from_toml), body_of(from_json))
   expect_identical(from_toml$dataset, "cohort")
   kinds <- vapply(from_toml$analyses, function(a) a$kind, "")
-  expect_identical(kinds, c("table", "mwu", "quantiles", "dp_quantiles", "dp_boxplot"))
+  expect_identical(kinds, c("table", "mwu", "quantiles", "dp_quantiles", "dp_boxplot", "shift"))
   expect_identical(body_of(from_toml)$analyses[[4]]$levels, list(0.25, 0.5, 0.75))
 })
 

@@ -1,0 +1,86 @@
+"""The Hodges-Lehmann shift of Y against X with its Moses interval (``{"kind": "shift",
+"level": 0.95}``), as far as the study's two-arm federated table allows: no release of its own,
+no ε (``shared.hodges_lehmann.hodges_lehmann_table``; docs/methods.md §12.3)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.analyses.base import Analysis, StudyRun
+from coordinator.models import AnalysisResult, ShiftAnalysis, ShiftResult
+from coordinator.rendering import _left_out, _table, fmt, left_out
+from coordinator.results import shift_result
+
+SHIFT_NOTE = (
+    "The table shows each record's bin, not its value, so it bounds what the records' "
+    "Hodges-Lehmann estimate (the median of the n_X·n_Y differences y − x) and Moses interval "
+    "would be: every difference lies between its two bins' nearest and farthest limits, and so "
+    "does each of their order statistics. The interval from the outer ends contains the "
+    "records' own interval, so it covers the shift at least as often (docs/methods.md §12.3).")
+SHARED_OUT_NOTE = (
+    "Some counts were shared out between limits another center added (docs/methods.md §2.5): "
+    "the bounds hold for the table as shared out, not guaranteed for the records behind it.")
+
+
+def _percent(level: Any) -> str:
+    return f"{fmt(100 * float(level), 3)} %"
+
+
+def shift_rows(shift: dict[str, Any]) -> list[list[Any]]:
+    """(what, lies in) of the estimate and the interval's two ends, then the interval."""
+    return [
+        ["estimate Δ̂", f"[{fmt(shift['estimate_low'])}, {fmt(shift['estimate_high'])}]"],
+        ["interval's lower end", f"[{fmt(shift['low_low'])}, {fmt(shift['low_high'])}]"],
+        ["interval's upper end", f"[{fmt(shift['high_low'])}, {fmt(shift['high_high'])}]"],
+        [f"{_percent(shift['level'])} interval (outer ends)",
+         f"[{fmt(shift['interval'][0])}, {fmt(shift['interval'][1])}]"],
+    ]
+
+
+def rank_line(shift: dict[str, Any]) -> str:
+    law = "U's exact law" if shift["method"] == "exact" else "the normal law of U"
+    return (f"n_X = {fmt(shift['n_x'])}, n_Y = {fmt(shift['n_y'])}; the interval is "
+            f"[D_({shift['rank']}), D_(nm+1−{shift['rank']})], rank from {law}, coverage "
+            f"{_percent(shift['achieved_level'])} for continuous data")
+
+
+class Shift(Analysis[ShiftAnalysis]):
+    kind = "shift"
+    spec_model = ShiftAnalysis
+    result_model = ShiftResult
+    # No console form here: the console's forms come from the spec models' JSON schema.
+    form_label = None
+
+    def needs_table(self, analysis: ShiftAnalysis) -> bool:
+        return True
+
+    async def run(self, study: StudyRun, analysis: ShiftAnalysis) -> AnalysisResult:
+        # The spec refuses a shift without `groups`, and one of more than two levels.
+        return shift_result(await study.study_table(), analysis.level)
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        shift = result
+        lines = [f"Hodges-Lehmann shift of Y against X, {_percent(shift['level'])} Moses "
+                 "interval, as the table's bins allow:"]
+        lines += [f"  {what:<28}{where}" for what, where in shift_rows(shift)]
+        lines.append(f"  {rank_line(shift)}")
+        if not shift.get("whole_counts", True):
+            lines.append(f"  {SHARED_OUT_NOTE}")
+        if left_out(shift):
+            lines.append(f"  left out: {left_out(shift)}")
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        shift, esc = result, html.escape
+        parts = [f"<h2>Hodges-Lehmann shift ({esc(_percent(shift['level']))} Moses "
+                 "interval)</h2>"]
+        parts += _left_out(shift)
+        parts.append(_table(["of Y − X", "lies in"], shift_rows(shift)))
+        parts.append(f"<p>{esc(rank_line(shift))}.</p>")
+        parts.append(f"<p class='note'>{esc(SHIFT_NOTE)}</p>")
+        if not shift.get("whole_counts", True):
+            parts.append(f"<p class='note'>{esc(SHARED_OUT_NOTE)}</p>")
+        return parts
