@@ -110,6 +110,8 @@ ALGORITHMS: dict[str, str] = {
                  "2023, §7)",
     "dp_quantiles": "DP quantiles per center",
     "describe": "Table 1 (descriptive statistics)",
+    "categorical": "categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
+                   "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
 }
 
 
