@@ -9,7 +9,6 @@ of the DP share interval's coverage)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -380,13 +379,3 @@ def test_the_spec_refuses_what_it_cannot_run() -> None:
     with pytest.raises(ValidationError, match="both in `variables`"):
         spec({"kind": "describe", "variables": ["crp"], "categorical": ["crp"]})
 
-
-def _walk(node: Any) -> Iterator[Any]:
-    if isinstance(node, dict):
-        for v in node.values():
-            yield from _walk(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk(v)
-    else:
-        yield node
