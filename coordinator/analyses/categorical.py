@@ -72,11 +72,13 @@ class Categorical(Analysis[CategoricalAnalysis]):
     # -- how it is shown ---------------------------------------------------------------------
 
     @staticmethod
-    def _table(result: dict[str, Any], groups: list[str] | None,
+    def _table(result: dict[str, Any], groups: list[str] | None, *, per_center: bool = True,
                ) -> tuple[list[str], list[list[str]]]:
+        """The pooled arms, then (``per_center``) each center's."""
         arms = [*(groups or []), "all"]
         found = {(r["variable"], r["center"], r["arm"]): r for r in result.get("arms") or []}
-        centers = list(dict.fromkeys(c for _, c, _ in found if c != POOLED))
+        centers = (list(dict.fromkeys(c for _, c, _ in found if c != POOLED))
+                   if per_center else [])
         columns = [(POOLED, a) for a in arms] + [(c, a) for c in centers for a in arms]
         header = ["", *(f"{c}: {a}" if c != POOLED else ("Overall" if a == "all" else a)
                         for c, a in columns)]
@@ -99,7 +101,7 @@ class Categorical(Analysis[CategoricalAnalysis]):
                if result.get("epsilon") else "")
         lines = [f"Categorical {result['variable']} ({result['mode']}{eps}):"]
         lines += excluded_line(result)
-        header, rows = self._table(result, view["spec"].get("groups"))
+        header, rows = self._table(result, view["spec"].get("groups"), per_center=False)
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         for r in [header, *rows]:
             lines.append("  " + "  ".join(str(c).ljust(w) for c, w in

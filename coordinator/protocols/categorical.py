@@ -59,7 +59,8 @@ ALL = "all"
 POOLED = "pooled"
 FISHER_BELOW = 5.0
 """Fisher's exact test is added to a 2×2 table whose smallest expected count is below this
-(Cochran 1954's rule for the χ² approximation)."""
+(Cochran 1954, "Some methods for strengthening the common χ² tests": the χ² approximation is
+doubtful there)."""
 Z95 = float(special.ndtri(0.975))
 
 

@@ -379,3 +379,17 @@ def test_the_spec_refuses_what_it_cannot_run() -> None:
     with pytest.raises(ValidationError, match="both in `variables`"):
         spec({"kind": "describe", "variables": ["crp"], "categorical": ["crp"]})
 
+
+
+def test_the_client_builds_the_example_study_file() -> None:
+    from fedstats_cli.study import load_spec
+    from fedstats_client.spec import SpecError, Study
+
+    built = (Study("cohort", "crp", groups=["ctl", "trt"], k=10)
+             .describe(["crp"], categorical=["smoking"])
+             .categorical("smoking")
+             .categorical("smoking", epsilon=0.5))
+    example = Path(__file__).resolve().parents[2] / "examples" / "categorical.toml"
+    assert built.spec() == StudySpec.model_validate(load_spec(example))
+    with pytest.raises(SpecError, match="needs `epsilon`"):
+        Study("cohort", "crp").categorical("smoking", mode="dp").spec()
