@@ -369,6 +369,13 @@ async def test_a_dp_describe_pays_for_its_categorical_variables(ports: Any) -> N
     assert described.spent == {c: pytest.approx(4.0) for c in LAYOUT}
     # The exact missing counts stay exact in a DP describe (no ε; 0 or >= K).
     assert {r.missing for r in described.rows if r.center == "alpha" and r.arm == "ctl"} == {12}
+    # The Methods paragraph says how the categorical analysis was made, and cites it.
+    from coordinator.methods_text import methods_sentences
+    view = {"id": "s", "status": "succeeded", "created_at": "now", "provenance": [],
+            "spec": asked.model_dump(mode="json"), "result": result.model_dump(mode="json")}
+    said, cited = methods_sentences(view)
+    assert any("categorical variable smoking" in x and "ε-DP counts" in x for x in said)
+    assert {"wilson", "mantel"} <= set(cited)
 
 
 def test_the_spec_refuses_what_it_cannot_run() -> None:
