@@ -367,6 +367,9 @@ async def test_a_dp_describe_pays_for_its_categorical_variables(ports: Any) -> N
     assert isinstance(described, DescribeResult), described
     assert isinstance(categorical, CategoricalResult), categorical
     assert described.spent == {c: pytest.approx(4.0) for c in LAYOUT}
+    for port in ports:  # the categorical analysis's counts were the describe's: paid once
+        budget = await port.budget()
+        assert budget.datasets["cohort"].spent_epsilon == pytest.approx(4.0)
     # The exact missing counts stay exact in a DP describe (no ε; 0 or >= K).
     assert {r.missing for r in described.rows if r.center == "alpha" and r.arm == "ctl"} == {12}
     # The Methods paragraph says how the categorical analysis was made, and cites it.
