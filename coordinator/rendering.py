@@ -520,10 +520,9 @@ def category_block(variable: str, found: dict[tuple[str, str, str], dict[str, An
 CATEGORY_NOTE = (
     "n (%) per category of the records with a category (the missing cell apart); missing, n "
     "(%) of all the arm's records. K-anonymous counts are exact, each 0 or at least K: a cell "
-    "of 1..K-1 records at a center is merged with its neighbours in the declared order (shown "
-    "as \"a or b\"), and a missing count of 1..K-1 in a level makes those records leave it "
-    "(docs/privacy.md, guarantee 15). ε-DP counts carry two-sided geometric noise (a count "
-    "below 0 shown as 0).")
+    "of 1..K-1 records at a center (the missing cell included) is merged with its neighbours "
+    "in the declared order, shown as \"a or b\" (docs/privacy.md, guarantee 15). ε-DP counts "
+    "carry two-sided geometric noise (a count below 0 shown as 0).")
 
 
 def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center: bool = False
