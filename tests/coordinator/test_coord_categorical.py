@@ -200,6 +200,26 @@ def test_common_cells_are_the_finest_every_center_adds_up_in() -> None:
         regroup([[1, 2]], ((0, 1), (2, 3)), ((0,), (1, 2, 3)))
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_pooling_merged_releases_keeps_every_count_zero_or_k(seed: int) -> None:
+    """Random centers' tables merged by the centers' rule (``merge_adjacent``), pooled in their
+    common cells: each center's regrouped counts are sums of its released counts (0 or >= K),
+    its totals are kept, and no common cell splits a released one."""
+    from shared.category_counts import merge_adjacent
+
+    rng = np.random.default_rng(seed)
+    k, n_cells = int(rng.integers(2, 12)), int(rng.integers(2, 7))
+    released = [merge_adjacent(rng.choice([0, 1, k - 1, k, 3 * k], size=(2, n_cells)), k)
+                for _ in range(int(rng.integers(1, 5)))]
+    cells = common_cells([r.cells for r in released], n_cells)
+    for r in released:
+        pooled = regroup(r.counts, r.cells, cells)
+        assert np.array_equal(pooled.sum(axis=1), r.counts.sum(axis=1))
+        if len(r.cells) > 1:
+            assert np.all((pooled == 0) | (pooled >= k))
+        assert all(any(set(own) <= set(c) for c in cells) for own in r.cells)
+
+
 def test_without_noise_the_dp_share_interval_is_wilson() -> None:
     counts = np.array([7.0, 16.0, 0.0])
     for j in range(3):
