@@ -293,6 +293,15 @@ async def test_table_counts_are_the_raw_counts_and_the_tests_scipy_s(ports: Any)
     ref = stats.chi2_contingency(pooled[:, :3], correction=False)
     assert by["chi2"].statistic == pytest.approx(ref.statistic)
     assert by["cmh"].statistic == pytest.approx(cmh_by_hand(true[:, :, :3]))
+    # The client's tidy frames: one row per center, arm and category; the tests.
+    from fedstats_client.results import Results
+
+    frame = Results(result, ("ctl", "trt")).categorical.to_frame()
+    assert len(frame) == 4 * 3 * 3  # (3 centers + pooled) × 3 arms × 3 categories
+    never = frame[(frame.center == "pooled") & (frame.arm == "ctl")
+                  & (frame.category == "never")].iloc[0]
+    assert never["count"] == pooled[0, 0] and never["missing"] == pooled[0, 3]
+    assert set(Results(result).categorical.tests().test) == {"chi2", "cmh"}
     # Every released count (a center's arms, their sum, the pooled sums) is 0 or >= K.
     for row in found.arms:
         for value in [*(x.count for x in row.cells), row.missing or 0, row.n]:
