@@ -82,6 +82,11 @@ REFERENCES = {
               "tests. Annals of Mathematical Statistics 34, 598-611.",
     "moses": "Moses, L. E. (1953). Non-parametric methods. In Walker, H. & Lev, J., Statistical "
              "Inference, Holt, 426-450.",
+    "mantel": "Mantel, N. & Haenszel, W. (1959). Statistical aspects of the analysis of data "
+              "from retrospective studies of disease. Journal of the National Cancer Institute "
+              "22, 719-748.",
+    "wilson": "Wilson, E. B. (1927). Probable inference, the law of succession, and statistical "
+              "inference. JASA 22, 209-212.",
 }
 
 
@@ -227,6 +232,17 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                 said.append("Descriptive statistics (Table 1) were read from the federated "
                             "K-anonymous tables (no ε spent); their intervals are exact bounds "
                             "from the bins.")
+        elif kind == "categorical":
+            cite("wilson")
+            cite("mantel")
+            source = (f"each center's ε-DP counts (two-sided geometric noise, ε = "
+                      f"{fmt(asked.get('epsilon'))} per arm; the tests corrected for the noise "
+                      "to first order)" if result.get("mode") == "dp" else
+                      "each center's K-anonymous counts per category (no ε)")
+            said.append(f"The categorical variable {asked['variable']} was summarised as n (%) "
+                        "with Wilson (1927) intervals and compared between arms with Pearson's "
+                        "χ² and the Cochran-Mantel-Haenszel test stratified by center (Mantel & "
+                        f"Haenszel 1959), from {source}.")
     total = {c["center"]: c.get("epsilon", 0.0) for c in centers}
     if any(total.values()):
         said.append("In all, the study spent " + ", ".join(

@@ -69,7 +69,7 @@ StudyStatus = Literal[
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
 AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe",
-                       "shift"]
+                       "shift", "categorical"]
 DescribeMode = Literal["dp", "table"]
 
 # -- the spec ------------------------------------------------------------------------------------
@@ -212,11 +212,19 @@ class DescribeAnalysis(_AnalysisSpec):
     bins: int = Field(default=10, ge=1, le=200, description="dp: equal-width histogram bins")
     per_center: bool = True
     pooled: bool = True
+    categorical: Annotated[list[VariableName], Distinct] | None = Field(
+        default=None, min_length=1, max_length=32,
+        description="categorical variables shown as n (%) rows per category and arm, with "
+                    "their missing n (%): the centers' K-anonymous counts per category (table) "
+                    "or their ε-DP counts (dp: `epsilon` per variable and arm, per center)")
 
     @model_validator(mode="after")
     def _valid(self) -> Self:
         if not (self.per_center or self.pooled):
             raise ValueError("ask for the per-center rows, the pooled rows, or both")
+        both = sorted(set(self.categorical or ()) & set(self.variables or ()))
+        if both:
+            raise ValueError(f"{both} named both in `variables` (numeric) and in `categorical`")
         if self.mode == "dp" and self.epsilon is None:
             raise ValueError("a dp describe needs `epsilon` (per variable and arm, per center)")
         if self.mode == "table" and (self.epsilon is not None or self.bounds is not None):
@@ -247,9 +255,38 @@ class ShiftAnalysis(_AnalysisSpec):
                          description="the Moses interval's confidence level")
 
 
+class CategoricalAnalysis(_AnalysisSpec):
+    """A categorical variable by arm: n (%) per category with Wilson intervals, Pearson's χ²
+    (Fisher's exact test for a small 2×2 table) and the Cochran-Mantel-Haenszel test stratified
+    by center (docs/methods.md §12). ``mode`` "table" (the default without ``epsilon``): each
+    center's K-anonymous counts per category, no ε; "dp" (the default with ``epsilon``): each
+    center's ε-DP counts, ``epsilon`` spent **per arm** at each center."""
+
+    kind: Literal["categorical"]
+    variable: VariableName = Field(description="a categorical variable the centers declare")
+    mode: DescribeMode | None = Field(
+        default=None, description="dp or table; none: dp when `epsilon` is given, else table")
+    epsilon: Epsilon | None = Field(default=None,
+                                    description="dp: the ε each center spends per arm")
+    per_center: bool = Field(default=True, description="show each center's own counts too")
+
+    @model_validator(mode="after")
+    def _valid(self) -> Self:
+        if self.mode == "dp" and self.epsilon is None:
+            raise ValueError("a dp categorical analysis needs `epsilon` (per arm, per center)")
+        if self.mode == "table" and self.epsilon is not None:
+            raise ValueError("a table categorical analysis spends no ε: drop `epsilon`")
+        return self
+
+    @property
+    def method(self) -> DescribeMode:
+        """The mode in force: as given, else dp with ``epsilon`` and table without."""
+        return self.mode or ("dp" if self.epsilon is not None else "table")
+
+
 Analysis = Annotated[
     TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
-    | DescribeAnalysis | ShiftAnalysis,
+    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -632,8 +669,10 @@ class DPQuantilesResult(_Result):
 
 class DescribeRow(_Result):
     """One line of a describe result: one variable, one center (or "pooled"), one arm (a group
-    level, or "all": every record of the arms). ``missing`` is never released (a center's
-    population holds complete cases only: docs/privacy.md); ``minimum``/``maximum`` are no
+    level, or "all": every record of the arms). ``missing``: the records of the arm missing
+    the variable, from the centers' exact missing counts (each 0 or >= K; docs/privacy.md,
+    guarantee 15); none where a center does not release them (complete cases, DP mode);
+    ``minimum``/``maximum`` are no
     longer released (kept for results stored before: there, JointExp's 1st and 99th
     percentiles). Each ``*_interval`` is the number's 95 % interval (DP: of what the exact data
     would give; table: exact bounds), ``uncertainty`` says how; ``notes`` say why a number is
@@ -680,6 +719,69 @@ class NoisePart(_Result):
     scale: float | None
 
 
+class CategoryCell(_Result):
+    """One released cell of a categorical variable in one arm: its ``label`` (the declared
+    ``categories`` merged into it, "missing" for the missing cell), its count, its share of the
+    arm's ``n`` in percent and that share's 95 % interval (Wilson; dp: at the effective size
+    the noise leaves, docs/methods.md §12.6). ``count_interval``: dp, the 95 % interval of the
+    true count."""
+
+    label: str
+    categories: list[str | None]
+    count: float
+    percent: float | None
+    low: float | None
+    high: float | None
+    count_interval: tuple[float, float] | None = None
+
+
+class CategoryArm(_Result):
+    """A categorical variable in one arm (a group level, or "all") of one center or "pooled":
+    its cells (the missing cell left out when it is released alone), ``n`` their total, and the
+    records ``missing`` the variable (none when not released alone: merged with a category, or
+    the center does not release it)."""
+
+    variable: str
+    center: str
+    arm: str
+    n: float
+    missing: float | None = None
+    missing_interval: tuple[float, float] | None = None
+    cells: list[CategoryCell]
+
+
+class CategoricalTest(_Result):
+    """One test of association between arm and category: Pearson's χ², Fisher's exact 2×2,
+    or Cochran-Mantel-Haenszel stratified by center (``odds_ratio`` and its 95 % interval for
+    2×2 tables)."""
+
+    name: str
+    method: str
+    statistic: float
+    df: int | None = None
+    pvalue: float
+    odds_ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class CategoricalResult(_Result):
+    kind: Literal["categorical"] = "categorical"
+    status: Literal["succeeded"] = "succeeded"
+    variable: str
+    mode: DescribeMode
+    k: int
+    epsilon: float | None = Field(description="dp: ε per arm, per center")
+    categories: list[str] = Field(description="the declared categories, in their order")
+    arms: list[CategoryArm]
+    tests: list[CategoricalTest] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list,
+                             description="cells merged, tests not computed and why")
+    spent: dict[str, float] = Field(default_factory=dict,
+                                    description="ε each center reported spending")
+    excluded: list[ExcludedCenter]
+
+
 class DescribeResult(_Result):
     kind: Literal["describe"] = "describe"
     status: Literal["succeeded"] = "succeeded"
@@ -695,6 +797,11 @@ class DescribeResult(_Result):
     spent: dict[str, float] = Field(default_factory=dict,
                                     description="ε each center reported spending")
     excluded: list[ExcludedCenter]
+    categorical: list[CategoryArm] = Field(
+        default_factory=list, description="the categorical variables' n (%) per category, "
+                                          "center and arm")
+    notes: list[str] = Field(default_factory=list,
+                             description="what was not released, and why")
 
 
 class ShiftResult(_Result):
@@ -731,7 +838,7 @@ class ShiftResult(_Result):
 
 AnalysisResult = Annotated[
     TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
-    | DescribeResult | ShiftResult,
+    | DescribeResult | ShiftResult | CategoricalResult,
     Field(discriminator="kind"),
 ]
 
@@ -771,6 +878,7 @@ AnalysisOutcome = Annotated[
     | Annotated[DPQuantilesResult, Tag("dp_quantiles")]
     | Annotated[DescribeResult, Tag("describe")]
     | Annotated[ShiftResult, Tag("shift")]
+    | Annotated[CategoricalResult, Tag("categorical")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]

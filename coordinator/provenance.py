@@ -112,6 +112,8 @@ ALGORITHMS: dict[str, str] = {
     "describe": "Table 1 (descriptive statistics)",
     "shift": "Hodges-Lehmann shift with Moses's interval, bounded from the federated table's "
              "bins (docs/methods.md §12.3)",
+    "categorical": "categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
+                   "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
 }
 
 

@@ -476,6 +476,55 @@ TABLE_ONE_LINES: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 interval" of a DP number, "exact bounds" from a table's bins)."""
 
 
+def share_text(cell: dict[str, Any], interval: bool = False) -> str:
+    """A category's "n (%)", with ``interval`` its share's 95 % interval "[low, high]"."""
+    text = fmt(round(cell["count"], 1))
+    if cell.get("percent") is not None:
+        text += f" ({cell['percent']:.1f} %)"
+        if interval and cell.get("low") is not None:
+            text += f" [{cell['low']:.1f}, {cell['high']:.1f}]"
+    return text
+
+
+def missing_share(arm: dict[str, Any] | None) -> str:
+    """An arm's missing "n (%)" of all its records ("—" where not released)."""
+    if arm is None or arm.get("missing") is None:
+        return "—"
+    missing = float(arm["missing"])
+    total = float(arm.get("n") or 0) + missing
+    shown = fmt(round(missing, 1))
+    return f"{shown} ({100.0 * missing / total:.1f} %)" if total > 0 else shown
+
+
+def category_block(variable: str, found: dict[tuple[str, str, str], dict[str, Any]],
+                   columns: list[tuple[str, str]], *, interval: bool = False
+                   ) -> list[list[str]]:
+    """A categorical variable's lines of a table: a heading line, one line per released cell
+    ("n (%)" per column), then "missing, n (%)"; ``found`` maps (variable, center, arm) to a
+    ``CategoryArm``."""
+    cells = [found.get((variable, c, a)) for c, a in columns]
+    labels = list(dict.fromkeys(cell["label"] for arm in cells if arm is not None
+                                for cell in arm["cells"]))
+    rows = [[f"{variable}, n (%)", *("" for _ in columns)]]
+    for label in labels:
+        line = [f"  {label}"]
+        for arm in cells:
+            cell = next((x for x in (arm or {}).get("cells") or [] if x["label"] == label),
+                        None)
+            line.append(share_text(cell, interval) if cell is not None else "—")
+        rows.append(line)
+    rows.append(["  missing, n (%)", *(missing_share(arm) for arm in cells)])
+    return rows
+
+
+CATEGORY_NOTE = (
+    "n (%) per category of the records with a category (the missing cell apart); missing, n "
+    "(%) of all the arm's records. K-anonymous counts are exact, each 0 or at least K: a cell "
+    "of 1..K-1 records at a center (the missing cell included) is merged with its neighbours "
+    "in the declared order, shown as \"a or b\" (docs/privacy.md, guarantee 15). ε-DP counts "
+    "carry two-sided geometric noise (a count below 0 shown as 0).")
+
+
 def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center: bool = False
               ) -> tuple[list[str], list[list[str]]]:
     """A describe result as a journal's "Table 1": one block per variable (its unit in the
@@ -485,8 +534,11 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center:
     and its overall column ("center: arm"). Without pooled rows only ``per_center`` gives one."""
     arms = [*(groups or []), DESCRIBE_ALL]
     found = {(r["variable"], r["center"], r["arm"]): r for r in analysis.get("rows") or []}
+    found_categorical = {(r["variable"], r["center"], r["arm"]): r
+                         for r in analysis.get("categorical") or []}
     pooled = any(c == "pooled" for _, c, _ in found)
-    centers = list(dict.fromkeys(c for _, c, _ in found if c != "pooled")) if per_center else []
+    centers = list(dict.fromkeys(c for _, c, _ in [*found, *found_categorical]
+                                 if c != "pooled")) if per_center else []
     if not pooled and not centers:
         return [], []
     units = analysis.get("units") or {}
@@ -504,6 +556,8 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center:
         for label, show in TABLE_ONE_LINES:
             rows.append([label.format(interval=interval),
                          *(show(c) if c is not None else "—" for c in cells)])
+    for v in dict.fromkeys(v for v, _, _ in found_categorical):
+        rows += category_block(v, found_categorical, columns)
     return header, rows
 
 
@@ -518,6 +572,19 @@ def reused_note(table: dict[str, Any]) -> str | None:
     source = f", by study {table['reused_from']}" if table.get("reused_from") else ""
     return (f"Read from a table the coordinator kept (K = {reused['k']}; {epochs}; obtained "
             f"{reused['obtained_at']}{source}): nothing was asked of the centers.")
+
+
+MISSING_NOTE = (
+    "Missing, n (%) of a numeric variable: the records of the arm missing it, from each "
+    "center's exact missing counts (each 0 or at least K: a level's 1..K-1 records missing a "
+    "variable leave the level, a variable present on 1..K-1 records is withheld there; no ε); "
+    "\"—\" where a center does not release them (it counts complete cases only, or releases "
+    "ε-DP numbers only).")
+
+
+def _categorical_note(analysis: dict[str, Any]) -> str:
+    said = [CATEGORY_NOTE] if analysis.get("categorical") else []
+    return "".join(" " + n for n in [*said, *(analysis.get("notes") or [])])
 
 
 def table_one_note(analysis: dict[str, Any], k: int) -> str:
@@ -541,7 +608,7 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
                 "by a basic bootstrap of the noise laws; quartiles from the rank error of the "
                 "exponential mechanism or of the summed histogram, read off the noisy histogram. "
                 "An SD the noise leaves at a variance <= 0 is shown as not estimable. "
-                "Missing values are not released (every center counts complete cases only).")
+                + MISSING_NOTE + _categorical_note(analysis))
     return (f"From the federated K-anonymous tables (K = {k}; every count 0 or at least K), no "
             "ε spent: n exact; mean and SD from the bins' midpoints, median and quartiles by "
             "interpolation within bins. The intervals are exact bounds, not estimates: every "
@@ -549,7 +616,7 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
             "its bin's lower and at its upper limit, each quartile in the bin that holds "
             "its rank, and the SD between the least and the largest SD of records placed "
             "anywhere in their bins. Minimum and maximum are not released without "
-            "ε. Missing values are not released (every center counts complete cases only).")
+            "ε. " + MISSING_NOTE + _categorical_note(analysis))
 
 
 def describe_rows(analysis: dict[str, Any]) -> list[list[Any]]:

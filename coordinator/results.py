@@ -20,6 +20,9 @@ from coordinator.models import (
     AnalysisKind,
     AnalysisOutcome,
     Box,
+    CategoricalAnalysis,
+    CategoricalResult,
+    CategoryArm,
     DescribeAnalysis,
     DescribeResult,
     DescribeRow,
@@ -48,7 +51,14 @@ from coordinator.protocols import (
     FederatedMWU,
     FederatedTable,
 )
+from coordinator.protocols.categorical import (
+    FederatedCounts,
+    association_tests,
+    category_arms,
+    merge_notes,
+)
 from coordinator.protocols.describe import FederatedDescribe
+from coordinator.protocols.missing import Missing, arm_missing
 from coordinator.protocols.quantiles import Estimate
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.uncertainty import box_rank_halfwidths
@@ -223,12 +233,31 @@ def dp_quantiles_result(fed: CenterDPQuantiles, group: str | None) -> DPQuantile
     )
 
 
-def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int) -> DescribeResult:
-    """The describe rows as released (``coordinator.protocols.describe``); missing is never
-    released (docs/privacy.md), so every row's ``missing`` is none."""
+def _missing_of(missing: dict[str, Missing], variable: str, center: str, arm: str,
+                groups: tuple[str, str] | None, centers: list[str]) -> int | None:
+    """A row's missing count: its center's in the arm, or the sum over ``centers`` (pooled;
+    none when a center does not release it)."""
+    found = missing.get(variable) or {}
+    parts = [arm_missing(found.get(c), arm, groups)
+             for c in (centers if center == "pooled" else [center])]
+    return None if not parts or any(p is None for p in parts) else sum(
+        p for p in parts if p is not None)
+
+
+def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int, *,
+                    missing: dict[str, Missing] | None = None,
+                    groups: tuple[str, str] | None = None,
+                    categorical: Sequence[CategoryArm] = (), notes: Sequence[str] = (),
+                    excluded: Sequence[CenterFailure] = ()) -> DescribeResult:
+    """The describe rows as released (``coordinator.protocols.describe``), each with its
+    ``missing`` count from the centers' missing counts (``coordinator.protocols.missing``;
+    none where a center does not release them), and the categorical variables' rows."""
+    centers = list(fed.spent)
     rows = [
         DescribeRow(
             variable=line.variable, center=line.center, arm=line.arm, n=line.summary.n,
+            missing=_missing_of(missing or {}, line.variable, line.center, line.arm, groups,
+                                centers),
             mean=line.summary.mean, sd=line.summary.sd, median=line.summary.median,
             q1=line.summary.q1, q3=line.summary.q3, edges=list(line.summary.edges),
             counts=list(line.summary.counts), method=line.method, epsilon=line.epsilon,
@@ -247,8 +276,22 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int) 
                              sensitivity=p.sensitivity, scale=p.scale) for p in parts]
                for v, parts in fed.noise.items()},
         spent=dict(fed.spent),
-        excluded=[excluded_center(f) for f in fed.excluded],
+        excluded=[excluded_center(f) for f in [*fed.excluded, *excluded]],
+        categorical=list(categorical), notes=list(notes),
     )
+
+
+def categorical_result(fed: FederatedCounts, analysis: CategoricalAnalysis,
+                       k: int) -> CategoricalResult:
+    """A categorical analysis: n (%) per arm (each center's, pooled) and the tests
+    (``coordinator.protocols.categorical``)."""
+    tests, notes = association_tests(fed)
+    return CategoricalResult(
+        variable=fed.variable, mode=analysis.method, k=k, epsilon=analysis.epsilon,
+        categories=list(fed.categories),
+        arms=category_arms(fed, per_center=analysis.per_center), tests=tests,
+        notes=[*merge_notes(fed), *notes], spent=dict(fed.spent),
+        excluded=[excluded_center(f) for f in fed.excluded])
 
 
 def failed_analysis(kind: AnalysisKind, error: ServiceError) -> FailedAnalysis:

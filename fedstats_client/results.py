@@ -279,8 +279,9 @@ class Describe:
 
     def to_frame(self) -> pd.DataFrame:
         """One tidy row per (``variable``, ``center``, ``arm``): ``center`` "pooled" for the
-        centers together, ``arm`` "all" for every record; ``n``, ``missing`` (never released:
-        None), ``mean``, ``sd`` (None where not estimable, ``notes`` say why), ``median``,
+        centers together, ``arm`` "all" for every record; ``n``, ``missing`` (the released
+        missing count; None where a center does not release it), ``mean``, ``sd`` (None
+        where not estimable, ``notes`` say why), ``median``,
         ``q1``, ``q3``, ``minimum``/``maximum`` (no longer released: None, but in results
         stored before), the ε each center spent on the row, how it was computed (``mode``,
         ``method``), the histogram (``edges``, ``counts``), the variable's ``unit``, and each
@@ -293,6 +294,48 @@ class Describe:
                 for raw in self.raws for r in raw.rows]
         return _pandas().DataFrame(rows, columns=["variable", "center", "arm", "mode", "unit",
                                                   *DESCRIBE_COLUMNS])
+
+
+CATEGORY_COLUMNS = ("variable", "center", "arm", "category", "count", "percent", "low",
+                    "high", "count_interval", "n", "missing", "source", "analysis")
+
+
+class Categorical:
+    """Categorical variables by arm: every ``categorical`` analysis's counts and the
+    ``describe`` analyses' categorical rows together."""
+
+    def __init__(self, raws: list[Any]) -> None:
+        self.raws = raws
+
+    def to_frame(self) -> pd.DataFrame:
+        """One tidy row per (``variable``, ``center``, ``arm``, ``category``): the released
+        cell's ``count``, its ``percent`` of the arm's records with a category and that
+        share's 95 % interval (``low``, ``high``; DP: at the noise's effective size),
+        ``count_interval`` (DP), the arm's ``n`` and ``missing``; ``source`` the analysis kind
+        and ``analysis`` its mode."""
+        rows = []
+        for raw in self.raws:
+            arms = raw.arms if raw.kind == "categorical" else raw.categorical
+            for arm in arms:
+                for cell in arm.cells:
+                    rows.append({"variable": arm.variable, "center": arm.center, "arm": arm.arm,
+                                 "category": cell.label, "count": cell.count,
+                                 "percent": cell.percent, "low": cell.low, "high": cell.high,
+                                 "count_interval": cell.count_interval, "n": arm.n,
+                                 "missing": arm.missing, "source": raw.kind,
+                                 "analysis": raw.mode})
+        return _pandas().DataFrame(rows, columns=list(CATEGORY_COLUMNS))
+
+    def tests(self) -> pd.DataFrame:
+        """Every test of every categorical analysis: ``variable``, ``test``, ``statistic``,
+        ``df``, ``pvalue``, ``odds_ratio`` with ``low``/``high``, ``method``."""
+        rows = [{"variable": raw.variable, "test": t.name, "statistic": t.statistic,
+                 "df": t.df, "pvalue": t.pvalue, "odds_ratio": t.odds_ratio, "low": t.low,
+                 "high": t.high, "method": t.method}
+                for raw in self.raws if raw.kind == "categorical" for t in raw.tests]
+        return _pandas().DataFrame(rows, columns=["variable", "test", "statistic", "df",
+                                                  "pvalue", "odds_ratio", "low", "high",
+                                                  "method"])
 
 
 @dataclass(frozen=True)
@@ -345,6 +388,19 @@ class Results:
     @property
     def describe(self) -> Describe:
         return Describe(self._succeeded("describe"))
+
+    @property
+    def categorical(self) -> Categorical:
+        """The categorical analyses, and the describes' categorical rows (either may be
+        absent, not both)."""
+        found = [a for a in self.raw.analyses if a.kind in ("categorical", "describe")]
+        if not any(a.kind == "categorical" or getattr(a, "categorical", None) for a in found):
+            raise NoSuchAnalysis("the study asked for no categorical variable")
+        for index, outcome in enumerate(self.raw.analyses):
+            if outcome.kind == "categorical" and isinstance(outcome, FailedAnalysis):
+                raise AnalysisFailed(index, "categorical", outcome.error.model_dump())
+        return Categorical([a for a in found if not isinstance(a, FailedAnalysis)
+                            and (a.kind == "categorical" or a.categorical)])
 
     @property
     def failed(self) -> list[AnalysisFailed]:

@@ -112,16 +112,28 @@ class Study:
     def describe(self, variables: Sequence[str] | None = None, *, mode: str | None = None,
                  epsilon: float | None = None,
                  bounds: Mapping[str, Sequence[float]] | None = None, bins: int | None = None,
-                 per_center: bool | None = None, pooled: bool | None = None) -> Study:
+                 per_center: bool | None = None, pooled: bool | None = None,
+                 categorical: Sequence[str] | None = None) -> Study:
         """Descriptive statistics ("Table 1") of ``variables`` (default: the study's), per
         center, arm and pooled: from the K-anonymous tables (no ε), or ε-DP with ``epsilon``
         (spent per variable and arm at each center; ``bounds`` per variable, default the
-        centers' declared bounds)."""
+        centers' declared bounds). ``categorical``: categorical variables shown as n (%) per
+        category with their missing n (%)."""
         return self._with("describe", variables=list(variables) if variables is not None
                           else None, mode=mode, epsilon=epsilon,
                           bounds={v: list(b) for v, b in bounds.items()}
                           if bounds is not None else None,
-                          bins=bins, per_center=per_center, pooled=pooled)
+                          bins=bins, per_center=per_center, pooled=pooled,
+                          categorical=list(categorical) if categorical is not None else None)
+
+    def categorical(self, variable: str, *, mode: str | None = None,
+                    epsilon: float | None = None, per_center: bool | None = None) -> Study:
+        """A categorical ``variable`` by arm: n (%) with Wilson intervals, Pearson's χ²
+        (Fisher's exact test for a small 2×2 table) and the CMH test stratified by center,
+        from the centers' K-anonymous counts (no ε) or, with ``epsilon`` (spent per arm at
+        each center), their ε-DP counts."""
+        return self._with("categorical", variable=variable, mode=mode, epsilon=epsilon,
+                          per_center=per_center)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a study file would hold it (not yet validated)."""

@@ -293,3 +293,85 @@ def category_shares(counts: ArrayLike, *, level: float = 0.95) -> tuple[Category
         shares.append(CategoryShare(float(k), total, 100.0 * float(k) / total, 100.0 * low,
                                     100.0 * high, level))
     return tuple(shares)
+
+
+# -- counts with additive DP noise (docs/methods.md §12.7) ------------------------------------
+
+
+def noisy_share_interval(counts: ArrayLike, noise_variances: ArrayLike, index: int, *,
+                         level: float = 0.95) -> tuple[float, float]:
+    """Wilson's interval for category ``index``'s share of noisy ``counts`` (one per category,
+    clamped at 0; each carrying independent noise of variance ``noise_variances``), at the
+    effective size the noise leaves (Korn & Graubard 1998's design-effect form):
+
+        p̂ = c/n, n = Σ c;  Var_noise p̂ ≈ (σ²_c(1 − 2p) + p²·Σσ²_j)/n²   (delta method);
+        deff = 1 + n·Var_noise(p̃)/(p̃(1 − p̃)),  n_eff = n/deff,
+
+    with p̃ = (c + z²/2)/(n + z²), Wilson's centre (never 0 or 1), and Wilson's interval of
+    p̂·n_eff out of n_eff. Without noise it is :func:`wilson_interval`; it covers the share of
+    the population sampled, sampling and noise together."""
+    level = check_open_unit(level, "level")
+    c = _counts(counts, "counts", 1)
+    v = np.asarray(noise_variances, dtype=np.float64)
+    if v.shape != c.shape or not np.isfinite(v).all() or np.any(v < 0):
+        raise ValueError("one finite noise variance >= 0 per count")
+    n = float(c.sum())
+    if n <= 0:
+        raise ValueError("`counts` must hold at least one record")
+    z = float(special.ndtri(0.5 + level / 2.0))
+    p = float(c[index]) / n
+    tilde = (float(c[index]) + z * z / 2.0) / (n + z * z)
+    noise = (float(v[index]) * (1.0 - 2.0 * tilde) + tilde * tilde * float(v.sum())) / (n * n)
+    deff = 1.0 + n * max(noise, 0.0) / (tilde * (1.0 - tilde))
+    n_eff = n / deff
+    return wilson_interval(p * n_eff, n_eff, level=level)
+
+
+def pearson_noise_inflation(table: ArrayLike, noise_variances: ArrayLike) -> float:
+    """δ = E[X²]/df under independence when each cell of ``table`` carries independent noise
+    of variance ``noise_variances`` (same shape): to first order the noise adds
+    Σ_ab σ²_ab (1 − p_a)(1 − q_b)/E_ab to E[X²] = df (the Pearson residual operator on a unit
+    cell, (δ_ia − p_i)(δ_jb − q_j), has squared weighted norm (1 − p_a)(1 − q_b)/E_ab).
+    X²/δ is referred to χ²_df (Rao & Scott 1981's first-order correction)."""
+    f = _counts(table, "table", 2)
+    v = np.broadcast_to(np.asarray(noise_variances, dtype=np.float64), f.shape)
+    n = float(f.sum())
+    p, q = f.sum(axis=1) / n, f.sum(axis=0) / n
+    expected = n * np.outer(p, q)
+    df = (f.shape[0] - 1) * (f.shape[1] - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        added = np.where(expected > 0, v * np.outer(1 - p, 1 - q) / expected, 0.0)
+    return 1.0 + float(added.sum()) / df
+
+
+def cmh_noise_inflation(tables: ArrayLike, noise_variances: ArrayLike) -> float:
+    """δ = E[Q]/df for the generalized CMH statistic (:func:`generalized_cmh`) when each cell
+    of each stratum carries independent noise of variance ``noise_variances`` (same shape):
+    the noise adds Cov_noise = Σ_k Σ_ab σ²_kab r_kab r_kabᵀ to the deviations (r_kab the
+    stratum's residual of a unit cell, its last row and column dropped), so E[Q] ≈ df +
+    tr(V⁻¹ Cov_noise). Q/δ is referred to χ²_df (first-order correction, as for X²)."""
+    f = _counts(tables, "tables", 3)
+    v = np.broadcast_to(np.asarray(noise_variances, dtype=np.float64), f.shape)
+    r, c = f.shape[1:]
+    size = (r - 1) * (c - 1)
+    cov = np.zeros((size, size))
+    noise = np.zeros((size, size))
+    for t, var in zip(f, v, strict=True):
+        n = float(t.sum())
+        if n < 2:
+            continue
+        p, q = t.sum(axis=1) / n, t.sum(axis=0) / n
+        vp = np.diag(p[:-1]) - np.outer(p[:-1], p[:-1])
+        vq = np.diag(q[:-1]) - np.outer(q[:-1], q[:-1])
+        cov += n * n / (n - 1) * np.kron(vp, vq)
+        for a in range(r):
+            for b in range(c):
+                if var[a, b] > 0:
+                    res = np.outer(np.eye(r)[a] - p, np.eye(c)[b] - q)[:-1, :-1].ravel()
+                    noise += var[a, b] * np.outer(res, res)
+    try:
+        added = float(np.trace(np.linalg.solve(cov, noise)))
+    except np.linalg.LinAlgError:
+        raise ValueError("the pooled covariance is singular: a row or column is empty in "
+                         "every stratum; drop it") from None
+    return 1.0 + added / size

@@ -154,3 +154,39 @@ def dp_category_counts(codes: ArrayLike, n_categories: int, *, epsilon: float,
         variance=2 * alpha / (1 - alpha) ** 2, halfwidth=geometric_halfwidth(alpha),
         spent=PrivacySpent(eps),
     )
+
+
+def common_cells(partitions: Sequence[tuple[tuple[int, ...], ...]],
+                 n_cells: int) -> tuple[tuple[int, ...], ...]:
+    """The finest cells, runs of adjacent cells 0..``n_cells``-1, of which every partition's
+    cells are unions (each partition a run of adjacent cells per entry, as
+    :func:`merge_adjacent` gives): a boundary is kept only where every partition keeps it. The
+    centers' tables coarsened to them add up (post-processing of released counts)."""
+    kept = set(range(n_cells - 1))  # boundary j: between cell j and cell j + 1
+    for cells in partitions:
+        flat = [c for cell in cells for c in cell]
+        if flat != list(range(n_cells)):
+            raise ValueError("each partition must cover the cells once, in order")
+        kept &= {cell[-1] for cell in cells[:-1]}
+    out: list[tuple[int, ...]] = []
+    run: list[int] = []
+    for j in range(n_cells):
+        run.append(j)
+        if j in kept or j == n_cells - 1:
+            out.append(tuple(run))
+            run = []
+    return tuple(out)
+
+
+def regroup(counts: ArrayLike, cells: tuple[tuple[int, ...], ...],
+            common: tuple[tuple[int, ...], ...]) -> NDArray[np.float64]:
+    """``counts`` (groups × ``cells``) summed into the coarser ``common`` cells."""
+    table = np.asarray(counts, dtype=np.float64)
+    owner = {c: i for i, cell in enumerate(common) for c in cell}
+    out = np.zeros((table.shape[0], len(common)))
+    for j, cell in enumerate(cells):
+        targets = {owner[c] for c in cell}
+        if len(targets) != 1:
+            raise ValueError(f"cell {cell} straddles the common cells")
+        out[:, targets.pop()] += table[:, j]
+    return out

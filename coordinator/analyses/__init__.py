@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.analyses.base import Analysis, FormError, Request, Spend, StudyRun
+from coordinator.analyses.categorical import Categorical
 from coordinator.analyses.describe import Describe
 from coordinator.analyses.dp_boxplot import DPBoxplot
 from coordinator.analyses.dp_quantiles import DPQuantiles
@@ -27,7 +28,7 @@ from coordinator.models import Analysis as AnalysisSpec
 # In the order the console's builder offers them.
 REGISTRY: dict[str, Analysis[Any]] = {
     a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
-                        Shift())
+                        Shift(), Categorical())
 }
 
 

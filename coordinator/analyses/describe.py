@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.categorical import dp_request
 from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
+from coordinator.protocols.categorical import category_arms, federated_counts, merge_notes
 from coordinator.protocols.describe import federated_describe
+from coordinator.protocols.missing import missing_counts
 from coordinator.rendering import (
     DESCRIBE_HEADER,
     _left_out,
@@ -37,7 +40,9 @@ class Describe(Analysis[DescribeAnalysis]):
         # One ε-DP description per variable and arm (coordinator/protocols/describe.py).
         return [(("dp_describe", name, arm, analysis.epsilon,
                   (analysis.bounds or {}).get(name), analysis.bins), Spend(analysis.epsilon))
-                for name in analysis.described(spec.variable) for arm in arms]
+                for name in analysis.described(spec.variable) for arm in arms] + [
+            dp_request(name, arm, analysis.epsilon)
+            for name in analysis.categorical or () for arm in arms]
 
     def lacking(self, spec: StudySpec, analysis: DescribeAnalysis, index: int,
                 found: DatasetInfo) -> list[tuple[str, str, str]]:
@@ -54,6 +59,9 @@ class Describe(Analysis[DescribeAnalysis]):
                 if meta is None or meta.bounds is None:
                     out.append(("public bounds of variable", v,
                                 f"body.analyses.{index}.bounds"))
+        for v in analysis.categorical or ():
+            if v not in found.categorical:
+                out.append(("categorical variable", v, f"body.analyses.{index}.categorical"))
         return out
 
     def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
@@ -94,4 +102,21 @@ class Describe(Analysis[DescribeAnalysis]):
             allow_partial=spec.allow_partial, table_of=study.variable_table,
             lower=study.lower, upper=study.upper,
         )
-        return describe_result(described, analysis, spec.k)
+        good = [p for p in study.survey.usable if p.center_id in described.spent]
+        missing = await missing_counts(good, dataset=spec.dataset,
+                                       variables=analysis.described(spec.variable))
+        categorical, notes, excluded = [], [], []
+        for v in analysis.categorical or ():
+            counts = await federated_counts(
+                study.survey, dataset=spec.dataset, variable=v, groups=spec.pair, k=spec.k,
+                mode=analysis.method, epsilon=analysis.epsilon, min_centers=study.min_centers,
+                allow_partial=spec.allow_partial)
+            categorical += category_arms(counts, per_center=analysis.per_center,
+                                         pooled=analysis.pooled)
+            notes += [f"{v}: {n}" for n in merge_notes(counts)]
+            excluded += [f for f in counts.excluded if f not in study.survey.excluded]
+            for c, eps in counts.spent.items():
+                described.spent[c] = described.spent.get(c, 0.0) + eps
+        return describe_result(described, analysis, spec.k, missing=missing,
+                               groups=spec.pair, categorical=categorical, notes=notes,
+                               excluded=excluded)

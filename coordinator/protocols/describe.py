@@ -270,13 +270,13 @@ async def _table(survey: Survey, *, dataset: str, variables: Sequence[str],
         # After the federated tables: each center's own table is one more exact release of
         # the variable, admitted by its disclosure control against the refinement it gave.
         ports = [p for p in survey.usable if p.center_id not in excluded]
-        def check(center: str, release: BinTableRelease) -> None:
-            check_table_release(center, release, k=k, n_groups=n_groups,
-                                bounds=survey.bounds[center],
-                                floors=survey.declared.get(center))
-
         for v in variables:
             request = TableRequest(variable=v, groups=groups, k=k, lower=lower, upper=upper)
+
+            def check(center: str, release: BinTableRelease, v: str = v) -> None:
+                check_table_release(center, release, k=k, n_groups=n_groups,
+                                    bounds=survey.bounds[center],
+                                    floors=survey.floors(center, v))
 
             async def ask(port: CenterPort, r: TableRequest = request) -> BinTableRelease:
                 return await port.release(kinds.TABLE, dataset, r)

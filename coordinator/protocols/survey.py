@@ -30,6 +30,23 @@ class Survey:
     declared: dict[str, tuple[int, ...]] = field(default_factory=dict)
     keys: dict[str, str | None] = field(default_factory=dict)
     epochs: dict[str, int] = field(default_factory=dict)
+    present: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    """``present[c][v][level]``: the records of the level holding ``v`` (rounded down to K),
+    from a center whose releases count each variable's present records (``n_by_variable``:
+    ``missing = "per_variable"``)."""
+    groups: tuple[str, ...] | None = None
+
+    def floors(self, center: str, variable: str) -> tuple[int, ...] | None:
+        """The fewest records a release of ``variable`` at ``center`` counts per group asked:
+        the declared sizes, or where the center counts each variable's present records, the
+        variable's (a table of a variable missing on some records totals fewer)."""
+        declared = self.declared.get(center)
+        per_level = self.present.get(center, {}).get(variable)
+        if declared is None or per_level is None:
+            return declared
+        if self.groups is None:
+            return (sum(per_level.values()),)
+        return tuple(per_level.get(level, 0) for level in self.groups)
 
 
 def _check(
@@ -104,9 +121,14 @@ async def survey_centers(
     bounds: dict[str, tuple[int, ...]] = {}
     epochs: dict[str, int] = {}
 
+    present: dict[str, dict[str, dict[str, int]]] = {}
+
     def check(cid: str, info: CenterInfo) -> None:
         declared[cid], bounds[cid] = _check(cid, info, dataset, variable, groups, k)
-        epochs[cid] = next(d.epoch for d in info.datasets if d.name == dataset)
+        found = next(d for d in info.datasets if d.name == dataset)
+        epochs[cid] = found.epoch
+        if found.n_by_variable:
+            present[cid] = {v: dict(levels) for v, levels in found.n_by_variable.items()}
 
     infos, failures = await ask_all(centers, lambda c: c.info(), check,
                                     allow_partial=allow_partial)
@@ -114,4 +136,6 @@ async def survey_centers(
     require(min_centers, list(infos), failures)
     return Survey(usable, {cid: sum(declared[cid]) for cid in infos}, bounds, tuple(failures),
                   declared, {cid: info.signing_key for cid, info in infos.items()},
-                  {cid: epochs[cid] for cid in infos})
+                  {cid: epochs[cid] for cid in infos},
+                  {cid: present[cid] for cid in infos if cid in present},
+                  tuple(groups) if groups is not None else None)

@@ -214,7 +214,7 @@ async def federated_bin_table(
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
                                              bounds=survey.bounds[cid],
-                                             floors=survey.declared.get(cid))
+                                             floors=survey.floors(cid, variable))
                 merged = built.to_table()
                 next_signed = check_signed(cid, built.signed, merged, survey.keys.get(cid))
             else:
@@ -224,7 +224,7 @@ async def federated_bin_table(
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
                                           bounds=survey.bounds[cid],
-                                          floors=survey.declared.get(cid))
+                                          floors=survey.floors(cid, variable))
                 merged = fold(cid, table, refinement, totals)
                 next_signed = check_signed(cid, refinement.signed, merged,
                                            survey.keys.get(cid))

@@ -59,6 +59,7 @@ def test_an_analysis_of_two_groups_refuses_three_naming_itself(kind: str) -> Non
         "dp_quantiles": {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": [0, 10],
                          "levels": [0.5]},
         "describe": {"kind": "describe"}, "shift": {"kind": "shift"},
+        "categorical": {"kind": "categorical", "variable": "smoking"},
     }[kind]
     assert REGISTRY[kind].spec_model.max_groups == 2  # type: ignore[attr-defined]
     with pytest.raises(ValidationError, match=rf"analysis 0 \({kind}\) compares at most 2 "

@@ -1,0 +1,135 @@
+"""A categorical variable by arm (``{"kind": "categorical", "variable": "smoking"}``;
+``coordinator.protocols.categorical``): n (%) per category with Wilson intervals, Pearson's χ²
+(Fisher's exact test for a small 2×2 table) and the CMH test stratified by center, from each
+center's K-anonymous counts (no ε) or its ε-DP counts (ε per arm)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.models import (
+    AnalysisResult,
+    CategoricalAnalysis,
+    CategoricalResult,
+    StudySpec,
+)
+from coordinator.protocols.categorical import POOLED, federated_counts
+from coordinator.rendering import (
+    CATEGORY_NOTE,
+    _left_out,
+    _table,
+    category_block,
+    excluded_line,
+    fmt,
+)
+from coordinator.results import categorical_result
+from shared.protocol import DatasetInfo
+
+DP_INTERVAL_NOTE = (
+    "DP: each share's interval is Wilson's at the effective size the noise leaves (n divided "
+    "by the design effect 1 + n·Var_noise(p)/(p(1 − p)), Korn & Graubard 1998), so it covers "
+    "sampling and noise together; each count's interval is ± 1.96 noise SDs (normal "
+    "approximation of the summed noise). The tests' statistics are divided by the noise's "
+    "first-order inflation δ (docs/methods.md §12.7).")
+
+
+def dp_request(variable: str, arm: str | None, epsilon: float) -> Request:
+    """The ε-DP counts of ``variable`` in one arm: one request per center (a describe asking
+    the same counts shares it)."""
+    return ("dp_categorical", variable, arm, epsilon), Spend(epsilon)
+
+
+class Categorical(Analysis[CategoricalAnalysis]):
+    kind = "categorical"
+    spec_model = CategoricalAnalysis
+    result_model = CategoricalResult
+
+    def requests(self, spec: StudySpec, analysis: CategoricalAnalysis) -> list[Request]:
+        if analysis.method != "dp":
+            return []
+        assert analysis.epsilon is not None  # a dp analysis has its ε (CategoricalAnalysis)
+        arms: tuple[str | None, ...] = tuple(spec.groups) if spec.groups is not None else (None,)
+        return [dp_request(analysis.variable, arm, analysis.epsilon) for arm in arms]
+
+    def lacking(self, spec: StudySpec, analysis: CategoricalAnalysis, index: int,
+                found: DatasetInfo) -> list[tuple[str, str, str]]:
+        if analysis.variable not in found.categorical:
+            return [("categorical variable", analysis.variable,
+                     f"body.analyses.{index}.variable")]
+        return []
+
+    async def run(self, study: StudyRun, analysis: CategoricalAnalysis) -> AnalysisResult:
+        spec = study.spec
+        fed = await federated_counts(
+            study.survey, dataset=spec.dataset, variable=analysis.variable, groups=spec.pair,
+            k=spec.k, mode=analysis.method, epsilon=analysis.epsilon,
+            min_centers=study.min_centers, allow_partial=spec.allow_partial)
+        return categorical_result(fed, analysis, spec.k)
+
+    # -- how it is shown ---------------------------------------------------------------------
+
+    @staticmethod
+    def _table(result: dict[str, Any], groups: list[str] | None, *, per_center: bool = True,
+               ) -> tuple[list[str], list[list[str]]]:
+        """The pooled arms, then (``per_center``) each center's."""
+        arms = [*(groups or []), "all"]
+        found = {(r["variable"], r["center"], r["arm"]): r for r in result.get("arms") or []}
+        centers = (list(dict.fromkeys(c for _, c, _ in found if c != POOLED))
+                   if per_center else [])
+        columns = [(POOLED, a) for a in arms] + [(c, a) for c in centers for a in arms]
+        header = ["", *(f"{c}: {a}" if c != POOLED else ("Overall" if a == "all" else a)
+                        for c, a in columns)]
+        return header, category_block(result["variable"], found, columns, interval=True)
+
+    @staticmethod
+    def _test_line(test: dict[str, Any]) -> str:
+        df = f", df {test['df']}" if test.get("df") is not None else ""
+        odds = ""
+        if test.get("odds_ratio") is not None:
+            odds = f", OR {fmt(test['odds_ratio'], 3)}"
+            if test.get("low") is not None:
+                odds += f" [{fmt(test['low'], 3)}, {fmt(test['high'], 3)}]"
+        return (f"{test['name']}: {fmt(test['statistic'], 4)}{df}, p = "
+                f"{fmt(test['pvalue'], 3)}{odds} ({test['method']})")
+
+    def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
+                      shown: Sequence[str]) -> list[str]:
+        eps = (f", ε = {fmt(result['epsilon'])} per arm per center"
+               if result.get("epsilon") else "")
+        lines = [f"Categorical {result['variable']} ({result['mode']}{eps}):"]
+        lines += excluded_line(result)
+        header, rows = self._table(result, view["spec"].get("groups"), per_center=False)
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            lines.append("  " + "  ".join(str(c).ljust(w) for c, w in
+                                          zip(r, widths, strict=True)).rstrip())
+        lines += [f"  {self._test_line(t)}" for t in result.get("tests") or []]
+        lines += [f"  {n}" for n in result.get("notes") or []]
+        return lines
+
+    def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
+        esc = html.escape
+        parts = [f"<h2>Categorical: {esc(result['variable'])}, n (%) by arm</h2>"]
+        parts += _left_out(result)
+        header, rows = self._table(result, view["spec"].get("groups"))
+        parts.append(_table(header, [list(r) for r in rows]))
+        tests = result.get("tests") or []
+        if tests:
+            parts.append(_table(["test", "statistic", "df", "p-value", "odds ratio [95 %]",
+                                 "method"], [[
+                t["name"], t["statistic"], t.get("df") if t.get("df") is not None else "—",
+                t["pvalue"],
+                "—" if t.get("odds_ratio") is None else fmt(t["odds_ratio"], 3) + (
+                    f" [{fmt(t['low'], 3)}, {fmt(t['high'], 3)}]"
+                    if t.get("low") is not None else ""),
+                t["method"]] for t in tests]))
+        note = CATEGORY_NOTE + " Each share's 95 % interval is shown in brackets (Wilson)."
+        if result.get("mode") == "dp":
+            note += " " + DP_INTERVAL_NOTE
+        for extra in result.get("notes") or []:
+            note += " " + extra
+        parts.append(f"<p class='note'>{esc(note)}</p>")
+        return parts
