@@ -171,7 +171,7 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
         return PlannedTable(reused_from=None, centers=list(centers),
                             detail="a center's data version could not be read: the table "
                             "would be asked of the centers", kept=views), refused
-    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.pair,
+    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
                       k=spec.k, lower=lower, upper=upper, epochs={c: epochs[c] for c in centers})
     wanted = key.described()
     for table in kept:

@@ -115,7 +115,7 @@ async def run_study(
     table_task: asyncio.Future[FederatedTable] | None = None
 
     async def obtain_table(variable: str = spec.variable) -> FederatedTable:
-        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.pair,
+        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.groups,
                           k=spec.k, lower=lower, upper=upper, epochs=survey.epochs)
         if tables is not None:
             kept = await tables.find(key)
@@ -125,7 +125,7 @@ async def run_study(
                 return kept
         try:
             built = await federated_bin_table(
-                centers, dataset=spec.dataset, variable=variable, groups=spec.pair,
+                centers, dataset=spec.dataset, variable=variable, groups=spec.groups,
                 k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
             )

@@ -181,7 +181,7 @@ async def federated_bin_table(
     *,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None = None,
+    groups: tuple[str, ...] | None = None,
     k: int = 10,
     lower: Extreme = "buffer",
     upper: Extreme = "buffer",
@@ -189,13 +189,14 @@ async def federated_bin_table(
     allow_partial: bool = False,
     survey: Survey | None = None,
 ) -> FederatedTable:
-    """The federated table of ``variable`` (one group, or the two levels ``groups``)."""
+    """The federated table of ``variable``: one group, or one row per level of ``groups`` (two,
+    or a study's k arms), in that order."""
     if survey is None:
         survey = await survey_centers(
             centers, dataset=dataset, variable=variable, groups=groups, k=k,
             min_centers=min_centers, allow_partial=allow_partial,
         )
-    n_groups = 1 if groups is None else 2
+    n_groups = 1 if groups is None else len(groups)
     ids = build_order(survey.sizes, [port.center_id for port in survey.usable])
     by_id = {port.center_id: port for port in survey.usable}
     order = [by_id[cid] for cid in ids]
