@@ -234,17 +234,19 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
 
 
 def yj_data_not_offered(spec: StudySpec,
-                        declarations: Sequence[Declaration | None]) -> list[str]:
+                        declarations: Sequence[Declaration | None]) -> list[tuple[str, str]]:
     """What the dry run says of each analysis, not blocking (``Analysis.plan_notes``: e.g. a
-    ``quantiles`` analysis' YJ data that would not be offered), on the sizes the taking-part
-    centers (``declarations``) declare."""
+    ``quantiles`` analysis' YJ data that would not be offered), each with its reason
+    (``Analysis.note_reason``), on the sizes the taking-part centers (``declarations``)
+    declare."""
 
     def size_of(group: str | None) -> int:
         if group is None:
             return sum(_declared_size(d, spec.dataset, None) or 0 for d in declarations)
         return sum(_group_size(d, spec.dataset, group) for d in declarations)
 
-    return [note for index, analysis in enumerate(spec.analyses)
+    return [(analysis_of(analysis).note_reason, note)
+            for index, analysis in enumerate(spec.analyses)
             for note in analysis_of(analysis).plan_notes(spec, analysis, index, size_of)]
 
 
@@ -357,8 +359,8 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
             table = table.model_copy(update={"centers": [c for c in table.centers
                                                          if c not in limit_reached]})
     remain = [c for c in selected if c not in left_out]
-    for why in yj_data_not_offered(spec, [by_center.get(c) for c in remain]):
-        refuse("estimator_not_offered", None, why, blocking=False)
+    for reason, why in yj_data_not_offered(spec, [by_center.get(c) for c in remain]):
+        refuse(reason, None, why, blocking=False)
     if partial and len(remain) < min_centers:
         refuse("too_few_centers", None, f"{len(remain)} center(s) would take part "
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)

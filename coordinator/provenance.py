@@ -31,6 +31,7 @@ from coordinator.models import (
     DescribeAnalysis,
     DPQuantilesAnalysis,
     FailedAnalysis,
+    KruskalAnalysis,
     MWUAnalysis,
     Provenance,
     QuantilesAnalysis,
@@ -110,6 +111,8 @@ ALGORITHMS: dict[str, str] = {
                  "2023, §7)",
     "dp_quantiles": "DP quantiles per center",
     "describe": "Table 1 (descriptive statistics)",
+    "kruskal": "Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "
+               "table, stratified (sum; van Elteren 1960)",
 }
 
 
@@ -176,6 +179,8 @@ def analysis_algorithm(analysis: Analysis) -> str:
         said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}"
                  + (f"; local U noised at ε = {analysis.epsilon:g}"
                     if analysis.epsilon is not None else ""))
+    elif isinstance(analysis, KruskalAnalysis) and analysis.ordered:
+        said += f"; Jonckheere-Terpstra ({analysis.alternative})"
     elif isinstance(analysis, DescribeAnalysis):
         said += f" ({analysis.method}" + (f", ε = {analysis.epsilon:g}" if analysis.epsilon
                                           else "") + ")"

@@ -112,6 +112,7 @@ async def run_study(
         return StudyResult(analyses=failed, centers=ids, excluded=[],
                            center_status=center_status(ids, failed))
     lower, upper = spec.table_closing
+    own_tables = any(analysis_of(a).needs_center_tables(a) for a in spec.analyses)
     table_task: asyncio.Future[FederatedTable] | None = None
 
     async def obtain_table(variable: str = spec.variable) -> FederatedTable:
@@ -128,6 +129,7 @@ async def run_study(
                 centers, dataset=spec.dataset, variable=variable, groups=spec.groups,
                 k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
+                own_tables=variable == spec.variable and own_tables,
             )
         except CenterFailure as failure:
             if failure.center_error != CenterErrorCode.RELEASE_LIMIT_REACHED:

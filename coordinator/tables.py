@@ -144,6 +144,9 @@ def encode(table: FederatedTable, rows: Rows) -> str:
         "k": t.k,
         "order": list(table.order),
         "center_totals": {c: _kept(v, rows) for c, v in table.center_totals.items()},
+        "center_tables": {c: {"limits": [float(x) for x in own.limits],
+                              "counts": _kept(own.counts.tolist(), rows)}
+                          for c, own in table.center_tables.items()},
     })
 
 
@@ -156,10 +159,14 @@ def decode(text: str, rows: Rows, study_id: str,
     table = BinTable(limits=np.asarray(data["limits"], dtype=np.float64),
                      counts=np.asarray(_asked(data["counts"], rows), dtype=np.float64),
                      k=int(data["k"]))
+    own = {c: BinTable(limits=np.asarray(t["limits"], dtype=np.float64),
+                       counts=np.asarray(_asked(t["counts"], rows), dtype=np.float64),
+                       k=table.k)
+           for c, t in (data.get("center_tables") or {}).items()}
     return FederatedTable(
         table, tuple(data["order"]),
         {c: tuple(float(x) for x in _asked(v, rows)) for c, v in data["center_totals"].items()},
-        (), reused_from=study_id, reused=reused,
+        (), reused_from=study_id, reused=reused, center_tables=own,
     )
 
 

@@ -18,6 +18,7 @@ from coordinator.analyses.base import Analysis, FormError, Request, Spend, Study
 from coordinator.analyses.describe import Describe
 from coordinator.analyses.dp_boxplot import DPBoxplot
 from coordinator.analyses.dp_quantiles import DPQuantiles
+from coordinator.analyses.kruskal import Kruskal
 from coordinator.analyses.mwu import MWU
 from coordinator.analyses.quantiles import Quantiles
 from coordinator.analyses.table import Table
@@ -25,7 +26,8 @@ from coordinator.models import Analysis as AnalysisSpec
 
 # In the order the console's builder offers them.
 REGISTRY: dict[str, Analysis[Any]] = {
-    a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe())
+    a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
+                        Kruskal())
 }
 
 
