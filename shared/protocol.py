@@ -52,7 +52,6 @@ from shared.privacy import Neighbouring, PrivacySpent, ReleaseMode
 from shared.wire import WireModel as WireModel  # re-exported: the base of every wire model
 from shared.wire import canonical_json as canonical_json  # re-exported
 
-
 MAX_TABLE_GROUPS = 32
 """The most declared levels one table (or refinement) counts, one row each (a study's arms)."""
 

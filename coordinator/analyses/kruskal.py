@@ -57,8 +57,8 @@ def kruskal_result(fed: FederatedKruskal, groups: Sequence[str], analysis: Krusk
                    ) -> KruskalResult:
     tests = {"table": _test("table", fed.federated),
              **{m: _test(m, r) for m, r in fed.stratified.items()}}
-    centers = [KruskalCenter(center=c, bins=t.n_bins, limits=t.limits.tolist(), statistic=r.statistic,
-                             df=r.df, pvalue=r.pvalue, **_arms(r))
+    centers = [KruskalCenter(center=c, bins=t.n_bins, limits=t.limits.tolist(),
+                             statistic=r.statistic, df=r.df, pvalue=r.pvalue, **_arms(r))
                for c, (t, r) in fed.centers.items()]
     trend = {m: TrendResult(method=m, statistic=r.statistic, mean=r.mean, variance=r.variance,
                             zstatistic=r.zstatistic, pvalue=r.pvalue)

@@ -1,8 +1,9 @@
 """Federated Kruskal-Wallis (and Jonckheere-Terpstra) across k arms from K-anonymous tables,
 over ``CenterPort``s (docs/methods.md §12).
 
-1. The study's federated table of the k arms (:func:`coordinator.protocols.table.federated_bin_table`,
-   one row per arm): Kruskal-Wallis on it, records in one bin tied (``shared.kruskal.table_test``).
+1. The study's federated table of the k arms, one row per arm
+   (:func:`coordinator.protocols.table.federated_bin_table`): Kruskal-Wallis on it, records in
+   one bin tied (``shared.kruskal.table_test``).
 2. Each center's own table of the arms (the builder's table; each refiner's asked with the
    federated table, just before its refinement: ``federated_bin_table``'s ``own_tables``): its
    own Kruskal-Wallis, and the stratified sum and weighted tests over them
