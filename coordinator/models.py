@@ -702,7 +702,7 @@ class KruskalArms(_Result):
 
 class KruskalCenter(KruskalArms):
     """One center's Kruskal-Wallis on its own K-anonymous table of the arms (its ``limits``,
-    ``bins`` bins; docs/methods.md §12.4)."""
+    ``bins`` bins; docs/methods.md §12.7)."""
 
     center: str
     bins: int

@@ -170,7 +170,7 @@ def spec_sha256(spec: StudySpec) -> str:
 
 def analysis_algorithm(analysis: Analysis) -> str:
     """What computed one analysis of a spec, named as the Methods cite it."""
-    said = ALGORITHMS[analysis.kind]
+    said = ALGORITHMS.get(analysis.kind, analysis.kind)
     if isinstance(analysis, DPQuantilesAnalysis):
         said += f" ({analysis.algorithm})"
     elif isinstance(analysis, QuantilesAnalysis):
