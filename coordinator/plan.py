@@ -193,6 +193,8 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
                      if all(t.described[f] == wanted[f] for f in ("groups", "k", "lower", "upper"))]
     releases: dict[str, Literal["stored", "new", "refused"]] = {}
     earlier = []
+    # A refiner asked for its own table first (``Analysis.needs_center_tables``) makes two.
+    own_tables = any(analysis_of(a).needs_center_tables(a) for a in spec.analyses)
     for i, center in enumerate(order):
         prefix = order[:i + 1]
         if any(t.order[:i + 1] == tuple(prefix)
@@ -207,11 +209,12 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
         releases[center] = "new"
         if use is None:
             continue
-        if use.releases + 1 > use.max_releases:
+        new = 2 if own_tables and i > 0 else 1
+        if use.releases + new > use.max_releases:
             releases[center] = "refused"
             refused[center] = (
                 f"center {center!r} keeps {use.releases} exact releases of {spec.variable!r}, "
-                f"the most it remembers (max_releases_per_variable): it would refuse the new "
+                f"the most it remembers (max_releases_per_variable): it would refuse a new "
                 f"release this table needs of it; a kept table listed in the plan can still be "
                 f"reused by a study asking its groups, K, closing and centers")
         elif use.releases:
