@@ -72,6 +72,13 @@ REFERENCES = {
               "approximate quantiles. ICML 2022.",
     "durfee": "Durfee, D. (2023). Unbounded differentially private quantile and maximum "
               "estimation. NeurIPS 2023.",
+    "kruskal": "Kruskal, W. H. & Wallis, W. A. (1952). Use of ranks in one-criterion variance "
+               "analysis. Journal of the American Statistical Association 47, 583-621.",
+    "van_elteren": "van Elteren, P. H. (1960). On the combination of independent two-sample "
+                   "tests of Wilcoxon. Bulletin of the International Statistical Institute 37, "
+                   "351-361.",
+    "jonckheere": "Jonckheere, A. R. (1954). A distribution-free k-sample test against ordered "
+                  "alternatives. Biometrika 41, 133-145.",
     "fisher": "Fisher, R. A. (1932). Statistical Methods for Research Workers, 4th ed. Oliver & "
               "Boyd.",
     "cochran": "Cochran, W. G. (1954). The combination of estimates from different experiments. "
@@ -125,8 +132,10 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
     said: list[str] = []
     groups = spec.get("groups")
     what = f"the variable {spec['variable']} of dataset {spec['dataset']}"
-    if groups:
+    if groups and len(groups) == 2:
         what += f", comparing group {groups[1]} (Y) with group {groups[0]} (X)"
+    elif groups:
+        what += f", comparing its {len(groups)} groups {', '.join(groups)}"
     said.append(
         f"We analysed {what} across {len(included)} centers ({', '.join(included)}) without "
         "moving any record: each center released only K-anonymous counts "
@@ -219,6 +228,19 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                         f"{fmt(100 * result.get('level', asked.get('level', 0.95)))} % interval, "
                         "both bounded from the federated table's bins (the interval from its "
                         "outer ends); it spends no ε.")
+        elif kind == "kruskal":
+            cite("kruskal")
+            cite("van_elteren")
+            said.append(f"The {len(groups or [])} groups were compared by Kruskal-Wallis tests "
+                        "(Kruskal & Wallis 1952) on the federated table and on each center's "
+                        "own K-anonymous table (records in one bin tied; no ε spent), and "
+                        "stratified by center by summing the centers' rank sums and by van "
+                        "Elteren's (1960) weighting of each center's ranks by 1/(N + 1).")
+            if asked.get("ordered"):
+                cite("jonckheere")
+                said.append(f"A trend across the groups in the order {', '.join(groups or [])} "
+                            f"was tested by Jonckheere-Terpstra ({asked.get('alternative')}; "
+                            "Jonckheere 1954) on the same tables, tie-corrected.")
         elif kind == "describe":
             mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")

@@ -69,7 +69,11 @@ StudyStatus = Literal[
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
 AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe",
-                       "shift", "categorical"]
+                       "shift", "categorical", "kruskal"]
+KruskalTest = Literal["table", "sum", "weighted"]
+KRUSKAL_TESTS: tuple[KruskalTest, ...] = ("table", "sum", "weighted")
+# shared.jonckheere.TREND_ALTERNATIVES (not imported: the models stay light).
+TrendAlternative = Literal["increasing", "decreasing", "two-sided"]
 DescribeMode = Literal["dp", "table"]
 
 # -- the spec ------------------------------------------------------------------------------------
@@ -284,9 +288,23 @@ class CategoricalAnalysis(_AnalysisSpec):
         return self.mode or ("dp" if self.epsilon is not None else "table")
 
 
+class KruskalAnalysis(_AnalysisSpec):
+    """Kruskal-Wallis across the study's arms (``groups``: 2 to 32 levels) from the K-anonymous
+    tables, no ε (docs/methods.md §12): the federated table's test, each center's test on its
+    own table, and the stratified sum and van Elteren-type weighted tests over them. With
+    ``ordered`` (the arms named in their hypothesised order), Jonckheere-Terpstra too."""
+
+    kind: Literal["kruskal"]
+    max_groups: ClassVar[int | None] = MAX_GROUPS
+    ordered: bool = Field(default=False, description=(
+        "the arms are ordered as `groups` names them: also test a trend (Jonckheere-Terpstra)"))
+    alternative: TrendAlternative = Field(default="increasing", description=(
+        "with `ordered`: increasing (later arms larger), decreasing or two-sided"))
+
+
 Analysis = Annotated[
     TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
-    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis,
+    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis | KruskalAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -387,6 +405,13 @@ class StudySpec(_Spec):
     def _shift_needs_groups(self) -> Self:
         if self.groups is None and any(a.kind == "shift" for a in self.analyses):
             raise ValueError("a shift analysis needs `groups` (the two levels X and Y)")
+        return self
+
+    @model_validator(mode="after")
+    def _kruskal_needs_groups(self) -> Self:
+        if self.groups is None and any(a.kind == "kruskal" for a in self.analyses):
+            raise ValueError("a kruskal analysis needs `groups` (the arms compared, 2 to "
+                             f"{MAX_GROUPS} levels)")
         return self
 
     @model_validator(mode="after")
@@ -836,9 +861,66 @@ class ShiftResult(_Result):
         default_factory=list, description="the centers the federated table was built without")
 
 
+class KruskalTestResult(_Result):
+    """One Kruskal-Wallis test: H (tie-corrected) against χ² with ``df`` = arms − 1."""
+
+    method: str = Field(description="table (the federated table), sum or weighted (across "
+                                     "the centers' tables), or a center's id")
+    statistic: float
+    df: int
+    pvalue: float
+
+
+class KruskalArms(_Result):
+    """Per arm (``groups``' order): the records counted and their mean rank, ties in one bin
+    sharing the bin's mid-rank."""
+
+    sizes: list[float]
+    mean_ranks: list[float]
+
+
+class KruskalCenter(KruskalArms):
+    """One center's Kruskal-Wallis on its own K-anonymous table of the arms (its ``limits``,
+    ``bins`` bins; docs/methods.md §12.8)."""
+
+    center: str
+    bins: int
+    limits: list[float]
+    statistic: float
+    df: int
+    pvalue: float
+
+
+class TrendResult(_Result):
+    """Jonckheere-Terpstra: J, its null mean and (tie-corrected) variance, z and p."""
+
+    method: str = Field(description="table (the federated table) or sum (Σ of the centers' J "
+                                    "on their own tables)")
+    statistic: float
+    mean: float
+    variance: float
+    zstatistic: float
+    pvalue: float
+
+
+class KruskalResult(_Result):
+    kind: Literal["kruskal"] = "kruskal"
+    status: Literal["succeeded"] = "succeeded"
+    groups: list[str] = Field(description="the arms, in the spec's order")
+    arms: KruskalArms = Field(description="the federated table's per-arm n and mean ranks")
+    tests: dict[str, KruskalTestResult] = Field(description="table, sum, weighted")
+    centers: list[KruskalCenter] = Field(description="each center's test on its own table")
+    ordered: bool
+    alternative: TrendAlternative | None = Field(description="the trend's, when `ordered`")
+    trend: dict[str, TrendResult] = Field(
+        default_factory=dict, description="with `ordered`: Jonckheere-Terpstra, table and sum")
+    table: TableResult = Field(description="the federated table behind the table tests")
+    excluded: list[ExcludedCenter]
+
+
 AnalysisResult = Annotated[
     TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
-    | DescribeResult | ShiftResult | CategoricalResult,
+    | DescribeResult | ShiftResult | CategoricalResult | KruskalResult,
     Field(discriminator="kind"),
 ]
 
@@ -879,6 +961,7 @@ AnalysisOutcome = Annotated[
     | Annotated[DescribeResult, Tag("describe")]
     | Annotated[ShiftResult, Tag("shift")]
     | Annotated[CategoricalResult, Tag("categorical")]
+    | Annotated[KruskalResult, Tag("kruskal")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]
@@ -1193,6 +1276,7 @@ PlanRefusalReason = Literal[
     "unknown_name", "center_k", "dataset_paused", "dataset_unavailable", "budget_exceeded",
     "quota_exceeded",
     "center_unavailable", "too_few_centers", "release_limit_reached", "estimator_not_offered",
+    "analysis_note",
 ]
 
 

@@ -171,7 +171,7 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
         return PlannedTable(reused_from=None, centers=list(centers),
                             detail="a center's data version could not be read: the table "
                             "would be asked of the centers", kept=views), refused
-    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.pair,
+    key = TableKey.of(dataset=spec.dataset, variable=spec.variable, groups=spec.groups,
                       k=spec.k, lower=lower, upper=upper, epochs={c: epochs[c] for c in centers})
     wanted = key.described()
     for table in kept:
@@ -193,6 +193,8 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
                      if all(t.described[f] == wanted[f] for f in ("groups", "k", "lower", "upper"))]
     releases: dict[str, Literal["stored", "new", "refused"]] = {}
     earlier = []
+    # A refiner asked for its own table first (``Analysis.needs_center_tables``) makes two.
+    own_tables = any(analysis_of(a).needs_center_tables(a) for a in spec.analyses)
     for i, center in enumerate(order):
         prefix = order[:i + 1]
         if any(t.order[:i + 1] == tuple(prefix)
@@ -207,11 +209,12 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
         releases[center] = "new"
         if use is None:
             continue
-        if use.releases + 1 > use.max_releases:
+        new = 2 if own_tables and i > 0 else 1
+        if use.releases + new > use.max_releases:
             releases[center] = "refused"
             refused[center] = (
                 f"center {center!r} keeps {use.releases} exact releases of {spec.variable!r}, "
-                f"the most it remembers (max_releases_per_variable): it would refuse the new "
+                f"the most it remembers (max_releases_per_variable): it would refuse a new "
                 f"release this table needs of it; a kept table listed in the plan can still be "
                 f"reused by a study asking its groups, K, closing and centers")
         elif use.releases:
@@ -234,17 +237,19 @@ def plan_table(spec: StudySpec, declarations: Sequence[Declaration], centers: Se
 
 
 def yj_data_not_offered(spec: StudySpec,
-                        declarations: Sequence[Declaration | None]) -> list[str]:
+                        declarations: Sequence[Declaration | None]) -> list[tuple[str, str]]:
     """What the dry run says of each analysis, not blocking (``Analysis.plan_notes``: e.g. a
-    ``quantiles`` analysis' YJ data that would not be offered), on the sizes the taking-part
-    centers (``declarations``) declare."""
+    ``quantiles`` analysis' YJ data that would not be offered), each with its reason
+    (``Analysis.note_reason``), on the sizes the taking-part centers (``declarations``)
+    declare."""
 
     def size_of(group: str | None) -> int:
         if group is None:
             return sum(_declared_size(d, spec.dataset, None) or 0 for d in declarations)
         return sum(_group_size(d, spec.dataset, group) for d in declarations)
 
-    return [note for index, analysis in enumerate(spec.analyses)
+    return [(analysis_of(analysis).note_reason, note)
+            for index, analysis in enumerate(spec.analyses)
             for note in analysis_of(analysis).plan_notes(spec, analysis, index, size_of)]
 
 
@@ -357,8 +362,8 @@ def plan_study(spec: StudySpec, declarations: Sequence[Declaration], selected: S
             table = table.model_copy(update={"centers": [c for c in table.centers
                                                          if c not in limit_reached]})
     remain = [c for c in selected if c not in left_out]
-    for why in yj_data_not_offered(spec, [by_center.get(c) for c in remain]):
-        refuse("estimator_not_offered", None, why, blocking=False)
+    for reason, why in yj_data_not_offered(spec, [by_center.get(c) for c in remain]):
+        refuse(reason, None, why, blocking=False)
     if partial and len(remain) < min_centers:
         refuse("too_few_centers", None, f"{len(remain)} center(s) would take part "
                f"({', '.join(remain) or 'none'}); the study needs {min_centers}", blocking=True)

@@ -31,6 +31,7 @@ from coordinator.models import (
     DescribeAnalysis,
     DPQuantilesAnalysis,
     FailedAnalysis,
+    KruskalAnalysis,
     MWUAnalysis,
     Provenance,
     QuantilesAnalysis,
@@ -114,6 +115,8 @@ ALGORITHMS: dict[str, str] = {
              "bins (docs/methods.md §12.3)",
     "categorical": "categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
                    "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
+    "kruskal": "Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "
+               "table, stratified (sum; van Elteren 1960)",
 }
 
 
@@ -171,7 +174,7 @@ def spec_sha256(spec: StudySpec) -> str:
 
 def analysis_algorithm(analysis: Analysis) -> str:
     """What computed one analysis of a spec, named as the Methods cite it."""
-    said = ALGORITHMS[analysis.kind]
+    said = ALGORITHMS.get(analysis.kind, analysis.kind)
     if isinstance(analysis, DPQuantilesAnalysis):
         said += f" ({analysis.algorithm})"
     elif isinstance(analysis, QuantilesAnalysis):
@@ -180,6 +183,8 @@ def analysis_algorithm(analysis: Analysis) -> str:
         said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}"
                  + (f"; local U noised at ε = {analysis.epsilon:g}"
                     if analysis.epsilon is not None else ""))
+    elif isinstance(analysis, KruskalAnalysis) and analysis.ordered:
+        said += f"; Jonckheere-Terpstra ({analysis.alternative})"
     elif isinstance(analysis, DescribeAnalysis):
         said += f" ({analysis.method}" + (f", ε = {analysis.epsilon:g}" if analysis.epsilon
                                           else "") + ")"

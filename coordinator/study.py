@@ -112,10 +112,11 @@ async def run_study(
         return StudyResult(analyses=failed, centers=ids, excluded=[],
                            center_status=center_status(ids, failed))
     lower, upper = spec.table_closing
+    own_tables = any(analysis_of(a).needs_center_tables(a) for a in spec.analyses)
     table_task: asyncio.Future[FederatedTable] | None = None
 
     async def obtain_table(variable: str = spec.variable) -> FederatedTable:
-        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.pair,
+        key = TableKey.of(dataset=spec.dataset, variable=variable, groups=spec.groups,
                           k=spec.k, lower=lower, upper=upper, epochs=survey.epochs)
         if tables is not None:
             kept = await tables.find(key)
@@ -125,9 +126,10 @@ async def run_study(
                 return kept
         try:
             built = await federated_bin_table(
-                centers, dataset=spec.dataset, variable=variable, groups=spec.pair,
+                centers, dataset=spec.dataset, variable=variable, groups=spec.groups,
                 k=spec.k, lower=lower, upper=upper,
                 min_centers=min_centers, allow_partial=spec.allow_partial, survey=survey,
+                own_tables=variable == spec.variable and own_tables,
             )
         except CenterFailure as failure:
             if failure.center_error != CenterErrorCode.RELEASE_LIMIT_REACHED:

@@ -7,7 +7,8 @@ version (the epoch its ``/v1/info`` shows; ``center_agent.gate.epochs``). Center
 question in the same epoch with the stored answer (the release gate's request keys), so a table
 kept under that key is exactly the table the centers would give again: reusing it releases
 nothing new, spends nothing and needs no round through the centers. The group levels are kept in
-one order: a study asking (Y, X) reads the (X, Y) table with its rows swapped.
+one (sorted) order: a study asking (Y, X) reads the (X, Y) table with its rows swapped, and a
+study of k arms reads its rows in the order it names them.
 
 A table is not reused across a change of any part of the key. A new epoch at any of its centers,
 another center set (``centers``, or a center left out with ``allow_partial``), another K or another
@@ -46,21 +47,30 @@ class TableKey:
 
     dataset: str
     variable: str
-    groups: tuple[str, str] | None
+    groups: tuple[str, ...] | None
     k: int
     lower: Extreme
     upper: Extreme
     epochs: tuple[tuple[str, int], ...]
 
     @classmethod
-    def of(cls, *, dataset: str, variable: str, groups: tuple[str, str] | None, k: int,
+    def of(cls, *, dataset: str, variable: str, groups: tuple[str, ...] | None, k: int,
            lower: Extreme, upper: Extreme, epochs: Mapping[str, int]) -> TableKey:
         return cls(dataset, variable, groups, k, lower, upper, tuple(sorted(epochs.items())))
 
     @property
     def swapped(self) -> bool:
-        """Whether the groups are asked in the other order than the kept table's."""
-        return self.groups is not None and self.groups[0] > self.groups[1]
+        """Whether the groups are asked in another order than the kept table's."""
+        return self.rows != tuple(range(len(self.rows)))
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """The kept table's rows as rows of the table asked: kept row i is asked row
+        ``rows[i]`` (the groups sorted; one row without groups)."""
+        if self.groups is None:
+            return (0,)
+        groups = self.groups
+        return tuple(sorted(range(len(groups)), key=groups.__getitem__))
 
     @property
     def centers(self) -> list[str]:
@@ -101,34 +111,62 @@ class KeptTable:
                            centers=dict(d["centers"]), obtained_at=self.created_at)
 
 
-def _rows(values: Any, swap: bool) -> Any:
-    return values[::-1] if swap else values
+# How a table's rows are reordered: ``True`` swaps two rows, a tuple (``TableKey.rows``) puts
+# row ``rows[i]`` at i; ``False`` keeps them.
+Rows = bool | tuple[int, ...]
 
 
-def encode(table: FederatedTable, swap: bool) -> str:
-    """The table as kept (groups in the kept order)."""
+def _kept(values: Any, rows: Rows) -> list[Any]:
+    """``values`` (one per row) as kept."""
+    values = list(values)
+    if isinstance(rows, bool):
+        return values[::-1] if rows else values
+    return [values[r] for r in rows]
+
+
+def _asked(values: Any, rows: Rows) -> list[Any]:
+    """Kept ``values`` as the table asked has them (the inverse of :func:`_kept`)."""
+    values = list(values)
+    if isinstance(rows, bool):
+        return values[::-1] if rows else values
+    out: list[Any] = [None] * len(values)
+    for i, r in enumerate(rows):
+        out[r] = values[i]
+    return out
+
+
+def encode(table: FederatedTable, rows: Rows) -> str:
+    """The table as kept (groups in the kept order: ``rows``, :attr:`TableKey.rows`)."""
     t = table.table
     return json.dumps({
         "limits": [float(x) for x in t.limits],
-        "counts": _rows(t.counts, swap).tolist(),
+        "counts": [list(r) for r in _kept(t.counts.tolist(), rows)],
         "k": t.k,
         "order": list(table.order),
-        "center_totals": {c: list(_rows(v, swap)) for c, v in table.center_totals.items()},
+        "center_totals": {c: _kept(v, rows) for c, v in table.center_totals.items()},
+        "center_tables": {c: {"limits": [float(x) for x in own.limits],
+                              "counts": _kept(own.counts.tolist(), rows)}
+                          for c, own in table.center_tables.items()},
     })
 
 
-def decode(text: str, swap: bool, study_id: str,
+def decode(text: str, rows: Rows, study_id: str,
            reused: ReusedTable | None = None) -> FederatedTable:
-    """A kept table as the study asking it needs it (``swap``: its groups in the other order),
-    marked as reused from ``study_id`` and described by ``reused``."""
+    """A kept table as the study asking it needs it (``rows``: the order it asks its groups
+    in, :attr:`TableKey.rows`), marked as reused from ``study_id`` and described by
+    ``reused``."""
     data = json.loads(text)
     table = BinTable(limits=np.asarray(data["limits"], dtype=np.float64),
-                     counts=np.asarray(_rows(data["counts"], swap), dtype=np.float64),
+                     counts=np.asarray(_asked(data["counts"], rows), dtype=np.float64),
                      k=int(data["k"]))
+    own = {c: BinTable(limits=np.asarray(t["limits"], dtype=np.float64),
+                       counts=np.asarray(_asked(t["counts"], rows), dtype=np.float64),
+                       k=table.k)
+           for c, t in (data.get("center_tables") or {}).items()}
     return FederatedTable(
         table, tuple(data["order"]),
-        {c: tuple(float(x) for x in _rows(v, swap)) for c, v in data["center_totals"].items()},
-        (), reused_from=study_id, reused=reused,
+        {c: tuple(float(x) for x in _asked(v, rows)) for c, v in data["center_totals"].items()},
+        (), reused_from=study_id, reused=reused, center_tables=own,
     )
 
 
@@ -142,7 +180,7 @@ class TableMemory:
         record = await asyncio.to_thread(self.store.find_table, key.digest())
         if record is None:
             return None
-        return decode(record.table, key.swapped, record.study_id, KeptTable.of(record).reused())
+        return decode(record.table, key.rows, record.study_id, KeptTable.of(record).reused())
 
     async def keep(self, key: TableKey, table: FederatedTable, study_id: str) -> None:
         """Keep ``table``, obtained by ``study_id`` for ``key``; only a table every center of
@@ -153,7 +191,7 @@ class TableMemory:
                               epochs={c: e for c, e in key.epochs if c in table.order})
         described = canonical_json(key.described())
         await asyncio.to_thread(self.store.keep_table, key.digest(), key.dataset, key.variable,
-                                described, encode(table, key.swapped), study_id)
+                                described, encode(table, key.rows), study_id)
 
     def kept(self, dataset: str, variable: str) -> list[KeptTable]:
         """Every table of ``variable`` kept so far (for the dry run), oldest first."""

@@ -16,9 +16,11 @@ the analyses by kind::
     record.result.boxplots.plot()         # matplotlib Axes
     record.result.describe.to_frame()     # one tidy row per (variable, center, arm): n,
                                           # mean, sd, median, q1, q3, ε, method, intervals
+    record.result.kruskal.to_frame()      # one row per test: H, df, pvalue (and the trend's)
+    record.result.kruskal.arms()          # per arm: n and mean rank, federated and per center
     record.result.centers                 # each center included or excluded, and why
 
-``mwu``, ``table`` and ``quantiles`` are the study's (first) analysis of that kind;
+``mwu``, ``table``, ``quantiles`` and ``kruskal`` are the study's (first) analysis of that kind;
 ``boxplots`` and ``dp_quantiles`` gather every analysis of their kind (a study asks one per
 group level). An analysis that failed in a ``partially_failed`` study raises
 :class:`~fedstats_client.errors.AnalysisFailed` (naming the center) when read; one the study did
@@ -41,6 +43,7 @@ from coordinator.models import (
     DPQuantilesResult,
     FailedAnalysis,
     Heterogeneity,
+    KruskalResult,
     MWUResult,
     QuantilesResult,
     ShiftResult,
@@ -72,6 +75,41 @@ def _pandas() -> Any:
 
 def _level_name(level: float) -> str:
     return f"q{level:g}"
+
+
+class Kruskal:
+    """A Kruskal-Wallis analysis's result (``raw``: the coordinator's model)."""
+
+    def __init__(self, raw: KruskalResult) -> None:
+        self.raw = raw
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per test (index ``test``): the Kruskal-Wallis tests (``table``, ``sum``,
+        ``weighted``: H against χ² with ``df``) and each center's (``center:<id>``), then, with
+        ``ordered``, Jonckheere-Terpstra's (``trend:table``, ``trend:sum``: z against N(0, 1))."""
+        rows = [{"test": name, "statistic": t.statistic, "law": f"chi2({t.df})", "df": t.df,
+                 "pvalue": t.pvalue} for name, t in self.raw.tests.items()]
+        rows += [{"test": f"center:{c.center}", "statistic": c.statistic,
+                  "law": f"chi2({c.df})", "df": c.df, "pvalue": c.pvalue}
+                 for c in self.raw.centers]
+        rows += [{"test": f"trend:{name}", "statistic": t.zstatistic, "law": "z", "df": None,
+                  "pvalue": t.pvalue} for name, t in self.raw.trend.items()]
+        return _pandas().DataFrame(rows, columns=["test", "statistic", "law", "df",
+                                                  "pvalue"]).set_index("test")
+
+    def arms(self) -> pd.DataFrame:
+        """Per (center, arm), ``center`` "federated" for the federated table: ``n`` and the
+        ``mean_rank`` (records in one bin share its mid-rank)."""
+        parts = [("federated", self.raw.arms), *((c.center, c) for c in self.raw.centers)]
+        rows = [{"center": center, "arm": arm, "n": n, "mean_rank": r}
+                for center, part in parts
+                for arm, n, r in zip(self.raw.groups, part.sizes, part.mean_ranks, strict=True)]
+        return _pandas().DataFrame(rows, columns=["center", "arm", "n", "mean_rank"]
+                                   ).set_index(["center", "arm"])
+
+    def __repr__(self) -> str:
+        tests = ", ".join(f"{n} p={t.pvalue:.3g}" for n, t in self.raw.tests.items())
+        return f"Kruskal({len(self.raw.groups)} arms: {tests})"
 
 
 class MWU:
@@ -401,6 +439,10 @@ class Results:
                 raise AnalysisFailed(index, "categorical", outcome.error.model_dump())
         return Categorical([a for a in found if not isinstance(a, FailedAnalysis)
                             and (a.kind == "categorical" or a.categorical)])
+
+    @property
+    def kruskal(self) -> Kruskal:
+        return Kruskal(self._succeeded("kruskal")[0])
 
     @property
     def failed(self) -> list[AnalysisFailed]:

@@ -5,6 +5,7 @@ docs/coordinator.md, "A study"), chained one analysis at a time::
             .table(lower=0.0)
             .mwu()
             .dp_boxplot(group="treated", epsilon=0.5, bounds=(0, 60)))
+    arms = Study("cohort", "los_days", groups=["low", "mid", "high"]).kruskal(ordered=True)
 
 Each call returns a new :class:`Study` (a notebook cell run twice does not ask twice). The spec
 is validated by the coordinator's own model when it is built (:meth:`Study.spec`) or sent, so a
@@ -134,6 +135,13 @@ class Study:
         each center), their ε-DP counts."""
         return self._with("categorical", variable=variable, mode=mode, epsilon=epsilon,
                           per_center=per_center)
+
+    def kruskal(self, *, ordered: bool | None = None, alternative: str | None = None
+                ) -> Study:
+        """Kruskal-Wallis across the study's groups (2 to 32 arms) from the K-anonymous tables,
+        no ε; with ``ordered`` (the groups named in their hypothesised order) also
+        Jonckheere-Terpstra (``alternative``: increasing, decreasing or two-sided)."""
+        return self._with("kruskal", ordered=ordered, alternative=alternative)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a study file would hold it (not yet validated)."""

@@ -95,7 +95,7 @@ def refine_table(
     limits: ArrayLike,
     x: ArrayLike,
     y: ArrayLike | None = None,
-    *,
+    *more: ArrayLike,
     k: int,
     rng: np.random.Generator | None = None,
     place: Placement | None = None,
@@ -103,7 +103,9 @@ def refine_table(
     upper: ExtremeKind = "buffer",
     split: bool = True,
 ) -> Refinement:
-    """The new center's half of adding it to a table with the given ``limits``.
+    """The new center's half of adding it to a table with the given ``limits``: its records of
+    one group (``x``), two (``x``, ``y``) or more (``more``: a k-arm table's further rows), each
+    counted in its own runs.
 
     Releases only K-anonymous numbers: randomized sub-limits (placed by ``place``, or drawn
     from ``rng``: :func:`~shared.binning.random_placement`), per-group run totals that are 0 or
@@ -124,7 +126,7 @@ def refine_table(
     The walk inside each bin is compiled (:mod:`shared._walk`); :func:`_reference` is the numpy
     implementation it must agree with, split for split and number for number.
     """
-    return _refine(limits, x, y, k=k, rng=rng, place=place, lower=lower, upper=upper,
+    return _refine(limits, x, y, more, k=k, rng=rng, place=place, lower=lower, upper=upper,
                    split=split, compiled=_walk.AVAILABLE)
 
 
@@ -132,7 +134,7 @@ def _reference(
     limits: ArrayLike,
     x: ArrayLike,
     y: ArrayLike | None = None,
-    *,
+    *more: ArrayLike,
     k: int,
     rng: np.random.Generator | None = None,
     place: Placement | None = None,
@@ -142,7 +144,7 @@ def _reference(
 ) -> Refinement:
     """:func:`refine_table` by the numpy reference (:mod:`shared._greedy`: the next cut from every
     pooled cut, vectorized); the compiled walk's tests compare against it."""
-    return _refine(limits, x, y, k=k, rng=rng, place=place, lower=lower, upper=upper,
+    return _refine(limits, x, y, more, k=k, rng=rng, place=place, lower=lower, upper=upper,
                    split=split, compiled=False)
 
 
@@ -150,6 +152,7 @@ def _refine(
     limits: ArrayLike,
     x: ArrayLike,
     y: ArrayLike | None,
+    more: Sequence[ArrayLike],
     *,
     k: int,
     rng: np.random.Generator | None,
@@ -165,6 +168,9 @@ def _refine(
     groups = [as_finite_1d(x, "x", allow_empty=True)]
     if y is not None:
         groups.append(as_finite_1d(y, "y", allow_empty=True))
+    elif more:
+        raise ValueError("further groups need `y` (the second group) first")
+    groups += [as_finite_1d(g, f"group {i + 2}", allow_empty=True) for i, g in enumerate(more)]
     check_group_sizes([g.size for g in groups], k)
     if compiled:
         cuts = _split_compiled(lim, groups, k, rng, place)

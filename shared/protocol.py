@@ -52,12 +52,19 @@ from shared.privacy import Neighbouring, PrivacySpent, ReleaseMode
 from shared.wire import WireModel as WireModel  # re-exported: the base of every wire model
 from shared.wire import canonical_json as canonical_json  # re-exported
 
+MAX_TABLE_GROUPS = 32
+"""The most declared levels one table (or refinement) counts, one row each (a study's arms)."""
+
+TableGroups = Annotated[tuple[str, ...], Field(min_length=2, max_length=MAX_TABLE_GROUPS)]
+"""The declared levels a table counts, one row each in the order given: two (X, Y) or more
+(a study's arms); a two-level table's JSON is the pair it always was."""
+
 
 class BinTableRelease(WireModel):
     """A K-anonymous bin table: ``limits`` c_0 < ... < c_B and per-group ``counts``."""
 
     limits: list[float] = Field(min_length=2)
-    counts: list[list[float]] = Field(min_length=1, max_length=2)
+    counts: list[list[float]] = Field(min_length=1, max_length=MAX_TABLE_GROUPS)
     k: int = Field(ge=2)
     signed: SignedLimits | None = Field(
         default=None, description="the center's signed statement of these limits (to refine)"
@@ -272,7 +279,7 @@ class LimitsStatement(WireModel):
     center_id: str = Field(min_length=1, max_length=64)
     dataset: str = Field(min_length=1, max_length=128)
     variable: str = Field(min_length=1, max_length=128)
-    groups: tuple[str, str] | None = None
+    groups: TableGroups | None = None
     k: int = Field(ge=2)
     limits: list[float] = Field(min_length=2, max_length=MAX_LIMITS + 1)
     lower: ExtremeKind
@@ -306,12 +313,13 @@ class SignedLimits(WireModel):
 class TableRequest(WireModel):
     """Ask a center for its own K-anonymous table of ``variable``.
 
-    ``groups`` names the two declared levels taken as X and Y (in that order) of the dataset's
-    group column; None asks for a one-group table of every record.
+    ``groups`` names the declared levels of the dataset's group column, one row each in that
+    order: two (X and Y) or more (a study's arms, at most :data:`MAX_TABLE_GROUPS`); None asks
+    for a one-group table of every record.
     """
 
     variable: str = Field(min_length=1)
-    groups: tuple[str, str] | None = None
+    groups: TableGroups | None = None
     k: int = Field(ge=2)
     lower: Extreme = "buffer"
     upper: Extreme = "buffer"
@@ -321,11 +329,12 @@ class RefinementRequest(WireModel):
     """Ask a new center to refine a table: the signed statement of its limits, never its counts.
 
     ``table`` must be signed by one of the center's peers (or by itself) for this dataset,
-    ``variable``, ``groups`` and ``k``.
+    ``variable``, ``groups`` and ``k``. ``groups`` as in :class:`TableRequest`: one run list
+    per level, in the order given.
     """
 
     variable: str = Field(min_length=1)
-    groups: tuple[str, str] | None = None
+    groups: TableGroups | None = None
     k: int = Field(ge=2)
     table: SignedLimits
 
@@ -356,7 +365,7 @@ class RefinementRelease(WireModel):
     k: int = Field(ge=2)
     split_bins: list[int] = Field(default_factory=list)
     split_limits: list[float] = Field(default_factory=list)
-    runs: list[GroupRuns] = Field(min_length=1, max_length=2)
+    runs: list[GroupRuns] = Field(min_length=1, max_length=MAX_TABLE_GROUPS)
     lower: float | None = None
     upper: float | None = None
     signed: SignedLimits | None = Field(

@@ -224,14 +224,16 @@ class Dataset:
             raise UnknownLevel(self.name, level)
         return level
 
-    def check_levels(self, levels: tuple[str, str] | None) -> tuple[str, str] | None:
-        """Two distinct declared levels (X, Y), or ``None`` (every record)."""
+    def check_levels(self, levels: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Distinct declared levels (X, Y, or a table's k arms), or ``None`` (every record)."""
         if levels is None:
             return None
+        seen: set[str] = set()
         for level in levels:
             self.check_level(level)
-        if levels[0] == levels[1]:
-            raise UnknownLevel(self.name, f"{levels[1]} (the same level twice)")
+            if level in seen:
+                raise UnknownLevel(self.name, f"{level} (the same level twice)")
+            seen.add(level)
         return levels
 
     def check_columns(self) -> None:

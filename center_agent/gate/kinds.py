@@ -161,6 +161,13 @@ def canonical_levels(dataset: Dataset, levels: tuple[str, str]) -> tuple[tuple[s
     return ((b, a) if swapped else (a, b)), swapped
 
 
+def declared_order(dataset: Dataset, levels: tuple[str, ...]) -> tuple[str, ...]:
+    """The levels (two or a table's k arms) in declared order: the one meaning of every order
+    a request may name them in (its answer is stored once, and shown in the order asked)."""
+    order = dataset.levels
+    return tuple(sorted(levels, key=order.index))
+
+
 class ReleaseKind(Generic[Req, Rel]):
     """One kind of release (see the module docstring): the policy of its declaration
     ``wire``."""
@@ -281,9 +288,9 @@ ExactRequest = TypeVar("ExactRequest", TableRequest, RefinementRequest)
 
 
 class ExactKind(ReleaseKind[ExactRequest, Rel]):
-    """A K-anonymous release of one variable (a table, a refinement): of one group, two declared
-    levels or every record, for a K no lower than the center's; every group asked must show at
-    least the request's K records in ``/v1/info``."""
+    """A K-anonymous release of one variable (a table, a refinement): of one group, two or more
+    declared levels (one row each: a study's arms) or every record, for a K no lower than the
+    center's; every group asked must show at least the request's K records in ``/v1/info``."""
 
     tag = "tables"
     dp_alternative = ("a DP histogram of the variable is dp_tree_histogram, its description "
@@ -301,7 +308,8 @@ class ExactKind(ReleaseKind[ExactRequest, Rel]):
 
 
 class TableKind(ExactKind[TableRequest, BinTableRelease]):
-    """This center's K-anonymous table of one variable: one group, two declared levels, or all.
+    """This center's K-anonymous table of one variable: one group, two or more declared levels
+    (one row each, in the order asked), or all.
 
     Every table of a variable in an epoch is a view of one canonical table (every declared level
     binned at once, each limit the keyed number of its gap: ``gate.gaps``), so asking again in
@@ -434,7 +442,7 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
 
     def question(self, gate: ReleaseGate, dataset: Dataset,
                  request: RefinementRequest) -> Question:
-        groups = None if request.groups is None else canonical_levels(dataset, request.groups)[0]
+        groups = None if request.groups is None else declared_order(dataset, request.groups)
         return Question(request.variable, {"refine": request.variable, "groups": groups,
                                            "k": request.k,
                                            "table": request.table.statement.digest()})
@@ -446,7 +454,7 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
             levels, pooled = population.levels, True
             canonical_request = request
         else:
-            groups, _ = canonical_levels(ctx.dataset, request.groups)
+            groups = declared_order(ctx.dataset, request.groups)
             arrays = [population.level(request.variable, level) for level in groups]
             levels, pooled = groups, False
             canonical_request = request.model_copy(update={"groups": groups})
@@ -482,8 +490,11 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
     def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
                 request: RefinementRequest) -> RefinementRelease:
         release = RefinementRelease.model_validate(stored)
-        if request.groups is not None and canonical_levels(dataset, request.groups)[1]:
-            release = release.model_copy(update={"runs": list(reversed(release.runs))})
+        if request.groups is not None:
+            # Stored in declared order; shown one run list per level in the order asked.
+            stored_order = declared_order(dataset, request.groups)
+            runs = [release.runs[stored_order.index(level)] for level in request.groups]
+            release = release.model_copy(update={"runs": runs})
         return release
 
 

@@ -8,7 +8,8 @@ An :class:`Analysis` declares, for its kind:
   and the client validate a study file with) and its result (``result_model``);
 * what it asks of each center: :meth:`Analysis.requests`, the DP requests it sends and the ε
   each spends (the one account the quota check and the dry run read: ``coordinator.quotas``),
-  :meth:`Analysis.needs_table` (whether it reads the study's federated table),
+  :meth:`Analysis.needs_table` (whether it reads the study's federated table) and
+  :meth:`Analysis.needs_center_tables` (each center's own table of it),
   :meth:`Analysis.level_names` and :meth:`Analysis.lacking` (the names the catalog checks the
   centers declare: ``coordinator.catalog``), and the dry run's notes on it
   (:meth:`Analysis.plan_notes`, :meth:`Analysis.power`);
@@ -98,6 +99,12 @@ class Analysis(Generic[S]):
         """Whether it reads the study's federated table."""
         return False
 
+    def needs_center_tables(self, analysis: S) -> bool:
+        """Whether it reads each center's own table of the study's groups too (asked with the
+        study's table, each just before the center's refinement:
+        ``coordinator.protocols.table.federated_bin_table``'s ``own_tables``)."""
+        return False
+
     def level_names(self, analysis: S, index: int) -> list[tuple[str, str]]:
         """The group levels it names besides the spec's ``groups``, each with its field."""
         return []
@@ -107,6 +114,9 @@ class Analysis(Generic[S]):
         """(what, name, field) of each name it needs that a center's declaration ``found``
         lacks, besides the spec's dataset, variable and levels."""
         return []
+
+    # The reason the dry run gives its notes under (``PlanRefusalReason``; never blocking).
+    note_reason: ClassVar[str] = "analysis_note"
 
     def plan_notes(self, spec: StudySpec, analysis: S, index: int,
                    size_of: Callable[[str | None], int]) -> list[str]:

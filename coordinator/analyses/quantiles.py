@@ -48,6 +48,8 @@ class Quantiles(Analysis[QuantilesAnalysis]):
     def needs_table(self, analysis: QuantilesAnalysis) -> bool:
         return True
 
+    note_reason = "estimator_not_offered"
+
     def plan_notes(self, spec: StudySpec, analysis: QuantilesAnalysis, index: int,
                    size_of: Callable[[str | None], int]) -> list[str]:
         """Why its YJ data would not be offered, per group: the gate the run applies before

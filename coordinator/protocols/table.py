@@ -21,7 +21,7 @@ refinement fitting the table, and the federated totals equal to the sum of the c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +62,9 @@ class FederatedTable:
     excluded: tuple[CenterFailure, ...]
     reused_from: str | None = None
     reused: ReusedTable | None = None
+    center_tables: Mapping[str, BinTable] = field(default_factory=dict)
+    """Each center's own table of the groups: the builder's, and with ``own_tables`` each
+    refiner's, asked just before its refinement (empty for a table kept before)."""
 
 
 def _implausible(center: str, detail: str) -> CenterFailure:
@@ -181,21 +184,29 @@ async def federated_bin_table(
     *,
     dataset: str,
     variable: str,
-    groups: tuple[str, str] | None = None,
+    groups: tuple[str, ...] | None = None,
     k: int = 10,
     lower: Extreme = "buffer",
     upper: Extreme = "buffer",
     min_centers: int = 1,
     allow_partial: bool = False,
     survey: Survey | None = None,
+    own_tables: bool = False,
 ) -> FederatedTable:
-    """The federated table of ``variable`` (one group, or the two levels ``groups``)."""
+    """The federated table of ``variable``: one group, or one row per level of ``groups`` (two,
+    or a study's k arms), in that order.
+
+    With ``own_tables`` each refining center is asked for its own table of the groups just
+    before its refinement (``center_tables``: per-center tests need them). Asked first, it is
+    a view of the center's canonical table at its own limits and the refinement after it is
+    admitted against it; asked after, the center's disclosure control would coarsen it against
+    the refinement, whose limits are another center's (often to one bin)."""
     if survey is None:
         survey = await survey_centers(
             centers, dataset=dataset, variable=variable, groups=groups, k=k,
             min_centers=min_centers, allow_partial=allow_partial,
         )
-    n_groups = 1 if groups is None else 2
+    n_groups = 1 if groups is None else len(groups)
     ids = build_order(survey.sizes, [port.center_id for port in survey.usable])
     by_id = {port.center_id: port for port in survey.usable}
     order = [by_id[cid] for cid in ids]
@@ -204,8 +215,10 @@ async def federated_bin_table(
     signed: SignedLimits | None = None
     done: list[str] = []
     center_totals: dict[str, tuple[float, ...]] = {}
+    center_tables: dict[str, BinTable] = {}
     for port in order:
         cid = port.center_id
+        own: BinTable | None = None
         try:
             if table is None or signed is None:
                 built = await port.release(
@@ -215,9 +228,16 @@ async def federated_bin_table(
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
                                              bounds=survey.bounds[cid],
                                              floors=survey.floors(cid, variable))
-                merged = built.to_table()
+                merged = own = built.to_table()
                 next_signed = check_signed(cid, built.signed, merged, survey.keys.get(cid))
             else:
+                if own_tables:
+                    mine = await port.release(kinds.TABLE, dataset, TableRequest(
+                        variable=variable, groups=groups, k=k, lower=lower, upper=upper))
+                    check_table_release(cid, mine, k=k, n_groups=n_groups,
+                                        bounds=survey.bounds[cid],
+                                        floors=survey.declared.get(cid))
+                    own = mine.to_table()
                 refinement = await port.release(
                     kinds.REFINE, dataset,
                     RefinementRequest(variable=variable, groups=groups, k=k, table=signed),
@@ -236,6 +256,9 @@ async def federated_bin_table(
         table, signed = merged, next_signed
         done.append(cid)
         center_totals[cid] = totals
+        if own is not None:
+            center_tables[cid] = own
     require(max(1, min_centers), done, excluded)
     assert table is not None  # require() refused an empty federation
-    return FederatedTable(table, tuple(done), center_totals, tuple(excluded))
+    return FederatedTable(table, tuple(done), center_totals, tuple(excluded),
+                          center_tables=center_tables)

@@ -1,10 +1,11 @@
 """Property test of the release gate, as an attacker holding a token would drive it.
 
 Random data (ties, missing values, undeclared and missing labels, a level smaller than K), a
-random K, and a random sequence of requests over the whole API — tables of any grouping, K and
-closing, refinements of tables a trusted peer signed at random limits, exact and noisy
-Mann-Whitney, DP releases, YJ moments, ``/v1/info`` — with the data file changed between requests
-(records appended, removed, edited: corrections). Natural limits are any number, a raw value, one
+random K, and a random sequence of requests over the whole API — tables of any grouping (every
+record, or two or three levels in any order), K and closing, refinements of tables a trusted
+peer signed at random limits, exact and noisy Mann-Whitney, DP releases, YJ moments,
+``/v1/info`` — with the data file changed between requests (records appended, removed, edited:
+corrections). Natural limits are any number, a raw value, one
 ulp either side of one, or a number the center released before (the chain that converged on a raw
 value); the center refines its own views and peers' tables closed by buffers or natural limits;
 tables and refinements also travel in batches. Every answer is kept with the data it was computed
@@ -185,6 +186,9 @@ def small(n: int, k: int) -> bool:
 @st.composite
 def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
     groups = st.sampled_from([None, ("a", "b"), ("b", "a"), ("a", "c")])
+    # A table or refinement may count any number of levels, one row each in the order asked.
+    table_groups = st.sampled_from([None, ("a", "b"), ("b", "a"), ("a", "c"), ("a", "b", "c"),
+                                    ("c", "a", "b")])
     # A natural limit: any number; a raw value, or one ulp below or above one; a number the
     # center released (a chain of natural limits, each set to the last cut near a raw value).
     natural = st.one_of(
@@ -193,16 +197,16 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
         st.tuples(st.just("placed"), st.integers(0, 10**6)),
     )
     extreme = st.one_of(st.sampled_from(["buffer", "infinite"]), natural)
-    table = st.tuples(st.just("table"), st.sampled_from(["x", "y"]), groups,
+    table = st.tuples(st.just("table"), st.sampled_from(["x", "y"]), table_groups,
                       st.sampled_from([k, k, k + 1, 2 * k]), extreme, extreme)
     # A peer's table closed at each end by an open end, a buffer or a natural limit.
     peer_end = st.one_of(st.just("infinite"), st.tuples(st.just("buffer"), st.integers(0, 40)),
                          st.tuples(st.just("natural"), natural))
-    refine = st.tuples(st.just("refine"), st.sampled_from(["x", "y"]), groups,
+    refine = st.tuples(st.just("refine"), st.sampled_from(["x", "y"]), table_groups,
                        st.sampled_from([k, k, 2 * k]),
                        st.lists(st.integers(-35, 35), min_size=1, max_size=30, unique=True),
                        peer_end, peer_end)
-    own = st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), groups)
+    own = st.tuples(st.just("refine_own"), st.sampled_from(["x", "y"]), table_groups)
     # The categorical variable's counts per category (cells merged by the K rule), any K.
     cat = st.tuples(st.just("cat"), st.just("s"), groups, st.sampled_from([k, k, k + 2]))
     op = st.one_of(
