@@ -21,7 +21,8 @@ import hypothesis
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers import postgres, timing
+import fedstats_cli.procs
+from tests.helpers import ports, postgres, timing
 
 # Hypothesis: the same examples on every run and every machine (derandomize: a property that
 # fails, fails for everyone, and a run that passed passes again), no example database left in
@@ -30,6 +31,12 @@ from tests.helpers import postgres, timing
 hypothesis.settings.register_profile("fedstats", derandomize=True, database=None,
                                      deadline=None, print_blob=True)
 hypothesis.settings.load_profile("fedstats")
+
+# The services the tests start listen on ports no other worker of the run is offered
+# (tests/helpers/ports.py): with the kernel's random choice, two workers' services could be
+# handed one port (docs/assurance.md, "Assertions on random output"). ``free_port`` calls
+# ``free_ports`` by its module's name, so both follow.
+fedstats_cli.procs.free_ports = ports.free_ports
 
 
 # A suite started in the background by a non-interactive shell (``cmd &``, as scripts and some
