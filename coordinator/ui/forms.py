@@ -118,7 +118,7 @@ def field_of(location: Sequence[Any] | str, spec: Mapping[str, Any]) -> tuple[st
     rest = parts[2:]
     if rest[:1] == [form.kind]:  # the discriminated union names the kind
         rest = rest[1:]
-    found: FormField | None = form.field(rest[0]) if rest else None
+    found: FormField | None = form.field_named(rest[0]) if rest else None
     if found is None:
         return f"analysis-{form.kind}", form.label
     if found.widget == "pair":

@@ -7,7 +7,7 @@ How a property of the schema becomes a field:
 * a number or integer: a number box; optional (it has a default or may be null): blank is the
   default;
 * an enum (a ``Literal``): a select, with a blank "default" option when optional;
-* a boolean: a checkbox (always read: unticked is false);
+* a boolean: a checkbox (unticked is false; not posted at all, the default);
 * a list of enum values: one checkbox per value (none ticked: the default);
 * a list of numbers: one box of numbers separated by commas (or semicolons);
 * a pair of numbers (``prefixItems`` of two: bounds): a lower and an upper box, both or none;
@@ -49,6 +49,7 @@ class FormField:
     name: str
     label: str
     widget: Widget
+    analysis_label: str
     required: bool
     default: Any = None
     options: tuple[str, ...] = ()
@@ -92,12 +93,16 @@ class FormField:
 class AnalysisForm:
     """The builder's part for one registered analysis: its label, what it is, its fields."""
 
-    kind: str
+    analysis: Analysis[Any] = field(compare=False, repr=False)
     label: str
     hint: str
-    fields: tuple[FormField, ...] = field(default=())
+    fields: tuple[FormField, ...] = ()
 
-    def field(self, name: str) -> FormField | None:
+    @property
+    def kind(self) -> str:
+        return self.analysis.kind
+
+    def field_named(self, name: str) -> FormField | None:
         return next((f for f in self.fields if f.name == name), None)
 
 
@@ -178,6 +183,7 @@ def form_of(analysis: Analysis[Any]) -> AnalysisForm:
     """The builder's part for ``analysis``, from its spec model's JSON schema."""
     schema = analysis.spec_model.model_json_schema()
     required = set(schema.get("required") or ())
+    label = label_of(analysis)
     fields = []
     for name, raw in (schema.get("properties") or {}).items():
         node = _resolve(schema, raw)
@@ -197,11 +203,11 @@ def form_of(analysis: Analysis[Any]) -> AnalysisForm:
             if declared is not None and not declared.is_required() else node.get("default")
         fields.append(FormField(
             kind=analysis.kind, name=name, label=LABELS.get(name, name.replace("_", " ")),
-            widget=widget, required=name in required, default=default,
+            widget=widget, analysis_label=label, required=name in required, default=default,
             options=options, hint=" ".join(str(node.get("description") or "").split()),
             minimum=node.get("minimum", node.get("exclusiveMinimum")),
             maximum=node.get("maximum", node.get("exclusiveMaximum"))))
-    return AnalysisForm(kind=analysis.kind, label=label_of(analysis),
+    return AnalysisForm(analysis=analysis, label=label,
                         hint=" ".join((analysis.spec_model.__doc__ or "").split())
                         .replace("``", ""), fields=tuple(fields))
 
@@ -253,7 +259,7 @@ def _numbers(text: str, f: FormField) -> list[float]:
 
 def form_label(f: FormField) -> str:
     """How an error names the field: the analysis' label, then the field's."""
-    return f"{label_of(REGISTRY[f.kind])} › {f.label}"
+    return f"{f.analysis_label} › {f.label}"
 
 
 def _mapping(text: str, f: FormField) -> dict[str, list[float]]:
@@ -273,7 +279,8 @@ def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
     """The field's value for the spec; :data:`OMIT` when blank (the model's default)."""
     text = text_of(values, f.input)
     if f.widget == "checkbox":
-        return text not in ("", "false", "off", "0")
+        # A page posts every box (:func:`posted_values`: unticked, blank); absent: the default.
+        return text not in ("", "false", "off", "0") if f.input in values else OMIT
     if f.widget in ("checks", "variables"):
         chosen = [v for v in as_list(values.get(f.input)) if v.strip()]
         return chosen or OMIT
@@ -320,10 +327,11 @@ def part_from_form(form: AnalysisForm, values: Mapping[str, Any]) -> dict[str, A
         value = field_value(f, values)
         if value is not OMIT:
             part[f.name] = value
-    return REGISTRY[form.kind].from_form(part, values)
+    return form.analysis.from_form(part, values)
 
 
-def posted_values(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+def posted_values(items: Sequence[tuple[str, Any]],
+                  forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
     """The posted text fields as the builder reads them: a field of several values (a group
     of checkboxes) as a list, and every generated checkbox present (unticked: blank), so a
     page shown again keeps what was posted rather than the defaults."""
@@ -335,7 +343,7 @@ def posted_values(items: Sequence[tuple[str, Any]]) -> dict[str, Any]:
             values[key] = [*as_list(values[key]), value]
         else:
             values[key] = value
-    for form in builder_forms():
+    for form in builder_forms() if forms is None else forms:
         for f in form.fields:
             if f.widget == "checkbox":
                 values.setdefault(f.input, "")
