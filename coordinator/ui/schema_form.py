@@ -7,7 +7,8 @@ How a property of the schema becomes a field:
 * a number or integer: a number box; optional (it has a default or may be null): blank is the
   default;
 * an enum (a ``Literal``): a select, with a blank "default" option when optional;
-* a boolean: a checkbox (unticked is false; not posted at all, the default);
+* a boolean: a checkbox (after a blank hidden field: unticked is false; not posted at all,
+  the default);
 * a list of enum values: one checkbox per value (none ticked: the default);
 * a list of numbers: one box of numbers separated by commas (or semicolons);
 * a pair of numbers (``prefixItems`` of two: bounds): a lower and an upper box, both or none;
@@ -279,8 +280,12 @@ def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
     """The field's value for the spec; :data:`OMIT` when blank (the model's default)."""
     text = text_of(values, f.input)
     if f.widget == "checkbox":
-        # A page posts every box (:func:`posted_values`: unticked, blank); absent: the default.
-        return text not in ("", "false", "off", "0") if f.input in values else OMIT
+        # The page posts a blank hidden field before each box, so an unticked box is false
+        # and a field not posted at all (a form made elsewhere) the model's default.
+        if f.input not in values:
+            return OMIT
+        return any(v.strip() not in ("", "false", "off", "0")
+                   for v in as_list(values.get(f.input)))
     if f.widget in ("checks", "variables"):
         chosen = [v for v in as_list(values.get(f.input)) if v.strip()]
         return chosen or OMIT
@@ -333,8 +338,9 @@ def part_from_form(form: AnalysisForm, values: Mapping[str, Any]) -> dict[str, A
 def posted_values(items: Sequence[tuple[str, Any]],
                   forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
     """The posted text fields as the builder reads them: a field of several values (a group
-    of checkboxes) as a list, and every generated checkbox present (unticked: blank), so a
-    page shown again keeps what was posted rather than the defaults."""
+    of checkboxes, a box and its blank hidden field) as a list, and every group of
+    checkboxes present (none ticked: empty), so a page shown again keeps what was posted
+    rather than the defaults."""
     values: dict[str, Any] = {}
     for key, value in items:
         if not isinstance(value, str):
@@ -345,9 +351,7 @@ def posted_values(items: Sequence[tuple[str, Any]],
             values[key] = value
     for form in builder_forms() if forms is None else forms:
         for f in form.fields:
-            if f.widget == "checkbox":
-                values.setdefault(f.input, "")
-            elif f.multiple:
+            if f.multiple:
                 values[f.input] = as_list(values.get(f.input))
     return values
 

@@ -166,10 +166,11 @@ def test_each_kind_of_property_gets_its_widget_and_reads_back() -> None:
         "per_variable": {"age": [18.0, 99.0], "crp": [0.0, 300.0]}, "note": "hi",
         "extra": {"a": 1}}
     ShiftSpec.model_validate(part)
-    # Blank optional fields are left out; a checkbox not posted is unticked (false).
+    # Blank optional fields are left out; a box posted blank only is unticked (false).
     bare = part_from_form(form, posted_values([
         ("shift_test.epsilon", "1"), ("shift_test.bounds.0", "0"), ("shift_test.bounds.1", "1"),
-        ("shift_test.lower", "buffer"), ("shift_test.rounds", " ")], [form]))
+        ("shift_test.lower", "buffer"), ("shift_test.rounds", " "), ("shift_test.paired", "")],
+        [form]))
     assert bare == {"kind": "shift_test", "epsilon": 1.0, "bounds": [0.0, 1.0],
                     "lower": "buffer", "paired": False}
     # Not posted at all (no page behind it): the default.
@@ -242,10 +243,14 @@ def test_posted_checkboxes_read_as_posted() -> None:
                             ("describe.variables", "age"), ("mwu.tests", "sum")])
     assert values["analyses"] == ["mwu", "describe"]
     assert values["describe.variables"] == ["age"] and values["mwu.tests"] == ["sum"]
-    assert values["describe.pooled"] == "" and values["quantiles.estimators"] == []
+    assert "describe.pooled" not in values and values["quantiles.estimators"] == []
     form = {f.kind: f for f in builder_forms()}["describe"]
     pooled = form.field_named("pooled")
-    assert pooled is not None and field_value(pooled, values) is False
+    # The page posts a blank before each box: unticked false, ticked true, unposted default.
+    assert pooled is not None and field_value(pooled, values) is OMIT
+    assert field_value(pooled, posted_values([("describe.pooled", "")])) is False
+    assert field_value(pooled, posted_values([("describe.pooled", ""),
+                                              ("describe.pooled", "true")])) is True
     per_center = form.field_named("per_center")
     assert per_center is not None and field_value(per_center, {}) is OMIT
     variables = form.field_named("variables")
