@@ -16,7 +16,9 @@ An :class:`Analysis` declares, for its kind:
 * how it runs: :meth:`Analysis.run`, given a :class:`StudyRun` (the survey, the study's table);
 * how it is shown: :meth:`Analysis.summary_lines` (the text summary) and
   :meth:`Analysis.report_parts` (its section of the HTML report, figures included);
-* how it is asked in the console's builder: :meth:`Analysis.from_form`.
+* how it is asked in the console's builder: a form generated from ``spec_model``'s JSON schema
+  (``coordinator.ui.schema_form``), labelled :attr:`Analysis.form_label`, with
+  :attr:`Analysis.form_widgets` and :meth:`Analysis.from_form` for what the schema cannot say.
 
 How many group levels an analysis compares is its own (:attr:`Analysis.max_groups`): a spec with
 more levels than it handles is refused with a 422 naming the analysis.
@@ -85,8 +87,14 @@ class Analysis(Generic[S]):
     result_model: ClassVar[type[BaseModel]]
     # The most group levels the analysis compares (the spec's ``groups``); none: any number.
     max_groups: ClassVar[int | None] = 2
-    # The console builder's label of the analysis (none: not offered there).
+    # The console builder's label of the analysis (none: its spec model's docstring's first
+    # sentence, else its kind; ``coordinator.ui.schema_form.label_of``).
     form_label: ClassVar[str | None] = None
+    # Whether the builder offers it (every analysis does unless it opts out).
+    form_offered: ClassVar[bool] = True
+    # Fields of the spec model that name what the catalog lists, by widget ("level",
+    # "variable", "variables"), besides those known by their name (group, variable, variables).
+    form_widgets: ClassVar[Mapping[str, str]] = {}
 
     # -- what it asks of each center -------------------------------------------------------------
 
@@ -152,32 +160,17 @@ class Analysis(Generic[S]):
 
     # -- how it is asked in the console ----------------------------------------------------------
 
-    # Whether its form reads the builder's shared DP fields (ε, bounds, group).
-    form_dp: ClassVar[bool] = False
-
-    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
-        """The spec part the console builder's fields describe (``common``: the shared DP
-        fields, read once when an analysis with ``form_dp`` is chosen: epsilon, bounds,
-        group)."""
-        return {"kind": self.kind}
+    def from_form(self, part: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+        """The spec part from the builder: ``part``, read off the fields generated from the
+        spec model's schema; an analysis whose form the schema cannot express amends it from
+        the posted ``values`` here."""
+        return part
 
 
 class FormError(ValueError):
-    """A field of the console's builder that cannot be read (the message names it)."""
+    """A field of the console's builder that cannot be read (the message names it; ``field``
+    is its HTML name, for the page to mark it)."""
 
-
-def form_number(values: Mapping[str, Any], name: str, label: str) -> float:
-    text = str(values.get(name) or "").strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise FormError(f"{label}: give a number (got {text!r})") from None
-
-
-def form_levels(values: Mapping[str, Any]) -> list[float]:
-    text = str(values.get("levels") or "")
-    try:
-        return [float(x) for x in text.replace(";", ",").split(",") if x.strip()]
-    except ValueError:
-        raise FormError(f"levels: give numbers in (0, 1) separated by commas (got {text!r})") \
-            from None
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

@@ -31,6 +31,7 @@ class Describe(Analysis[DescribeAnalysis]):
     kind = "describe"
     spec_model = DescribeAnalysis
     result_model = DescribeResult
+    form_label = "descriptive statistics (Table 1)"
 
     def requests(self, spec: StudySpec, analysis: DescribeAnalysis) -> list[Request]:
         if analysis.method != "dp":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
@@ -43,7 +43,6 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
     spec_model = DPBoxplotAnalysis
     result_model = DPBoxplotResult
     form_label = "DP boxplots"
-    form_dp = True
 
     def requests(self, spec: StudySpec, analysis: DPBoxplotAnalysis) -> list[Request]:
         """Its own box (ε) and its pooled box: round 1, the extremes, 3ε/8; rounds 2 and 3,
@@ -142,7 +141,3 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
             survey=study.survey,
         )
         return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
-
-    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
-        return {"kind": "dp_boxplot", "epsilon": common["epsilon"], "bounds": common["bounds"],
-                "group": common["group"]}

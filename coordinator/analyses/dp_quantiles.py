@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_levels
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.models import (
     AnalysisResult,
     DPQuantilesAnalysis,
@@ -32,7 +32,6 @@ class DPQuantiles(Analysis[DPQuantilesAnalysis]):
     spec_model = DPQuantilesAnalysis
     result_model = DPQuantilesResult
     form_label = "DP quantiles (per center)"
-    form_dp = True
 
     def requests(self, spec: StudySpec, analysis: DPQuantilesAnalysis) -> list[Request]:
         return [(("dp_quantiles", spec.variable, analysis.group, analysis.epsilon,
@@ -82,8 +81,3 @@ class DPQuantiles(Analysis[DPQuantilesAnalysis]):
             allow_partial=spec.allow_partial, survey=study.survey,
         )
         return dp_quantiles_result(quantiles, analysis.group)
-
-    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
-        return {"kind": "dp_quantiles", "epsilon": common["epsilon"],
-                "bounds": common["bounds"], "levels": form_levels(values),
-                "group": common["group"]}

@@ -8,7 +8,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_number
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.models import (
     MWU_TESTS,
     AnalysisResult,
@@ -182,9 +182,3 @@ class MWU(Analysis[MWUAnalysis]):
             table=study.study_table() if "table" in analysis.tests else None,
         )
         return mwu_result(mwu, analysis.alternative)
-
-    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
-        mwu: dict[str, Any] = {"kind": "mwu"}
-        if str(values.get("mwu_epsilon") or "").strip():
-            mwu["epsilon"] = form_number(values, "mwu_epsilon", "MWU ε")
-        return mwu

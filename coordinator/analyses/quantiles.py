@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun, form_levels
+from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.models import AnalysisResult, QuantilesAnalysis, QuantilesResult, StudySpec
 from coordinator.protocols.quantiles import (
     quantile_brackets,
@@ -122,6 +122,3 @@ class Quantiles(Analysis[QuantilesAnalysis]):
             )
         return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
             table.table, analysis.levels, groups=names))
-
-    def from_form(self, values: Mapping[str, Any], common: Mapping[str, Any]) -> dict[str, Any]:
-        return {"kind": "quantiles", "levels": form_levels(values)}

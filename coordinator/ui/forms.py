@@ -3,60 +3,170 @@ tables a study page offers to download."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator.analyses import REGISTRY
-from coordinator.analyses.base import FormError, form_number
+from coordinator.analyses import FormError
 from coordinator.figures import figure_names
+from coordinator.models import Catalog
+from coordinator.ui.schema_form import (
+    AnalysisForm,
+    FormField,
+    as_list,
+    builder_forms,
+    form_label,
+    initial_values,
+    part_from_form,
+    posted_values,
+    text_of,
+)
+from fedstats_service.errors import dotted
 
-__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FormError", "export_links",
-           "figure_links", "spec_from_form"]
+__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_TESTS",
+           "FormError", "catalog_names", "export_links", "field_of", "figure_links",
+           "form_errors", "marked_fields", "posted_values", "spec_from_form"]
 
+# What the builder offers: a form for every registered analysis that does not opt out,
+# generated from its spec model (``coordinator.ui.schema_form``).
+FORMS: tuple[AnalysisForm, ...] = builder_forms()
+ANALYSES = tuple(form.kind for form in FORMS)
+_BY_KIND = {form.kind: form for form in FORMS}
 DEFAULTS: dict[str, Any] = {
-    "dataset": "", "variable": "", "group_x": "", "group_y": "", "k": "10",
-    "analyses": ["table", "mwu", "quantiles"], "centers": [],
-    "mwu_epsilon": "", "levels": "0.25, 0.5, 0.75",
-    "dp_epsilon": "0.5", "dp_lower": "", "dp_upper": "", "dp_group": "",
-    "toml": "", "title": "", "description": "", "primary": "", "alpha": "0.05",
+    "dataset": "", "variable": "", "group_x": "", "group_y": "", "groups_more": [], "k": "10",
+    "analyses": [kind for kind in ("table", "mwu", "quantiles") if kind in ANALYSES],
+    "centers": [], "toml": "", "title": "", "description": "", "primary": "", "alpha": "0.05",
+    **initial_values(), "quantiles.levels": "0.25, 0.5, 0.75",
+    "dp_quantiles.levels": "0.25, 0.5, 0.75",
 }
 PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
-# What the builder offers: every registered analysis with a form (``coordinator.analyses``).
-ANALYSES = tuple(kind for kind, a in REGISTRY.items() if a.form_label is not None)
 FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
                  "boxplots": "DP boxplots", "quantiles": "quantiles"}
+# The study's own fields, by the spec's name: (HTML name, label).
+STUDY_FIELDS = {"title": ("title", "Title"), "description": ("description", "Description"),
+                "dataset": ("dataset", "Dataset"), "variable": ("variable", "Variable"),
+                "k": ("k", "K"), "centers": ("centers", "Centers"),
+                "primary": ("primary", "Primary test")}
 
 
-def spec_from_form(values: dict[str, Any]) -> dict[str, Any]:
-    """The spec the form describes; the spec model validates it (the same rules as the API)."""
-    groups = [str(values.get(g) or "").strip() for g in ("group_x", "group_y")]
-    chosen = [a for a in values.get("analyses") or [] if a in ANALYSES]
+def _number(values: Mapping[str, Any], name: str, label: str) -> float:
+    text = text_of(values, name)
+    try:
+        return float(text)
+    except ValueError:
+        raise FormError(f"{label}: give a number (got {text!r})", field=name) from None
+
+
+def spec_from_form(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec the form describes: the study's fields, and each chosen analysis' part from
+    its generated fields; the spec model validates it (the same rules as the API)."""
+    groups = [text_of(values, g) for g in ("group_x", "group_y")]
+    more = [g for g in as_list(values.get("groups_more")) if g.strip() and g not in groups]
+    chosen = [a for a in as_list(values.get("analyses")) if a in _BY_KIND]
     if not chosen:
-        raise FormError("analyses: choose at least one")
-    common: dict[str, Any] = {"group": str(values.get("dp_group") or "").strip() or None}
-    if any(REGISTRY[a].form_dp for a in chosen):
-        common["bounds"] = [form_number(values, "dp_lower", "DP lower bound"),
-                            form_number(values, "dp_upper", "DP upper bound")]
-        common["epsilon"] = form_number(values, "dp_epsilon", "DP ε")
-    analyses = [REGISTRY[kind].from_form(values, common) for kind in chosen]
+        raise FormError("analyses: choose at least one", field="analyses")
+    k = text_of(values, "k")
+    if not k.isdigit():
+        raise FormError(f"K: give a whole number (got {k!r})", field="k")
     spec: dict[str, Any] = {
-        **{key: str(values.get(key) or "").strip() for key in ("title", "description")
-           if str(values.get(key) or "").strip()},
-        "dataset": str(values.get("dataset") or "").strip(),
-        "variable": str(values.get("variable") or "").strip(),
-        "groups": groups if all(groups) else None,
-        "k": int(form_number(values, "k", "K")),
-        "analyses": analyses,
+        **{key: text_of(values, key) for key in ("title", "description")
+           if text_of(values, key)},
+        "dataset": text_of(values, "dataset"),
+        "variable": text_of(values, "variable"),
+        "groups": [*groups, *more] if all(groups) else None,
+        "k": int(k),
+        "analyses": [part_from_form(_BY_KIND[kind], values) for kind in chosen],
     }
+    if more and not all(groups):
+        raise FormError("further groups: choose groups X and Y first", field="groups_more")
     if values.get("centers"):
-        spec["centers"] = list(values["centers"])
-    primary = str(values.get("primary") or "").strip()
+        spec["centers"] = as_list(values["centers"])
+    primary = text_of(values, "primary")
     if primary:
         if primary not in PRIMARY_TESTS or "mwu" not in chosen:
             raise FormError("primary test: choose one of the Mann-Whitney tests, and the "
-                            "Mann-Whitney analysis")
+                            "Mann-Whitney analysis", field="primary")
         spec["primary"] = {"analysis": chosen.index("mwu"), "test": primary,
-                           "alpha": form_number(values, "alpha", "α of the primary test")}
+                           "alpha": _number(values, "alpha", "α of the primary test")}
     return spec
+
+
+def field_of(location: Sequence[Any] | str, spec: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The builder's field (HTML name, label) a location in ``spec`` comes from: a pydantic
+    error's ``loc`` or an API error's dotted field (``body.analyses.0.group``); none when
+    it is not one field of the form."""
+    parts = location.split(".") if isinstance(location, str) else [str(p) for p in location]
+    if parts[:1] == ["body"]:
+        parts = parts[1:]
+    if not parts:
+        return None
+    head = parts[0]
+    if head == "groups":
+        index = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        return (("group_x", "Group X"), ("group_y", "Group Y"))[index] if index < 2 \
+            else ("groups_more", "Further groups")
+    if head == "primary" and parts[1:2] == ["alpha"]:
+        return "alpha", "α of the primary test"
+    if head in STUDY_FIELDS:
+        return STUDY_FIELDS[head]
+    if head != "analyses" or len(parts) < 2 or not parts[1].isdigit():
+        return None
+    analyses = spec.get("analyses") or []
+    index = int(parts[1])
+    if index >= len(analyses) or analyses[index].get("kind") not in _BY_KIND:
+        return None
+    form = _BY_KIND[analyses[index]["kind"]]
+    rest = parts[2:]
+    if rest[:1] == [form.kind]:  # the discriminated union names the kind
+        rest = rest[1:]
+    found: FormField | None = form.field_named(rest[0]) if rest else None
+    if found is None:
+        return f"analysis-{form.kind}", form.label
+    if found.widget == "pair":
+        end = rest[1] if len(rest) > 1 and rest[1] in ("0", "1") else "0"
+        return f"{found.input}.{end}", form_label(found)
+    return found.input, form_label(found)
+
+
+def form_errors(errors: Sequence[Mapping[str, Any]], spec: Mapping[str, Any]) -> tuple[
+        list[str], dict[str, str]]:
+    """The spec model's errors (pydantic's, as the API's 422 gives them) each named by the
+    builder's field it comes from, and the message of each field to mark."""
+    problems: list[str] = []
+    marks: dict[str, str] = {}
+    for err in errors:
+        location = err.get("loc", ())
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        found = field_of(location, spec)
+        if found is None:
+            problems.append(f"{dotted(location) or 'study'}: {message}")
+            continue
+        name, label = found
+        problems.append(f"{label}: {message}")
+        marks.setdefault(name, f"{label}: {message}")
+    return problems, marks
+
+
+def marked_fields(extra: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
+    """The builder's fields an API error names (its ``fields``, ``body.…`` paths, and for an
+    unknown name what the centers lack), each with its message."""
+    marks: dict[str, str] = {}
+    for unknown in extra.get("unknown") or []:
+        found = field_of(str(unknown.get("field", "")), spec)
+        if found is not None:
+            centers = ", ".join(unknown.get("centers") or [])
+            marks.setdefault(found[0], f"{found[1]}: {unknown.get('what')} "
+                                       f"{unknown.get('name')!r} is not declared by {centers}")
+    for path in extra.get("fields") or []:
+        found = field_of(str(path), spec)
+        if found is not None:
+            marks.setdefault(found[0], f"{found[1]}: see above")
+    return marks
+
+
+def catalog_names(catalog: Catalog) -> dict[str, list[str]]:
+    """Every variable and every group level the catalog's datasets declare (each once)."""
+    return {"variables": list(dict.fromkeys(v for ds in catalog.datasets for v in ds.variables)),
+            "levels": list(dict.fromkeys(v for ds in catalog.datasets for v in ds.levels))}
 
 
 def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:

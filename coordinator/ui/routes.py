@@ -210,10 +210,13 @@ async def new_study(request: Request) -> Response:
 
 async def _builder(request: Request, session: Session, values: dict[str, Any], *,
                    plan: StudyPlan | None = None, errors: list[str] | None = None,
+                   field_errors: dict[str, str] | None = None,
                    status_code: int = 200) -> HTMLResponse:
     found = build_catalog(await services(request).registry.declarations(budgets=False))
     return page(request, "new.html", session, status_code=status_code, catalog=found,
-                values={**forms.DEFAULTS, **values}, plan=plan, errors=errors or [],
+                names=forms.catalog_names(found), forms=forms.FORMS,
+                primary_tests=forms.PRIMARY_TESTS, values={**forms.DEFAULTS, **values},
+                plan=plan, errors=errors or [], field_errors=field_errors or {},
                 centers=list(services(request).centers))
 
 
@@ -230,12 +233,11 @@ async def submit_study(request: Request) -> Response:
         text = str(posted.get("toml") or "") if isinstance(posted.get("toml"), str) else ""
         if upload is not None and not isinstance(upload, str):
             text = (await upload.read()).decode("utf-8", errors="replace") or text
-        values: dict[str, Any] = {k: v for k, v in posted.items() if isinstance(v, str)}
-        values["centers"] = [str(c) for c in posted.getlist("centers")]
-        values["analyses"] = [str(a) for a in posted.getlist("analyses")]
+        values = forms.posted_values(posted.multi_items())
     finally:
         await posted.close()  # an uploaded file is spooled to a temporary file
     action = values.get("action")
+    raw: dict[str, Any] = {}
     try:
         raw = tomllib.loads(text) if text.strip() else forms.spec_from_form(values)
         spec = StudySpec.model_validate(raw)
@@ -243,10 +245,16 @@ async def submit_study(request: Request) -> Response:
         return await _builder(request, session, values, errors=[f"study TOML: {exc}"],
                               status_code=422)
     except forms.FormError as exc:
-        return await _builder(request, session, values, errors=[str(exc)], status_code=422)
+        return await _builder(request, session, values, errors=[str(exc)], status_code=422,
+                              field_errors={exc.field: str(exc)} if exc.field else None)
     except ValidationError as exc:
-        problems = describe_errors(exc.errors(include_url=False, include_input=False))
-        return await _builder(request, session, values, errors=[problems], status_code=422)
+        found = exc.errors(include_url=False, include_input=False)
+        if text.strip():  # a study file: its own keys
+            return await _builder(request, session, values, errors=[describe_errors(found)],
+                                  status_code=422)
+        problems, marks = forms.form_errors(found, raw)
+        return await _builder(request, session, values, errors=problems, field_errors=marks,
+                              status_code=422)
     runner = services(request).runner
     response = Response()
     try:
@@ -254,8 +262,9 @@ async def submit_study(request: Request) -> Response:
             spec, runner, session.caller, request, response,
             dry_run=action == "plan")
     except ServiceError as exc:
+        marks = {} if text.strip() else forms.marked_fields(exc.extra, raw)
         return await _builder(request, session, values, errors=[exc.detail],
-                              status_code=exc.status_code)
+                              field_errors=marks, status_code=exc.status_code)
     if isinstance(answer, StudyPlan):
         return await _builder(request, session, values, plan=answer)
     return RedirectResponse(f"/ui/studies/{answer.id}", status_code=303)

@@ -108,14 +108,15 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
     page.get_by_role("link", name="New study").first.click()
     page.get_by_label("Title").fill("Console: x by arm")
     page.get_by_label("Description").fill("Does b differ from a? Primary: the sum test.")
-    page.get_by_label("Variable").fill("x")
+    page.get_by_label("Variable", exact=True).select_option("x")
     page.get_by_label("Group X").select_option("a")
     page.get_by_label("Group Y").select_option("b")
     page.get_by_label("Primary test (pre-registered)").select_option("sum")
-    page.get_by_label("DP boxplots (per center and pooled)").check()
-    page.get_by_label("DP ε").fill("0.5")
-    page.get_by_label("DP lower bound").fill("0")
-    page.get_by_label("DP upper bound").fill("100")
+    boxes = page.locator("#analysis-dp_boxplot")
+    boxes.get_by_label("DP boxplots", exact=True).check()
+    boxes.get_by_label("ε", exact=True).fill("0.5")
+    boxes.get_by_label("bounds: lower").fill("0")
+    boxes.get_by_label("bounds: upper").fill("100")
     page.get_by_role("button", name="Dry run (nothing is spent)").click()
     plan = page.locator("section.plan").inner_text()
     assert "The study would run" in plan and "alpha" in plan
@@ -206,6 +207,51 @@ def test_an_analyst_builds_runs_reads_and_downloads(console: Console, browser: o
     assert page.url.endswith("/ui/login")
     context.close()
     (OUTPUT / "study_url.txt").write_text(study_url)
+
+
+def test_an_analyst_builds_table_one_and_dp_quantiles_from_the_catalog(
+        console: Console, browser: object) -> None:
+    """Two analyses, every name picked from the catalog (none typed), each DP analysis its own
+    ε, bounds and group: dry run, submit, and both results read on the study's page."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    sign_in(page, console, console.ann)
+    page.get_by_role("link", name="New study").first.click()
+    # The study's variable is a choice among the catalog's, not a text box.
+    variable = page.get_by_label("Variable", exact=True)
+    assert variable.evaluate("e => e.tagName") == "SELECT"
+    assert variable.locator("option").all_inner_texts() == ["x", "y"]
+    page.get_by_label("Title").fill("Console: Table 1 and DP quantiles")
+    variable.select_option("x")
+    page.get_by_label("Group X").select_option("a")
+    page.get_by_label("Group Y").select_option("b")
+    for kind in ("table", "mwu", "quantiles"):  # the analyses ticked by default: not these
+        page.locator(f"#analysis-{kind} legend input").uncheck()
+    table_one = page.locator("#analysis-describe")
+    table_one.get_by_label("Descriptive statistics (Table 1)").check()
+    described = table_one.get_by_role("group", name="variables")
+    described.get_by_label("x", exact=True).check()
+    described.get_by_label("y", exact=True).check()
+    quantiles = page.locator("#analysis-dp_quantiles")
+    quantiles.get_by_label("DP quantiles (per center)").check()
+    quantiles.get_by_label("ε", exact=True).fill("0.5")
+    quantiles.get_by_label("bounds: lower").fill("0")
+    quantiles.get_by_label("bounds: upper").fill("100")
+    assert quantiles.get_by_label("levels", exact=True).input_value() == "0.25, 0.5, 0.75"
+    quantiles.get_by_label("group", exact=True).select_option("b")
+    page.get_by_role("button", name="Dry run (nothing is spent)").click()
+    plan = page.locator("section.plan").inner_text()
+    # The DP quantiles' own ε, once per center; Table 1 from the tables spends none.
+    assert "The study would run" in plan and re.search(r"alpha\s+10\s+0\.5\b", plan), plan
+    shot(page, "09-dry-run-two-analyses")
+    page.get_by_role("button", name="Submit the study").click()
+    page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))
+    page.wait_for_selector("section.report", timeout=scaled(120) * 1000)
+    assert page.locator("[data-field=status]").inner_text() == "succeeded"
+    report = page.locator("section.report").inner_text()
+    assert "Table 1" in report and "DP quantiles" in report
+    shot(page, "10-table-one-and-dp-quantiles")
+    context.close()
 
 
 def test_another_analyst_cannot_open_the_study(console: Console, browser: object) -> None:

@@ -6,6 +6,7 @@ Chromium."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from coordinator.analyses import REGISTRY
 from coordinator.ui.sessions import SESSION_COOKIE, digest
 from tests.coordinator.test_coord_catalog import counted, serving
 from tests.helpers.coordinator import Federations
@@ -163,3 +165,56 @@ async def test_ownership_roles_and_revocation_as_in_the_api(tmp_path: Path,
         # Revoked: signed out at the next request.
         accounts.revoke(ann.analyst.id)
         assert (await coord.client.get("/ui/studies")).status_code == 303
+
+
+async def test_the_builder_offers_every_analysis_from_the_catalog_and_marks_what_to_fix(
+        tmp_path: Path, federation: Federations) -> None:
+    async with serving(tmp_path, counted(federation)) as coord:
+        ann = coord.app.state.services.accounts.add("ann")
+        await sign_in(coord.client, ann.token)
+        page = (await coord.client.get("/ui/studies/new")).text
+        for kind in REGISTRY:  # each its own fields, generated from its spec model
+            assert f'id="analysis-{kind}"' in page, kind
+        # Names are picked from the catalog, not typed: the variable, each DP group level,
+        # Table 1's variables.
+        assert '<select id="variable" name="variable">' in page
+        assert re.search(r'<select id="f-dp_boxplot-group" name="dp_boxplot.group"[^>]*>\s*'
+                         r'<option value="">\(none\)</option>\s*<option value="ctl">', page)
+        assert 'name="describe.variables" value="crp"' in page
+        study = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt",
+                 "k": "10"}
+        # The spec model's refusal (the API's rules) marks the field it comes from.
+        low = await builder_post(coord.client, **study, analyses="dp_boxplot",
+                                 action="plan", **{"dp_boxplot.epsilon": "0",
+                                                   "dp_boxplot.bounds.0": "0",
+                                                   "dp_boxplot.bounds.1": "300"})
+        assert low.status_code == 422
+        assert re.search(r'name="dp_boxplot.epsilon" value="0"[^>]* aria-invalid="true"',
+                         low.text)
+        assert "DP boxplots › ε: Input should be greater than or equal to" in low.text
+        # A group level the centers do not declare (the catalog's 422): the same.
+        dp = {"dp_quantiles.epsilon": "1", "dp_quantiles.bounds.0": "0",
+              "dp_quantiles.bounds.1": "300", "dp_quantiles.levels": "0.5"}
+        unknown = await builder_post(coord.client, **study, analyses="dp_quantiles",
+                                     action="submit", **dp, **{"dp_quantiles.group": "nope"})
+        assert unknown.status_code == 422
+        assert re.search(r'<select id="f-dp_quantiles-group" name="dp_quantiles.group" '
+                         r'aria-invalid="true"', unknown.text), unknown.text[-3000:]
+        assert "DP quantiles (per center) › group: group level &#39;nope&#39;" in unknown.text
+        # Table 1 of the catalog's variable and DP quantiles of one arm: planned, then run.
+        both = {**study, **dp, "dp_quantiles.group": "trt", "describe.variables": "crp",
+                "describe.per_center": "true", "describe.pooled": "true",
+                "analyses": ["describe", "dp_quantiles"]}
+        planned = await builder_post(coord.client, **both, action="plan")
+        assert planned.status_code == 200 and "The study would run" in planned.text
+        made = await builder_post(coord.client, **both, action="submit")
+        assert made.status_code == 303, made.text[-2000:]
+        study_id = made.headers["location"].rsplit("/", 1)[1]
+        await coord.app.state.services.runner.wait(study_id)
+        record = coord.app.state.services.store.get_study(study_id)
+        assert record is not None and record.status == "succeeded", record
+        kinds = [a["kind"] for a in json.loads(record.spec)["analyses"]]
+        assert kinds == ["describe", "dp_quantiles"]
+        assert json.loads(record.spec)["analyses"][1]["group"] == "trt"
+        shown = (await coord.client.get(made.headers["location"])).text
+        assert "Table 1" in shown and "DP quantiles" in shown

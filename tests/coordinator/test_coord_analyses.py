@@ -99,18 +99,26 @@ async def test_the_api_refuses_three_groups_with_a_422(tmp_path: Path,
     assert "analysis 0 (describe) compares at most 2 group levels" in body["detail"]
 
 
-def test_the_builder_offers_the_registered_analyses_with_a_form() -> None:
-    assert ANALYSES == ("table", "mwu", "quantiles", "dp_boxplot", "dp_quantiles")
+def test_the_builder_offers_every_registered_analysis_with_its_own_fields() -> None:
+    assert ANALYSES == tuple(REGISTRY)
     values = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt",
-              "k": "10", "analyses": list(ANALYSES), "mwu_epsilon": "0.5",
-              "levels": "0.25; 0.75", "dp_epsilon": "1", "dp_lower": "0", "dp_upper": "300",
-              "dp_group": "trt"}
+              "k": "10", "analyses": list(ANALYSES), "mwu.epsilon": "0.5",
+              "quantiles.levels": "0.25; 0.75", "dp_boxplot.epsilon": "1",
+              "dp_boxplot.bounds.0": "0", "dp_boxplot.bounds.1": "300",
+              "dp_quantiles.epsilon": "2", "dp_quantiles.bounds.0": "-1",
+              "dp_quantiles.bounds.1": "30", "dp_quantiles.levels": "0.5",
+              "dp_quantiles.group": "trt", "describe.variables": ["crp", "age"]}
     spec = StudySpec.model_validate(spec_from_form(values))
     assert [a.kind for a in spec.analyses] == list(ANALYSES)
     assert spec.analyses[1].epsilon == 0.5  # type: ignore[union-attr]
-    assert spec.analyses[4].bounds == (0.0, 300.0)  # type: ignore[union-attr]
-    with pytest.raises(FormError, match="DP upper bound"):
-        spec_from_form({**values, "dp_upper": "high"})
-    # The DP fields are read only when a DP analysis is chosen.
-    assert spec_from_form({**values, "dp_upper": "high", "analyses": ["table"]})["analyses"] \
-        == [{"kind": "table"}]
+    # Each DP analysis its own ε, bounds and group.
+    assert (spec.analyses[3].epsilon, spec.analyses[3].bounds,  # type: ignore[union-attr]
+            spec.analyses[3].group) == (1.0, (0.0, 300.0), None)  # type: ignore[union-attr]
+    assert (spec.analyses[4].epsilon, spec.analyses[4].bounds,  # type: ignore[union-attr]
+            spec.analyses[4].group) == (2.0, (-1.0, 30.0), "trt")  # type: ignore[union-attr]
+    assert spec.analyses[5].variables == ["crp", "age"]  # type: ignore[union-attr]
+    with pytest.raises(FormError, match="DP boxplots › bounds \\(upper\\)"):
+        spec_from_form({**values, "dp_boxplot.bounds.1": "high"})
+    # An analysis' fields are read only when it is chosen.
+    assert spec_from_form({**values, "dp_boxplot.bounds.1": "high", "analyses": ["table"]})[
+        "analyses"] == [{"kind": "table"}]

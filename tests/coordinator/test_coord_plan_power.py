@@ -64,6 +64,6 @@ async def test_the_consoles_dry_run_shows_the_power(tmp_path: Path,
         await sign_in(coord.client, ann.token)
         page = await builder_post(coord.client, dataset="cohort", variable="crp",
                                   group_x="ctl", group_y="trt", k="10", analyses="mwu",
-                                  mwu_epsilon="0.1", action="plan")
+                                  action="plan", **{"mwu.epsilon": "0.1"})
     assert page.status_code == 200, page.text[-2000:]
     assert "Power of Mann-Whitney analysis 0:" in page.text and "ε = 0.1" in page.text

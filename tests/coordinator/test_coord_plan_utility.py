@@ -81,8 +81,9 @@ async def test_the_consoles_dry_run_warns(tmp_path: Path, federation: Federation
         await sign_in(coord.client, ann.token)
         page = await builder_post(coord.client, dataset="cohort", variable="crp",
                                   group_x="ctl", group_y="trt", k="10", analyses="dp_boxplot",
-                                  dp_epsilon="0.5", dp_lower="0", dp_upper="100",
-                                  action="plan")
+                                  action="plan", **{"dp_boxplot.epsilon": "0.5",
+                                                    "dp_boxplot.bounds.0": "0",
+                                                    "dp_boxplot.bounds.1": "100"})
     assert page.status_code == 200, page.text[-2000:]
     assert "Uninformative: What ε buys, analysis 0 (dp_boxplot)" in page.text
 

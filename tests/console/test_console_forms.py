@@ -1,0 +1,257 @@
+"""The study builder's forms, generated from the analyses' spec models
+(``coordinator.ui.schema_form``): every registered analysis gets one, whose sample values its
+own model accepts; each kind of schema property gets its widget; an analysis added to the
+registry is offered with a label from its model unless it opts out; a bad field is named, by
+the builder (``FormError``) or by the spec model's error mapped back to it."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, ClassVar, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from coordinator.analyses import REGISTRY, Analysis, FormError
+from coordinator.models import StudySpec
+from coordinator.ui import forms
+from coordinator.ui.schema_form import (
+    OMIT,
+    FormField,
+    builder_forms,
+    field_value,
+    form_of,
+    part_from_form,
+    posted_values,
+)
+from shared.fields import Bounds
+
+VARIABLES = ["crp", "age"]
+LEVELS = ["ctl", "trt"]
+STUDY = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt", "k": "10"}
+
+
+def samples(f: FormField) -> list[dict[str, Any]]:
+    """Posted values of one field that its property's own schema allows (one per option of a
+    select), as an analyst would pick them from the page."""
+    if f.widget in ("number", "integer"):
+        low = f.minimum if f.minimum is not None else -math.inf
+        high = f.maximum if f.maximum is not None else math.inf
+        value = f.default if isinstance(f.default, int | float) else min(max(1, low), high)
+        return [{f.input: str(int(value) if f.widget == "integer" else value)}]
+    if f.widget in ("select", "choice_or_number"):
+        return [{f.input: option} for option in f.options]
+    if f.widget == "checks":
+        return [{f.input: [option]} for option in f.options]
+    if f.widget == "checkbox":
+        return [{f.input: "true"}, {f.input: ""}]
+    if f.widget == "numbers":
+        return [{f.input: "0.25, 0.75"}]
+    if f.widget == "pair":
+        return [{f"{f.input}.0": "0", f"{f.input}.1": "1"}]
+    if f.widget == "mapping":
+        return [{f.input: f"{VARIABLES[0]}: 0, 1"}]
+    if f.widget == "variable":
+        return [{f.input: VARIABLES[0]}]
+    if f.widget == "variables":
+        return [{f.input: VARIABLES[:1]}, {f.input: VARIABLES}]
+    if f.widget == "level":
+        return [{f.input: LEVELS[1]}]
+    if f.widget == "text":
+        return [{f.input: "x"}]
+    assert not f.required, f"{f.input}: a required field the builder can only read as JSON"
+    return [{f.input: json.dumps(f.default)}]
+
+
+def required_values(fields: tuple[FormField, ...]) -> dict[str, Any]:
+    return {k: v for f in fields if f.required for k, v in samples(f)[0].items()}
+
+
+@pytest.mark.parametrize("kind", list(REGISTRY))
+def test_every_registered_analysis_gets_a_form_its_spec_model_accepts(kind: str) -> None:
+    analysis = REGISTRY[kind]
+    assert analysis.form_offered and kind in forms.ANALYSES
+    form = form_of(analysis)
+    assert form.label and form.fields is not None
+    # The required fields alone: the model's defaults for the rest, blank fields left out.
+    base = required_values(form.fields)
+    part = part_from_form(form, base)
+    model = analysis.spec_model.model_validate(part)
+    left_out = {f.name for f in form.fields if not f.required}
+    assert not left_out & set(part), part
+    declared = analysis.spec_model.model_fields
+    for f in form.fields:
+        if not f.required:
+            default = declared[f.name].get_default(call_default_factory=True)
+            assert getattr(model, f.name) == default, f.input
+    # In a whole study, as the page posts it: the same model the API validates with.
+    spec = StudySpec.model_validate(forms.spec_from_form({**STUDY, "analyses": [kind], **base}))
+    assert [a.kind for a in spec.analyses] == [kind]
+    # Each optional field on its own, each of its options: the model takes the value as given
+    # (an error, if any, is the model's rule across fields, never the field's own).
+    for f in form.fields:
+        for sample in samples(f):
+            part = part_from_form(form, {**base, **sample})
+            try:
+                got = analysis.spec_model.model_validate(part).model_dump(mode="json")
+            except ValidationError as exc:
+                assert all(len(e["loc"]) == 0 for e in exc.errors()), (f.input, exc)
+                continue
+            assert got[f.name] == json.loads(json.dumps(part[f.name])), (f.input, part)
+
+
+def test_the_builder_offers_every_registered_analysis_in_the_registrys_order() -> None:
+    assert forms.ANALYSES == tuple(REGISTRY)
+    assert [f.kind for f in builder_forms()] == list(REGISTRY)
+
+
+class ShiftSpec(BaseModel):
+    """Shift of the variable's distribution between arms: a made-up analysis with one property
+    of every kind the builder knows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_groups: ClassVar[int | None] = None
+    kind: Literal["shift_test"]
+    epsilon: float = Field(gt=0, le=10, description="ε per center")
+    bounds: Bounds
+    reference: str | None = Field(default=None, description="the reference arm")
+    cuts: list[float] = Field(default_factory=lambda: [0.5], min_length=1)
+    method: Literal["exact", "asymptotic"] = "exact"
+    sides: list[Literal["less", "greater"]] = Field(default_factory=lambda: ["less"])
+    paired: bool = False
+    rounds: int | None = Field(default=None, ge=1, le=9)
+    lower: Literal["buffer", "infinite"] | float = "buffer"
+    covariates: list[str] | None = None
+    per_variable: dict[str, Bounds] | None = None
+    note: str | None = None
+    extra: dict[str, int] | None = None
+
+
+class Shift(Analysis[ShiftSpec]):
+    kind = "shift_test"
+    spec_model = ShiftSpec
+    result_model = ShiftSpec
+    form_widgets: ClassVar[dict[str, str]] = {"reference": "level", "covariates": "variables"}
+
+
+def test_each_kind_of_property_gets_its_widget_and_reads_back() -> None:
+    form = form_of(Shift())
+    widgets = {f.name: f.widget for f in form.fields}
+    assert widgets == {
+        "epsilon": "number", "bounds": "pair", "reference": "level", "cuts": "numbers",
+        "method": "select", "sides": "checks", "paired": "checkbox", "rounds": "integer",
+        "lower": "choice_or_number", "covariates": "variables", "per_variable": "mapping",
+        "note": "text", "extra": "json"}
+    # Optional: blank is the model's default (a default_factory's too), shown as such.
+    cuts = form.field_named("cuts")
+    assert cuts is not None and not cuts.required and cuts.placeholder == "blank: 0.5"
+    assert form.field_named("sides").initial() == ["less"]  # type: ignore[union-attr]
+    assert form.field_named("method").options == ("exact", "asymptotic")  # type: ignore[union-attr]
+    assert form.field_named("epsilon").maximum == 10  # type: ignore[union-attr]
+    posted = posted_values([
+        ("shift_test.epsilon", "0.5"), ("shift_test.bounds.0", "-1"),
+        ("shift_test.bounds.1", "2.5"), ("shift_test.reference", "trt"),
+        ("shift_test.cuts", "0.1; 0.9"), ("shift_test.method", "asymptotic"),
+        ("shift_test.sides", "less"), ("shift_test.sides", "greater"),
+        ("shift_test.paired", "true"), ("shift_test.rounds", "3"),
+        ("shift_test.lower", "-7.5"), ("shift_test.covariates", "age"),
+        ("shift_test.per_variable", "age: 18, 99; crp: 0, 300"), ("shift_test.note", " hi "),
+        ("shift_test.extra", '{"a": 1}')], [form])
+    part = part_from_form(form, posted)
+    assert part == {
+        "kind": "shift_test", "epsilon": 0.5, "bounds": [-1.0, 2.5], "reference": "trt",
+        "cuts": [0.1, 0.9], "method": "asymptotic", "sides": ["less", "greater"],
+        "paired": True, "rounds": 3, "lower": -7.5, "covariates": ["age"],
+        "per_variable": {"age": [18.0, 99.0], "crp": [0.0, 300.0]}, "note": "hi",
+        "extra": {"a": 1}}
+    ShiftSpec.model_validate(part)
+    # Blank optional fields are left out; a box posted blank only is unticked (false).
+    bare = part_from_form(form, posted_values([
+        ("shift_test.epsilon", "1"), ("shift_test.bounds.0", "0"), ("shift_test.bounds.1", "1"),
+        ("shift_test.lower", "buffer"), ("shift_test.rounds", " "), ("shift_test.paired", "")],
+        [form]))
+    assert bare == {"kind": "shift_test", "epsilon": 1.0, "bounds": [0.0, 1.0],
+                    "lower": "buffer", "paired": False}
+    # Not posted at all (no page behind it): the default.
+    assert "paired" not in part_from_form(form, {"shift_test.epsilon": "1",
+                                                 "shift_test.bounds.0": "0",
+                                                 "shift_test.bounds.1": "1"})
+
+
+def test_a_registered_analysis_is_offered_with_its_models_label_unless_it_opts_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REGISTRY, "shift_test", Shift())
+    offered = {f.kind: f for f in builder_forms()}
+    assert offered["shift_test"].label == "shift of the variable's distribution between arms"
+    assert offered["mwu"].label == "Mann-Whitney tests"  # its own label
+    monkeypatch.setattr(Shift, "form_label", "shift test")
+    assert {f.kind: f.label for f in builder_forms()}["shift_test"] == "shift test"
+    monkeypatch.setattr(Shift, "form_offered", False)
+    assert "shift_test" not in {f.kind for f in builder_forms()}
+
+
+@pytest.mark.parametrize(("posted", "field", "message"), [
+    ({"dp_boxplot.epsilon": "half"}, "dp_boxplot.epsilon", "DP boxplots › ε: give a number"),
+    ({"dp_boxplot.epsilon": "nan"}, "dp_boxplot.epsilon", "DP boxplots › ε: give a finite"),
+    ({"dp_boxplot.depth": "6.5"}, "dp_boxplot.depth", "depth: give a whole number"),
+    ({"dp_boxplot.bounds.1": ""}, "dp_boxplot.bounds.1", "give both the lower and the upper"),
+    ({"dp_boxplot.levels": "0.1, x"}, "dp_boxplot.levels", "levels: give numbers separated"),
+    ({"k": "ten"}, "k", "K: give a whole number"),
+    ({"analyses": []}, "analyses", "choose at least one"),
+    ({"primary": "sum"}, "primary", "the Mann-Whitney analysis"),
+])
+def test_a_field_the_builder_cannot_read_is_named(posted: dict[str, Any], field: str,
+                                                  message: str) -> None:
+    values = {**STUDY, "analyses": ["dp_boxplot"], "dp_boxplot.epsilon": "1",
+              "dp_boxplot.bounds.0": "0", "dp_boxplot.bounds.1": "10", **posted}
+    with pytest.raises(FormError, match=message) as raised:
+        forms.spec_from_form(values)
+    assert raised.value.field == field
+
+
+def test_the_spec_models_errors_lead_back_to_the_fields() -> None:
+    values = {**STUDY, "analyses": ["describe", "dp_boxplot"], "dp_boxplot.epsilon": "0",
+              "dp_boxplot.bounds.0": "0", "dp_boxplot.bounds.1": "10",
+              "describe.mode": "dp", "k": "1"}
+    spec = forms.spec_from_form(values)
+    with pytest.raises(ValidationError) as raised:
+        StudySpec.model_validate(spec)
+    problems, marks = forms.form_errors(raised.value.errors(), spec)
+    assert set(marks) == {"k", "dp_boxplot.epsilon", "analysis-describe"}
+    assert marks["dp_boxplot.epsilon"].startswith("DP boxplots › ε: Input should be greater")
+    assert marks["analysis-describe"] == ("descriptive statistics (Table 1): a dp describe "
+                                          "needs `epsilon` (per variable and arm, per center)")
+    assert any(p.startswith("K: ") for p in problems)
+    # The API's field paths (a 422's ``fields``): the same fields.
+    assert forms.field_of("body.analyses.1.group", spec) == (
+        "dp_boxplot.group", "DP boxplots › group")
+    assert forms.field_of(("analyses", 1, "dp_boxplot", "bounds", 1), spec) == (
+        "dp_boxplot.bounds.1", "DP boxplots › bounds")
+    assert forms.field_of("body.groups.1", spec) == ("group_y", "Group Y")
+    assert forms.field_of("body.variable", spec) == ("variable", "Variable")
+    assert forms.field_of("body.analyses.7.group", spec) is None
+    marked = forms.marked_fields({"fields": ["body.analyses.1.group"], "unknown": [
+        {"what": "group level", "name": "nope", "field": "body.analyses.1.group",
+         "centers": ["alpha"]}]}, spec)
+    assert marked == {"dp_boxplot.group": "DP boxplots › group: group level 'nope' is not "
+                                          "declared by alpha"}
+
+
+def test_posted_checkboxes_read_as_posted() -> None:
+    values = posted_values([("analyses", "mwu"), ("analyses", "describe"),
+                            ("describe.variables", "age"), ("mwu.tests", "sum")])
+    assert values["analyses"] == ["mwu", "describe"]
+    assert values["describe.variables"] == ["age"] and values["mwu.tests"] == ["sum"]
+    assert "describe.pooled" not in values and values["quantiles.estimators"] == []
+    form = {f.kind: f for f in builder_forms()}["describe"]
+    pooled = form.field_named("pooled")
+    # The page posts a blank before each box: unticked false, ticked true, unposted default.
+    assert pooled is not None and field_value(pooled, values) is OMIT
+    assert field_value(pooled, posted_values([("describe.pooled", "")])) is False
+    assert field_value(pooled, posted_values([("describe.pooled", ""),
+                                              ("describe.pooled", "true")])) is True
+    per_center = form.field_named("per_center")
+    assert per_center is not None and field_value(per_center, {}) is OMIT
+    variables = form.field_named("variables")
+    assert variables is not None and field_value(variables, {}) is OMIT
