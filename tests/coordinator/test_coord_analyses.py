@@ -107,7 +107,8 @@ def test_the_builder_offers_every_registered_analysis_with_its_own_fields() -> N
               "dp_boxplot.bounds.0": "0", "dp_boxplot.bounds.1": "300",
               "dp_quantiles.epsilon": "2", "dp_quantiles.bounds.0": "-1",
               "dp_quantiles.bounds.1": "30", "dp_quantiles.levels": "0.5",
-              "dp_quantiles.group": "trt", "describe.variables": ["crp", "age"]}
+              "dp_quantiles.group": "trt", "describe.variables": ["crp", "age"],
+              "categorical.variable": "smoking"}
     spec = StudySpec.model_validate(spec_from_form(values))
     assert [a.kind for a in spec.analyses] == list(ANALYSES)
     assert spec.analyses[1].epsilon == 0.5  # type: ignore[union-attr]
