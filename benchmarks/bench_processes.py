@@ -6,9 +6,9 @@ Starts ``--centers`` ``python -m center_agent`` processes (``bench_e2e``'s synth
 coordinator`` over a fresh PostgreSQL schema; submits ``--studies`` studies at once, spread
 round robin over the processes (``bench_e2e``'s study, each with its own DP bounds so each is
 paid), follows each through the process it was submitted to (its events) and prints the
-studies per second from the first submission to the last end (after two warm-up studies). The centers are the same
-processes for every count (their release memory is per request, and every study here asks
-new ones: each study pays and computes as the first did).
+studies per second from the first submission to the last end, after two warm-up studies. The
+centers are the same processes for every count (their release memory is per request, and every
+study here asks new ones: each study pays and computes as the first did).
 
     .venv/bin/python benchmarks/bench_processes.py                     # 1, 2, 3 processes
     .venv/bin/python benchmarks/bench_processes.py --processes 1,3 --studies 30
