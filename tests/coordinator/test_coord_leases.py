@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from coordinator.db import LeaseLost, Store, studies
 from coordinator.leases import Lease
 from coordinator.recording import RecordedCenter
 from coordinator.runner import StudyRunner
 from tests.coordinator.test_coord_api import SPEC
-from tests.helpers.coordinator import CountingCenter, Federations
+from tests.helpers.coordinator import CountingCenter, Federations, settings_for
 from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.anyio
@@ -184,3 +185,11 @@ async def test_a_study_whose_process_died_is_run_on_by_another(
     assert done is not None and done.status == "succeeded" and done.owner == "b"
     assert [c.calls["info"] for c in centers.values()] == [1, 1, 1]
     assert claims(store) == [(study.id, {"owner": "b", "from": "dead", "status": "running"})]
+
+
+def test_a_shared_store_must_be_postgresql(tmp_path: Any) -> None:
+    with pytest.raises(ValidationError, match="shared_store needs a PostgreSQL store_url"):
+        settings_for(f"sqlite:///{tmp_path / 'c.sqlite'}", shared_store=True)
+    shared = settings_for("postgresql+psycopg://u@127.0.0.1/db", shared_store=True,
+                          study_lease_s=5.0)
+    assert shared.shared_store and shared.study_lease_s == 5.0
