@@ -9,10 +9,11 @@ database's clock moves on), and one of an hour does not run out during a test.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -193,3 +194,50 @@ def test_a_shared_store_must_be_postgresql(tmp_path: Any) -> None:
     shared = settings_for("postgresql+psycopg://u@127.0.0.1/db", shared_store=True,
                           study_lease_s=5.0)
     assert shared.shared_store and shared.study_lease_s == 5.0
+
+
+async def test_a_process_stopping_hands_its_running_study_to_another(
+        store: Store, federation: Federations) -> None:
+    """Runner ``a`` claims a study and is held up at its centers; it stops cleanly (its task
+    cancelled, its lease let go), and runner ``b`` claims the study at once (from nobody) and
+    runs it to the end. ``a`` ended nothing: the study's end is b's."""
+    ports = federation()
+    held_up = {cid: HeldUp(p) for cid, p in ports.items()}
+    study = store.create_study(new_id(), json.dumps(SPEC), analyst_id="ann",
+                               lease=("dead", 0.0))
+    a = StudyRunner(store, held_up, min_centers=2, lease=Lease(HOUR, owner="a"))
+    assert await a.renew_and_claim() == [study.id]
+    await asyncio.wait_for(wait_until(lambda: any(c.asked for c in held_up.values())),
+                           scaled(60))  # a hang guard
+    await a.close()
+    assert store.get_study(study.id).status == "running"  # type: ignore[union-attr]
+    b = StudyRunner(store, ports, min_centers=2, lease=Lease(HOUR, owner="b"))
+    try:
+        assert await b.renew_and_claim() == [study.id]
+        await b.wait(study.id)
+    finally:
+        await b.close()
+    done = store.get_study(study.id)
+    assert done is not None and done.status == "succeeded" and done.owner == "b"
+    assert [d for _, d in claims(store)] == [
+        {"owner": "a", "from": "dead", "status": "pending"},
+        {"owner": "b", "from": None, "status": "running"}]
+
+
+class HeldUp:
+    """A center port whose calls never come back (until the caller is cancelled)."""
+
+    def __init__(self, port: Any) -> None:
+        self.center_id = port.center_id
+        self.asked = 0
+
+    async def _never(self, *_args: Any) -> Any:
+        self.asked += 1
+        await asyncio.Event().wait()
+
+    info = health = budget = release = _never
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
