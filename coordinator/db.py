@@ -575,19 +575,27 @@ class Store(Database):
 
     def renew_leases(self, owner: str, study_ids: Sequence[str], lease_s: float) -> set[str]:
         """Extend ``owner``'s leases of ``study_ids`` by ``lease_s`` from now; returns those it
-        still holds (a study missing was claimed by another process after its lease ran out,
-        or ended: cancelled, say, by another process)."""
+        lost: claimed by another process (after its lease ran out) or cancelled (through
+        another process). A study that ended otherwise is not lost: it was ended here, or by
+        the process that took it, and either way there is nothing left to stop."""
         if not study_ids:
             return set()
         with self.engine.begin() as conn:
-            held = conn.execute(
+            held = set(conn.execute(
                 update(studies)
                 .where(studies.c.id.in_(list(study_ids)), studies.c.owner == owner,
                        studies.c.status.in_(HELD))
                 .values(lease_until=self._clock_sql() + lease_s)
                 .returning(studies.c.id)
+            ).scalars().all())
+            others = [s for s in study_ids if s not in held]
+            if not others:
+                return set()
+            lost = conn.execute(
+                select(studies.c.id).where(studies.c.id.in_(others),
+                                           studies.c.status.in_((*HELD, "cancelled")))
             ).scalars().all()
-        return set(held)
+        return set(lost)
 
     def release_leases(self, owner: str) -> int:
         """Let go of every study ``owner`` holds (a process stopping): another process claims

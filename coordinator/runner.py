@@ -324,10 +324,10 @@ class StudyRunner:
         lease = self.lease
         assert lease is not None
         running = dict(self._tasks)
-        held = await asyncio.to_thread(self.store.renew_leases, lease.owner, list(running),
+        lost = await asyncio.to_thread(self.store.renew_leases, lease.owner, list(running),
                                        lease.seconds)
         for study_id, task in running.items():
-            if study_id not in held and not task.done():
+            if study_id in lost and not task.done():
                 log.warning("study %s: no longer held by this process (%s); stopped here",
                             study_id, lease.owner)
                 task.cancel()

@@ -63,8 +63,9 @@ def test_a_held_study_is_not_claimed_until_its_lease_runs_out(store: Store, othe
     assert got[0].owner == "b" and got[0].status == "running"
     assert other.claim_studies("b", HOUR, limit=10) == []  # b holds it now
     assert claims(store) == [(lapsed.id, {"owner": "b", "from": "dead", "status": "running"})]
-    assert store.renew_leases("a", [held.id], HOUR) == {held.id}
-    assert store.renew_leases("dead", [lapsed.id], HOUR) == set()
+    assert store.renew_leases("a", [held.id], HOUR) == set()  # nothing lost
+    assert store.renew_leases("dead", [lapsed.id], HOUR) == {lapsed.id}  # lost to b
+    assert store.renew_leases("dead", [ended.id], HOUR) == set()  # ended: nothing to stop
 
 
 def test_a_process_that_lost_a_study_writes_nothing_for_it(store: Store, other: Store) -> None:
@@ -72,7 +73,7 @@ def test_a_process_that_lost_a_study_writes_nothing_for_it(store: Store, other: 
     release writes are refused (LeaseLost, nothing written); b's go through."""
     study = store.create_study(new_id(), "{}", lease=("a", 0.0))
     assert [r.id for r in other.claim_studies("b", HOUR, limit=1)] == [study.id]
-    assert store.renew_leases("a", [study.id], HOUR) == set()
+    assert store.renew_leases("a", [study.id], HOUR) == {study.id}
     assert not store.set_status(study.id, "running", only_from=("pending",), held_by="a")
     with pytest.raises(LeaseLost), store.engine.begin() as conn:
         store.check_lease_in(conn, study.id, "a")
@@ -81,6 +82,14 @@ def test_a_process_that_lost_a_study_writes_nothing_for_it(store: Store, other: 
     assert other.set_status(study.id, "running", only_from=("pending",), held_by="b")
     assert other.set_status(study.id, "succeeded", only_from=("running",), held_by="b")
     assert store.get_study(study.id).status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_a_study_cancelled_through_another_process_is_lost_to_its_holder(
+        store: Store, other: Store) -> None:
+    study = store.create_study(new_id(), "{}", lease=("a", HOUR))
+    assert other.set_status(study.id, "cancelled", only_from=("pending", "running"))
+    assert store.renew_leases("a", [study.id], HOUR) == {study.id}
+    assert other.claim_studies("b", HOUR, limit=10) == []
 
 
 def test_a_process_stopping_lets_its_studies_go_at_once(store: Store, other: Store) -> None:
@@ -175,7 +184,7 @@ async def test_a_study_whose_process_died_is_run_on_by_another(
              for c in centers.values()]
     for port in dying:
         await port.info()
-    assert store.renew_leases("dead", [study.id], 0.0) == {study.id}  # its last beat
+    assert store.renew_leases("dead", [study.id], 0.0) == set()  # its last beat
     runner = StudyRunner(store, centers, min_centers=2, lease=Lease(HOUR, owner="b"))
     try:
         assert await runner.renew_and_claim() == [study.id]
