@@ -12,6 +12,7 @@ study here asks new ones: each study pays and computes as the first did).
 
     .venv/bin/python benchmarks/bench_processes.py                     # 1, 2, 3 processes
     .venv/bin/python benchmarks/bench_processes.py --processes 1,3 --studies 30
+    .venv/bin/python benchmarks/bench_processes.py --processes 1 --without-leases  # their cost
     .venv/bin/python benchmarks/bench_processes.py --store-url postgresql+psycopg://u@host/db
 """
 
@@ -55,8 +56,10 @@ def spec(i: int, repeat: int) -> dict[str, Any]:
 
 
 def one_count(work: Path, k: int, studies: int, repeat: int, base_url: str,
-              centers: dict[str, tuple[str, str]], env: dict[str, str]) -> dict[str, float]:
-    """``studies`` studies over ``k`` coordinator processes on a fresh schema."""
+              centers: dict[str, tuple[str, str]], env: dict[str, str], *,
+              shared: bool = True) -> dict[str, float]:
+    """``studies`` studies over ``k`` coordinator processes on a fresh schema (``shared``:
+    with ``shared_store``, the leases; without, one process as before)."""
     schema = f"bench_processes_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(base_url)
     with admin.begin() as conn:
@@ -71,7 +74,7 @@ def one_count(work: Path, k: int, studies: int, repeat: int, base_url: str,
                     work / f"coordinator-{k}-{i}.toml",
                     {"analyst_tokens": [analyst], "min_centers": 2, "port": port,
                      "read_timeout_s": 600.0, "max_running_studies": 1000,
-                     "store_url": url, "shared_store": True},
+                     "store_url": url, "shared_store": shared},
                     {f"centers.{cid}": {"url": curl, "token": token}
                      for cid, (curl, token) in centers.items()})
                 group.start(f"coordinator{i}", serve("coordinator", config),
@@ -107,6 +110,8 @@ def main() -> None:
     parser.add_argument("--studies", type=int, default=24, help="studies per count, at once")
     parser.add_argument("--centers", type=int, default=3)
     parser.add_argument("--n", type=int, default=20_000, help="records per center")
+    parser.add_argument("--without-leases", action="store_true",
+                        help="also one process without shared_store (what the leases cost)")
     parser.add_argument("--store-url", default=STORE_URL,
                         help="a PostgreSQL database (a fresh schema is made per count)")
     args = parser.parse_args()
@@ -133,10 +138,13 @@ def main() -> None:
             group.wait_healthy(timeout_s=300)
             centers = {cid: (f"http://127.0.0.1:{ports[cid]}", tokens[cid]) for cid in files}
             # Warm the centers (their first requests load and sort the data) before timing.
-            one_count(work, 1, 2, len(counts), args.store_url, centers, env)
-            for repeat, k in enumerate(counts):
-                r = one_count(work, k, args.studies, repeat, args.store_url, centers, env)
-                print(f"{r['processes']:.0f} coordinator process(es): {r['studies']:.0f} "
+            one_count(work, 1, 2, len(counts) + 1, args.store_url, centers, env)
+            runs = [(k, True) for k in counts] + ([(1, False)] if args.without_leases else [])
+            for repeat, (k, shared) in enumerate(runs):
+                r = one_count(work, k, args.studies, repeat, args.store_url, centers, env,
+                              shared=shared)
+                print(f"{r['processes']:.0f} coordinator process(es)"
+                      f"{'' if shared else ' without shared_store'}: {r['studies']:.0f} "
                       f"studies ({r['failed']:.0f} not succeeded) in {r['wall_s']:.1f} s: "
                       f"{r['per_s']:.2f} studies/s (load average {os.getloadavg()[0]:.1f}, "
                       f"{os.cpu_count()} cores)", flush=True)
