@@ -139,7 +139,9 @@ def main() -> None:
             centers = {cid: (f"http://127.0.0.1:{ports[cid]}", tokens[cid]) for cid in files}
             # Warm the centers (their first requests load and sort the data) before timing.
             one_count(work, 1, 2, len(counts) + 1, args.store_url, centers, env)
-            runs = [(k, True) for k in counts] + ([(1, False)] if args.without_leases else [])
+            # Without leases first, then each count: run again in another order to see how the
+            # order moves the figures.
+            runs = ([(1, False)] if args.without_leases else []) + [(k, True) for k in counts]
             for repeat, (k, shared) in enumerate(runs):
                 r = one_count(work, k, args.studies, repeat, args.store_url, centers, env,
                               shared=shared)
