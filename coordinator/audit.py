@@ -8,8 +8,10 @@ audit records of the same request. Never a token, a result or a released number.
 Actions (:data:`ACTIONS`): ``study.create``, ``study.read`` (a read with the provenance; polls
 without it are not recorded), ``study.export`` (an export: CSV or zip), ``study.resume``,
 ``study.cancel``, ``study.share``, ``study.unshare``, ``analyst.add``, ``analyst.revoke``,
-``quota.set``, ``quota.refused`` (a study refused by a quota) and ``auth.refused`` (a
-presented token that is not valid: by its fingerprint).
+``quota.set``, ``quota.refused`` (a study refused by a quota), ``auth.refused`` (a
+presented token that is not valid: by its fingerprint) and ``study.claimed`` (several processes
+over one store: a process took over a study no live process held; its detail names both,
+``coordinator.leases``).
 
 Admins read it at ``GET /v1/audit``; the operator with ``fedstats coordinator audit``.
 """
@@ -28,6 +30,7 @@ ACTIONS: tuple[str, ...] = (
     "study.create", "study.read", "study.export", "study.resume", "study.cancel", "study.share",
     "study.unshare",
     "analyst.add", "analyst.revoke", "quota.set", "quota.refused", "auth.refused",
+    "study.claimed",
 )
 
 

@@ -86,15 +86,19 @@ class GroupCommit:
 
     async def find_or_reserve(
         self, study_id: str, center: str, request_key: str,
-        charge: tuple[str, str, float] | None,
+        charge: tuple[str, str, float] | None, *, held_by: str | None = None,
     ) -> tuple[str | None, QuotaRecord | None]:
         """The study's recorded answer to the request, if any; else, with ``charge`` (analyst,
         dataset, ε), the reservation of that ε at ``center`` (``Store.reserve``): (None, None)
         when counted, (None, the refusing quota) when not. One write of the group: the look-up
         and the reservation see the same state, and a round's look-ups share its transaction
-        instead of a thread hop each."""
+        instead of a thread hop each. With ``held_by`` (a process of several over the store),
+        ``coordinator.db.LeaseLost`` unless it still holds the study: nothing reserved, and the
+        center is not asked."""
 
         def write(conn: Connection) -> tuple[str | None, QuotaRecord | None]:
+            if held_by is not None:
+                self.store.check_lease_in(conn, study_id, held_by)
             found = self.store.find_release_in(conn, study_id, center, request_key)
             if found is not None or charge is None:
                 return found, None
@@ -110,10 +114,17 @@ class GroupCommit:
                                                          epsilon))
 
     async def record_release(self, study_id: str, center: str, kind: str, request_key: str,
-                             request: str, response: str) -> None:
-        """``Store.record_release``, grouped."""
-        await self.run(lambda conn: self.store.record_release_in(
-            conn, study_id, center, kind, request_key, request, response))
+                             request: str, response: str, *, held_by: str | None = None) -> None:
+        """``Store.record_release``, grouped; with ``held_by``, only while that process holds
+        the study (``coordinator.db.LeaseLost`` otherwise)."""
+
+        def write(conn: Connection) -> None:
+            if held_by is not None:
+                self.store.check_lease_in(conn, study_id, held_by)
+            self.store.record_release_in(conn, study_id, center, kind, request_key, request,
+                                         response)
+
+        await self.run(write)
 
     async def _writer(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commits the loop's waiting writes, a group at a time, until none is left."""

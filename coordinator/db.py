@@ -30,6 +30,14 @@ finished) | ``failed``, or ``cancelled`` by its owner (``POST .../cancel``); a s
 becomes ``failed_resumable`` (:meth:`Store.mark_interrupted`); ``POST /v1/studies/{id}/resume``
 runs what did not finish again from its recorded releases (``coordinator.runner.resumable``).
 
+Several coordinator processes over one PostgreSQL store (``shared_store``, docs/deploy.md) do
+not mark anything at start: each ``pending``/``running`` study is held by the process running
+it (``owner``) until ``lease_until``, a lease the process renews while it runs; a process
+claims the studies no live process holds (:meth:`Store.claim_studies`, ``FOR UPDATE SKIP
+LOCKED``) and runs them on from their recorded releases. Every write a study makes checks its
+lease in the same transaction (:meth:`Store.check_lease_in`), so a process that lost a study
+records nothing more of it.
+
 Older stores keep opening: new tables are created when the store opens, and the one column added
 to an existing table (``coordinator_study.analyst_id``) is added by :func:`_upgrade` (idempotent;
 studies of before are given to the analyst of the configured token that made them,
@@ -64,6 +72,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     case,
+    cast,
     delete,
     event,
     func,
@@ -87,6 +96,8 @@ if TYPE_CHECKING:  # annotations only: the store (and the operator's commands) n
 T = TypeVar("T")
 
 INTERRUPTED: tuple[StudyStatus, ...] = ("pending", "running")
+#: The statuses a study is held (leased) in by the process running it.
+HELD: tuple[StudyStatus, ...] = ("pending", "running")
 INTERRUPTED_ERROR = json.dumps(error_body(
     "interrupted", "the coordinator stopped during this study; POST .../resume runs it again "
     "from its recorded releases"))
@@ -106,6 +117,11 @@ studies = Table(
     Column("updated_at", String(40), nullable=False),
     # Added after the first release (_upgrade adds it to an older store).
     Column("analyst_id", String(64), nullable=True, index=True),
+    # Several coordinator processes over one store (:meth:`Store.claim_studies`): the process
+    # running the study and until when it holds it (seconds since the epoch, the database's
+    # clock: hosts' clocks may differ). Both None: no process holds it.
+    Column("owner", String(64), nullable=True),
+    Column("lease_until", Float, nullable=True),
 )
 
 releases = Table(
@@ -236,6 +252,8 @@ class StudyRecord:
     updated_at: str
     created_by: str | None = None
     analyst_id: str | None = None
+    #: The coordinator process holding the study (several processes over one store), if any.
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -323,7 +341,7 @@ class AuditRecord:
 
 def _study(row: Any) -> StudyRecord:
     return StudyRecord(row.id, row.spec, row.status, row.result, row.error, row.created_at,
-                       row.updated_at, row.created_by, row.analyst_id)
+                       row.updated_at, row.created_by, row.analyst_id, row.owner)
 
 
 def _analyst(row: Any) -> AnalystRecord:
@@ -351,6 +369,13 @@ def _upgrade(engine: Engine) -> None:
             raise
     try:
         with engine.begin() as conn:
+            add_missing_columns(conn, {studies: ["owner", "lease_until"]})
+    except DBAPIError:
+        if "lease_until" not in {c["name"] for c in inspect(engine).get_columns(
+                "coordinator_study")}:
+            raise
+    try:
+        with engine.begin() as conn:
             if not add_missing_columns(conn, {studies: ["analyst_id"]}):
                 return
     except DBAPIError:
@@ -372,6 +397,15 @@ def _own_old_studies(conn: Connection) -> None:
     )
 
 
+class LeaseLost(Exception):
+    """The process no longer holds the study it writes for: its lease ran out and another
+    process claimed it (or it ended meanwhile). Raised before anything is written."""
+
+    def __init__(self, study_id: str, owner: str) -> None:
+        super().__init__(f"study {study_id}: {owner} no longer holds it")
+        self.study_id = study_id
+
+
 class Store(Database):
     """Studies and the releases they received; analysts, shares, quotas and the audit log."""
 
@@ -390,6 +424,7 @@ class Store(Database):
     def create_study(
         self, study_id: str, spec: str, *, created_by: str | None = None,
         analyst_id: str | None = None, idempotency_key: str | None = None,
+        lease: tuple[str, float] | None = None,
     ) -> StudyRecord:
         """A new ``pending`` study owned by ``analyst_id``; ``created_by`` is the fingerprint of
         the token it was created with.
@@ -397,14 +432,19 @@ class Store(Database):
         With ``idempotency_key``, the study and the key are inserted in one transaction: when
         the analyst already used that key (even a moment ago, in a request still running), the
         key's primary key refuses the insert, nothing is created, and the study made with the
-        key is returned instead (:meth:`keyed_study`; compare its ``id`` to ``study_id``)."""
+        key is returned instead (:meth:`keyed_study`; compare its ``id`` to ``study_id``).
+
+        With ``lease`` (owner, seconds), the new study is held by that process from the start
+        (:meth:`claim_studies`): no other process takes it while the lease is renewed."""
         stamp = now()
+        owner, until = ((None, None) if lease is None
+                        else (lease[0], self._clock_sql() + lease[1]))
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(studies).values(
                     id=study_id, spec=spec, status="pending", result=None, error=None,
                     created_by=created_by, analyst_id=analyst_id, created_at=stamp,
-                    updated_at=stamp,
+                    updated_at=stamp, owner=owner, lease_until=until,
                 ))
                 if idempotency_key is not None:
                     conn.execute(insert(idempotency).values(
@@ -417,7 +457,7 @@ class Store(Database):
                 raise  # not the key (a study id used twice): a bug, not a repeat
             return found
         return StudyRecord(study_id, spec, "pending", None, None, stamp, stamp, created_by,
-                           analyst_id)
+                           analyst_id, owner)
 
     def keyed_study(self, analyst_id: str | None, key: str) -> StudyRecord | None:
         """The study the analyst created with ``Idempotency-Key: key``, if any."""
@@ -458,18 +498,26 @@ class Store(Database):
         result: str | None = None,
         error: str | None = None,
         only_from: tuple[StudyStatus, ...] | None = None,
+        held_by: str | None = None,
+        lease: tuple[str, float] | None = None,
     ) -> bool:
         """Move a study to ``status`` (from one of ``only_from`` when given); False if it did not.
 
-        ``result`` and ``error`` are replaced (a study that runs again starts clean).
+        ``result`` and ``error`` are replaced (a study that runs again starts clean). With
+        ``held_by``, only while that process holds it (its lease may have run out: another
+        process may hold it now); with ``lease`` (owner, seconds), that process holds it after.
         """
         stmt = update(studies).where(studies.c.id == study_id)
         if only_from is not None:
             stmt = stmt.where(studies.c.status.in_(only_from))
+        if held_by is not None:
+            stmt = stmt.where(studies.c.owner == held_by)
+        values: dict[str, Any] = {"status": status, "result": result, "error": error,
+                                  "updated_at": now()}
+        if lease is not None:
+            values.update(owner=lease[0], lease_until=self._clock_sql() + lease[1])
         with self.engine.begin() as conn:
-            done = conn.execute(
-                stmt.values(status=status, result=result, error=error, updated_at=now())
-            )
+            done = conn.execute(stmt.values(**values))
         return done.rowcount == 1
 
     def mark_interrupted(self) -> int:
@@ -481,6 +529,96 @@ class Store(Database):
                 .values(status="failed_resumable", updated_at=now(), error=INTERRUPTED_ERROR)
             )
         return int(done.rowcount)
+
+    # -- leases: several coordinator processes over one store ---------------------------------
+
+    def _clock_sql(self) -> Any:
+        """The database's clock in seconds since the epoch, as SQL: every process (every host)
+        compares leases on one clock."""
+        if self.is_sqlite:
+            return (func.julianday("now") - 2440587.5) * 86400.0
+        return cast(func.extract("epoch", func.clock_timestamp()), Float)
+
+    def claim_studies(self, owner: str, lease_s: float, *, limit: int) -> list[StudyRecord]:
+        """Up to ``limit`` studies ``pending`` or ``running`` that no process holds (their
+        holder stopped, or died and its lease ran out), now held by ``owner`` for ``lease_s``
+        seconds, oldest first; each claim is audited (``study.claimed``: by whom, from whom).
+
+        The rows are read ``FOR UPDATE SKIP LOCKED`` (PostgreSQL): two processes claiming at
+        once lock different rows and never claim one study twice; a row another transaction
+        holds (its owner renewing, a claim under way) is skipped, not waited for. (SQLite has
+        one writer at a time, which serialises the claims the same way.)"""
+        if limit <= 0:
+            return []
+        with self.engine.begin() as conn:
+            clock = conn.execute(select(self._clock_sql())).scalar_one()
+            rows = conn.execute(
+                select(studies)
+                .where(studies.c.status.in_(HELD),
+                       or_(studies.c.lease_until.is_(None), studies.c.lease_until < clock))
+                .order_by(studies.c.updated_at, studies.c.id)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            if not rows:
+                return []
+            conn.execute(update(studies).where(studies.c.id.in_([r.id for r in rows]))
+                         .values(owner=owner, lease_until=clock + lease_s))
+            stamp = now()
+            conn.execute(insert(audit), [
+                {"at": stamp, "analyst_id": r.analyst_id, "token_id": None,
+                 "action": "study.claimed", "target": r.id, "request_id": None,
+                 "detail": json.dumps({"owner": owner, "from": r.owner, "status": r.status})}
+                for r in rows])
+        return [StudyRecord(r.id, r.spec, r.status, r.result, r.error, r.created_at,
+                            r.updated_at, r.created_by, r.analyst_id, owner) for r in rows]
+
+    def renew_leases(self, owner: str, study_ids: Sequence[str], lease_s: float) -> set[str]:
+        """Extend ``owner``'s leases of ``study_ids`` by ``lease_s`` from now; returns those it
+        lost: claimed by another process (after its lease ran out) or cancelled (through
+        another process). A study that ended otherwise is not lost: it was ended here, or by
+        the process that took it, and either way there is nothing left to stop."""
+        if not study_ids:
+            return set()
+        with self.engine.begin() as conn:
+            held = set(conn.execute(
+                update(studies)
+                .where(studies.c.id.in_(list(study_ids)), studies.c.owner == owner,
+                       studies.c.status.in_(HELD))
+                .values(lease_until=self._clock_sql() + lease_s)
+                .returning(studies.c.id)
+            ).scalars().all())
+            others = [s for s in study_ids if s not in held]
+            if not others:
+                return set()
+            lost = conn.execute(
+                select(studies.c.id).where(studies.c.id.in_(others),
+                                           studies.c.status.in_((*HELD, "cancelled")))
+            ).scalars().all()
+        return set(lost)
+
+    def release_leases(self, owner: str) -> int:
+        """Let go of every study ``owner`` holds (a process stopping): another process claims
+        them at once (:meth:`claim_studies`) instead of after their leases run out."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                update(studies)
+                .where(studies.c.owner == owner, studies.c.status.in_(HELD))
+                .values(owner=None, lease_until=None))
+        return int(done.rowcount)
+
+    def check_lease_in(self, conn: Connection, study_id: str, owner: str) -> None:
+        """Raise :class:`LeaseLost` unless ``owner`` holds the study, within ``conn``'s
+        transaction: its row is locked ``FOR SHARE`` until the transaction ends, so no claim
+        (``FOR UPDATE``) takes it between this check and the writes that follow it."""
+        held = conn.execute(
+            select(studies.c.id)
+            .where(studies.c.id == study_id, studies.c.owner == owner,
+                   studies.c.status.in_(HELD))
+            .with_for_update(read=True)
+        ).first()
+        if held is None:
+            raise LeaseLost(study_id, owner)
 
     # -- releases -----------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import httpx
 from fastapi import FastAPI
@@ -41,9 +41,18 @@ def create_app(
     app = create_service_app(built.settings, api_router, title="fedstats coordinator",
                              services=built, close=built.aclose,
                              authenticate=built.accounts.authenticate,
-                             public_prefixes=(UI_PREFIX,))
+                             public_prefixes=(UI_PREFIX,), on_start=_start_runner(built))
     # The web console (coordinator.ui): its pages sign analysts in with a session cookie, and
     # every asset it uses is served here.
     app.include_router(ui.router)
     app.mount("/ui/static", StaticFiles(directory=ui.STATIC_DIR), name="ui-static")
     return app
+
+
+def _start_runner(built: Services) -> Callable[[FastAPI], Awaitable[None]]:
+    async def start(_app: FastAPI) -> None:
+        # Several processes over the store: claim the studies a dead process left from the
+        # start, not only once this one runs a study of its own.
+        built.runner.start()
+
+    return start

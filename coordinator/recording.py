@@ -9,7 +9,9 @@ kind's name (``shared.kinds``). Health and budget are not part of a study and pa
 With the study owner's ``analyst_id``, a release that spends ε is first counted against the
 analyst's quota at that center and dataset (``coordinator.quotas``): over the quota, the study
 fails with ``quota_exceeded`` and the center is not asked. A recorded answer costs nothing again.
-Both writes are group-committed with the round's other writes (``coordinator.commits``).
+Both writes are group-committed with the round's other writes (``coordinator.commits``). With
+the ``owner`` process (several processes over one store), each write first checks that it still
+holds the study (``coordinator.db.Store.check_lease_in``): one that lost it asks nothing more.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ class RecordedCenter:
     center asked anew."""
 
     def __init__(self, port: CenterPort, store: Store, study_id: str,
-                 analyst_id: str | None = None, *, declared: Declared | None = None) -> None:
+                 analyst_id: str | None = None, *, declared: Declared | None = None,
+                 owner: str | None = None) -> None:
         self.port = port
+        self.owner = owner
         self.store = store
         self.study_id = study_id
         self.analyst_id = analyst_id
@@ -103,7 +107,8 @@ class RecordedCenter:
         writes = commits.for_store(self.store)
         found, refused = await writes.find_or_reserve(
             self.study_id, self.center_id, key,
-            (self.analyst_id, dataset, epsilon) if charged and self.analyst_id else None)
+            (self.analyst_id, dataset, epsilon) if charged and self.analyst_id else None,
+            held_by=self.owner)
         if found is not None:
             return model.model_validate_json(found)
         if refused is not None:
@@ -116,7 +121,7 @@ class RecordedCenter:
                 await writes.refund(self.analyst_id, self.center_id, dataset, epsilon)
             raise
         await writes.record_release(self.study_id, self.center_id, call, key, described,
-                                    answer.model_dump_json())
+                                    answer.model_dump_json(), held_by=self.owner)
         feed.for_store(self.store).changed(self.study_id)  # its event streams send progress
         return answer
 

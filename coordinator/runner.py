@@ -26,6 +26,10 @@ resumable only when a center could not be reached in time (``unreachable``, ``ti
 asked to wait (``throttled``: its compute allowance for our token, 429): any other failure
 would come back the same (a refusal, an implausible answer, a bad spec).
 
+Several processes over one PostgreSQL store (``shared_store``): each process holds the studies
+it runs by a lease it renews, and runs on the studies of a process that died once their leases
+ran out (:mod:`coordinator.leases`); nothing is marked at start-up. With one process:
+
 Restart policy: a coordinator does **not** resume studies by itself. At start-up every study
 still ``pending`` or ``running`` (its process died) is marked ``failed_resumable``; an analyst
 resumes it with ``POST /v1/studies/{id}/resume``. The rerun goes through
@@ -52,7 +56,8 @@ from coordinator.core.errors import (
     ServiceError,
     StudyNotFound,
 )
-from coordinator.db import Store, StudyRecord
+from coordinator.db import HELD, LeaseLost, Store, StudyRecord
+from coordinator.leases import Lease
 from coordinator.models import FailedAnalysis, StudyPlan, StudyResult, StudySpec, StudyStatus
 from coordinator.plan import check_info, plan_study
 from coordinator.ports import CenterPort
@@ -127,8 +132,12 @@ class StudyRunner:
         max_running: int = 16,
         notifier: Notifier | None = None,
         registry: Registry | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.store = store
+        # Several processes over the store: this one's lease (None: the only process).
+        self.lease = lease
+        self._keeper: asyncio.Task[None] | None = None
         self.centers = dict(centers)
         self.min_centers = min_centers
         self.max_running = max_running
@@ -214,7 +223,8 @@ class StudyRunner:
         record = await asyncio.to_thread(
             lambda: self.store.create_study(study_id, spec.model_dump_json(),
                                             created_by=created_by, analyst_id=analyst_id,
-                                            idempotency_key=idempotency_key)
+                                            idempotency_key=idempotency_key,
+                                            lease=self._held())
         )
         if record.id != study_id:  # the key's study, made by a request a moment before
             return self._same_spec(record, spec)
@@ -245,9 +255,8 @@ class StudyRunner:
         # Moved only from the status read (and so with the result read): two resumes of one
         # study cannot both start it. The result is kept while it runs again.
         moved = resumable(record) and await asyncio.to_thread(
-            self.store.set_status, study_id, "pending", result=record.result,
-            only_from=(record.status,),
-        )
+            lambda: self.store.set_status(study_id, "pending", result=record.result,
+                                          only_from=(record.status,), lease=self._held()))
         if not moved:
             raise Conflict(f"study {study_id!r} is {record.status}; only a failed_resumable or "
                            "partially_failed study, or one that failed because a center was "
@@ -289,8 +298,54 @@ class StudyRunner:
         assert updated is not None
         return updated
 
+    def _held(self) -> tuple[str, float] | None:
+        return self.lease.of() if self.lease is not None else None
+
+    def start(self) -> None:
+        """With a lease (several processes over the store): start renewing this process's
+        leases and claiming the studies no live process holds (:meth:`_keep_leases`)."""
+        if self.lease is not None and self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep_leases(self.lease),
+                                               name="study-leases")
+
+    async def _keep_leases(self, lease: Lease) -> None:
+        """Every ``heartbeat_s``: renew the leases of the studies running here, stop those this
+        process no longer holds (another claimed it after a stall longer than the lease, or it
+        was cancelled elsewhere), and claim free studies while there is room."""
+        while True:
+            try:
+                await self.renew_and_claim()
+            except Exception:  # the store unreachable a moment: try again at the next beat
+                log.exception("study leases: renewal or claim failed")
+            await asyncio.sleep(lease.heartbeat_s)
+
+    async def renew_and_claim(self) -> list[str]:
+        """One beat of :meth:`_keep_leases`; returns the ids of the studies claimed."""
+        lease = self.lease
+        assert lease is not None
+        running = dict(self._tasks)
+        lost = await asyncio.to_thread(self.store.renew_leases, lease.owner, list(running),
+                                       lease.seconds)
+        for study_id, task in running.items():
+            if study_id in lost and not task.done():
+                log.warning("study %s: no longer held by this process (%s); stopped here",
+                            study_id, lease.owner)
+                task.cancel()
+        claimed = await asyncio.to_thread(self.store.claim_studies, lease.owner, lease.seconds,
+                                          limit=self.max_running - len(self._tasks))
+        for record in claimed:
+            if record.id in self._tasks:  # this process's own, let go a moment ago
+                continue
+            log.info("study %s claimed by %s (was %s): running on from its recorded releases",
+                     record.id, lease.owner, record.status)
+            previous = (StudyResult.model_validate_json(record.result)
+                        if record.result else None)
+            self._start(record.id, StudySpec.model_validate_json(record.spec), previous)
+        return [r.id for r in claimed]
+
     def _start(self, study_id: str, spec: StudySpec, previous: StudyResult | None = None, *,
                declared: Mapping[str, Declared] | None = None) -> None:
+        self.start()
         task = asyncio.create_task(self._run(study_id, spec, previous, declared or {}),
                                    name=f"study-{study_id}")
         self._tasks[study_id] = task
@@ -320,24 +375,31 @@ class StudyRunner:
         # coordinator stops again).
         kept = previous.model_dump_json() if previous is not None else None
         # Only from pending: a study cancelled meanwhile (by another process) stays cancelled.
-        if not await asyncio.to_thread(store.set_status, study_id, "running", result=kept,
-                                       only_from=("pending",)):
+        # Held by this process (several over the store): also a study claimed while running.
+        holder = self.lease.owner if self.lease is not None else None
+        if not await asyncio.to_thread(
+                lambda: store.set_status(study_id, "running", result=kept,
+                                         only_from=HELD if holder else ("pending",),
+                                         held_by=holder)):
             return
         log.info("study %s running", study_id)
         feed.for_store(store).changed(study_id)
         selected = spec.centers or list(self.centers)
         declared = declared or {}
         ports = [RecordedCenter(self.centers[c], store, study_id, analyst_id=owner,
-                                declared=declared.get(c))
+                                declared=declared.get(c), owner=holder)
                  for c in selected]
         try:
             result = await run_study(spec, ports, min_centers=self.min_centers,
                                      previous=previous, tables=self.tables,
                                      study_id=study_id)
         except asyncio.CancelledError:
-            # Shutting down (mark_interrupted leaves it resumable in close()) or cancelled
-            # (cancel() records it).
+            # Shutting down (mark_interrupted leaves it resumable in close()), cancelled
+            # (cancel() records it) or lost to another process (it runs it on).
             raise
+        except LeaseLost:
+            log.warning("study %s: another process holds it now; stopped here", study_id)
+            return
         except Exception:
             log.exception("study %s raised", study_id)
             log.info("study %s failed: %s", study_id, INTERNAL_ERROR["detail"])
@@ -353,9 +415,11 @@ class StudyRunner:
                 log.info("study %s succeeded", study_id)
             else:
                 log.info("study %s %s: %s", study_id, status, failures(result))
-        # Only from running: a study cancelled meanwhile (by another process) stays cancelled.
-        if await asyncio.to_thread(store.set_status, study_id, status, result=stored,
-                                   error=error, only_from=("running",)):
+        # Only from running: a study cancelled meanwhile (by another process) stays cancelled;
+        # only while held here: a process that lost it to another records nothing.
+        if await asyncio.to_thread(lambda: store.set_status(
+                study_id, status, result=stored, error=error, only_from=("running",),
+                held_by=holder)):
             feed.for_store(store).changed(study_id)  # its event streams send the end
             self.notifier.notify(study_id, status, spec.webhook_url)
 
@@ -366,13 +430,21 @@ class StudyRunner:
             await asyncio.wait({task})
 
     async def close(self) -> None:
-        """Cancel running studies; they are left ``failed_resumable``."""
+        """Cancel running studies; they are left ``failed_resumable`` (one process), or let go
+        for another process to run on (several over the store)."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)
         for study_id in self._tasks:
-            log.info("study %s failed_resumable: the coordinator is stopping", study_id)
+            log.info("study %s %s: the coordinator is stopping", study_id,
+                     "failed_resumable" if self.lease is None else "let go")
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.to_thread(self.store.mark_interrupted)
+        if self.lease is None:
+            await asyncio.to_thread(self.store.mark_interrupted)
+        else:
+            await asyncio.to_thread(self.store.release_leases, self.lease.owner)
         await self.notifier.aclose()

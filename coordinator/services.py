@@ -13,6 +13,7 @@ from coordinator.accounts import Accounts
 from coordinator.client import HttpCenter, build_centers
 from coordinator.core.config import Settings
 from coordinator.db import Store
+from coordinator.leases import Lease
 from coordinator.ports import CenterPort
 from coordinator.registry import Registry
 from coordinator.runner import StudyRunner
@@ -38,17 +39,22 @@ class Services:
         centers: Mapping[str, CenterPort] | None = None,
         transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     ) -> Services:
-        """Open the store, mark interrupted studies resumable, load the accounts (warning
-        about configured tokens, or about there being no way in), and make one port per center.
+        """Open the store, mark interrupted studies resumable (one process; several over the
+        store lease theirs instead: ``coordinator.leases``), load the accounts (warning about
+        configured tokens, or about there being no way in), and make one port per center.
 
         ``centers`` replaces the HTTP ports (in-process centers); ``transports`` keeps them but
         routes a center's requests through a given transport (``httpx.ASGITransport`` or
         ``httpx.MockTransport`` in tests).
         """
         store = Store(settings.store_url)
-        interrupted = store.mark_interrupted()
-        if interrupted:
-            log.warning("%d interrupted studies marked failed_resumable", interrupted)
+        # Several processes over the store: a study running is another live process's, or
+        # is claimed once its lease runs out (coordinator.leases); nothing is marked here.
+        lease = Lease(settings.study_lease_s) if settings.shared_store else None
+        if lease is None:
+            interrupted = store.mark_interrupted()
+            if interrupted:
+                log.warning("%d interrupted studies marked failed_resumable", interrupted)
         ports: dict[str, CenterPort] = (
             dict(centers) if centers is not None
             else dict(build_centers(settings, transports=transports))
@@ -58,7 +64,8 @@ class Services:
         registry = Registry(ports, urls)
         runner = StudyRunner(store, ports, min_centers=settings.min_centers,
                              max_running=settings.max_running_studies,
-                             notifier=Notifier.from_settings(settings), registry=registry)
+                             notifier=Notifier.from_settings(settings), registry=registry,
+                             lease=lease)
         accounts = Accounts(store, settings.analyst_tokens)
         warn_about_access(accounts)
         return cls(settings, store, ports, runner, registry, accounts)

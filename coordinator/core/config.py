@@ -157,6 +157,13 @@ class Settings(ServiceSettings):
         default=True, description="send a study's concurrent releases to a center in one request "
         "(POST /v1/datasets/{dataset}/releases); a center without that route is asked one by one")
     port: Port = 8800
+    shared_store: bool = Field(
+        default=False, description="several coordinator processes (or hosts) run over this "
+        "store (PostgreSQL only): each study is leased by the process running it, and another "
+        "process runs it on when that one dies (docs/deploy.md)")
+    study_lease_s: float = Field(
+        default=30.0, gt=0, le=3600, description="with shared_store: how long a study stays "
+        "with a process that stopped renewing it (died) before another process takes it over")
     tls_client_certfile: FilePath | None = Field(
         default=None, description="mutual TLS: the PEM certificate (chain) the coordinator "
         "presents to centers that require one (their tls_client_ca signed it)")
@@ -214,6 +221,13 @@ class Settings(ServiceSettings):
                 f"min_centers = {self.min_centers} but only {len(self.centers)} centers are "
                 "registered"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _shared_store(self) -> Self:
+        if self.shared_store and not self.store_url.startswith("postgresql"):
+            raise ValueError("shared_store needs a PostgreSQL store_url (postgresql+psycopg://"
+                             "...): SQLite serves one coordinator process")
         return self
 
     @model_validator(mode="after")

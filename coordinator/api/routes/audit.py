@@ -31,7 +31,8 @@ async def read_audit(
     action: Annotated[str | None, Query(max_length=32)] = None,
 ) -> list[AuditEntry]:
     """Who did what, when: study.create, study.read, study.resume, study.share,
-    study.unshare, analyst.add, analyst.revoke, quota.set, quota.refused, auth.refused."""
+    study.unshare, analyst.add, analyst.revoke, quota.set, quota.refused, auth.refused,
+    study.claimed."""
     records = await asyncio.to_thread(store.audit_entries, limit=limit, offset=offset,
                                       analyst_id=analyst_id, action=action)
     return [entry(r) for r in records]
