@@ -1011,6 +1011,7 @@ PlanRefusalReason = Literal[
     "unknown_name", "center_k", "dataset_paused", "dataset_unavailable", "budget_exceeded",
     "quota_exceeded",
     "center_unavailable", "too_few_centers", "release_limit_reached", "estimator_not_offered",
+    "dp_mode_exact",
 ]
 
 

@@ -28,6 +28,8 @@ class Describe(Analysis[DescribeAnalysis]):
     kind = "describe"
     spec_model = DescribeAnalysis
     result_model = DescribeResult
+    dp_alternative = ("describe with mode \"dp\" (each center's ε-DP N, mean, SD, quartiles and "
+                      "histogram: give `epsilon`, and `bounds` where a variable declares none)")
 
     def requests(self, spec: StudySpec, analysis: DescribeAnalysis) -> list[Request]:
         if analysis.method != "dp":
