@@ -54,9 +54,10 @@ def spec(*analyses: dict[str, Any], **extra: Any) -> dict[str, Any]:
             "analyses": list(analyses), **extra}
 
 
-def dp_federation(federation: Federations, modes: Mapping[str, str] | None = None
-                  ) -> dict[str, CountingCenter]:
-    """alpha, beta, gamma: ``cohort`` in DP mode (or ``modes[c]``), sizes declared."""
+def dp_federation(federation: Federations, modes: Mapping[str, str] | None = None,
+                  levels: tuple[str, ...] = ("ctl", "trt")) -> dict[str, CountingCenter]:
+    """alpha, beta, gamma: ``cohort`` in DP mode (or ``modes[c]``), the sizes of ``levels``
+    declared."""
     from coordinator.local import in_process_federation
 
     data = make_data()
@@ -64,8 +65,9 @@ def dp_federation(federation: Federations, modes: Mapping[str, str] | None = Non
     for cid, (x, y) in data.items():
         declared = cohort(federation.data / f"dp-{cid}.parquet", x, y)
         if (modes or {}).get(cid, "dp") == "dp":
+            sizes = {"ctl": x.size, "trt": y.size}
             declared.update(release_mode="dp", declared_n=x.size + y.size,
-                            declared_n_by_group={"ctl": x.size, "trt": y.size})
+                            declared_n_by_group={v: sizes[v] for v in levels})
         datasets[cid] = {"cohort": declared}
     centers = in_process_federation(datasets, k=K)
     for center in centers.values():
@@ -225,3 +227,22 @@ async def test_a_k_anonymous_result_says_what_its_guarantee_covers(
     # One release of ε = 0.5 (the DP quantiles) to date at each center.
     assert all(": ε = 0.5-DP over all 1 noisy releases to date; " in line
                for line in lines), lines
+
+
+async def test_a_per_center_box_needs_a_declared_size_in_dp_mode(
+        federation: Federations, tmp_path: Any) -> None:
+    """A DP-mode center's own box takes the declared size of its selection (the whisker
+    buffer) and refuses without one: the submission names the size and the field (422
+    unknown_name); the pooled box alone needs none and runs."""
+    centers = dp_federation(federation, levels=("ctl",))
+    box = {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": BOUNDS, "group": "trt"}
+    async with serving(tmp_path, centers) as r:
+        refused = await r.client.post("/v1/studies", json=spec(box), headers=AUTH)
+        assert refused.status_code == 422, refused.text
+        body = refused.json()
+        assert body["error"] == "unknown_name"
+        assert "body.analyses.0.per_center" in body["fields"]
+        assert "public size (DP mode" in body["detail"] and "'trt'" in body["detail"]
+        view = await r.run(spec({**box, "per_center": False}))
+    assert view["status"] == "succeeded", view.get("error")
+    assert all(not c.answers["dp_boxplot"] for c in centers.values())
