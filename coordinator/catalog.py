@@ -140,6 +140,7 @@ def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],
         for what, name, field in _describe_names(spec, found):
             known = (list(found.variables) if what == "variable" else
                      list(found.categorical) if what == "categorical variable" else
+                     list(found.n_by_group) if what.startswith("public size") else
                      [v for v, m in found.metadata.items() if m.bounds is not None])
             lacks(what, name, field, center, known)
     return [Unknown(what, name, field, tuple(centers), tuple(_union(theirs[(what, name, field)])))

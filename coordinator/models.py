@@ -991,6 +991,23 @@ class Software(_Result):
     commit_note: str | None = Field(default=None, description="why the commit is unknown")
 
 
+class CenterGuarantee(_Result):
+    """One center's lifetime privacy guarantee for the study's dataset, read after the study
+    (its ``GET /v1/budget``'s ``guarantee``: every noisy release of the dataset to date, composed
+    by the center's accountant; docs/privacy.md, "DP mode"). The numbers are none when it could
+    not be read (``line`` says why)."""
+
+    center: str
+    release_mode: Literal["k_anonymous", "dp"] | None = Field(
+        description="how the center releases the dataset (none: not known)")
+    epsilon: float | None = None
+    delta: float | None = None
+    epsilon_pure: float | None = None
+    releases: int | None = None
+    method: str | None = Field(default=None, description="the accountant's composition method")
+    line: str = Field(description="the guarantee in one sentence (coordinator.guarantees)")
+
+
 class StudyResult(_Result):
     analyses: list[AnalysisOutcome] = Field(
         description="one entry per analysis of the spec, in its order: the analysis's result "
@@ -1003,6 +1020,10 @@ class StudyResult(_Result):
     software: Software | None = Field(
         default=None, description="the coordinator's software that computed the result (none: "
                                   "a result stored before it was recorded)")
+    guarantees: list[CenterGuarantee] = Field(
+        default_factory=list,
+        description="each included center's lifetime guarantee for the dataset after the study "
+                    "(none: a result stored before they were collected)")
 
 
 # -- the answers ---------------------------------------------------------------------------------
@@ -1277,6 +1298,7 @@ PlanRefusalReason = Literal[
     "quota_exceeded",
     "center_unavailable", "too_few_centers", "release_limit_reached", "estimator_not_offered",
     "analysis_note",
+    "dp_mode_exact",
 ]
 
 

@@ -10,6 +10,9 @@ account the quota check at submission uses. What would be refused:
 * ``dataset_paused`` — the center's data changed and releases wait for its operator;
 * ``dataset_unavailable`` — the center cannot read the dataset's source now (its other
   datasets answer as usual);
+* ``dp_mode_exact`` — the center releases the dataset in DP mode (``release_mode = "dp"``) and
+  an analysis, as asked, is exact (``Analysis.exact``): the detail names the DP analysis to ask
+  instead (``Analysis.dp_alternative``);
 * ``budget_exceeded`` — the study's ε is more than the center's budget has left;
 * ``quota_exceeded`` — ... more than the analyst's quota there has left (the submission is
   refused with 403, ``allow_partial`` or not);
@@ -66,10 +69,10 @@ from shared.protocol import CenterInfo
 
 
 def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[str, str]]:
-    """What a center would refuse of every release of ``spec``, read from its info alone
-    (reason, detail): its K above the study's, the dataset paused or unavailable. The dry run
-    lists them; a submission is refused for them unless the spec allows partial results
-    (:func:`check_info`)."""
+    """What a center would refuse of ``spec``, read from its info alone (reason, detail): every
+    release (its K above the study's, the dataset paused or unavailable), or in DP mode each
+    exact analysis. The dry run lists them; a submission is refused for them unless the spec
+    allows partial results (:func:`check_info`)."""
     out = []
     if info.k > spec.k:
         out.append(("center_k", f"center {center!r} releases only with K >= {info.k}; the "
@@ -83,6 +86,14 @@ def info_refusals(spec: StudySpec, center: str, info: CenterInfo) -> list[tuple[
         out.append(("dataset_unavailable", f"center {center!r} cannot read the source of "
                                            f"{spec.dataset!r} now (its operator is told why in "
                                            "its log)"))
+    if dataset is not None and dataset.release_mode == "dp":
+        for index, part in enumerate(spec.analyses):
+            analysis = analysis_of(part)
+            if analysis.exact(spec, part):
+                out.append(("dp_mode_exact", (
+                    f"center {center!r} releases {spec.dataset!r} in DP mode (every release "
+                    f"differentially private) and refuses analysis {index} ({part.kind}) as "
+                    f"asked, which is exact: ask {analysis.dp_alternative} instead")))
     return out
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from coordinator import methods_text
 from coordinator.analyses import REGISTRY
+from coordinator.guarantees import guarantee_lines, guarantee_parts
 from coordinator.rendering import (
     CSS,
     _table,
@@ -81,6 +82,7 @@ def summary(view: dict[str, Any], notes: list[str] | None = None) -> str:
         for center, status, note in center_rows(result):
             if note:
                 lines.append(f"    {center} {status}: {note}")
+        lines += [f"  {line}" for line in guarantee_lines(result)]
         for index, kind, failure in failed_analyses(view):
             lines.append(f"  analysis {index} ({kind}) failed: {error_text(failure)}")
         if error and view["status"] not in ("succeeded", "partially_failed"):
@@ -140,6 +142,7 @@ def report_sections(view: dict[str, Any], notes: list[str] | None = None, *,
                      "from the center's ε budget).</p>")
         parts.append(_table(["center", "status", "why / left out of"],
                             [list(row) for row in center_rows(result)]))
+        parts += guarantee_parts(result)
         failed = failed_analyses(view)
         if failed:
             parts.append("<h2>Failed analyses</h2><p>These analyses gave no result; the "

@@ -46,7 +46,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from coordinator import feed, provenance
+from coordinator import feed, guarantees, provenance
 from coordinator.catalog import check_names
 from coordinator.core.errors import (
     Busy,
@@ -407,9 +407,11 @@ class StudyRunner:
             stored: str | None = None
             error: str | None = json.dumps(INTERNAL_ERROR)
         else:
-            # The software that computed it, for the reproducibility record.
-            result = result.model_copy(
-                update={"software": await asyncio.to_thread(provenance.software)})
+            # The software that computed it, for the reproducibility record, and each included
+            # center's lifetime guarantee now that the study's releases are paid.
+            result = result.model_copy(update={
+                "software": await asyncio.to_thread(provenance.software),
+                "guarantees": await guarantees.collect(ports, spec.dataset, result)})
             status, stored, error = outcome(result)
             if status == "succeeded":
                 log.info("study %s succeeded", study_id)

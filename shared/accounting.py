@@ -55,7 +55,9 @@ class PrivacyGuarantee:
         if self.releases == 0:
             return f"{who}: nothing released with noise to date (ε = 0)"
         pure = f"ε = {self.epsilon_pure:.4g}"
-        if self.delta > 0 and self.epsilon < self.epsilon_pure:
+        # The (ε, δ) form only where it says less than the pure one at the digits shown (one
+        # release's PLD gives ε a hair below its own).
+        if self.delta > 0 and f"{self.epsilon:.4g}" != f"{self.epsilon_pure:.4g}":
             return (f"{who}: ({self.epsilon:.4g}, {self.delta:.0e})-DP over all "
                     f"{self.releases} noisy releases to date ({pure} with δ = 0)")
         return f"{who}: {pure}-DP over all {self.releases} noisy releases to date"

@@ -165,7 +165,8 @@ def pooled_box_errors(epsilon: float, sizes: Sequence[int], bounds: tuple[float,
                       relations: Sequence[Neighbouring] | None = None) -> list[PartError]:
     """The pooled box over centers of ``sizes`` (each at ``epsilon``, docs/methods.md §6): its
     quartiles read off the summed tree (:func:`pooled_tree_rank_error`) and its outlier counts
-    (the sum of the centers' Laplace(16/ε)), both against the pooled size."""
+    (the sum of the centers' Laplace(Δ·8/ε), round 3 at ε/8 with Δ = 1 under add/remove, 2
+    under swap: ``shared.dp.pooled.threshold_counts``), both against the pooled size."""
     epsilon = check_positive(epsilon, "epsilon")
     _width(bounds)
     if not sizes:
@@ -176,8 +177,8 @@ def pooled_box_errors(epsilon: float, sizes: Sequence[int], bounds: tuple[float,
     total = int(sum(sizes))
     return [
         _records("quartiles", total, pooled_tree_rank_error(scales, branching, depth)),
-        _records("outlier counts", total,
-                 laplace_sum_halfwidth([16.0 / epsilon] * len(sizes), LEVEL)),
+        _records("outlier counts", total, laplace_sum_halfwidth(
+            [(2.0 if r == "swap" else 1.0) * 8.0 / epsilon for r in relations], LEVEL)),
     ]
 
 

@@ -679,9 +679,8 @@ class ThresholdCountsRelease(WireModel):
 
     @classmethod
     def from_result(cls, counts: ThresholdCounts) -> ThresholdCountsRelease:
-        scale = 2.0 / counts.spent.epsilon  # ε/2 for each count, sensitivity 1
         return cls(below=counts.below, above=counts.above, epsilon=counts.spent.epsilon,
-                   scale=scale, halfwidth=laplace_halfwidth(scale),
+                   scale=counts.scale, halfwidth=laplace_halfwidth(counts.scale),
                    below_noisy=counts.below_noisy, above_noisy=counts.above_noisy)
 
     def to_pair(self) -> tuple[float, float]:

@@ -22,6 +22,11 @@ An :class:`Analysis` declares, for its kind:
 
 How many group levels an analysis compares is its own (:attr:`Analysis.max_groups`): a spec with
 more levels than it handles is refused with a 422 naming the analysis.
+
+Whether it is exact as asked (:meth:`Analysis.exact`: it reads a release a center makes without
+DP noise) and the DP analysis to ask instead (:attr:`Analysis.dp_alternative`) are its own too:
+a center releasing the study's dataset in DP mode refuses exact releases, so the dry run and
+the submission refuse such a study there, naming the alternative (``coordinator.plan``).
 """
 
 from __future__ import annotations
@@ -136,6 +141,21 @@ class Analysis(Generic[S]):
               sizes: Mapping[str, tuple[int, int]]) -> PlannedPower | None:
         """The power the dry run shows for it at the centers' (X, Y) ``sizes``, if any."""
         return None
+
+    # -- DP mode (a center's ``release_mode = "dp"``: docs/privacy.md, "DP mode") -------------
+
+    # What to ask instead where a center releases the dataset in DP mode and this analysis, as
+    # asked, is exact (the refusal names it).
+    dp_alternative: ClassVar[str] = (
+        "a differentially private analysis (dp_quantiles, dp_boxplot, or describe with "
+        "mode \"dp\")")
+
+    def exact(self, spec: StudySpec, analysis: S) -> bool:
+        """Whether, as asked, it reads a release a center makes without DP noise (a K-anonymous
+        table, an exact statistic or size), which a center in DP mode refuses. By default: it
+        reads the study's federated table, or it spends no ε (nothing it asks is paid for, so
+        nothing it asks is noisy)."""
+        return self.needs_table(analysis) or not self.requests(spec, analysis)
 
     # -- how it runs -----------------------------------------------------------------------------
 

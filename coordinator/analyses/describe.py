@@ -32,6 +32,8 @@ class Describe(Analysis[DescribeAnalysis]):
     spec_model = DescribeAnalysis
     result_model = DescribeResult
     form_label = "descriptive statistics (Table 1)"
+    dp_alternative = ("describe with mode \"dp\" (each center's ε-DP N, mean, SD, quartiles and "
+                      "histogram: give `epsilon`, and `bounds` where a variable declares none)")
 
     def requests(self, spec: StudySpec, analysis: DescribeAnalysis) -> list[Request]:
         if analysis.method != "dp":

@@ -36,6 +36,12 @@ from coordinator.rendering import (
 )
 from coordinator.results import dp_boxplot_result
 from shared.dp.pooled import COUNT_SHARE, EXTREMES_SHARE, HISTOGRAM_SHARE
+from shared.protocol import DatasetInfo
+
+# What a DP-mode center lacks for a per-center box (``coordinator.catalog`` lists the levels
+# it declares a size of).
+PUBLIC_SIZE = ("public size (DP mode: each center's own box needs one for its whisker buffer; "
+               "or set per_center = false)")
 
 
 class DPBoxplot(Analysis[DPBoxplotAnalysis]):
@@ -62,6 +68,20 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
 
     def level_names(self, analysis: DPBoxplotAnalysis, index: int) -> list[tuple[str, str]]:
         return [(analysis.group, f"body.analyses.{index}.group")] if analysis.group else []
+
+    def lacking(self, spec: StudySpec, analysis: DPBoxplotAnalysis, index: int,
+                found: DatasetInfo) -> list[tuple[str, str, str]]:
+        """In DP mode a center's own box takes the declared size of its selection for the
+        whisker buffer, and refuses without one (``center_agent.gate.kinds.DPBoxplotKind``):
+        a size the center does not declare is named (the pooled box needs none)."""
+        if not analysis.per_center or found.release_mode != "dp":
+            return []
+        group = analysis.group
+        size = found.n_records if group is None else found.n_by_group.get(group)
+        if size is not None:
+            return []
+        what = (f"{PUBLIC_SIZE} of level" if group is not None else PUBLIC_SIZE)
+        return [(what, group or "all records", f"body.analyses.{index}.per_center")]
 
     def summary_lines(self, result: dict[str, Any], view: dict[str, Any],
                       shown: Sequence[str]) -> list[str]:

@@ -76,6 +76,8 @@ class MWU(Analysis[MWUAnalysis]):
     spec_model = MWUAnalysis
     result_model = MWUResult
     form_label = "Mann-Whitney tests"
+    dp_alternative = ("dp_quantiles or dp_boxplot of each level (`group`), or describe with "
+                      "mode \"dp\" of both levels")
 
     summary_rank = 1
     report_rank = 0
@@ -143,6 +145,12 @@ class MWU(Analysis[MWUAnalysis]):
             return []
         return [(("mwu", spec.variable, spec.groups, analysis.epsilon),
                  Spend(analysis.epsilon))]
+
+    def exact(self, spec: StudySpec, analysis: MWUAnalysis) -> bool:
+        """Always: even with ε a center's U shows its levels' exact sizes (and the noise scale
+        2·max(n, m)/ε), so a center in DP mode refuses it (``center_agent.gate.kinds.MWUKind``).
+        """
+        return True
 
     def needs_table(self, analysis: MWUAnalysis) -> bool:
         return "table" in analysis.tests

@@ -35,6 +35,8 @@ class Quantiles(Analysis[QuantilesAnalysis]):
     spec_model = QuantilesAnalysis
     result_model = QuantilesResult
     form_label = "quantiles (from the table)"
+    dp_alternative = ("dp_quantiles (ε-DP quantiles at the same levels), or dp_boxplot (the "
+                      "pooled quartiles)")
 
     def requests(self, spec: StudySpec, analysis: QuantilesAnalysis) -> list[Request]:
         if "yj_data" not in analysis.estimators or analysis.epsilon is None:

@@ -28,6 +28,8 @@ class Table(Analysis[TableAnalysis]):
     spec_model = TableAnalysis
     result_model = TableResult
     form_label = "federated table"
+    dp_alternative = ("dp_boxplot (a pooled ε-DP histogram and boxplot on a public grid), or "
+                      "describe with mode \"dp\" (its ε-DP histogram)")
 
     def needs_table(self, analysis: TableAnalysis) -> bool:
         return True

@@ -226,6 +226,11 @@ async def federated_dp_boxplot(
             _check_epsilon(center, r.epsilon, eps3)
             if r.below < 0 or r.above < 0:
                 raise CenterFailure(center, "implausible", "a negative count")
+            # The scale the half-width is read from: Δ/ε with Δ = 1 (add/remove) or 2 (swap).
+            if r.scale is not None and not any(
+                    math.isclose(r.scale, d / eps3, rel_tol=RELEASE_RTOL) for d in (1.0, 2.0)):
+                raise CenterFailure(center, "implausible",
+                                    f"states a count noise scale {r.scale:g} at ε = {eps3:g}")
 
         round2 = [p for p in ports if p.center_id in released]
         counts, _ = await ask_all(
@@ -234,12 +239,13 @@ async def federated_dp_boxplot(
         )
         for cid, c in counts.items():
             spend(cid, c.epsilon)
-        # Each center's count carries Laplace(2/eps3) noise (ε/2 per count, sensitivity 1).
+        # Each center's count carries Laplace noise of the scale it states (1/eps3 under
+        # add/remove, 2/eps3 under swap); a center older than the field used 2/eps3.
         pooled_box = PooledBox(
             pooled_result(box, [c.to_pair() for c in counts.values()], epsilon),
             (lo, hi),
             tuple(counts),
-            laplace_sum_halfwidth([2.0 / eps3] * len(counts)),
+            laplace_sum_halfwidth([c.scale or 2.0 / eps3 for c in counts.values()]),
             box.levels,
             tree_rank_halfwidth([trees[c].noise_scale for c in released], branching, depth),
             pooled_extreme_rank_halfwidth(epsilon, bounds, len(pairs)),

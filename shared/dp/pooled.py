@@ -98,6 +98,8 @@ class ThresholdCounts:
     spent: PrivacySpent
     below_noisy: float
     above_noisy: float
+    scale: float
+    """Each count's Laplace scale (:func:`threshold_counts`)."""
 
 
 def center_extremes(
@@ -279,9 +281,14 @@ def threshold_counts(
     neighbouring: Neighbouring,
     rng: np.random.Generator,
 ) -> ThresholdCounts:
-    """ε-DP counts #{x < lower} and #{x > upper}, ε/2 each (count sensitivity 1 under both
-    relations): the noisy counts as they are (for the coordinator to sum) and rounded and
-    floored at 0 (post-processing, for display)."""
+    """ε-DP counts #{x < lower} and #{x > upper}: the noisy counts as they are (for the
+    coordinator to sum) and rounded and floored at 0 (post-processing, for display).
+
+    The two counted sets are disjoint (lower <= upper), so the pair's L1 sensitivity is 1 under
+    add/remove (a record added or removed moves one count by 1) and 2 under swap (a record
+    moved from below to above moves both): Laplace(Δ/ε) on each count is ε-DP (the Laplace
+    mechanism on the vector, Dwork & Roth 2014, Thm 3.6; docs/privacy.md, guarantee 16's
+    exact check). Under add/remove that is half the noise of ε/2 per count."""
     eps = check_epsilon(epsilon)
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
@@ -292,11 +299,11 @@ def threshold_counts(
         )
     below = int(np.count_nonzero(data < lower))
     above = int(np.count_nonzero(data > upper))
-    scale = 2.0 / eps  # ε/2 per count
+    scale = (2.0 if neighbouring == "swap" else 1.0) / eps
     noisy_below = below + float(rng.laplace(0.0, scale))
     noisy_above = above + float(rng.laplace(0.0, scale))
     return ThresholdCounts(floored(noisy_below), floored(noisy_above), PrivacySpent(eps),
-                           noisy_below, noisy_above)
+                           noisy_below, noisy_above, scale)
 
 
 def floored(count: float) -> int:

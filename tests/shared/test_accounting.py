@@ -105,6 +105,10 @@ def test_the_line_says_who_what_and_how() -> None:
     line = got.line("each patient at center A, dataset stays")
     assert line.startswith("each patient at center A, dataset stays: (")
     assert "-DP over all 60 noisy releases to date" in line and "ε = 3 with δ = 0" in line
+    # One release: no (ε, δ) form that says the same as its pure ε at the digits shown.
+    one = compose_pure([0.5], delta=1e-6).line("each patient at center A, dataset stays")
+    assert one == "each patient at center A, dataset stays: ε = 0.5-DP over all 1 noisy " \
+                  "releases to date"
 
 
 @pytest.mark.parametrize("bad", [[-0.1], [math.inf], [math.nan]])

@@ -89,10 +89,12 @@ def check(worst: float, eps: float, noise: str) -> None:
 @pytest.mark.parametrize("noise", ["as_implemented", "twice_epsilon"])
 def test_threshold_counts(noise: str) -> None:
     eps, lower, upper = 0.8, 3.0, 6.0
-    definition_scale = 2.0 / eps  # ε/2 per count, each count of sensitivity 1
+    # The pair's L1 sensitivity under add/remove is 1 (the counted sets are disjoint).
+    definition_scale = 1.0 / eps
     x = np.array(DATASETS[2])
     release = threshold_counts(x, lower=lower, upper=upper, epsilon=eps,
                                neighbouring="add_remove", rng=np.random.default_rng(5))
+    assert release.scale == definition_scale
     replay = np.random.default_rng(5).laplace(0.0, definition_scale, 2)
     assert release.below_noisy - np.sum(x < lower) == pytest.approx(replay[0], abs=1e-12)
     assert release.above_noisy - np.sum(x > upper) == pytest.approx(replay[1], abs=1e-12)
@@ -103,13 +105,34 @@ def test_threshold_counts(noise: str) -> None:
                                 dtype=float) for s in (d, d_other)]
         worst = max(worst, laplace_loss(below_above[0], below_above[1], scale))
     # The two counted sets are disjoint: an added or removed record moves one count by 1, so
-    # the loss attained is ε/2 (the mechanism spends ε with room to spare under add/remove:
-    # a scale of 1/ε would do). The doubled ε is seen (the loss doubles), though it stays
-    # within ε; the replay above is what ties the scale to the definition's.
+    # the loss attained is exactly ε at the scale 1/ε (no room to spare: half the noise the
+    # counts had at ε/2 each); the doubled ε is seen.
     if noise == "as_implemented":
-        assert eps / 2 - 1e-6 <= worst <= eps / 2 + TOL
+        assert eps - 1e-6 <= worst <= eps + TOL
     else:
-        assert worst >= eps - 1e-6
+        assert worst >= 2 * eps - 1e-6
+
+
+def test_threshold_counts_under_swap() -> None:
+    """Under swap a record moved from below ``lower`` to above ``upper`` moves both counts: the
+    scale is 2/ε, and the loss over every swap neighbour is ε (at 1/ε it would be 2ε)."""
+    eps, lower, upper = 0.8, 3.0, 6.0
+    x = np.array(DATASETS[2])
+    release = threshold_counts(x, lower=lower, upper=upper, epsilon=eps, neighbouring="swap",
+                               rng=np.random.default_rng(5))
+    assert release.scale == 2.0 / eps
+    replay = np.random.default_rng(5).laplace(0.0, 2.0 / eps, 2)
+    assert release.below_noisy - np.sum(x < lower) == pytest.approx(replay[0], abs=1e-12)
+    for scale, loss in ((2.0 / eps, eps), (1.0 / eps, 2 * eps)):
+        worst = 0.0
+        for d in DATASETS:
+            for i in range(len(d)):
+                for v in ADDED:
+                    other = tuple(sorted((*d[:i], *d[i + 1:], v)))
+                    c = [np.array([sum(u < lower for u in s), sum(u > upper for u in s)],
+                                  dtype=float) for s in (d, other)]
+                    worst = max(worst, laplace_loss(c[0], c[1], scale))
+        assert loss - 1e-6 <= worst <= loss + TOL
 
 
 @pytest.mark.parametrize("noise", ["as_implemented", "twice_epsilon"])

@@ -121,7 +121,8 @@ def test_threshold_counts():
 
 def test_pooled_outlier_counts_are_summed_before_they_are_floored():
     """Three centers, true counts 2, 0 and 5 below and 22, 1, 3 above, ε = 1 for the box (the
-    counts get ε/16 each, Laplace(16)): the pooled count is the centers' noisy counts summed,
+    counts get ε/8, Laplace(16) each under swap, Laplace(8) under add/remove: here swap, the
+    wider): the pooled count is the centers' noisy counts summed,
     then rounded and floored once. The noisy sum is unbiased (its mean over 4000 seeded draws
     within 4 standard errors of the truth) and the shown count median-unbiased (flooring is
     monotone): its median within 2 of the truth, where summing the centers' floored counts,
@@ -140,7 +141,7 @@ def test_pooled_outlier_counts_are_summed_before_they_are_floored():
     noisy, shown, old = (np.zeros((draws, 2)) for _ in range(3))
     for i in range(draws):
         counts = [threshold_counts(x, lower=0.0, upper=10.0, epsilon=eps3,
-                                   neighbouring="add_remove", rng=generator) for x in data]
+                                   neighbouring="swap", rng=generator) for x in data]
         result = pooled_result(box, [(c.below_noisy, c.above_noisy) for c in counts], 1.0)
         noisy[i] = sum(c.below_noisy for c in counts), sum(c.above_noisy for c in counts)
         shown[i] = result.lower_outliers, result.upper_outliers
