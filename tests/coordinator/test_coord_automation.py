@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -430,9 +431,17 @@ async def test_an_unreachable_receiver_is_logged_by_its_origin_only(
     tmp_path: Path, federation: Federations, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="coordinator.webhooks")
-    with receiver() as hook:
-        url = hook.url
-    # The server is gone: every attempt fails to connect.
+    # A port bound and never listened on: every attempt is refused, and while the socket is
+    # held nothing else on the machine can take the port and answer (a port merely closed
+    # could be handed to another process and answer, say, 401).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{dead.getsockname()[1]}"
+        await _unreachable_receiver_run(tmp_path, federation, caplog, url)
+
+
+async def _unreachable_receiver_run(tmp_path: Path, federation: Federations,
+                                    caplog: pytest.LogCaptureFixture, url: str) -> None:
     async with serving(tmp_path, counted(federation),
                        **webhook_settings(url, webhook_attempts=2)) as r:
         secret_path = f"{url}/hooks/T0KEN-in-path-s3cr3t"
