@@ -408,39 +408,44 @@ def _pooled_runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int, level_
     that cannot close joins the runs before it, last first, until it can (the loose cells'
     totals are K-anonymous, per group and in all, so it can)."""
     loose = np.flatnonzero(~fixed)
-    cols = cell_counts[:, loose].T.tolist()
-    n_groups = cell_counts.shape[0]
-
-    def closed(part: list[int]) -> bool:
-        total = sum(part)
-        return (total == 0 or total >= k) and all(c == 0 or c >= level_k for c in part)
-
+    a = cell_counts[:, loose]
+    m = loose.size
+    cums = np.concatenate([np.zeros((a.shape[0] + 1, 1), dtype=np.int64),
+                           np.cumsum(np.vstack([a, a.sum(axis=0)]), axis=1)], axis=1)
+    ks = [level_k] * a.shape[0] + [k]
+    # From run start i, the first end j > i at which every part (cells i..j-1) is 0 or >= its
+    # K: a part is 0 for j < zero_until and K-anonymous for j >= reach, so j is pushed past
+    # each part's gap in turn; a part once past its gap stays past it, so G + 1 rounds settle.
+    j = np.arange(1, m + 1, dtype=np.int64)
+    gaps = [(np.searchsorted(c, c[:-1], side="right"), np.searchsorted(c, c[:-1] + kk))
+            for c, kk in zip(cums, ks, strict=True)]
+    for _ in range(len(gaps)):
+        for zero_until, reach in gaps:
+            j = np.where((j >= zero_until) & (j < reach), reach, j)
+    nxt = np.where(j <= m, j, _greedy.STOP).astype(np.int64)
     ends: list[int] = []
-    parts: list[list[int]] = []
-    open_part = [0] * n_groups
-    for j, col in enumerate(cols):
-        open_part = [a + b for a, b in zip(open_part, col, strict=True)]
-        if closed(open_part):
-            ends.append(j + 1)
-            parts.append(open_part)
-            open_part = [0] * n_groups
-    if any(open_part):
-        while not closed(open_part):
-            if not ends:
-                raise KAnonymityError("the center's records outside split bins are fewer "
-                                      "than k in some group")
-            ends.pop()
-            open_part = [a + b for a, b in zip(open_part, parts.pop(), strict=True)]
-        ends.append(len(cols))
-        parts.append(open_part)
-    pooled_counts = cell_counts.sum(axis=0)
-    run_of_loose = np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(len(cols)),
-                                   side="right")
+    if m:
+        _, visited, final = _greedy.walk(nxt, np.zeros(1, np.int64),
+                                         np.full(m + 1, m, dtype=np.int64))
+        ends = visited.tolist()
+        if int(final[0]) != m:
+            # The tail joins the runs before it, last first, until every part is K-anonymous.
+            bounds = [0, *ends]
+            while True:
+                part = (cums[:, m] - cums[:, bounds[-1]]).astype(np.float64)
+                if not (isolating(part[:-1], level_k).any() or isolating(part[-1:], k).any()):
+                    break
+                if len(bounds) == 1:
+                    raise KAnonymityError("the center's records outside split bins are fewer "
+                                          "than k in some group")
+                bounds.pop()
+            ends = [*bounds[1:], m]
+    run_of_loose = np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(m), side="right")
     run_of_cell = np.empty(fixed.size, dtype=np.int64)
     run_of_cell[loose] = run_of_loose
     fixed_cells = np.flatnonzero(fixed)
     run_of_cell[fixed_cells] = len(ends) + np.arange(fixed_cells.size)
-    totals = np.bincount(run_of_cell, weights=pooled_counts,
+    totals = np.bincount(run_of_cell, weights=cell_counts.sum(axis=0),
                          minlength=len(ends) + fixed_cells.size)
     return Runs(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
 
