@@ -10,6 +10,7 @@ from shared.binning import bin_table
 from shared.federation import (
     Refinement,
     Runs,
+    _pooled_runs,
     apply_refinement,
     merge_runs,
     refine_pooled,
@@ -98,3 +99,44 @@ def test_merge_runs_refuses_a_release_with_splits() -> None:
         Runs(run_of_cell=[0, 1], totals=[10.0, 10.0])])
     with pytest.raises(ValueError, match="splits"):
         merge_runs(release, 0, [0])
+
+
+def greedy_ends(counts: np.ndarray, fixed: np.ndarray, k: int, level_k: int) -> list[int]:
+    """The runs' ends over the loose cells by the plain cell-by-cell loop (the reference)."""
+    def closed(part: list[int]) -> bool:
+        return (sum(part) == 0 or sum(part) >= k) and all(c == 0 or c >= level_k for c in part)
+
+    ends: list[int] = []
+    parts: list[list[int]] = []
+    open_part = [0] * counts.shape[0]
+    cols = counts[:, ~fixed].T.tolist()
+    for j, col in enumerate(cols):
+        open_part = [a + b for a, b in zip(open_part, col, strict=True)]
+        if closed(open_part):
+            ends.append(j + 1)
+            parts.append(open_part)
+            open_part = [0] * counts.shape[0]
+    if any(open_part):
+        while not closed(open_part):
+            ends.pop()
+            open_part = [a + b for a, b in zip(open_part, parts.pop(), strict=True)]
+        ends.append(len(cols))
+    return ends
+
+
+def test_pooled_runs_are_the_greedy_loops() -> None:
+    checked = 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        n_groups, m = int(rng.integers(1, 4)), int(rng.integers(1, 60))
+        counts = rng.integers(0, 5, (n_groups, m)) * (rng.random((n_groups, m)) < 0.6)
+        k, level_k = int(rng.integers(2, 9)), int(rng.integers(2, 9))
+        fixed = rng.random(m) < 0.1
+        loose = counts[:, ~fixed].sum(axis=1)
+        if np.any((loose > 0) & (loose < level_k)) or 0 < loose.sum() < k:
+            continue  # refine_pooled never gets here with such totals
+        got = np.asarray(_pooled_runs(counts, fixed, k, level_k).run_of_cell)[~fixed]
+        ends = np.asarray(greedy_ends(counts, fixed, k, level_k), dtype=np.int64)
+        assert np.array_equal(got, np.searchsorted(ends, np.arange(got.size), side="right"))
+        checked += 1
+    assert checked > 100
