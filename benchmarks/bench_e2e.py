@@ -351,7 +351,9 @@ def core_release(call: str, request: dict[str, Any], population: Population,
         return table_view(canonical, rows, k=table.k, lower=table.lower, upper=table.upper)
     if call == "refine":
         refine = RefinementRequest.model_validate(request)
-        return refinement_release(levels(refine.groups), refine, rng)
+        # Ungrouped: every level apart, refined together (as the center's RefineKind does).
+        return refinement_release(levels(refine.groups) if refine.groups is not None else [
+            population.level(VARIABLE, level) for level in population.levels], refine, rng)
     if call == "mwu":
         mwu = MWURequest.model_validate(request)
         x, y = levels(mwu.groups)

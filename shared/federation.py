@@ -126,8 +126,8 @@ def refine_table(
     The walk inside each bin is compiled (:mod:`shared._walk`); :func:`_reference` is the numpy
     implementation it must agree with, split for split and number for number.
     """
-    return _refine(limits, x, y, more, k=k, rng=rng, place=place, lower=lower, upper=upper,
-                   split=split, compiled=_walk.AVAILABLE)
+    return _refine(limits, *_rows(x, y, more), k=k, rng=rng, place=place, lower=lower,
+                   upper=upper, split=split, compiled=_walk.AVAILABLE)
 
 
 def _reference(
@@ -144,16 +144,63 @@ def _reference(
 ) -> Refinement:
     """:func:`refine_table` by the numpy reference (:mod:`shared._greedy`: the next cut from every
     pooled cut, vectorized); the compiled walk's tests compare against it."""
-    return _refine(limits, x, y, more, k=k, rng=rng, place=place, lower=lower, upper=upper,
-                   split=split, compiled=False)
+    return _refine(limits, *_rows(x, y, more), k=k, rng=rng, place=place, lower=lower,
+                   upper=upper, split=split, compiled=False)
+
+
+def _rows(x: ArrayLike, y: ArrayLike | None, more: Sequence[ArrayLike]) -> list[ArrayLike]:
+    """The groups of a refinement, one row each: ``x``, then ``y`` and the further ones."""
+    if y is None:
+        if more:
+            raise ValueError("further groups need `y` (the second group) first")
+        return [x]
+    return [x, y, *more]
+
+
+def refine_pooled(
+    limits: ArrayLike,
+    groups: Sequence[ArrayLike],
+    *,
+    k: int,
+    level_k: int | None = None,
+    rng: np.random.Generator | None = None,
+    place: Placement | None = None,
+    lower: ExtremeKind = "buffer",
+    upper: ExtremeKind = "buffer",
+    split: bool = True,
+) -> Refinement:
+    """A one-group refinement of the records of every group together (an ungrouped table of a
+    population whose groups' sizes are known), each of whose sets holds 0 or >= ``k`` records
+    and 0 or >= ``level_k`` (default ``k``; a center's own K where a study asks a larger one)
+    *of every group*: splits by the multi-group rule (:func:`~shared.binning.bin_groups`' on the
+    groups inside each bin, at the larger of the two), runs grown until their total and every
+    group's part are K-anonymous.
+
+    A group of 1..``level_k``-1 records cannot be kept apart: then the groups are refined as
+    one (:func:`refine_table` of the pooled values), and the caller's disclosure control
+    decides.
+
+    :func:`refine_table` on the pooled values makes sets of 0 or >= ``k`` records in all, and a
+    center that counts its groups' sizes as released must then coarsen them until each group's
+    part is K-anonymous too (``center_agent.gate.disclosure``); merging runs after the fact
+    merged whole stretches of adjacent runs into one, whose total the coordinator then spreads
+    in the shape of the table's earlier centers (docs/benchmarks.md, "Pooled quantiles from the
+    table"). Built with the groups from the start, the release needs no coarsening.
+    """
+    level_k = k if level_k is None else check_int(level_k, "level_k", 2)
+    arrays = [as_finite_1d(g, f"groups[{i}]", allow_empty=True) for i, g in enumerate(groups)]
+    if not arrays:
+        raise ValueError("`groups` must hold at least one group")
+    if isolating(np.array([a.size for a in arrays], dtype=np.float64), level_k).any():
+        return refine_table(limits, np.concatenate(arrays), k=k, rng=rng, place=place,
+                            lower=lower, upper=upper, split=split)
+    return _refine(limits, *arrays, k=k, rng=rng, place=place, lower=lower, upper=upper,
+                   split=split, compiled=_walk.AVAILABLE, pooled=level_k)
 
 
 def _refine(
     limits: ArrayLike,
-    x: ArrayLike,
-    y: ArrayLike | None,
-    more: Sequence[ArrayLike],
-    *,
+    *values: ArrayLike | None,
     k: int,
     rng: np.random.Generator | None,
     place: Placement | None,
@@ -161,21 +208,26 @@ def _refine(
     upper: ExtremeKind,
     split: bool,
     compiled: bool,
+    pooled: int | None = None,
 ) -> Refinement:
+    """With ``pooled`` (the K of each group's part), one row of runs over the groups together
+    (:func:`refine_pooled`), else one row per group."""
     k = check_int(k, "k", 2)
     check_placement(rng, place)
     lim = _check_limits(limits)
-    groups = [as_finite_1d(x, "x", allow_empty=True)]
-    if y is not None:
-        groups.append(as_finite_1d(y, "y", allow_empty=True))
-    elif more:
-        raise ValueError("further groups need `y` (the second group) first")
-    groups += [as_finite_1d(g, f"group {i + 2}", allow_empty=True) for i, g in enumerate(more)]
-    check_group_sizes([g.size for g in groups], k)
-    if compiled:
-        cuts = _split_compiled(lim, groups, k, rng, place)
+    names = ["x", "y"] if len(values) <= 2 else [f"groups[{i}]" for i in range(len(values))]
+    groups = [as_finite_1d(v, name, allow_empty=True)
+              for v, name in zip(values, names, strict=False) if v is not None]
+    if pooled is not None:
+        check_group_sizes([sum(g.size for g in groups)], k)
     else:
-        cuts = _split_reference(lim, groups, k, rng, place)
+        check_group_sizes([g.size for g in groups], k)
+    # The split sub-cells are runs of their own: each group's part must hold the larger K.
+    walk_k = k if pooled is None else max(k, pooled)
+    if compiled:
+        cuts = _split_compiled(lim, groups, walk_k, rng, place)
+    else:
+        cuts = _split_reference(lim, groups, walk_k, rng, place)
     place = cuts.place
     sub_bin, sub_at = cuts.sub_bin, cuts.sub_at
     if not split:
@@ -195,11 +247,13 @@ def _refine(
     sub_bin, sub_at, split_limits = sub_bin[inside], sub_at[:, inside], split_limits[inside]
     cell_counts, fixed = _cells(cuts.bin_at, sub_bin, sub_at)
     loose = cell_counts[:, ~fixed].sum(axis=1)
-    if isolating(loose, k).any():
+    if isolating(loose, k if pooled is None else pooled).any() or (
+            pooled is not None and isolating(loose.sum(keepdims=True), k).any()):
         sub_bin, sub_at, split_limits = sub_bin[:0], sub_at[:, :0], split_limits[:0]
         cell_counts, fixed = _cells(cuts.bin_at, sub_bin, sub_at)
 
-    runs = [_runs(row, fixed, k) for row in cell_counts]
+    runs = [_pooled_runs(cell_counts, fixed, k, pooled)] if pooled is not None else [
+        _runs(row, fixed, k) for row in cell_counts]
 
     new_lower = new_upper = None
     if cuts.n_records:
@@ -357,6 +411,56 @@ def _runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int) -> Runs:
     return Runs(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
 
 
+def _pooled_runs(cell_counts: IntArray, fixed: NDArray[np.bool_], k: int, level_k: int
+                 ) -> Runs:
+    """One row of runs over the groups' counts (G, cells) together: split cells alone, the
+    others grown left to right until their total is 0 or >= ``k`` and every group's part 0 or
+    >= ``level_k`` (a cell empty in every group is a run by itself when no run is open); a tail
+    that cannot close joins the runs before it, last first, until it can (the loose cells'
+    totals are K-anonymous, per group and in all, so it can)."""
+    loose = np.flatnonzero(~fixed)
+    a = cell_counts[:, loose]
+    m = loose.size
+    cums = np.concatenate([np.zeros((a.shape[0] + 1, 1), dtype=np.int64),
+                           np.cumsum(np.vstack([a, a.sum(axis=0)]), axis=1)], axis=1)
+    ks = [level_k] * a.shape[0] + [k]
+    # From run start i, the first end j > i at which every part (cells i..j-1) is 0 or >= its
+    # K: a part is 0 for j < zero_until and K-anonymous for j >= reach, so j is pushed past
+    # each part's gap in turn; a part once past its gap stays past it, so G + 1 rounds settle.
+    j = np.arange(1, m + 1, dtype=np.int64)
+    gaps = [(np.searchsorted(c, c[:-1], side="right"), np.searchsorted(c, c[:-1] + kk))
+            for c, kk in zip(cums, ks, strict=True)]
+    for _ in range(len(gaps)):
+        for zero_until, reach in gaps:
+            j = np.where((j >= zero_until) & (j < reach), reach, j)
+    nxt = np.where(j <= m, j, _greedy.STOP).astype(np.int64)
+    ends: list[int] = []
+    if m:
+        _, visited, final = _greedy.walk(nxt, np.zeros(1, np.int64),
+                                         np.full(m + 1, m, dtype=np.int64))
+        ends = visited.tolist()
+        if int(final[0]) != m:
+            # The tail joins the runs before it, last first, until every part is K-anonymous.
+            bounds = [0, *ends]
+            while True:
+                part = (cums[:, m] - cums[:, bounds[-1]]).astype(np.float64)
+                if not (isolating(part[:-1], level_k).any() or isolating(part[-1:], k).any()):
+                    break
+                if len(bounds) == 1:
+                    raise KAnonymityError("the center's records outside split bins are fewer "
+                                          "than k in some group")
+                bounds.pop()
+            ends = [*bounds[1:], m]
+    run_of_loose = np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(m), side="right")
+    run_of_cell = np.empty(fixed.size, dtype=np.int64)
+    run_of_cell[loose] = run_of_loose
+    fixed_cells = np.flatnonzero(fixed)
+    run_of_cell[fixed_cells] = len(ends) + np.arange(fixed_cells.size)
+    totals = np.bincount(run_of_cell, weights=cell_counts.sum(axis=0),
+                         minlength=len(ends) + fixed_cells.size)
+    return Runs(run_of_cell=run_of_cell.tolist(), totals=totals.tolist())
+
+
 def merge_runs(release: Refinement, group: int, runs: ArrayLike) -> Refinement:
     """``release`` with ``runs`` (of group ``group``) merged: adjacent ones with each other, a
     lone one into its next run (the last into the one before it). A coarser release whose run
@@ -370,13 +474,18 @@ def merge_runs(release: Refinement, group: int, runs: ArrayLike) -> Refinement:
     n_runs = totals.size
     target = np.arange(n_runs)
     bad = np.unique(np.asarray(runs, dtype=np.int64).ravel())
-    # Adjacent runs to merge are merged with each other first (the fewest runs lost); a lone
-    # one with its next run (the last with the one before).
+    # Adjacent runs to merge are merged with each other first, two by two (an odd last one
+    # with the pair before it); a lone one with its next run (the last with the one before).
+    # Merging a whole stretch into one run lost every limit inside it, although most pairs
+    # already hold K of every level; the caller merges again where a pair does not.
     for block in np.split(bad, np.flatnonzero(np.diff(bad) > 1) + 1) if bad.size else []:
         if n_runs < 2:
             break
         if block.size > 1:
-            target[block] = block[0]
+            firsts = block[: block.size - block.size % 2: 2]
+            target[firsts + 1] = firsts
+            if block.size % 2:
+                target[block[-1]] = block[-3]
         else:
             r = int(block[0])
             target[target == r] = r + 1 if r + 1 < n_runs else r - 1

@@ -42,7 +42,7 @@ from shared.dp import (
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.dp.unbounded import DEFAULT_BETA, grid_steps
 from shared.dp.uncertainty import rank_halfwidth
-from shared.federation import Refinement, refine_table
+from shared.federation import Refinement, refine_pooled, refine_table
 from shared.mechanisms import Laplace
 from shared.mwu import mann_whitney
 from shared.privacy import Neighbouring
@@ -95,16 +95,26 @@ def table_view(
 
 def refinement_release(
     groups: Sequence[FloatArray], request: protocol.RefinementRequest,
-    place: Placement | np.random.Generator, *, split: bool = True,
+    place: Placement | np.random.Generator, *, split: bool = True, level_k: int | None = None,
 ) -> Refinement:
     """The center's half of joining the table its request carries (Algorithms 4-6), treating
     values beyond the table's extremes as the statement says they were made (a natural limit
-    as a view of the refinement inside the interior limits, never as a clip of the data)."""
+    as a view of the refinement inside the interior limits, never as a clip of the data).
+
+    An ungrouped request (``groups`` None) is refined over ``groups``, every declared level of
+    the population, together (:func:`~shared.federation.refine_pooled`: one row, each set 0 or
+    >= K records of every level, ``level_k`` the center's own K, the sets the center's
+    disclosure control admits as they are); a grouped one over the levels asked, one row
+    each."""
     statement = request.table.statement
     if isinstance(place, np.random.Generator):
         values = np.sort(np.concatenate(list(groups))) if groups else np.zeros(0)
         place = random_placement(place, *(sorted_scales(values, request.k) if values.size
                                           else (0.0, 0.0)))
+    if request.groups is None:
+        return refine_pooled(statement.limits, groups, k=request.k, level_k=level_k,
+                             place=place, lower=statement.lower, upper=statement.upper,
+                             split=split)
     return refine_table(statement.limits, *groups, k=request.k, place=place,
                         lower=statement.lower, upper=statement.upper, split=split)
 

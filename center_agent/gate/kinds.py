@@ -450,7 +450,10 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
     def compute(self, ctx: Context, request: RefinementRequest) -> JSON:
         population = ctx.population
         if request.groups is None:
-            arrays = [population.pooled(request.variable)]
+            # Every level apart, refined together (one row): each set the release counts holds
+            # 0 or >= K records of every level, as the disclosure control requires of a pooled
+            # release, so nothing needs merging after the fact.
+            arrays = [population.level(request.variable, level) for level in population.levels]
             levels, pooled = population.levels, True
             canonical_request = request
         else:
@@ -463,7 +466,8 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
         place = ctx.placement(request.variable)
 
         def make(split: bool) -> Refinement:
-            return refinement_release(arrays, canonical_request, place, split=split)
+            return refinement_release(arrays, canonical_request, place, split=split,
+                                      level_k=ctx.gate.settings.k)
 
         limits = np.asarray(request.table.statement.limits, dtype=np.float64)
         first = make(True)
