@@ -11,6 +11,9 @@ One row per observation, one column per variable:
 * ``tests`` — each Mann-Whitney test (the primary one marked), ``test_parts`` each center's part;
 * ``effects`` — each probabilistic index with its interval;
 * ``boxplots``, ``dp_quantiles``, ``quantiles``, ``table`` — the other analyses' numbers;
+* ``kruskal`` — each k-arm test (and trend), ``shift`` each Hodges-Lehmann shift's bounds,
+  ``categorical`` each released category cell (n (%) with its interval), ``categorical_tests``
+  each χ², Fisher and CMH test;
 * ``centers`` — each center included or excluded, its epoch and ε;
 * ``reproducibility`` — the record as (field, value) pairs.
 
@@ -40,7 +43,8 @@ from coordinator.rendering import (
 )
 
 Part = Literal["table1", "table1_formatted", "tests", "test_parts", "effects", "boxplots",
-               "dp_quantiles", "quantiles", "table", "centers", "reproducibility"]
+               "dp_quantiles", "quantiles", "table", "kruskal", "shift", "categorical",
+               "categorical_tests", "centers", "reproducibility"]
 PARTS: tuple[str, ...] = get_args(Part)
 
 Row = dict[str, Any]
@@ -277,6 +281,76 @@ def reproducibility(view: dict[str, Any]) -> list[Row]:
     return rows
 
 
+KRUSKAL_COLUMNS = ["analysis", "test", "method", "statistic", "df", "pvalue", "mean",
+                   "variance", "zstatistic", "alternative"]
+
+
+def kruskal(view: dict[str, Any]) -> list[Row]:
+    """Each k-arm test: Kruskal-Wallis on the federated table, stratified (sum, weighted) and
+    each center's own (``center:<id>``), then Jonckheere-Terpstra's trend when asked."""
+    rows: list[Row] = []
+    for index, result in _indexed(view, "kruskal"):
+        for name, test in result["tests"].items():
+            rows.append({"analysis": index, "test": name, "method": test.get("method"),
+                         "statistic": test["statistic"], "df": test["df"],
+                         "pvalue": test["pvalue"]})
+        for c in result.get("centers") or []:
+            rows.append({"analysis": index, "test": f"center:{c['center']}", "method": "center",
+                         "statistic": c["statistic"], "df": c["df"], "pvalue": c["pvalue"]})
+        for name, trend in (result.get("trend") or {}).items():
+            rows.append({"analysis": index, "test": f"trend:{name}", "method": trend["method"],
+                         "statistic": trend["statistic"], "pvalue": trend["pvalue"],
+                         "mean": trend["mean"], "variance": trend["variance"],
+                         "zstatistic": trend["zstatistic"],
+                         "alternative": result.get("alternative")})
+    return rows
+
+
+SHIFT_COLUMNS = ["analysis", "estimate_low", "estimate_high", "low_low", "low_high", "high_low",
+                 "high_high", "level", "achieved_level", "rank", "n_x", "n_y", "method",
+                 "whole_counts"]
+
+
+def shift(view: dict[str, Any]) -> list[Row]:
+    """Each Hodges-Lehmann shift: the bounds the bins give its estimate and its interval's ends."""
+    return [{"analysis": index, **{k: r.get(k) for k in SHIFT_COLUMNS[1:]}}
+            for index, r in _indexed(view, "shift")]
+
+
+CATEGORY_COLUMNS = ["analysis", "variable", "center", "arm", "n", "missing", "category",
+                    "categories", "count", "percent", "low", "high", "count_low", "count_high"]
+
+
+def categorical(view: dict[str, Any]) -> list[Row]:
+    """Each released cell of a categorical variable, per center (or pooled) and arm: n (%)
+    with its interval, from the categorical analyses and Table 1's categorical rows."""
+    rows: list[Row] = []
+    for kind in ("categorical", "describe"):
+        for index, result in _indexed(view, kind):
+            for arm in (result.get("arms") if kind == "categorical"
+                        else result.get("categorical")) or []:
+                for c in arm["cells"]:
+                    low, high = c.get("count_interval") or (None, None)
+                    rows.append({
+                        "analysis": index, "variable": arm["variable"], "center": arm["center"],
+                        "arm": arm["arm"], "n": arm["n"], "missing": arm.get("missing"),
+                        "category": c["label"], "categories": c["categories"],
+                        "count": c["count"], "percent": c.get("percent"), "low": c.get("low"),
+                        "high": c.get("high"), "count_low": low, "count_high": high})
+    return rows
+
+
+CATEGORICAL_TEST_COLUMNS = ["analysis", "variable", "test", "method", "statistic", "df",
+                            "pvalue", "odds_ratio", "low", "high"]
+
+
+def categorical_tests(view: dict[str, Any]) -> list[Row]:
+    """Each test of arm against category: χ², Fisher's exact, CMH by center."""
+    return [{"analysis": index, "variable": r["variable"], "test": t["name"],
+             **{k: t.get(k) for k in CATEGORICAL_TEST_COLUMNS[4:]}, "method": t.get("method")}
+            for index, r in _indexed(view, "categorical") for t in r.get("tests") or []]
+
+
 TABLES: dict[str, tuple[Callable[[dict[str, Any]], list[Row]], list[str] | None]] = {
     "table1": (table1, TABLE1_COLUMNS),
     "table1_formatted": (table1_formatted, None),
@@ -287,6 +361,10 @@ TABLES: dict[str, tuple[Callable[[dict[str, Any]], list[Row]], list[str] | None]
     "dp_quantiles": (dp_quantiles, None),
     "quantiles": (quantiles, None),
     "table": (table, None),
+    "kruskal": (kruskal, KRUSKAL_COLUMNS),
+    "shift": (shift, SHIFT_COLUMNS),
+    "categorical": (categorical, CATEGORY_COLUMNS),
+    "categorical_tests": (categorical_tests, CATEGORICAL_TEST_COLUMNS),
     "centers": (centers, None),
     "reproducibility": (reproducibility, ["field", "value"]),
 }

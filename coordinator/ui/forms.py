@@ -181,7 +181,10 @@ EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 
                 "mwu": [("tests", "Tests"), ("effects", "Effect sizes")],
                 "dp_boxplot": [("boxplots", "Boxplots")],
                 "dp_quantiles": [("dp_quantiles", "DP quantiles")],
-                "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")]}
+                "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")],
+                "kruskal": [("kruskal", "k-arm tests")], "shift": [("shift", "Shift")],
+                "categorical": [("categorical", "Categories, n (%)"),
+                                ("categorical_tests", "Category tests")]}
 
 
 def export_links(view: dict[str, Any]) -> list[tuple[str, str]]:

@@ -8,6 +8,8 @@ of the DP share interval's coverage)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats
 
+from coordinator import exports
 from coordinator.local import in_process_federation
 from coordinator.models import CategoricalResult, DescribeResult, StudySpec
 from coordinator.protocols.categorical import FederatedCounts, association_tests
@@ -302,6 +305,15 @@ async def test_table_counts_are_the_raw_counts_and_the_tests_scipy_s(ports: Any)
                   & (frame.category == "never")].iloc[0]
     assert never["count"] == pooled[0, 0] and never["missing"] == pooled[0, 3]
     assert set(Results(result).categorical.tests().test) == {"chi2", "cmh"}
+    # The CSV parts hold the same cells and tests.
+    view = {"spec": {}, "result": result.model_dump(mode="json")}
+    cells = list(csv.DictReader(io.StringIO(exports.part_csv(view, "categorical"))))
+    assert len(cells) == len(frame)
+    assert sum(float(r["count"]) for r in cells if r["center"] == "pooled"
+               and r["arm"] in ("ctl", "trt")) == pooled[:, :3].sum()
+    tests_csv = list(csv.DictReader(io.StringIO(exports.part_csv(view, "categorical_tests"))))
+    assert {r["test"]: float(r["statistic"]) for r in tests_csv} == pytest.approx(
+        {t.name: t.statistic for t in found.tests})
     # Every released count (a center's arms, their sum, the pooled sums) is 0 or >= K.
     for row in found.arms:
         for value in [*(x.count for x in row.cells), row.missing or 0, row.n]:

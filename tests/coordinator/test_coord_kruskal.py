@@ -10,6 +10,8 @@ coarsened to that center's bins."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
+from coordinator import exports
 from coordinator.local import in_process_federation
 from coordinator.protocols.table import federated_bin_table
 from coordinator.report import render_html, summary
@@ -177,6 +180,12 @@ async def test_a_kruskal_study_through_the_api(tmp_path: Path, federation: Feder
         assert {c: (p.calls["table"], p.calls["refine"]) for c, p in centers.items()} == {
             "alpha": (1, 0), "beta": (1, 1), "gamma": (1, 1)}
         await _check_centers_against_scipy(coord, first, data)
+        # Its CSV part (and the workbook's sheet): every test, the centers' and the trend's.
+        rows = list(csv.DictReader(io.StringIO(exports.part_csv(view, "kruskal"))))
+        assert [r["test"] for r in rows if r["analysis"] == "0"] == [
+            *first["tests"], *(f"center:{c['center']}" for c in first["centers"]),
+            *(f"trend:{t}" for t in first["trend"])]
+        assert float(rows[0]["pvalue"]) == first["tests"][rows[0]["test"]]["pvalue"]
         # Nothing spent.
         assert all(v == 0 for v in (await coord.spent()).values())
         # The text summary and the HTML report show it.

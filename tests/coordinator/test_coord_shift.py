@@ -7,6 +7,8 @@ tests/coordinator/test_coord_e2e.py (ASGI) and tests/coordinator/test_coord_serv
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from coordinator import exports
 from coordinator.analyses import REGISTRY
 from coordinator.main import create_app
 from coordinator.methods_text import methods_sentences
@@ -195,6 +198,8 @@ async def test_the_dry_run_and_the_api_take_a_shift(tmp_path: Path,
     assert no_groups.status_code == 422 and "shift analysis needs `groups`" in no_groups.text
     assert view["status"] == "succeeded", view
     shift = ShiftResult.model_validate(view["result"]["analyses"][0])
+    (row,) = csv.DictReader(io.StringIO(exports.part_csv(view, "shift")))
+    assert float(row["estimate_low"]) == shift.estimate_low and row["level"] == "0.9"
     assert shift.level == 0.9 and shift.n_x > 0 and shift.n_y > 0
     assert shift.estimate_low <= shift.estimate_high
     assert shift.interval[0] <= shift.low_high and shift.high_low <= shift.interval[1]
