@@ -31,6 +31,11 @@ provenance, so excluding HTTP headers). CPU times are read from ``/proc`` (Linux
     .venv/bin/python benchmarks/bench_e2e.py --plan 10:1e6
     .venv/bin/python benchmarks/bench_e2e.py --plan 3:1e5 --plan 5:1e5   # a quick look
     .venv/bin/python benchmarks/bench_e2e.py --warm     # each plan also on warmed-up centers
+    .venv/bin/python benchmarks/bench_e2e.py --plan 50:2e5 --profile /tmp/coord.txt
+
+``--profile FILE`` samples the coordinator process during the timed study with py-spy
+(``pip install py-spy``; every thread, idle samples excluded, 100 per second, folded stacks in
+FILE) and prints where its busy samples went (:func:`profile_shares`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import json
 import os
 import secrets
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -170,7 +177,7 @@ def posts_since(logs: dict[str, Path], offsets: dict[str, int]) -> int:
 
 
 def run_plan(m: int, n: int, seed: int, *, warm: bool = False,
-             batch: bool = True) -> dict[str, Any]:
+             batch: bool = True, profile: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench_e2e_") as tmp:
         work = Path(tmp)
         files = {}
@@ -228,9 +235,12 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False,
                 offsets = {cid: path.stat().st_size for cid, path in logs.items()}
                 cpu_before = {cid: cpu_seconds(pid) for cid, pid in pids.items()}
                 coord_before = cpu_seconds(coord_pid)
+                sampler = None if profile is None else start_profile(coord_pid, profile)
                 start = time.perf_counter()
                 url = run_to_end(client, SPEC)
                 e2e = time.perf_counter() - start
+                if sampler is not None:
+                    stop_profile(sampler)
                 center_cpu = {cid: cpu_seconds(pid) - cpu_before[cid] for cid, pid in pids.items()}
                 coord_cpu = cpu_seconds(coord_pid) - coord_before
                 time.sleep(0.2)  # the access log lines of the last answers
@@ -259,6 +269,7 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False,
         overhead = sum(center_cpu.values()) + coord_cpu - local_cpu
         return {"centers": m, "n_per_center": n, "warm": warm, "batch": batch, "e2e_s": e2e,
                 "local_sum_s": local_cpu, "overhead_cpu_s": overhead,
+                "overhead_share": overhead / (sum(center_cpu.values()) + coord_cpu),
                 "posts": posts,
                 "slowest_center_s": slowest,
                 "ratio_slowest": e2e / slowest, "in_process_study_s": in_process,
@@ -267,6 +278,60 @@ def run_plan(m: int, n: int, seed: int, *, warm: bool = False,
                 "generate_s": generated, "center_cpu_max_s": max(center_cpu.values()),
                 "center_cpu_sum_s": sum(center_cpu.values()), "coordinator_cpu_s": coord_cpu,
                 "floor_s": floor, "ratio_floor": e2e / floor, "cores": cores}
+
+
+def start_profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` (every thread, busy samples only) into ``out`` as folded stacks,
+    once it has attached."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    sampler = subprocess.Popen([spy, "record", "-p", str(pid), "-f", "raw", "-r", "100",
+                                "--nonblocking", "-o", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert sampler.stdout is not None
+    # py-spy says "Sampling process ..." (on stdout) once attached: a study started before
+    # would be missed.
+    for line in sampler.stdout:
+        if b"Sampling" in line:
+            return sampler
+    raise SystemExit(f"py-spy could not sample the coordinator (exit {sampler.wait()})")
+
+
+def stop_profile(sampler: subprocess.Popen[bytes]) -> None:
+    """Stop sampling; py-spy writes its file on SIGINT."""
+    sampler.send_signal(signal.SIGINT)
+    sampler.communicate(timeout=120)
+
+
+PROFILE_PARTS = (
+    # (label, any frame containing one of these marks it), first match from the top wins
+    ("store (SQLAlchemy, SQLite, group commits)", ("sqlalchemy", "sqlite3", "commits.py",
+                                                   "store.py")),
+    ("release calls to the centers (httpx, httpcore)", ("httpx", "httpcore", "h11")),
+    ("HTTP server (uvicorn, Starlette, FastAPI)", ("uvicorn", "starlette", "fastapi")),
+    ("pydantic validation and serialization", ("pydantic",)),
+    ("signatures (cryptography)", ("cryptography", "signatures.py")),
+    ("audit records", ("audit",)),
+    ("protocols' own computation (shared/, coordinator/protocols)", ("shared/", "protocols/",
+                                                                      "numpy", "scipy")),
+)
+
+
+def profile_shares(folded: Path) -> list[tuple[str, float]]:
+    """Each part's share of the busy samples of a py-spy raw (folded) profile: a sample goes to
+    the first part (in :data:`PROFILE_PARTS` order) one of whose marks is in one of its frames,
+    else to "other" (the event loop, the study runner's own code)."""
+    counts: dict[str, int] = defaultdict(int)
+    total = 0
+    for line in folded.read_text().splitlines():
+        stack, _, number = line.rpartition(" ")
+        if not number.isdigit():
+            continue
+        total += int(number)
+        label = next((name for name, marks in PROFILE_PARTS
+                      if any(mark in stack for mark in marks)), "other")
+        counts[label] += int(number)
+    return [(name, counts[name] / total) for name, _ in (*PROFILE_PARTS, ("other", ()))
+            if total and counts[name]]
 
 
 def run_to_end(client: httpx.Client, spec: dict[str, Any]) -> str:
@@ -411,6 +476,9 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true",
                         help="also time each plan on warm centers: processes that served one "
                              "study on another variable first (data path and code warmed up)")
+    parser.add_argument("--profile", type=Path, metavar="FILE",
+                        help="sample the coordinator with py-spy during each timed study (folded "
+                             "stacks in FILE, the last plan's) and print its busy samples' shares")
     parser.add_argument("--no-batch", dest="batch", action="store_false",
                         help="the coordinator asks for each release in its own request "
                              "(batch_releases = false), to compare")
@@ -419,10 +487,10 @@ def main() -> None:
     print(f"{'centers':>7} {'n/center':>9} {'warm':>4} {'e2e s':>7} {'slowest':>8} {'ratio':>6} "
           f"{'in-proc':>8} {'ratio':>6} {'cpu max':>8} {'cpu sum':>8} {'coord':>6} "
           f"{'floor':>6} {'ratio':>6} {'bytes':>10} {'B/center':>9} {'answers':>7} "
-          f"{'posts':>6} {'local':>6} {'ovh cpu':>7}")
+          f"{'posts':>6} {'local':>6} {'ovh cpu':>7} {'ovh %':>6}")
     runs = [(m, n, warm) for m, n in plans for warm in ((False, True) if args.warm else (False,))]
     for m, n, warm in runs:
-        r = run_plan(m, n, args.seed, warm=warm, batch=args.batch)
+        r = run_plan(m, n, args.seed, warm=warm, batch=args.batch, profile=args.profile)
         print(f"{r['centers']:>7} {r['n_per_center']:>9.0e} {'yes' if warm else 'no':>4} "
               f"{r['e2e_s']:>7.2f} "
               f"{r['slowest_center_s']:>8.2f} {r['ratio_slowest']:>6.2f} "
@@ -430,8 +498,13 @@ def main() -> None:
               f"{r['center_cpu_max_s']:>8.2f} {r['center_cpu_sum_s']:>8.2f} "
               f"{r['coordinator_cpu_s']:>6.2f} {r['floor_s']:>6.2f} {r['ratio_floor']:>6.2f} "
               f"{r['bytes']:>10,d} {r['bytes_per_center']:>9,.0f} {r['answers']:>7d} "
-              f"{r['posts']:>6d} {r['local_sum_s']:>6.2f} {r['overhead_cpu_s']:>7.2f}",
+              f"{r['posts']:>6d} {r['local_sum_s']:>6.2f} {r['overhead_cpu_s']:>7.2f} "
+              f"{100 * r['overhead_share']:>5.1f}%",
               flush=True)
+        if args.profile is not None:
+            print(f"  the coordinator's busy samples ({args.profile}):")
+            for name, share in profile_shares(args.profile):
+                print(f"    {100 * share:5.1f} %  {name}")
     print("ratio: end-to-end / slowest center's local computation (target <= 1.5); "
           "in-proc ratio: end-to-end / the same study over in-process center apps (no sockets, "
           "no processes); "
@@ -442,7 +515,8 @@ def main() -> None:
           "received; posts: release requests the centers served (a batch is one); local: the "
           "centers' local computation summed, in CPU seconds; ovh cpu: cpu sum + coord - local, "
           "the CPU seconds "
-          "spent outside the centers' core computation")
+          "spent outside the centers' core computation; ovh %: that share of all the study's "
+          "CPU (cpu sum + coord)")
 
 
 if __name__ == "__main__":
