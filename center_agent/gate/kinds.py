@@ -518,8 +518,9 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
 
     wire = kinds.MWU
     tag = "mann-whitney"
-    dp_alternative = ("its levels' sizes (and the noise scale 2·max(n, m)/ε) are exact even with "
-                      "ε: ask for dp_mwu (its DP twin under add/remove) instead")
+    dp_alternative = ("its levels' sizes (and the noise scale 2·max(n, m)/ε) are exact even "
+                      "with ε: ask for dp_mwu (its DP twin under add/remove) instead, or "
+                      "dp_quantiles of each level")
     summary = "the local Mann-Whitney statistic (optionally ε-DP)"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: MWURequest) -> None:

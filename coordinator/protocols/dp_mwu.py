@@ -94,5 +94,6 @@ async def federated_dp_mwu(
     excluded = [*survey.excluded, *failures]
     require(max(1, min_centers), list(releases), excluded)
     parts = [r.to_result(alternative) for r in releases.values()]
-    results = {name: LOCAL_TESTS[name](parts, alternative=alternative) for name in tests}
+    results: dict[str, FederatedMWUResult] = {
+        name: LOCAL_TESTS[name](parts, alternative=alternative) for name in tests}
     return FederatedDPMWU(results, tuple(releases), releases, tuple(excluded))

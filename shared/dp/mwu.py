@@ -110,8 +110,8 @@ def sizes_in_use(n_x_hat: float, n_y_hat: float, cap: int, lift: float = 0.0
                  ) -> tuple[int, int]:
     """The estimates of the kept sizes min(n, M): each noisy size plus ``lift`` (in records),
     clipped to [0, M] and rounded to whole records (post-processing)."""
-    return (int(round(min(float(cap), max(0.0, n_x_hat + lift)))),
-            int(round(min(float(cap), max(0.0, n_y_hat + lift)))))
+    return (round(min(float(cap), max(0.0, n_x_hat + lift))),
+            round(min(float(cap), max(0.0, n_y_hat + lift))))
 
 
 def null_variance(a: float, b: float) -> float:
