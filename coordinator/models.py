@@ -450,8 +450,8 @@ class StudySpec(_Spec):
         index = self.primary.analysis
         if index >= len(self.analyses) or not isinstance(self.analyses[index],
                                                          MWUAnalysis | DPMWUAnalysis):
-            raise ValueError(f"`primary.analysis` {index} is not an mwu (or dp_mwu) analysis of "
-                             "the spec")
+            raise ValueError(f"`primary.analysis` {index} is not an mwu analysis of the spec "
+                             "(nor a dp_mwu one)")
         asked = self.analyses[index]
         assert isinstance(asked, MWUAnalysis | DPMWUAnalysis)
         if self.primary.test not in asked.tests:
