@@ -127,3 +127,13 @@ def test_an_implausible_release_is_named() -> None:
         with pytest.raises(CenterFailure, match=why) as err:
             check_dp_mwu_release("alpha", good.model_copy(update=change), asked)
         assert err.value.kind == "implausible"
+
+
+def test_the_python_client_builds_it() -> None:
+    from fedstats_client import Study
+
+    built = Study("cohort", "crp", groups=["ctl", "trt"]).dp_mwu(
+        epsilon=1.0, tests=["sum"], size_share=0.3).spec()
+    assert built.analyses[0].model_dump() == {  # type: ignore[union-attr]
+        "kind": "dp_mwu", "tests": ["sum"], "alternative": "two-sided", "epsilon": 1.0,
+        "size_share": 0.3}
