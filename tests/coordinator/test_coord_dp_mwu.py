@@ -64,6 +64,9 @@ async def test_a_dp_mode_federation_runs_it(federation: Federations, tmp_path: A
         assert plan["would_run"] is True, plan["refusals"]
         assert plan["power"] and plan["power"][0]["analysis"] == 0
         view = await r.run(spec(DP_MWU, title="dp"))
+        figure = await r.client.get(f"/v1/studies/{view['id']}/analyses/0/figure",
+                                    headers=AUTH)  # its effect sizes
+        assert figure.status_code == 200 and figure.content.startswith(b"<?xml"), figure.text
         again = await r.run(spec(DP_MWU, title="again"))
     assert view["status"] == "succeeded", view.get("error")
     result = view["result"]["analyses"][0]
