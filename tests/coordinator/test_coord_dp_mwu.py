@@ -17,9 +17,10 @@ from coordinator.analyses import REGISTRY
 from coordinator.core.errors import CenterFailure
 from coordinator.exports import part_csv
 from coordinator.methods_text import methods_paragraph
-from coordinator.models import StudySpec
+from coordinator.models import StudyResult, StudySpec
 from coordinator.protocols.dp_mwu import check_dp_mwu_release
 from coordinator.report import render_html, summary
+from fedstats_client.results import Results
 from shared.mwu import fisher_test, sum_test, weighted_test
 from shared.protocol import DPMWURelease, DPMWURequest, MWUNoise
 from tests.coordinator.test_coord_dp_mode import dp_federation, serving, spec
@@ -114,6 +115,9 @@ async def test_a_dp_mode_federation_runs_it(federation: Federations, tmp_path: A
     assert "differentially private version of the federated Mann-Whitney" in (
         methods_paragraph(view))
     assert "DP twin" in view["reproducibility"]["algorithms"][0]
+    read = Results(StudyResult.model_validate(view["result"]))  # the Python client
+    assert list(read.dp_mwu.to_frame().index) == ["sum", "weighted", "fisher"]
+    assert list(read.dp_mwu.effects().index) == [*SIZES, "stratified"]
 
 
 def test_an_implausible_release_is_named() -> None:
