@@ -73,8 +73,9 @@ MARGIN = 0.0
 """The default margin t of the cap M = ⌈max(n̂_X, n̂_Y) + t/ε₁⌉, in units of the size noise's
 scale 1/ε₁: a level is cut with probability at most ½e^{−t}, and then loses only the records
 beyond M (about 1/ε₁ on average). A margin cuts less but noises U' more on every release (its
-scale is 2M/ε₂): at ε = 1 the power simulation found t = 0 best at n = 10-1,000 per arm
-(t = 1, 2 lost up to 0.1 of power at n <= 100 and nothing measurable at 1,000)."""
+scale is 2M/ε₂): at ε = 1 the power simulation found t = 0 best or tied at n = 10-1,000 per
+arm (t = 1 lost 0.06-0.09 of power at n = 10-20, t = 2 more; t = 7 lost 0.07 at n = 100; at
+n = 50-1,000 t = 0-2 were within the simulation's error)."""
 LIFT = 0.5
 """How far above its noisy size a level's kept size is taken when the tests read V̂, in units
 of 1/ε₁ (then clipped to M): V̂ read from the noisy sizes themselves is too small about half
