@@ -8,8 +8,11 @@ One row per observation, one column per variable:
 
 * ``table1`` — each describe row (variable, center or ``pooled``, arm) with its 95 % intervals;
 * ``table1_formatted`` — the report's Table 1 as shown (pooled arms, Overall, each center);
-* ``tests`` — each Mann-Whitney test (the primary one marked), ``test_parts`` each center's part;
+* ``tests`` — each Mann-Whitney test (the primary one marked), ``test_parts`` each center's part
+  (the DP twin's, ``dp_mwu``, too);
 * ``effects`` — each probabilistic index with its interval;
+* ``dp_mwu_releases`` — what each center released for a ``dp_mwu`` analysis (noisy sizes, cap
+  M, ε split, noise scale, the sizes the tests used);
 * ``boxplots``, ``dp_quantiles``, ``quantiles``, ``table`` — the other analyses' numbers;
 * ``kruskal`` — each k-arm test (and trend), ``shift`` each Hodges-Lehmann shift's bounds,
   ``categorical`` each released category cell (n (%) with its interval), ``categorical_tests``
@@ -44,7 +47,7 @@ from coordinator.rendering import (
 
 Part = Literal["table1", "table1_formatted", "tests", "test_parts", "effects", "boxplots",
                "dp_quantiles", "quantiles", "table", "kruskal", "shift", "categorical",
-               "categorical_tests", "centers", "reproducibility"]
+               "categorical_tests", "centers", "reproducibility", "dp_mwu_releases"]
 PARTS: tuple[str, ...] = get_args(Part)
 
 Row = dict[str, Any]
@@ -88,6 +91,14 @@ def _indexed(view: dict[str, Any], kind: str) -> Iterator[tuple[int, dict[str, A
     """(index in the spec, result) of every analysis of ``kind`` that succeeded."""
     for i, a in enumerate((view.get("result") or {}).get("analyses") or []):
         if a.get("kind") == kind and succeeded(a):
+            yield i, a
+
+
+def _mann_whitney(view: dict[str, Any]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index in the spec, result) of every Mann-Whitney analysis that succeeded, exact
+    (``mwu``) or its DP twin (``dp_mwu``), in the spec's order."""
+    for i, a in enumerate((view.get("result") or {}).get("analyses") or []):
+        if a.get("kind") in ("mwu", "dp_mwu") and succeeded(a):
             yield i, a
 
 
@@ -143,7 +154,7 @@ def tests(view: dict[str, Any]) -> list[Row]:
     the p-value; ``primary`` marks the spec's primary test (with its α)."""
     primary = (view.get("spec") or {}).get("primary") or {}
     rows = []
-    for index, mwu in _indexed(view, "mwu"):
+    for index, mwu in _mann_whitney(view):
         for name, test in mwu["tests"].items():
             is_primary = primary.get("analysis") == index and primary.get("test") == name
             rows.append({
@@ -163,7 +174,7 @@ PART_COLUMNS = ["analysis", "test", "center", "statistic", "variance", "zstatist
 def test_parts(view: dict[str, Any]) -> list[Row]:
     """Each center's part of each test (its U, variance, z, p-value and weight)."""
     return [{"analysis": index, "test": name, **{k: p.get(k) for k in PART_COLUMNS[2:]}}
-            for index, mwu in _indexed(view, "mwu")
+            for index, mwu in _mann_whitney(view)
             for name, test in mwu["tests"].items() for p in test.get("parts") or []]
 
 
@@ -174,7 +185,17 @@ EFFECT_COLUMNS = ["analysis", "center", "n_x", "n_y", "estimate", "low", "high",
 def effects(view: dict[str, Any]) -> list[Row]:
     """Each probabilistic index θ = P(Y > X) + ½P(Y = X), per center and stratified."""
     return [{"analysis": index, **{k: e.get(k) for k in EFFECT_COLUMNS[1:]}}
-            for index, mwu in _indexed(view, "mwu") for e in mwu.get("effects") or []]
+            for index, mwu in _mann_whitney(view) for e in mwu.get("effects") or []]
+
+
+DP_MWU_COLUMNS = ["analysis", "center", "n_x_hat", "n_y_hat", "cap", "epsilon", "size_epsilon",
+                  "u_epsilon", "noise_scale", "n_x", "n_y"]
+
+
+def dp_mwu_releases(view: dict[str, Any]) -> list[Row]:
+    """What each center released for each dp_mwu analysis, and the sizes its tests used."""
+    return [{"analysis": index, **{k: r.get(k) for k in DP_MWU_COLUMNS[1:]}}
+            for index, a in _indexed(view, "dp_mwu") for r in a.get("releases") or []]
 
 
 BOX_COLUMNS = ["analysis", "group", "box", "n", "lower_outliers", "lower_whisker", "q1",
@@ -367,6 +388,7 @@ TABLES: dict[str, tuple[Callable[[dict[str, Any]], list[Row]], list[str] | None]
     "categorical_tests": (categorical_tests, CATEGORICAL_TEST_COLUMNS),
     "centers": (centers, None),
     "reproducibility": (reproducibility, ["field", "value"]),
+    "dp_mwu_releases": (dp_mwu_releases, DP_MWU_COLUMNS),
 }
 
 

@@ -156,7 +156,7 @@ def figure_names(analysis: Mapping[str, Any]) -> list[str]:
         return []
     if kind == "table":
         return ["table"]
-    if kind == "mwu":
+    if kind in ("mwu", "dp_mwu"):  # dp_mwu: no table, its effects
         return (["table"] if analysis.get("table") else []) + (
             ["effects"] if analysis.get("effects") else [])
     if kind == "dp_boxplot":

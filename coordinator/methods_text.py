@@ -185,6 +185,35 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                 said.append("Heterogeneity of the centers' indices was assessed by Cochran's "
                             "(1954) Q with inverse-variance weights and I² with its test-based "
                             "interval (Higgins & Thompson 2002).")
+        elif kind == "dp_mwu":
+            cite("becher")
+            cite("dwork")
+            asked_tests = asked.get("tests") or ["sum", "weighted", "fisher"]
+            if "fisher" in asked_tests:
+                cite("fisher")
+            side = SIDES.get(asked.get("alternative", "two-sided"), asked.get("alternative"))
+            share = asked.get("size_share", 0.2)
+            names = _join([TEST_NAMES[t] for t in asked_tests])
+            said.append(
+                f"Groups were compared by a differentially private version of the federated "
+                f"Mann-Whitney tests of Becher et al. (2023): {names}; all {side}. Each "
+                f"center spent ε = {fmt(asked['epsilon'])} under add/remove "
+                f"neighbours: {fmt(share)} of it on Laplace-noised sizes of the two groups, "
+                "the rest on its U statistic computed over at most M records per group (M "
+                "read off the noisy sizes; a uniform subset of a larger group) plus Laplace "
+                "noise of scale 2M over that ε (Dwork et al. 2006); the p-values come from the "
+                "exact law of the statistic's normal approximation plus the noise, with the "
+                "no-ties null variance of the noisy sizes (conservative with ties).")
+            if primary and primary.get("analysis") == i:
+                said.append(f"The pre-specified primary test was the {primary['test']} test at "
+                            f"α = {fmt(primary.get('alpha', 0.05))}; the other tests are "
+                            "secondary and reported without adjustment for multiplicity.")
+            cite("acion")
+            cite("newcombe")
+            said.append("The effect size is the probabilistic index θ = P(Y > X) + ½·P(Y = X) "
+                        "(Acion et al. 2006) read from the noisy statistic and sizes, per center "
+                        "and stratified, with 95 % score intervals (Newcombe 2006, Method 5) "
+                        "widened for the DP noise on U.")
         elif kind == "dp_boxplot":
             cite("ramsay")
             bounds = asked["bounds"]

@@ -54,6 +54,9 @@ from shared.fields import (
 
 MWUTest = Literal["sum", "weighted", "fisher", "table"]
 MWU_TESTS: tuple[MWUTest, ...] = ("sum", "weighted", "fisher", "table")
+# The DP twin's tests: every local one (the table test needs the K-anonymous table).
+DPMWUTest = Literal["sum", "weighted", "fisher"]
+DP_MWU_TESTS: tuple[DPMWUTest, ...] = ("sum", "weighted", "fisher")
 Estimator = Literal["yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"]
 ESTIMATOR_NAMES: tuple[Estimator, ...] = (
     "yj_table", "interpolation", "extrapolation", "yj_shaped", "yj_data"
@@ -69,7 +72,7 @@ StudyStatus = Literal[
 ]
 STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
 AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe",
-                       "shift", "categorical", "kruskal"]
+                       "shift", "categorical", "kruskal", "dp_mwu"]
 KruskalTest = Literal["table", "sum", "weighted"]
 KRUSKAL_TESTS: tuple[KruskalTest, ...] = ("table", "sum", "weighted")
 # shared.jonckheere.TREND_ALTERNATIVES (not imported: the models stay light).
@@ -117,6 +120,25 @@ class MWUAnalysis(_AnalysisSpec):
         default=None,
         description="ε each center spends to noise its local U (none: no noise, no spending)",
     )
+
+
+class DPMWUAnalysis(_AnalysisSpec):
+    """The differentially private twin of the Mann-Whitney tests (needs ``groups``): each
+    center's ε-DP release under add/remove (noisy sizes, U over at most M records per level
+    plus Laplace noise: docs/methods.md §3.10), the sum, weighted and Fisher tests over them.
+    Centers in DP mode answer it."""
+
+    kind: Literal["dp_mwu"]
+    tests: Annotated[list[DPMWUTest], Distinct] = Field(
+        default_factory=lambda: list(DP_MWU_TESTS), min_length=1, max_length=3)
+    alternative: Alternative = "two-sided"
+    # Each part of the split is a release's ε on its own (shared.protocol.DPMWURequest).
+    epsilon: Annotated[float, epsilon_field(100 * MIN_EPSILON)] = Field(
+        description="ε each center spends (its sizes and its U together)")
+    # shared.dp.mwu.SIZE_SHARE (not imported: the models stay light).
+    size_share: float = Field(
+        default=0.2, ge=0.01, le=0.99, allow_inf_nan=False,
+        description="the share of ε spent on the two noisy sizes (the rest noises U)")
 
 
 class DPBoxplotAnalysis(_AnalysisSpec):
@@ -304,7 +326,7 @@ class KruskalAnalysis(_AnalysisSpec):
 
 Analysis = Annotated[
     TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
-    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis | KruskalAnalysis,
+    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis | KruskalAnalysis | DPMWUAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -314,7 +336,8 @@ class PrimaryTest(_Spec):
     ``mwu`` analysis of the spec, at level ``alpha``. It changes nothing that is computed; the
     report, the exports and the Methods paragraph mark it and name it first."""
 
-    analysis: int = Field(ge=0, le=15, description="index of an mwu analysis in `analyses`")
+    analysis: int = Field(ge=0, le=15, description="index of an mwu (or dp_mwu) analysis in "
+                                                   "`analyses`")
     test: MWUTest = Field(description="one of that analysis's `tests`")
     alpha: float = Field(default=0.05, gt=0, lt=1, description="the test's significance level")
 
@@ -402,6 +425,12 @@ class StudySpec(_Spec):
         return self
 
     @model_validator(mode="after")
+    def _dp_mwu_needs_groups(self) -> Self:
+        if self.groups is None and any(a.kind == "dp_mwu" for a in self.analyses):
+            raise ValueError("a dp_mwu analysis needs `groups` (the two levels X and Y)")
+        return self
+
+    @model_validator(mode="after")
     def _shift_needs_groups(self) -> Self:
         if self.groups is None and any(a.kind == "shift" for a in self.analyses):
             raise ValueError("a shift analysis needs `groups` (the two levels X and Y)")
@@ -419,10 +448,12 @@ class StudySpec(_Spec):
         if self.primary is None:
             return self
         index = self.primary.analysis
-        if index >= len(self.analyses) or not isinstance(self.analyses[index], MWUAnalysis):
-            raise ValueError(f"`primary.analysis` {index} is not an mwu analysis of the spec")
+        if index >= len(self.analyses) or not isinstance(self.analyses[index],
+                                                         MWUAnalysis | DPMWUAnalysis):
+            raise ValueError(f"`primary.analysis` {index} is not an mwu analysis of the spec "
+                             "(nor a dp_mwu one)")
         asked = self.analyses[index]
-        assert isinstance(asked, MWUAnalysis)
+        assert isinstance(asked, MWUAnalysis | DPMWUAnalysis)
         if self.primary.test not in asked.tests:
             raise ValueError(f"`primary.test` {self.primary.test!r} is not one of analysis "
                              f"{index}'s tests {list(asked.tests)}")
@@ -589,6 +620,31 @@ class MWUResult(_Result):
         "(none: fewer than two centers released U, or see `heterogeneity_note`)")
     heterogeneity_note: str | None = Field(
         default=None, description="why there is no heterogeneity, when there is none")
+
+
+class DPMWUCenter(_Result):
+    """What one center released for the DP twin of the Mann-Whitney tests
+    (``shared.dp.mwu``): the noisy sizes, the public cap M, the ε split, the Laplace noise's
+    scale on U, and the kept sizes' estimates the tests used."""
+
+    center: str
+    n_x_hat: float = Field(description="n_X + Laplace(1/ε₁), unrounded")
+    n_y_hat: float = Field(description="n_Y + Laplace(1/ε₁), unrounded")
+    cap: int = Field(description="M: at most M records of each level enter U")
+    epsilon: float
+    size_epsilon: float
+    u_epsilon: float
+    noise_scale: float = Field(description="the Laplace scale 2M/ε₂ of the noise on U")
+    n_x: int = Field(description="the estimate of X's kept size the tests used")
+    n_y: int = Field(description="the estimate of Y's kept size the tests used")
+
+
+class DPMWUResult(MWUResult):
+    """The DP twin's tests, effects and heterogeneity, read as an ``mwu`` result's (no table);
+    ``releases``: what each center released."""
+
+    kind: Literal["dp_mwu"] = "dp_mwu"  # type: ignore[assignment]
+    releases: list[DPMWUCenter] = Field(default_factory=list)
 
 
 class Box(_Result):
@@ -920,7 +976,7 @@ class KruskalResult(_Result):
 
 AnalysisResult = Annotated[
     TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
-    | DescribeResult | ShiftResult | CategoricalResult | KruskalResult,
+    | DescribeResult | ShiftResult | CategoricalResult | KruskalResult | DPMWUResult,
     Field(discriminator="kind"),
 ]
 
@@ -962,6 +1018,7 @@ AnalysisOutcome = Annotated[
     | Annotated[ShiftResult, Tag("shift")]
     | Annotated[CategoricalResult, Tag("categorical")]
     | Annotated[KruskalResult, Tag("kruskal")]
+    | Annotated[DPMWUResult, Tag("dp_mwu")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]

@@ -29,6 +29,7 @@ from coordinator.models import (
     Analysis,
     CenterRecord,
     DescribeAnalysis,
+    DPMWUAnalysis,
     DPQuantilesAnalysis,
     FailedAnalysis,
     KruskalAnalysis,
@@ -48,7 +49,7 @@ PRIVATE_REQUEST_FIELDS = frozenset({"table"})
 
 def _noise(call: str, response: dict[str, Any]) -> tuple[str | None, float | None]:
     """(mechanism, scale) of an answer, where it states them."""
-    if call == "mwu":
+    if call in ("mwu", "dp_mwu"):
         noise = response.get("noise")
         return (noise["kind"], noise["scale"]) if isinstance(noise, dict) else (None, None)
     if call == "dp_boxplot":
@@ -117,6 +118,10 @@ ALGORITHMS: dict[str, str] = {
                    "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
     "kruskal": "Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "
                "table, stratified (sum; van Elteren 1960)",
+    "dp_mwu": "the DP twin of the federated Mann-Whitney tests under add/remove: noisy sizes, "
+              "U over at most M records per level + Laplace(2M/ε₂) per center "
+              "(docs/methods.md §3.10); probabilistic index with Newcombe's (2006) Method 5 "
+              "score interval under the noise",
 }
 
 
@@ -183,6 +188,9 @@ def analysis_algorithm(analysis: Analysis) -> str:
         said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}"
                  + (f"; local U noised at ε = {analysis.epsilon:g}"
                     if analysis.epsilon is not None else ""))
+    elif isinstance(analysis, DPMWUAnalysis):
+        said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}; ε = "
+                 f"{analysis.epsilon:g} per center, {analysis.size_share:g} of it on the sizes")
     elif isinstance(analysis, KruskalAnalysis) and analysis.ordered:
         said += f"; Jonckheere-Terpstra ({analysis.alternative})"
     elif isinstance(analysis, DescribeAnalysis):

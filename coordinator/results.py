@@ -27,6 +27,8 @@ from coordinator.models import (
     DescribeResult,
     DescribeRow,
     DPBoxplotResult,
+    DPMWUCenter,
+    DPMWUResult,
     DPQuantilesResult,
     Effect,
     EstimateResult,
@@ -48,6 +50,7 @@ from coordinator.models import (
 from coordinator.protocols import (
     CenterDPQuantiles,
     FederatedBoxplot,
+    FederatedDPMWU,
     FederatedMWU,
     FederatedTable,
 )
@@ -329,3 +332,32 @@ def center_status(
         out.append(StudyCenter(center=center, status="included" if used else "excluded",
                                used_in=used, left_out_of=left_out, reason=reason))
     return out
+
+
+def dp_mwu_result(fed: FederatedDPMWU, alternative: str) -> DPMWUResult:
+    """The DP twin's tests as an ``mwu`` result's, the probabilistic index of each center whose
+    kept sizes' estimates are both >= 1 (and stratified over them), their heterogeneity, and
+    what each center released."""
+    tests = {name: mwu_test_result(result, list(fed.centers))
+             for name, result in fed.tests.items()}
+    local = {c: fed.releases[c].to_result() for c in fed.centers}
+    usable = [c for c, r in local.items() if r.n_x >= 1 and r.n_y >= 1]
+    effects = [effect(c, probabilistic_index([local[c]])) for c in usable]
+    if len(usable) > 1:
+        effects.append(effect("stratified", probabilistic_index([local[c] for c in usable])))
+    between, note = heterogeneity(usable, [local[c] for c in usable])
+    if len(usable) < len(local):
+        left = ", ".join(c for c in local if c not in usable)
+        note = (f"{note + '; ' if note else ''}no effect size at {left}: a level's noisy size "
+                "is below one record")
+    releases = []
+    for c in fed.centers:
+        r, used = fed.releases[c], local[c]
+        releases.append(DPMWUCenter(
+            center=c, n_x_hat=r.n_x_hat, n_y_hat=r.n_y_hat, cap=r.cap, epsilon=r.epsilon,
+            size_epsilon=r.size_epsilon, u_epsilon=r.u_epsilon, noise_scale=r.noise.scale,
+            n_x=used.n_x, n_y=used.n_y))
+    return DPMWUResult(
+        alternative=alternative, tests=tests, effects=effects, table=None,
+        excluded=[excluded_center(f) for f in fed.excluded],
+        heterogeneity=between, heterogeneity_note=note, releases=releases)

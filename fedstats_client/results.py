@@ -404,6 +404,12 @@ class Results:
         return MWU(self._succeeded("mwu")[0])
 
     @property
+    def dp_mwu(self) -> MWU:
+        """The DP twin's tests and effects, read as an ``mwu`` result's (its ``raw`` also holds
+        what each center released: ``releases``)."""
+        return MWU(self._succeeded("dp_mwu")[0])
+
+    @property
     def table(self) -> Table:
         return Table(self._succeeded("table")[0], self.groups)
 

@@ -80,6 +80,15 @@ class Study:
         return self._with("mwu", tests=list(tests) if tests is not None else None,
                           alternative=alternative, epsilon=epsilon)
 
+    def dp_mwu(self, *, epsilon: float, tests: Sequence[str] | None = None,
+               alternative: str | None = None, size_share: float | None = None) -> Study:
+        """The DP twin of the Mann-Whitney tests (sum, weighted, Fisher), answered by centers in
+        DP mode: each center spends ``epsilon`` under add/remove, ``size_share`` of it (default
+        0.2) on its two noisy sizes (docs/methods.md §3.10)."""
+        return self._with("dp_mwu", epsilon=epsilon,
+                          tests=list(tests) if tests is not None else None,
+                          alternative=alternative, size_share=size_share)
+
     def shift(self, *, level: float | None = None) -> Study:
         """The Hodges-Lehmann shift of Y against X with its Moses interval at ``level``
         (default 0.95), as far as the federated table's bins allow; spends no ε."""

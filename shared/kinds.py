@@ -46,6 +46,7 @@ TABLE = Kind("table", "/datasets/{dataset}/table", wire.TableRequest, wire.BinTa
 REFINE = Kind("refine", "/datasets/{dataset}/table/refine", wire.RefinementRequest,
               wire.RefinementRelease)
 MWU = Kind("mwu", "/datasets/{dataset}/mwu", wire.MWURequest, wire.MWURelease)
+DP_MWU = Kind("dp_mwu", "/datasets/{dataset}/dp/mwu", wire.DPMWURequest, wire.DPMWURelease)
 DP_QUANTILES = Kind("dp_quantiles", "/datasets/{dataset}/dp/quantiles", wire.DPQuantilesRequest,
                     wire.DPQuantilesRelease)
 DP_BOXPLOT = Kind("dp_boxplot", "/datasets/{dataset}/dp/boxplot", wire.DPBoxplotRequest,
@@ -73,7 +74,7 @@ MISSING = Kind("missing", "/datasets/{dataset}/missing", wire.MissingRequest,
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,
     DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE, CATEGORICAL, DP_CATEGORICAL,
-    MISSING,
+    MISSING, DP_MWU,
 )
 """Every release kind, in the order the center's routes list them."""
 

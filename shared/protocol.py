@@ -32,6 +32,8 @@ from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: chec
 from shared.binning import BinTable, Extreme, ExtremeKind
 from shared.describe import DescribePart, DPDescription
 from shared.dp.boxplot import BoxplotResult
+from shared.dp.mwu import SIZE_SHARE as DP_MWU_SIZE_SHARE
+from shared.dp.mwu import DPMannWhitney
 from shared.dp.pooled import Extremes, ThresholdCounts, TreeHistogram
 from shared.dp.uncertainty import laplace_halfwidth
 from shared.federation import Refinement, Runs
@@ -494,6 +496,58 @@ class MWURelease(WireModel):
             self.statistic, self.variance, self.n_x, self.n_y, self.noise_law(), alternative,
             exact_log_tails=self.exact_log_tails,
         )
+
+
+# -- the differentially private twin of the Mann-Whitney release ---------------------------------
+
+
+class DPMWURequest(WireModel):
+    """Ask a center for its ε-DP Mann-Whitney release of ``variable`` between two levels under
+    add/remove neighbours (``shared.dp.mwu``; DP mode answers it): ``size_share`` of ε noises
+    the two sizes, the rest U' over at most M records per level."""
+
+    variable: str = Field(min_length=1)
+    groups: tuple[str, str]
+    # Each part of the split must be a release's ε on its own (>= MIN_EPSILON).
+    epsilon: Annotated[float, epsilon_field(100 * MIN_EPSILON)]
+    size_share: float = Field(default=DP_MWU_SIZE_SHARE, ge=0.01, le=0.99, allow_inf_nan=False,
+                              description="the share of ε spent on the two noisy sizes")
+
+
+class DPMWURelease(WireModel):
+    """A center's ε-DP Mann-Whitney release (``shared.dp.mwu.DPMannWhitney``): ``statistic``
+    Ũ = U' + Laplace(2M/ε₂), the noisy sizes ``n_x_hat``, ``n_y_hat`` (Laplace(1/ε₁), unrounded,
+    possibly negative), the public cap ``cap`` = M, the split ``size_epsilon`` (ε₁) +
+    ``u_epsilon`` (ε₂) = ``epsilon``, the cap's ``margin`` and the noise law on Ũ (``noise``).
+
+    Parsing does not check that the numbers agree (M from n̂ and the margin, the noise's scale
+    2M/ε₂): the coordinator names a center whose release breaks them ``implausible``
+    (``coordinator.protocols.dp_mwu``), as for :class:`MWURelease`."""
+
+    statistic: float = Field(allow_inf_nan=False)
+    n_x_hat: float = Field(allow_inf_nan=False)
+    n_y_hat: float = Field(allow_inf_nan=False)
+    cap: int = Field(ge=1)
+    epsilon: float = Field(gt=0, allow_inf_nan=False)
+    size_epsilon: float = Field(gt=0, allow_inf_nan=False)
+    u_epsilon: float = Field(gt=0, allow_inf_nan=False)
+    margin: float = Field(ge=0, allow_inf_nan=False)
+    neighbouring: Literal["add_remove"] = "add_remove"
+    noise: MWUNoise
+
+    @classmethod
+    def from_result(cls, result: DPMannWhitney) -> DPMWURelease:
+        return cls._from_fields(result, epsilon=result.epsilon,
+                                noise=MWUNoise.from_law(result.noise))
+
+    def to_dp_result(self) -> DPMannWhitney:
+        """The core's release (its noise law recomputed from M and ε₂, not read)."""
+        return self._to_fields(DPMannWhitney)
+
+    def to_result(self, alternative: Alternative = "two-sided") -> MannWhitneyResult:
+        """As the federated tests take it (``DPMannWhitney.to_result``): Ũ, the kept sizes'
+        estimates, V̂ and the Laplace law stated in ``noise``."""
+        return self.to_dp_result().to_result(alternative)
 
 
 # -- differentially private releases --------------------------------------------------------------

@@ -45,6 +45,7 @@ from shared.binning import BinTable, ExtremeKind, check_extreme, merge_bins
 from shared.category_counts import category_counts, dp_category_counts, merge_adjacent
 from shared.describe import dp_describe
 from shared.dp import make_grid
+from shared.dp.mwu import dp_mann_whitney
 from shared.federation import Refinement, merge_runs, refined_limits
 from shared.kinds import Kind, Rel, Req
 from shared.protocol import (
@@ -58,6 +59,8 @@ from shared.protocol import (
     DPBoxplotRequest,
     DPCategoricalRelease,
     DPCategoricalRequest,
+    DPMWURelease,
+    DPMWURequest,
     DPQuantilesRelease,
     DPQuantilesRequest,
     ExtremesRelease,
@@ -515,8 +518,9 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
 
     wire = kinds.MWU
     tag = "mann-whitney"
-    dp_alternative = ("its levels' sizes (and the noise scale 2·max(n, m)/ε) are exact even with "
-                      "ε: compare the levels by dp_quantiles or dp_describe of each level")
+    dp_alternative = ("its levels' sizes (and the noise scale 2·max(n, m)/ε) are exact even "
+                      "with ε: ask for dp_mwu (its DP twin under add/remove) instead, or "
+                      "dp_quantiles of each level")
     summary = "the local Mann-Whitney statistic (optionally ε-DP)"
 
     def check(self, gate: ReleaseGate, dataset: Dataset, request: MWURequest) -> None:
@@ -555,6 +559,55 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
                 # U ↦ −U: P(U' >= −u) = P(U <= u)
                 "exact_log_tails": None if tails is None else [tails[1], tails[0]],
             })
+        return release
+
+
+class DPMWUKind(ReleaseKind[DPMWURequest, DPMWURelease]):
+    """The ε-DP twin of :class:`MWUKind` under add/remove neighbours (``shared.dp.mwu``; DP mode
+    answers it): noisy sizes n̂ (ε₁ = ``size_share``·ε), a public cap M from them, U' over at
+    most M records per level (a uniform subset of a larger level) + Laplace(2M/ε₂). Nothing
+    exact is shown: no size, no tie count, no noise scale but the one the released n̂ fix.
+    Paid before it is computed, like every DP kind.
+
+    The two levels' order is part of the wording, not of the meaning: (b, a) is answered from
+    the stored answer of (a, b), with Ũ negated and the noisy sizes swapped (post-processing)."""
+
+    wire = kinds.DP_MWU
+    exact = False
+    tag = "mann-whitney"
+    summary = ("the local Mann-Whitney statistic, ε-DP under add/remove (noisy sizes, U over "
+               "at most M records per level, Laplace(2M/ε₂))")
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: DPMWURequest) -> None:
+        dataset.check_variable(request.variable)
+        dataset.check_levels(request.groups)
+
+    def question(self, gate: ReleaseGate, dataset: Dataset, request: DPMWURequest) -> Question:
+        groups, _ = canonical_levels(dataset, request.groups)
+        return Question(request.variable, {"dp_mwu": request.variable, "groups": groups,
+                                           "epsilon": request.epsilon,
+                                           "size_share": request.size_share},
+                        request.epsilon)
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: DPMWURequest) -> None:
+        for level in request.groups:
+            dataset.require(population, level, gate.settings.k, request.variable)
+
+    def compute(self, ctx: Context, request: DPMWURequest) -> JSON:
+        groups, _ = canonical_levels(ctx.dataset, request.groups)
+        x, y = (ctx.population.level(request.variable, level) for level in groups)
+        result = dp_mann_whitney(x, y, epsilon=request.epsilon, rng=fresh_rng(),
+                                 size_share=request.size_share)
+        return DPMWURelease.from_result(result).to_payload()
+
+    def present(self, gate: ReleaseGate, dataset: Dataset, stored: JSON,
+                request: DPMWURequest) -> DPMWURelease:
+        release = DPMWURelease.model_validate(stored)
+        if canonical_levels(dataset, request.groups)[1]:
+            release = release.model_copy(update={
+                "statistic": -release.statistic, "n_x_hat": release.n_y_hat,
+                "n_y_hat": release.n_x_hat})
         return release
 
 
@@ -955,5 +1008,6 @@ KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     CategoricalKind(),
     DPCategoricalKind(),
     MissingKind(),
+    DPMWUKind(),
 )
 """Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

@@ -18,6 +18,7 @@ from coordinator.analyses.base import Analysis, FormError, Request, Spend, Study
 from coordinator.analyses.categorical import Categorical
 from coordinator.analyses.describe import Describe
 from coordinator.analyses.dp_boxplot import DPBoxplot
+from coordinator.analyses.dp_mwu import DPMWU
 from coordinator.analyses.dp_quantiles import DPQuantiles
 from coordinator.analyses.kruskal import Kruskal
 from coordinator.analyses.mwu import MWU
@@ -29,7 +30,7 @@ from coordinator.models import Analysis as AnalysisSpec
 # In the order the console's builder offers them.
 REGISTRY: dict[str, Analysis[Any]] = {
     a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
-                        Shift(), Categorical(), Kruskal())
+                        Shift(), Categorical(), Kruskal(), DPMWU())
 }
 
 

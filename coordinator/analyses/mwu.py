@@ -76,8 +76,8 @@ class MWU(Analysis[MWUAnalysis]):
     spec_model = MWUAnalysis
     result_model = MWUResult
     form_label = "Mann-Whitney tests"
-    dp_alternative = ("dp_quantiles or dp_boxplot of each level (`group`), or describe with "
-                      "mode \"dp\" of both levels")
+    dp_alternative = ("dp_mwu (the DP twin of these tests: sum, weighted, Fisher), or "
+                      "dp_quantiles or dp_boxplot of each level (`group`)")
 
     summary_rank = 1
     report_rank = 0

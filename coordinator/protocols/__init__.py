@@ -6,6 +6,8 @@
   one (seed 001 Algorithms 4-6), one or two groups;
 * :func:`federated_mwu` — the sum, weighted and Fisher tests from local releases fetched in
   parallel, the table test from the federated table;
+* :func:`federated_dp_mwu` — the DP twin of the sum, weighted and Fisher tests from each
+  center's ε-DP release under add/remove (DP mode answers it);
 * :func:`federated_dp_boxplot` — each center's DP boxplot and the pooled DP box
   (docs/methods.md §6);
 * :func:`center_dp_quantiles` — each center's DP quantiles, relayed and checked.
@@ -19,6 +21,7 @@ and recorded instead, as long as ``min_centers`` remain.
 """
 
 from coordinator.protocols.boxplot import FederatedBoxplot, PooledBox, federated_dp_boxplot
+from coordinator.protocols.dp_mwu import FederatedDPMWU, federated_dp_mwu
 from coordinator.protocols.dp_quantiles import CenterDPQuantiles, center_dp_quantiles
 from coordinator.protocols.mwu import FederatedMWU, federated_mwu
 from coordinator.protocols.survey import Survey, survey_centers
@@ -27,6 +30,7 @@ from coordinator.protocols.table import FederatedTable, federated_bin_table
 __all__ = [
     "CenterDPQuantiles",
     "FederatedBoxplot",
+    "FederatedDPMWU",
     "FederatedMWU",
     "FederatedTable",
     "PooledBox",
@@ -34,6 +38,7 @@ __all__ = [
     "center_dp_quantiles",
     "federated_bin_table",
     "federated_dp_boxplot",
+    "federated_dp_mwu",
     "federated_mwu",
     "survey_centers",
 ]

@@ -184,11 +184,14 @@ EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 
                 "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")],
                 "kruskal": [("kruskal", "k-arm tests")], "shift": [("shift", "Shift")],
                 "categorical": [("categorical", "Categories, n (%)"),
-                                ("categorical_tests", "Category tests")]}
+                                ("categorical_tests", "Category tests")],
+                "dp_mwu": [("tests", "Tests"), ("effects", "Effect sizes"),
+                           ("dp_mwu_releases", "DP releases")]}
 
 
 def export_links(view: dict[str, Any]) -> list[tuple[str, str]]:
     """(part, label) of each CSV table the study has (``coordinator.exports``)."""
     kinds = {a.get("kind") for a in (view.get("result") or {}).get("analyses") or []
              if a.get("status") == "succeeded"}
-    return [link for kind, links in EXPORT_KINDS.items() if kind in kinds for link in links]
+    found = [link for kind, links in EXPORT_KINDS.items() if kind in kinds for link in links]
+    return list(dict.fromkeys(found))  # mwu and dp_mwu share the tests and effects parts

@@ -47,6 +47,7 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "categorical": {"variable": "x", "groups": ["b", "a"], "k": 12},
     "dp_categorical": {"variable": "x", "group": "a", "epsilon": 0.5},
     "missing": {"variable": "x"},
+    "dp_mwu": {"variable": "x", "groups": ["b", "a"], "epsilon": 0.5},
 }
 CENTER_KEYS = {
     "table": "a395074ae203d7f01b162bb641c9fcaee9b13b60586e0d35aac7dddb13450dde",
@@ -63,6 +64,7 @@ CENTER_KEYS = {
     "categorical": "6f88c2c74ef7465c1e2de3931b8502922836ee5f28d37e4eae3ed0bc7acd3d76",
     "dp_categorical": "bf1afc66db5525b2d34191ba3aec5be223d9bac81bd36efdd11173e667b1d27e",
     "missing": "5946a5b11deb866067b0183be230e1cce4feb4022d755a14c648dc9e92aa97ae",
+    "dp_mwu": "68d9ee26f460812496f8f878855956e4bdd3431b5619d57fdc55e4bad9a20035",
 }
 STUDY_KEYS = {
     "table": "bb96d3d750a886fbda946dc8f260b8aa6cc01128e1c0a3535ddfc2a2a8441f15",
@@ -79,6 +81,7 @@ STUDY_KEYS = {
     "categorical": "e39bbe4fd6d39b354bfeb39ec01830f8a3790231c5d92104a268337be9316182",
     "dp_categorical": "e4b68cb4027a8aab1db6e57bdc2d2305b7046855894a08d865c816b897ca7dbe",
     "missing": "1687ae709509cb9fe1cb88ce0a677a9a20a70bc283d2470e8c56c187d56c4286",
+    "dp_mwu": "fe517f99f680c98468554ef5288214b7488ef281330db73cbe0e2d1aab493318",
 }
 
 

@@ -60,6 +60,7 @@ def test_an_analysis_of_two_groups_refuses_three_naming_itself(kind: str) -> Non
                          "levels": [0.5]},
         "describe": {"kind": "describe"}, "shift": {"kind": "shift"},
         "categorical": {"kind": "categorical", "variable": "smoking"},
+        "dp_mwu": {"kind": "dp_mwu", "epsilon": 1.0},
     }[kind]
     assert REGISTRY[kind].spec_model.max_groups == 2  # type: ignore[attr-defined]
     with pytest.raises(ValidationError, match=rf"analysis 0 \({kind}\) compares at most 2 "
@@ -108,7 +109,8 @@ def test_the_builder_offers_every_registered_analysis_with_its_own_fields() -> N
               "dp_quantiles.epsilon": "2", "dp_quantiles.bounds.0": "-1",
               "dp_quantiles.bounds.1": "30", "dp_quantiles.levels": "0.5",
               "dp_quantiles.group": "trt", "describe.variables": ["crp", "age"],
-              "categorical.variable": "smoking"}
+              "categorical.variable": "smoking", "dp_mwu.epsilon": "1",
+              "dp_mwu.size_share": "0.3"}
     spec = StudySpec.model_validate(spec_from_form(values))
     assert [a.kind for a in spec.analyses] == list(ANALYSES)
     assert spec.analyses[1].epsilon == 0.5  # type: ignore[union-attr]
@@ -118,6 +120,8 @@ def test_the_builder_offers_every_registered_analysis_with_its_own_fields() -> N
     assert (spec.analyses[4].epsilon, spec.analyses[4].bounds,  # type: ignore[union-attr]
             spec.analyses[4].group) == (2.0, (-1.0, 30.0), "trt")  # type: ignore[union-attr]
     assert spec.analyses[5].variables == ["crp", "age"]  # type: ignore[union-attr]
+    dp_mwu = spec.analyses[ANALYSES.index("dp_mwu")]
+    assert (dp_mwu.epsilon, dp_mwu.size_share) == (1.0, 0.3)  # type: ignore[union-attr]
     with pytest.raises(FormError, match="DP boxplots › bounds \\(upper\\)"):
         spec_from_form({**values, "dp_boxplot.bounds.1": "high"})
     # An analysis' fields are read only when it is chosen.

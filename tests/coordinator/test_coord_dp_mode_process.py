@@ -1,7 +1,8 @@
 """DP mode end to end over HTTP with real processes: two ``python -m center_agent`` releasing
 ``cohort`` in DP mode (declared sizes) and a ``python -m coordinator``. An exact study is refused
-at the dry run and at submission naming the DP alternative, nothing spent; a DP study (DP
-quantiles and a DP Table 1) succeeds, and its result, text summary and HTML report state each
+at the dry run and at submission naming the DP alternative, nothing spent (an exact
+Mann-Whitney naming its DP twin); a DP study (DP quantiles, a DP Table 1 and the DP twin of the
+Mann-Whitney tests) succeeds, and its result, text summary and HTML report state each
 center's lifetime guarantee as the center's own ``/v1/budget`` does."""
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ DP: dict[str, Any] = {
          "levels": [0.25, 0.5, 0.75], "group": "trt"},
         {"kind": "describe", "variables": ["crp", "age"], "epsilon": 1.0,
          "bounds": {"crp": list(BOUNDS_CRP)}, "bins": 4},
+        {"kind": "dp_mwu", "epsilon": 1.0},
     ],
 }
-# Per center: the quantiles of trt (1) and a description of 2 variables x 2 arms (4).
-DP_EPSILON = 5.0
+# Per center: the quantiles of trt (1), a description of 2 variables x 2 arms (4), dp_mwu (1).
+DP_EPSILON = 6.0
 
 
 def dp_mode(config: Path, n_ctl: int, n_trt: int) -> Path:
@@ -101,6 +103,10 @@ def test_dp_mode_federation_end_to_end(tmp_path: Path) -> None:
         assert refused.status_code == 409, refused.text
         assert refused.json()["error"] == "would_be_refused"
         assert "ask dp_boxplot" in refused.json()["detail"]
+        mwu = client.post("/v1/studies", params={"dry_run": "true"},
+                          json={**EXACT, "analyses": [{"kind": "mwu", "epsilon": 0.5}]})
+        assert mwu.status_code == 200 and mwu.json()["would_run"] is False, mwu.text
+        assert all("dp_mwu" in r["detail"] for r in mwu.json()["refusals"])
         assert client.get("/v1/studies").json() == []
         assert all(budget(urls[c], c)["spent_epsilon"] == 0 for c in SIZES)
 
@@ -111,6 +117,10 @@ def test_dp_mode_federation_end_to_end(tmp_path: Path) -> None:
         assert created.status_code == 202, created.text
         view = wait_for_status(client, created.json()["status_url"])
         assert view["status"] == "succeeded", view["result"]["analyses"]
+        dp_mwu = view["result"]["analyses"][2]
+        assert dp_mwu["kind"] == "dp_mwu" and set(dp_mwu["tests"]) == {"sum", "weighted",
+                                                                        "fisher"}
+        assert [r["center"] for r in dp_mwu["releases"]] == list(SIZES)
         stated = {g["center"]: g for g in view["result"]["guarantees"]}
         assert set(stated) == set(SIZES)
         text, page = summary(view), render_html(view)
