@@ -556,7 +556,7 @@ def dp_describe(
     bins = check_int(bins, "bins", 1)
     if bins > MAX_BINS:
         raise ValueError(f"`bins` must be at most {MAX_BINS}, got {bins}")
-    data = ascending(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x", allow_empty=True))
     a, b = bounds
     clipped = np.clip(data, a, b)
     eps = {name: epsilon * s for name, s in EPSILON_SPLIT}

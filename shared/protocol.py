@@ -587,9 +587,10 @@ class DPBoxplotRelease(WireModel):
 
     @classmethod
     def from_result(cls, result: BoxplotResult) -> DPBoxplotRelease:
-        # Each outlier count is a Laplace count at its part of the budget (sensitivity 1).
-        counts = [p.epsilon for n, p in result.budget if n.endswith("outlier count")]
-        scale = 1.0 / counts[0] if counts else None
+        # Each outlier count's Laplace scale, as the mechanism states it (8/ε under add/remove,
+        # 16/ε under swap: shared.dp.boxplot, step 5). A release stored before states 16/ε, or
+        # nothing; it is read as stored.
+        scale = result.outlier_scale
         return cls._from_fields(
             result,
             epsilon=result.spent.epsilon,
