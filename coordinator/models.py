@@ -696,7 +696,9 @@ class DescribeRow(_Result):
     """One line of a describe result: one variable, one center (or "pooled"), one arm (a group
     level, or "all": every record of the arms). ``missing``: the records of the arm missing
     the variable, from the centers' exact missing counts (each 0 or >= K; docs/privacy.md,
-    guarantee 15); none where a center does not release them (complete cases, DP mode);
+    guarantee 15), or in a DP row the noisy count every center's description released with
+    its count (``missing_interval`` its 95 % interval); none where a center releases neither
+    (complete cases, a DP-mode center under a relation without it);
     ``minimum``/``maximum`` are no
     longer released (kept for results stored before: there, JointExp's 1st and 99th
     percentiles). Each ``*_interval`` is the number's 95 % interval (DP: of what the exact data
@@ -708,6 +710,9 @@ class DescribeRow(_Result):
     arm: str
     n: int
     missing: int | None = None
+    missing_interval: tuple[float, float] | None = Field(
+        default=None, description="DP: the missing count's 95 % interval (Laplace, the count's "
+                                  "scale); none: exact, or not released")
     mean: float | None
     sd: float | None
     median: float | None

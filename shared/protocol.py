@@ -743,6 +743,11 @@ class DescribeRelease(WireModel):
     subdivisions: list[list[FiniteFloat]] | None = Field(
         default=None, description="the histogram's bins split in 4, then 4 again: noisy "
                                   "counts of each level (none: a release made before them)")
+    missing: FiniteFloat | None = Field(
+        default=None, description="the noisy count of the selection's records missing the "
+                                  "variable, released with the count as one pair (the count "
+                                  "part's scale); none: not released (complete cases, a "
+                                  "relation or release without it)")
 
     @model_validator(mode="after")
     def _consistent(self) -> DescribeRelease:
@@ -771,6 +776,7 @@ class DescribeRelease(WireModel):
             resolution=result.resolution, clip=result.clip,
             subdivisions=(None if result.subdivisions is None
                           else [list(level) for level in result.subdivisions]),
+            missing=result.missing,
         )
 
     def to_result(self) -> DPDescription:
@@ -786,6 +792,7 @@ class DescribeRelease(WireModel):
             clip=None if self.clip is None else (self.clip[0], self.clip[1]),
             subdivisions=(None if self.subdivisions is None
                           else tuple(tuple(level) for level in self.subdivisions)),
+            missing=self.missing,
         )
 
 

@@ -724,7 +724,9 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
     request's or, when it gives none, the variable's declared public bounds
     (``[datasets.X.metadata.v]``): a variable with neither is refused from the request and the
     configuration alone. Either wording of the same bounds is one question (one stored
-    answer)."""
+    answer). Under add/remove, at a center counting records per variable, the count part also
+    releases the selection's records missing the variable (a Table 1's "missing, n (%)", the
+    DP twin of ``missing``), at no more ε."""
 
     wire = kinds.DP_DESCRIBE
     summary = ("ε-DP descriptive statistics (N, mean, SD, quartiles, histogram) of one "
@@ -764,10 +766,20 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
         return Question(request.variable, meaning, request.epsilon)
 
     def compute(self, ctx: Context, request: DescribeRequest) -> JSON:
-        x = ctx.population.selection(request.variable, request.group)
+        population = ctx.population
+        x = population.selection(request.variable, request.group)
+        neighbouring = ctx.gate.settings.neighbouring
+        missing = None
+        if population.level_sizes is not None and neighbouring == "add_remove":
+            # Records counted per variable: the selection's records missing it, released with
+            # the count as one pair at the count's scale (disjoint sets: L1 sensitivity 1 under
+            # add/remove, so no more ε; shared.describe.dp_describe). Complete cases: none.
+            records = (population.n if request.group is None
+                       else population.sizes[request.group])
+            missing = records - int(x.size)
         result = dp_describe(x, epsilon=request.epsilon, bounds=self.bounds(ctx.dataset, request),
-                             bins=request.bins, neighbouring=ctx.gate.settings.neighbouring,
-                             rng=fresh_rng(), resolution=self.resolution(ctx.dataset, request))
+                             bins=request.bins, neighbouring=neighbouring, rng=fresh_rng(),
+                             resolution=self.resolution(ctx.dataset, request), missing=missing)
         return DescribeRelease.from_result(result).to_payload()
 
 

@@ -194,3 +194,44 @@ def test_k_anonymous_mode_still_leaves_small_levels_out(tmp_path: Path) -> None:
         app.state.services.close()
     # l4 holds K + 1 records: rounded down to K, answered.
     assert statuses == {"l0": 403, "l1": 403, "l2": 403, "l3": 200, "l4": 200}
+
+
+@pytest.mark.parametrize("mode", ["per_variable", "complete_cases"])
+def test_dp_describe_releases_the_missing_count_with_its_count(tmp_path: Path,
+                                                               mode: str) -> None:
+    """Counted per variable, the description's count part also releases the records missing
+    the variable (one level, every record); with complete cases none is released (those
+    records left the population). At ε = 10 the count part's ε is 1: the noisy count is within
+    17 of the truth but with probability e^-17 < 1e-7."""
+    rows = [("l1", float(i % 10), "p") for i in range(5)] + [("l1", None, "q")] * 40
+    rows += [("l2", 1.0, "p")] * 3 + [("l2", None, None)] * 7
+    write_rows(tmp_path / "d.csv", rows)
+    write_rows(tmp_path / "empty.csv", [], grouped=False)
+    app = create_app(load_settings(write_toml(tmp_path / "c.toml",
+                                              config(tmp_path, mode, False, "dp"))))
+
+    async def run() -> dict[str | None, Any]:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+            out = {}
+            for group in ("l1", "l2", "l0", None):
+                body = {"variable": "x", "epsilon": 10.0, "bins": 4,
+                        **({"group": group} if group is not None else {})}
+                r = await client.post("/v1/datasets/d/dp/describe", json=body, headers=AUTH)
+                assert r.status_code == 200, r.text
+                out[group] = r.json()
+            return out
+
+    try:
+        released = anyio.run(run)
+    finally:
+        app.state.services.close()
+    if mode == "complete_cases":
+        assert all(r["missing"] is None for r in released.values())
+        return
+    truth = {"l1": 40, "l2": 7, "l0": 0, None: 47}
+    for group, m in truth.items():
+        assert released[group]["missing"] is not None
+        assert abs(released[group]["missing"] - m) <= 17, (group, released[group])
+    # One draw per question: the level's missing count is not the pooled one's.
+    assert released["l1"]["missing"] != released[None]["missing"]

@@ -312,3 +312,41 @@ def test_dp_describe(noise: str) -> None:
         assert worst <= eps + TOL
     else:
         assert worst > eps
+
+
+@pytest.mark.parametrize("noise", ["as_implemented", "twice_epsilon"])
+def test_dp_describe_count_and_missing_pair(noise: str) -> None:
+    """DP describe's count part with the missing count: one Laplace mechanism on the pair
+    (present, missing) of the selection's records, two disjoint sets. Tied to the code (the
+    two draws replayed from the seed at the part's scale, 1/ε_n under add/remove); then over
+    every add/remove neighbour — a record added or removed is either present or missing, the
+    empty selection included — the loss is ε_n, attained, and 2ε_n at half the scale."""
+    from shared.describe import dp_describe
+
+    eps = 1.0
+    x, missing = np.array(DATASETS[3]), 2
+    result = dp_describe(x, epsilon=eps, bounds=BOUNDS, bins=4, neighbouring="add_remove",
+                         rng=np.random.default_rng(11), missing=missing)
+    part = next(p for p in result.parts if p.name == "count")
+    assert part.sensitivity == 1.0 and part.scale == pytest.approx(1.0 / part.epsilon)
+    replay = np.random.default_rng(11).laplace(0.0, part.scale, 2)
+    assert result.count - x.size == pytest.approx(replay[0], abs=1e-12)
+    assert result.missing is not None
+    assert result.missing - missing == pytest.approx(replay[1], abs=1e-12)
+    swap = dp_describe(x, epsilon=eps, bounds=BOUNDS, bins=4, neighbouring="swap",
+                       rng=np.random.default_rng(11), missing=missing)
+    assert next(p for p in swap.parts if p.name == "count").scale == pytest.approx(
+        2.0 / part.epsilon)  # under swap a record moved from one set to the other moves both
+    scale = part.scale if noise == "as_implemented" else part.scale / 2
+    worst = 0.0
+    for n in range(4):
+        for m in range(3):
+            for other in ((n + 1, m), (n, m + 1), (n - 1, m), (n, m - 1)):
+                if min(other) < 0:
+                    continue
+                worst = max(worst, laplace_loss(np.array([n, m], float),
+                                                np.array(other, float), scale))
+    if noise == "as_implemented":
+        assert part.epsilon - 1e-6 <= worst <= part.epsilon + TOL
+    else:
+        assert worst >= 2 * part.epsilon - 1e-6
