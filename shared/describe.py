@@ -597,7 +597,7 @@ def dp_describe(
         return np.asarray(value, dtype=np.float64) + rng.laplace(0.0, scale, np.shape(value))
 
     pair = missing is not None
-    counts = [float(data.size), *([float(missing)] if pair else [])]
+    counts = [float(data.size), *([float(missing)] if missing is not None else [])]
     noisy_counts = laplace("count", _sensitivities(bounds, neighbouring, pair),
                            np.asarray(counts))
     count = float(noisy_counts[0])

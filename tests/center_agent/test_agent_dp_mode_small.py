@@ -93,6 +93,20 @@ def config(tmp: Path, mode: str, resolution: bool, release_mode: str) -> dict[st
     }
 
 
+def answers(app: Any) -> dict[tuple[str, str, str | None, int], int]:
+    """:func:`ask_all` of ``app`` in process, the app closed afterwards."""
+
+    async def run() -> dict[tuple[str, str, str | None, int], int]:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
+            return await ask_all(client)
+
+    try:
+        return anyio.run(run)
+    finally:
+        app.state.services.close()
+
+
 async def ask_all(client: httpx.AsyncClient) -> dict[tuple[str, str, str | None, int], int]:
     """Every DP request of every selection: (dataset, kind, group, index) → status."""
     out = {}
@@ -119,18 +133,8 @@ def test_a_dp_mode_center_answers_every_dp_kind_whatever_the_size(
     tmp: Path = tmp_path_factory.mktemp("small")
     write_rows(tmp / "d.csv", rows)
     write_rows(tmp / "empty.csv", [], grouped=False)
-    app = create_app(load_settings(write_toml(tmp / "c.toml",
-                                              config(tmp, mode, resolution, "dp"))))
-
-    async def run() -> dict[tuple[str, str, str | None, int], int]:
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
-            return await ask_all(client)
-
-    try:
-        outcomes = anyio.run(run)
-    finally:
-        app.state.services.close()
+    outcomes = answers(create_app(load_settings(write_toml(
+        tmp / "c.toml", config(tmp, mode, resolution, "dp")))))
     # One outcome for every selection of every size: an answer.
     assert set(outcomes.values()) == {200}
 
@@ -146,18 +150,8 @@ def test_sizes_zero_to_k_plus_one_once(tmp_path: Path) -> None:
         rows.append(("l2", None, None))  # a record missing x
         write_rows(tmp / "d.csv", rows)
         write_rows(tmp / "empty.csv", [], grouped=False)
-        app = create_app(load_settings(write_toml(tmp / "c.toml",
-                                                  config(tmp, mode, True, "dp"))))
-
-        async def run() -> dict[tuple[str, str, str | None, int], int]:
-            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
-                return await ask_all(client)
-
-        try:
-            outcomes = anyio.run(run)
-        finally:
-            app.state.services.close()
+        outcomes = answers(create_app(load_settings(write_toml(
+            tmp / "c.toml", config(tmp, mode, True, "dp")))))
         assert set(outcomes.values()) == {200}
         assert len(outcomes) == 10 * (len(LEVELS) + 2)
 

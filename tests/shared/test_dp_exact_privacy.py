@@ -7,10 +7,11 @@ generator at the definition's scale, the exponential mechanisms compare the impl
 interval weights and sampler scale with the definition's. Then over every neighbour of small
 data sets under add/remove (each record removed, a record added at each place that matters),
 the empty data set and its one-record neighbours included (DP mode answers on any number of
-records, none included: docs/privacy.md, "DP mode"), and over the whole output space (a fine grid, or every cell of the piecewise-constant density), the
-privacy loss max |log p_D(y) − log p_D'(y)| must stay within ε (1e-9 for rounding). A negative
-control runs the same check with the noise scale of 2ε and asserts the loss exceeds ε, so the
-check would catch a mechanism whose ε scaling were doubled.
+records, none included: docs/privacy.md, "DP mode"), and over the whole output space (a fine
+grid, or every cell of the piecewise-constant density), the privacy loss
+max |log p_D(y) − log p_D'(y)| must stay within ε (1e-9 for rounding). A negative control
+runs the same check with the noise scale of 2ε and asserts the loss exceeds ε, so the check
+would catch a mechanism whose ε scaling were doubled.
 
 The unbounded walk (the extremes and DPBoxplot's step 1) has its own check by quadrature in
 ``tests/shared/dp/test_walk_privacy.py``, not repeated here.
