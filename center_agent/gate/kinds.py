@@ -724,7 +724,7 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
     request's or, when it gives none, the variable's declared public bounds
     (``[datasets.X.metadata.v]``): a variable with neither is refused from the request and the
     configuration alone. Either wording of the same bounds is one question (one stored
-    answer). Under add/remove, at a center counting records per variable, the count part also
+    answer). In DP mode, at a center counting records per variable, the count part also
     releases the selection's records missing the variable (a Table 1's "missing, n (%)", the
     DP twin of ``missing``), at no more ε."""
 
@@ -770,10 +770,12 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
         x = population.selection(request.variable, request.group)
         neighbouring = ctx.gate.settings.neighbouring
         missing = None
-        if population.level_sizes is not None and neighbouring == "add_remove":
-            # Records counted per variable: the selection's records missing it, released with
-            # the count as one pair at the count's scale (disjoint sets: L1 sensitivity 1 under
-            # add/remove, so no more ε; shared.describe.dp_describe). Complete cases: none.
+        if ctx.dataset.dp_mode and population.level_sizes is not None:
+            # DP mode (add/remove), records counted per variable: the selection's records
+            # missing it, released with the count as one pair at the count's scale (disjoint
+            # sets: L1 sensitivity 1 under add/remove, so no more ε; shared.describe
+            # .dp_describe), the DP twin of the exact `missing` it refuses. Complete cases:
+            # none. K-anonymous mode releases the exact counts instead (MissingKind).
             records = (population.n if request.group is None
                        else population.sizes[request.group])
             missing = records - int(x.size)
