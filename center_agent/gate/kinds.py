@@ -8,7 +8,8 @@ A kind says, for its request model:
   table's closing left out of a table's meaning...), so that every wording of one question gets
   the one stored answer;
 * ``require`` — what is refused from the population's public sizes (a level whose size in
-  ``/v1/info`` is below K);
+  ``/v1/info`` is below K; nothing in DP mode, where every selection is answered, none
+  included: ``Dataset.require``);
 * ``compute`` — the answer, on the population, outside the dataset's lock (exact kinds admit it
   to the disclosure memory with ``Context.admit``, which takes the lock, coarsening it as needed);
 * ``present`` — the answer to this request from the stored one (post-processing only: a table's
