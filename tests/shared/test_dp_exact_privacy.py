@@ -51,6 +51,13 @@ def pairs() -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
     return [(x, y) for x in DATASETS for y in neighbours(x)]
 
 
+def test_the_neighbours_include_the_empty_data_set() -> None:
+    """n = 0 against n = 1 both ways: the empty data set with a record added at each place,
+    and a one-record data set with its record removed."""
+    assert {((), (v,)) for v in ADDED} <= set(pairs())
+    assert ((2.0,), ()) in pairs()
+
+
 # -- Laplace releases: log p_D(y) − log p_D'(y) = Σ_i (|y_i − c'_i| − |y_i − c_i|) / b -------
 
 
