@@ -1256,7 +1256,9 @@ class CatalogEntry(BaseModel):
     n_records: int | None = Field(
         description="records, rounded down to a multiple of the center's K (release_mode "
                     "'dp': the declared size, or none)")
-    n_by_group: dict[str, int] = Field(description="records per level, each rounded down to K")
+    n_by_group: dict[str, int] = Field(
+        description="records per level, each rounded down to K (release_mode 'dp': the "
+                    "declared sizes as declared, none for a level without one)")
     release_mode: Literal["k_anonymous", "dp"] = Field(
         default="k_anonymous", description="'dp': every release of the dataset at this center "
         "is differentially private (exact analyses are refused)")
