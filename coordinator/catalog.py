@@ -42,12 +42,21 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
     k = info.k
     levels = list(dataset.group.levels) if dataset.group is not None else []
     budget = declared.budget.datasets.get(dataset.name) if declared.budget is not None else None
+    if dataset.release_mode == "dp":
+        # The operator's declared sizes as declared (public statements, not read from the
+        # data), none for a level without one: a DP-mode center has no level "below K", and
+        # a level it declares no size of is not one of 0 records (docs/privacy.md, "DP mode").
+        n_records = dataset.n_records
+        by_group = {level: n for level in levels
+                    if (n := dataset.n_by_group.get(level)) is not None}
+    else:
+        n_records = rounded(dataset.n_records, k) if dataset.n_records is not None else None
+        by_group = {level: rounded(dataset.n_by_group.get(level, 0), k) for level in levels}
     return CatalogEntry(
         center=declared.center, k=k, variables=list(dataset.variables),
         group_column=dataset.group.column if dataset.group is not None else None,
         levels=levels, release_mode=dataset.release_mode,
-        n_records=rounded(dataset.n_records, k) if dataset.n_records is not None else None,
-        n_by_group={level: rounded(dataset.n_by_group.get(level, 0), k) for level in levels},
+        n_records=n_records, n_by_group=by_group,
         epoch=dataset.epoch, paused=dataset.paused, available=dataset.available,
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,
         metadata=dict(dataset.metadata),

@@ -110,7 +110,8 @@ def _interval(row: Row, name: str) -> tuple[Any, Any]:
 TABLE1_COLUMNS = ["analysis", "mode", "variable", "unit", "center", "arm", "n", "n_low",
                   "n_high", "mean", "mean_low", "mean_high", "sd", "sd_low", "sd_high", "median",
                   "median_low", "median_high", "q1", "q1_low", "q1_high", "q3", "q3_low",
-                  "q3_high", "rank_halfwidth", "clip_low", "clip_high", "epsilon", "method"]
+                  "q3_high", "missing", "missing_low", "missing_high", "rank_halfwidth",
+                  "clip_low", "clip_high", "epsilon", "method"]
 
 
 def table1(view: dict[str, Any]) -> list[Row]:
@@ -123,7 +124,7 @@ def table1(view: dict[str, Any]) -> list[Row]:
             row: Row = {"analysis": index, "mode": analysis.get("mode"),
                         "variable": r["variable"], "unit": units.get(r["variable"]),
                         "center": r["center"], "arm": r["arm"]}
-            for name in ("n", "mean", "sd", "median", "q1", "q3"):
+            for name in ("n", "mean", "sd", "median", "q1", "q3", "missing"):
                 row[name] = r.get(name)
                 row[f"{name}_low"], row[f"{name}_high"] = _interval(r, name)
             row["rank_halfwidth"] = r.get("rank_halfwidth")

@@ -752,7 +752,9 @@ class DescribeRow(_Result):
     """One line of a describe result: one variable, one center (or "pooled"), one arm (a group
     level, or "all": every record of the arms). ``missing``: the records of the arm missing
     the variable, from the centers' exact missing counts (each 0 or >= K; docs/privacy.md,
-    guarantee 15); none where a center does not release them (complete cases, DP mode);
+    guarantee 15), or in a DP row the noisy count every center's description released with
+    its count (``missing_interval`` its 95 % interval); none where a center releases neither
+    (complete cases, a DP-mode center under a relation without it);
     ``minimum``/``maximum`` are no
     longer released (kept for results stored before: there, JointExp's 1st and 99th
     percentiles). Each ``*_interval`` is the number's 95 % interval (DP: of what the exact data
@@ -764,6 +766,9 @@ class DescribeRow(_Result):
     arm: str
     n: int
     missing: int | None = None
+    missing_interval: tuple[float, float] | None = Field(
+        default=None, description="DP: the missing count's 95 % interval (Laplace, the count's "
+                                  "scale); none: exact, or not released")
     mean: float | None
     sd: float | None
     median: float | None
@@ -1308,7 +1313,9 @@ class CatalogEntry(BaseModel):
     n_records: int | None = Field(
         description="records, rounded down to a multiple of the center's K (release_mode "
                     "'dp': the declared size, or none)")
-    n_by_group: dict[str, int] = Field(description="records per level, each rounded down to K")
+    n_by_group: dict[str, int] = Field(
+        description="records per level, each rounded down to K (release_mode 'dp': the "
+                    "declared sizes as declared, none for a level without one)")
     release_mode: Literal["k_anonymous", "dp"] = Field(
         default="k_anonymous", description="'dp': every release of the dataset at this center "
         "is differentially private (exact analyses are refused)")

@@ -450,11 +450,14 @@ def _quartile_intervals(row: dict[str, Any]) -> str:
 
 
 def _missing(row: dict[str, Any]) -> str:
+    """"m (p %)", a DP count followed by its 95 % interval."""
     missing = row.get("missing")
     if missing is None:
         return "—"
     n = int(row.get("n") or 0) + int(missing)
-    return f"{int(missing)} ({100.0 * int(missing) / n:.1f} %)" if n else str(missing)
+    shown = f"{int(missing)} ({100.0 * int(missing) / n:.1f} %)" if n else str(missing)
+    interval = row.get("missing_interval")
+    return f"{shown} {_interval(interval)}" if interval is not None else shown
 
 
 def _shown(key: str) -> Callable[[dict[str, Any]], str]:
@@ -577,9 +580,11 @@ def reused_note(table: dict[str, Any]) -> str | None:
 MISSING_NOTE = (
     "Missing, n (%) of a numeric variable: the records of the arm missing it, from each "
     "center's exact missing counts (each 0 or at least K: a level's 1..K-1 records missing a "
-    "variable leave the level, a variable present on 1..K-1 records is withheld there; no ε); "
-    "\"—\" where a center does not release them (it counts complete cases only, or releases "
-    "ε-DP numbers only).")
+    "variable leave the level, a variable present on 1..K-1 records is withheld there; no ε), "
+    "or in an ε-DP Table 1 the noisy count each center's description released with its count "
+    "(one Laplace mechanism on the two disjoint counts, at the count's scale: no more ε under "
+    "add/remove), with its 95 % interval; \"—\" where a center releases neither (it counts "
+    "complete cases only).")
 
 
 def _categorical_note(analysis: dict[str, Any]) -> str:

@@ -253,14 +253,18 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int, 
                     categorical: Sequence[CategoryArm] = (), notes: Sequence[str] = (),
                     excluded: Sequence[CenterFailure] = ()) -> DescribeResult:
     """The describe rows as released (``coordinator.protocols.describe``), each with its
-    ``missing`` count from the centers' missing counts (``coordinator.protocols.missing``;
-    none where a center does not release them), and the categorical variables' rows."""
+    ``missing`` count: a DP row's from its description where every center released one (the
+    noisy twin, with its 95 % interval: ``shared.describe.dp_describe``), else from the centers'
+    exact missing counts (``coordinator.protocols.missing``; none where a center does not
+    release them); and the categorical variables' rows."""
     centers = list(fed.spent)
     rows = [
         DescribeRow(
             variable=line.variable, center=line.center, arm=line.arm, n=line.summary.n,
-            missing=_missing_of(missing or {}, line.variable, line.center, line.arm, groups,
-                                centers),
+            missing=(line.summary.missing if line.summary.missing is not None else
+                     _missing_of(missing or {}, line.variable, line.center, line.arm, groups,
+                                 centers)),
+            missing_interval=line.summary.missing_interval,
             mean=line.summary.mean, sd=line.summary.sd, median=line.summary.median,
             q1=line.summary.q1, q3=line.summary.q3, edges=list(line.summary.edges),
             counts=list(line.summary.counts), method=line.method, epsilon=line.epsilon,

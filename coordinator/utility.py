@@ -98,7 +98,8 @@ def plan_utility(spec: StudySpec, declarations: Sequence[Declaration],
             sizes = {c: _size(d, analysis.group) for c, (d, _i) in found.items()}
             if analysis.per_center:
                 for c, n in sizes.items():
-                    errors += [_planned(c, e) for e in box_errors(epsilon, n, analysis.bounds)]
+                    errors += [_planned(c, e) for e in box_errors(
+                        epsilon, n, analysis.bounds, neighbouring=found[c][1].neighbouring)]
             if analysis.pooled and sizes:
                 errors += [_planned(POOLED, e) for e in pooled_box_errors(
                     epsilon, list(sizes.values()), analysis.bounds, branching=analysis.branching,

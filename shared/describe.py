@@ -22,9 +22,13 @@ Every number comes with its uncertainty (:class:`Summary`): for DP, 95 % interva
 exact data would give, from the known noise laws (post-processing: no ε); for a table, the exact
 bounds its bins put on the mean and the quartiles.
 
-Nothing here knows of missing values: a center's population holds complete cases only
-(docs/privacy.md, "One population"), so a count of missing values is not derivable from these
-descriptions and is not released.
+Missing values: the described values are those present. A center that counts records per
+variable (``missing = "per_variable"``) also gives :func:`dp_describe` the number of the
+selection's records missing the variable; the count part then releases the pair (present,
+missing) — two disjoint record sets, so under add/remove the pair's L1 sensitivity is the
+count's, 1, and the missing count costs no more ε (docs/privacy.md, "DP mode"). Without it
+(complete cases: the records missing a variable left the population) no missing count is
+released.
 """
 
 from __future__ import annotations
@@ -134,6 +138,8 @@ class Summary:
     clip: Interval | None = None
     uncertainty: str = ""
     notes: tuple[str, ...] = ()
+    missing: int | None = None
+    missing_interval: Interval | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,9 @@ class DPDescription:
     clip: tuple[float, float] | None = None
     subdivisions: tuple[tuple[float, ...], ...] | None = None
     components: tuple[Components, ...] = field(default=())
+    missing: float | None = None
+    """The noisy count of the records missing the variable (the count part's Laplace, at the
+    count's scale), or None where not released (complete cases, a release made before)."""
 
     def noise(self) -> tuple[Components, ...]:
         """The noise components (a single description's from its parts)."""
@@ -210,6 +219,10 @@ class DPDescription:
         t_n = (laplace_sum_halfwidth([c.count for c in noise], LEVEL)
                if all(c.count > 0 for c in noise) else 0.0)
         n_interval = (max(0.0, n - t_n), max(0.0, n + t_n))
+        missing = missing_interval = None
+        if self.missing is not None:  # the same noise law as the count's (one pair)
+            missing = max(0, round(self.missing))
+            missing_interval = (max(0.0, self.missing - t_n), max(0.0, self.missing + t_n))
         mean = sd = None
         mean_interval = sd_interval = None
         if n >= 1.0:
@@ -251,7 +264,8 @@ class DPDescription:
             mean_interval=mean_interval, sd_interval=sd_interval, q1_interval=intervals[0],
             median_interval=intervals[1], q3_interval=intervals[2], rank_halfwidth=rank,
             clip=clip if self.components == () else None,
-            uncertainty=DP_UNCERTAINTY, notes=tuple(notes))
+            uncertainty=DP_UNCERTAINTY, notes=tuple(notes), missing=missing,
+            missing_interval=missing_interval)
 
     def _quartiles(self, n: float, leaves: FloatArray | None, noise: Sequence[Components]
                    ) -> tuple[tuple[float, float, float] | None, float | None,
@@ -472,18 +486,21 @@ def _forest_rank_halfwidth(bins: int, noise: Sequence[Components], *, leaves: Fl
     return worst
 
 
-def _sensitivities(clip: tuple[float, float], neighbouring: Neighbouring) -> dict[str, float]:
+def _sensitivities(clip: tuple[float, float], neighbouring: Neighbouring,
+                   with_missing: bool = False) -> dict[str, float]:
     """L1 sensitivity of each Laplace part for values clipped to ``clip`` = [L, U] about its
     midpoint, y ∈ [−h, h], h = (U − L)/2: count 1 (add/remove; under swap the count does not
-    move, 1 is kept as an upper bound); Σy h (add/remove) or 2h (swap); Σy² h² (y² ∈ [0, h²]
-    either way); the histogram forest 1 + DEPTH (add/remove: a record is in one node per
-    level) or twice that (swap)."""
+    move, 1 is kept as an upper bound); with the missing count (``with_missing``) the pair
+    (present, missing) of two disjoint sets: 1 under add/remove (a record added or removed is
+    in one of them), 2 under swap (a record moved from one to the other); Σy h (add/remove) or
+    2h (swap); Σy² h² (y² ∈ [0, h²] either way); the histogram forest 1 + DEPTH (add/remove: a
+    record is in one node per level) or twice that (swap)."""
     lo, hi = clip
     h = (hi - lo) / 2.0
     swap = neighbouring == "swap"
     nodes = float(1 + DEPTH)
-    return {"count": 1.0, "sum": 2.0 * h if swap else h, "sum of squares": h * h,
-            "histogram": 2.0 * nodes if swap else nodes}
+    return {"count": 2.0 if swap and with_missing else 1.0, "sum": 2.0 * h if swap else h,
+            "sum of squares": h * h, "histogram": 2.0 * nodes if swap else nodes}
 
 
 def dp_range(quartiles: Sequence[float], bounds: tuple[float, float]) -> tuple[float, float]:
@@ -510,13 +527,17 @@ def dp_describe(
     neighbouring: Neighbouring,
     rng: np.random.Generator,
     resolution: float | None = None,
+    missing: int | None = None,
 ) -> DPDescription:
     """An ε-DP description of ``x`` (one center's values of one variable, one arm).
 
     The values are clipped to the public ``bounds`` [a, b] and ε is split as
     :data:`EPSILON_SPLIT`, the parts computed in this order:
 
-    * count: n + Laplace(1/ε_n);
+    * count: n + Laplace(1/ε_n); with ``missing`` (the selection's records missing the
+      variable) also missing + Laplace(Δ/ε_n), one Laplace mechanism on the pair of disjoint
+      counts, Δ = 1 (add/remove: so n's noise is unchanged and the missing count costs nothing
+      more) or 2 (swap, both counts' scale);
     * quantiles: JointExp at :data:`QUANTILE_LEVELS` in one mechanism (Gillenwater, Joseph &
       Kulesza 2021; docs/methods.md §5.3) with ε_q; with a public ``resolution`` r, on the
       grid of r within the bounds (grid-aware JointExp, same ε);
@@ -539,24 +560,32 @@ def dp_describe(
     the clipped values. JointExp's pruning makes it formally (ε, δ < e^-740)-DP
     (``shared.dp.joint_exp``). Assumed: ``bounds`` and ``bins`` are public.
 
+    Any number of values, none included: on no value the count and sums are their noise, the
+    quartiles JointExp's uniform ordered triple of [a, b], and the summary says what it cannot
+    estimate (the mean below a noisy count of 1, the SD below 2).
+
     Parameters
     ----------
-    x : the values, finite, non-empty.
+    x : the values present, finite; any number, none included.
     epsilon : the whole description's ε, > 0.
     bounds : public (a, b), a < b.
     bins : histogram bins, 1..MAX_BINS.
     neighbouring : ``"add_remove"`` or ``"swap"``.
     rng : the only source of randomness.
     resolution : the variable's public recording resolution, or None.
+    missing : how many of the selection's records miss the variable (>= 0), or None: no
+        missing count released.
     """
     epsilon = check_epsilon(epsilon)
+    if missing is not None:
+        missing = check_int(missing, "missing", 0)
     bounds = check_bounds(bounds)
     neighbouring = check_neighbouring(neighbouring)
     rng = check_generator(rng)
     bins = check_int(bins, "bins", 1)
     if bins > MAX_BINS:
         raise ValueError(f"`bins` must be at most {MAX_BINS}, got {bins}")
-    data = ascending(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x", allow_empty=True))
     a, b = bounds
     clipped = np.clip(data, a, b)
     eps = {name: epsilon * s for name, s in EPSILON_SPLIT}
@@ -567,7 +596,12 @@ def dp_describe(
         parts.append(DescribePart(name, eps[name], "laplace", sens[name], scale))
         return np.asarray(value, dtype=np.float64) + rng.laplace(0.0, scale, np.shape(value))
 
-    count = float(laplace("count", _sensitivities(bounds, neighbouring), float(data.size)))
+    pair = missing is not None
+    counts = [float(data.size), *([float(missing)] if missing is not None else [])]
+    noisy_counts = laplace("count", _sensitivities(bounds, neighbouring, pair),
+                           np.asarray(counts))
+    count = float(noisy_counts[0])
+    noisy_missing = float(noisy_counts[1]) if pair else None
     on_grid = {"resolution": resolution} if resolution is not None else {}
     quantiles = joint_exp(clipped, QUANTILE_LEVELS, epsilon=eps["quantiles"], bounds=bounds,
                           neighbouring=neighbouring, rng=rng, **on_grid)
@@ -596,6 +630,7 @@ def dp_describe(
         neighbouring=neighbouring, spent=PrivacySpent(sum(p.epsilon for p in parts)),
         resolution=resolution, clip=clip,
         subdivisions=tuple(tuple(float(v) for v in level) for level in noisy[1:]),
+        missing=noisy_missing,
     )
 
 
@@ -636,6 +671,8 @@ def pool_descriptions(parts: Sequence[DPDescription]) -> DPDescription:
         neighbouring=first.neighbouring,
         spent=PrivacySpent(max(p.spent.epsilon for p in parts)),
         subdivisions=subdivisions, components=components,
+        missing=(None if any(p.missing is None for p in parts)
+                 else sum(p.missing for p in parts if p.missing is not None)),
     )
 
 

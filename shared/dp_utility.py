@@ -22,7 +22,8 @@ the extreme next to it, and the box drawn from it says nothing of the data's sha
 * Quantiles (JointExp, PrivateQuantile, the unbounded walk): ``shared.dp.uncertainty``'s rank
   half-widths at the center's relation (§9.2, §9.3). ApproxQuantile has no single law: None.
 * A center's DPBoxplot (§5.6, §9.4): quartiles (JointExp at ε/2), the whisker at the walk's ψ
-  (3ε/16, about its count target, for any data), the outlier counts (Laplace(16/ε)).
+  (3ε/16, about its count target, for any data), the outlier counts (Laplace(8/ε) under
+  add/remove, 16/ε under swap: the pair's sensitivity at ε/8).
 * The pooled box (§6, §9.5): its quartiles read off the summed tree — the one part without a
   closed law: a quick seeded simulation of the node noise through the consistency map (linear,
   so data-free) — and its outlier counts summed over centers.
@@ -41,6 +42,7 @@ from typing import Literal
 import numpy as np
 
 from shared._validation import check_positive
+from shared.dp.boxplot import outlier_scale
 from shared.dp.pooled import TreeHistogram, consistent_leaves
 from shared.dp.uncertainty import (
     QUARTILES,
@@ -109,9 +111,10 @@ def quantiles_errors(algorithm: str, levels: Sequence[float], epsilon: float, n:
 
 
 def box_errors(epsilon: float, n: int, bounds: tuple[float, float],
-               method: str = "dpboxplot_one_sided_walk") -> list[PartError]:
+               method: str = "dpboxplot_one_sided_walk",
+               neighbouring: Neighbouring = "swap") -> list[PartError]:
     """A center's DPBoxplot at ``epsilon`` (per box): its quartiles, the whisker at the walk's
-    ψ and the outlier counts (docs/methods.md §9.4)."""
+    ψ and the outlier counts at the center's relation (docs/methods.md §9.4)."""
     epsilon = check_positive(epsilon, "epsilon")
     _width(bounds)
     quartiles, extreme = box_rank_halfwidths(method, epsilon, bounds, LEVEL)
@@ -120,7 +123,8 @@ def box_errors(epsilon: float, n: int, bounds: tuple[float, float],
         out.append(_records("quartiles", n, quartiles))
     if extreme is not None:
         out.append(_records("whisker at ψ", n, extreme))
-    out.append(_records("outlier counts", n, laplace_halfwidth(16.0 / epsilon, LEVEL)))
+    scale = outlier_scale(epsilon / 8.0, neighbouring)
+    out.append(_records("outlier counts", n, laplace_halfwidth(scale, LEVEL)))
     return out
 
 

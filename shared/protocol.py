@@ -641,9 +641,10 @@ class DPBoxplotRelease(WireModel):
 
     @classmethod
     def from_result(cls, result: BoxplotResult) -> DPBoxplotRelease:
-        # Each outlier count is a Laplace count at its part of the budget (sensitivity 1).
-        counts = [p.epsilon for n, p in result.budget if n.endswith("outlier count")]
-        scale = 1.0 / counts[0] if counts else None
+        # Each outlier count's Laplace scale, as the mechanism states it (8/ε under add/remove,
+        # 16/ε under swap: shared.dp.boxplot, step 5). A release stored before states 16/ε, or
+        # nothing; it is read as stored.
+        scale = result.outlier_scale
         return cls._from_fields(
             result,
             epsilon=result.spent.epsilon,
@@ -796,6 +797,11 @@ class DescribeRelease(WireModel):
     subdivisions: list[list[FiniteFloat]] | None = Field(
         default=None, description="the histogram's bins split in 4, then 4 again: noisy "
                                   "counts of each level (none: a release made before them)")
+    missing: FiniteFloat | None = Field(
+        default=None, description="the noisy count of the selection's records missing the "
+                                  "variable, released with the count as one pair (the count "
+                                  "part's scale); none: not released (complete cases, a "
+                                  "relation or release without it)")
 
     @model_validator(mode="after")
     def _consistent(self) -> DescribeRelease:
@@ -824,6 +830,7 @@ class DescribeRelease(WireModel):
             resolution=result.resolution, clip=result.clip,
             subdivisions=(None if result.subdivisions is None
                           else [list(level) for level in result.subdivisions]),
+            missing=result.missing,
         )
 
     def to_result(self) -> DPDescription:
@@ -839,6 +846,7 @@ class DescribeRelease(WireModel):
             clip=None if self.clip is None else (self.clip[0], self.clip[1]),
             subdivisions=(None if self.subdivisions is None
                           else tuple(tuple(level) for level in self.subdivisions)),
+            missing=self.missing,
         )
 
 

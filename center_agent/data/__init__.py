@@ -10,7 +10,8 @@ database is touched.
 
 * its group label is a declared level (datasets with a group column), and
 * every declared variable of the row is present and finite (complete cases), and
-* its level holds at least K such rows.
+* its level holds at least K such rows (K-anonymous mode; in DP mode every declared level is
+  in, with however many rows, none included: below).
 
 So every release counts the same rows: a table of one variable and a table of another have the
 same totals, an ungrouped table totals exactly its levels' tables, and no difference of two
@@ -18,6 +19,13 @@ releases' totals can fall in 1..K-1 (which missing values, undeclared labels or 
 records would otherwise give away). A level with fewer than K rows is left out entirely; its size
 shows as 0 in ``/v1/info`` (sizes there are rounded down to a multiple of K), so refusing it is
 decided from public information.
+
+**DP mode** (``release_mode = "dp"``): no rule of the population reads K. Every declared level
+is in (a level with no row is an empty array), values missing per variable leave only that
+variable's value (no K rule, ``missing = "per_variable"``), and :meth:`Dataset.require` refuses
+nothing: whether an answer exists never depends on the data, and every DP mechanism is defined
+and ε-DP on any number of records (docs/privacy.md, "DP mode"). Each row's membership is then a
+function of that row alone, so neighbouring sources give neighbouring populations.
 
 Each level's values of each variable are kept sorted and read-only. The population is read once
 per version of the source and kept: a file's version is its identity, size and modification time;
@@ -194,6 +202,18 @@ class Dataset:
         return tuple(self.config.variables)
 
     @property
+    def dp_mode(self) -> bool:
+        """Whether the dataset is released in DP mode (``release_mode = "dp"``): then no level
+        is left out and no selection refused for its size (docs/privacy.md, "DP mode")."""
+        return self.config.release_mode == "dp"
+
+    @property
+    def least(self) -> int:
+        """The fewest rows a level must hold to be in the population: K, or 0 in DP mode
+        (every DP mechanism is defined and ε-DP on any number of records, none included)."""
+        return 0 if self.dp_mode else self.k
+
+    @property
     def categories(self) -> dict[str, tuple[str, ...]]:
         """Each categorical variable's public categories, in their declared (merge) order."""
         return {name: tuple(levels) for name, levels in self.config.categorical.items()}
@@ -293,7 +313,14 @@ class Dataset:
         selection whose public size (rounded down to the center's K) is below ``k``: decided from
         the sizes ``/v1/info`` shows, never from the exact ones. With ``variable`` (a numeric
         variable's release), the records whose value is present (``n_by_variable``: with
-        complete cases, the level's size)."""
+        complete cases, the level's size).
+
+        In DP mode nothing is refused here: ``/v1/info`` shows no size read from the data, so
+        a refusal by size would be a bit outside the accountant's ε; every DP release is
+        computed on whatever the selection holds, no record included (exact kinds never get
+        here: refused first, ``ReleaseKind.check_release_mode``)."""
+        if self.dp_mode:
+            return
         if level is not None and level not in population.levels:
             raise KAnonymityRefusal(
                 f"level {level!r} of dataset {self.name!r} holds fewer than K = {self.k} "
@@ -357,8 +384,9 @@ class Dataset:
         else:
             counts = np.bincount(codes if keep is None else codes[keep],
                                  minlength=len(declared))
-        # The one rule of the population: a level of fewer than K complete rows is left out.
-        enough = dict(zip(declared, (counts >= self.k).tolist(), strict=True))
+        # The one rule of the population: a level of fewer than K complete rows is left out
+        # (K-anonymous mode; in DP mode every declared level is in, however few its rows).
+        enough = dict(zip(declared, (counts >= self.least).tolist(), strict=True))
         included = tuple(lv for lv in declared if enough[lv])
         excluded = tuple(lv for lv in declared if not enough[lv])
         index = {lv: i for i, lv in enumerate(declared)}
@@ -407,8 +435,13 @@ class Dataset:
         excluded: list[str] = []
         for i, level in enumerate(declared):
             rows = np.arange(n_rows) if codes is None else np.flatnonzero(codes == i)
-            kept, withheld = available_cases(present[:, rows], self.k)
-            if not kept.any():
+            if self.dp_mode:
+                # DP mode: no K rule (it would decide from exact counts); each variable's
+                # values are those present among the level's records, however few.
+                kept, withheld = np.ones(rows.size, dtype=bool), np.zeros(len(names), bool)
+            else:
+                kept, withheld = available_cases(present[:, rows], self.k)
+            if not kept.any() and not self.dp_mode:
                 excluded.append(level)
                 continue
             rows = rows[kept]

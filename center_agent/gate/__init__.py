@@ -18,8 +18,8 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
       averaging repeats gains nothing), once c. passed; a question this process is computing
       right now (its reservation, step d) waits, outside the lock, for that computation and
       gets its answer (or its error): one computation, one payment;
-   c. **public sizes** are checked (a level whose ``/v1/info`` size is below K is refused),
-      for every request, answered before or not;
+   c. **public sizes** are checked (a level whose ``/v1/info`` size is below K is refused;
+      in DP mode nothing is: ``Dataset.require``), for every request, answered before or not;
    d. **accounting**: the ε caps and the budget are checked and ε is debited; calls limited by
       number are counted; the token's **compute allowance** is charged (records × releases
       computed per ``compute_period_s``, records being the dataset's public size: past

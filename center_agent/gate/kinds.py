@@ -8,7 +8,8 @@ A kind says, for its request model:
   table's closing left out of a table's meaning...), so that every wording of one question gets
   the one stored answer;
 * ``require`` — what is refused from the population's public sizes (a level whose size in
-  ``/v1/info`` is below K);
+  ``/v1/info`` is below K; nothing in DP mode, where every selection is answered, none
+  included: ``Dataset.require``);
 * ``compute`` — the answer, on the population, outside the dataset's lock (exact kinds admit it
   to the disclosure memory with ``Context.admit``, which takes the lock, coarsening it as needed);
 * ``present`` — the answer to this request from the stored one (post-processing only: a table's
@@ -777,7 +778,9 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
     request's or, when it gives none, the variable's declared public bounds
     (``[datasets.X.metadata.v]``): a variable with neither is refused from the request and the
     configuration alone. Either wording of the same bounds is one question (one stored
-    answer)."""
+    answer). In DP mode, at a center counting records per variable, the count part also
+    releases the selection's records missing the variable (a Table 1's "missing, n (%)", the
+    DP twin of ``missing``), at no more ε."""
 
     wire = kinds.DP_DESCRIBE
     summary = ("ε-DP descriptive statistics (N, mean, SD, quartiles, histogram) of one "
@@ -817,10 +820,22 @@ class DescribeKind(DPKind[DescribeRequest, DescribeRelease]):
         return Question(request.variable, meaning, request.epsilon)
 
     def compute(self, ctx: Context, request: DescribeRequest) -> JSON:
-        x = ctx.population.selection(request.variable, request.group)
+        population = ctx.population
+        x = population.selection(request.variable, request.group)
+        neighbouring = ctx.gate.settings.neighbouring
+        missing = None
+        if ctx.dataset.dp_mode and population.level_sizes is not None:
+            # DP mode (add/remove), records counted per variable: the selection's records
+            # missing it, released with the count as one pair at the count's scale (disjoint
+            # sets: L1 sensitivity 1 under add/remove, so no more ε; shared.describe
+            # .dp_describe), the DP twin of the exact `missing` it refuses. Complete cases:
+            # none. K-anonymous mode releases the exact counts instead (MissingKind).
+            records = (population.n if request.group is None
+                       else population.sizes[request.group])
+            missing = records - int(x.size)
         result = dp_describe(x, epsilon=request.epsilon, bounds=self.bounds(ctx.dataset, request),
-                             bins=request.bins, neighbouring=ctx.gate.settings.neighbouring,
-                             rng=fresh_rng(), resolution=self.resolution(ctx.dataset, request))
+                             bins=request.bins, neighbouring=neighbouring, rng=fresh_rng(),
+                             resolution=self.resolution(ctx.dataset, request), missing=missing)
         return DescribeRelease.from_result(result).to_payload()
 
 

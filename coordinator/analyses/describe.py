@@ -106,8 +106,12 @@ class Describe(Analysis[DescribeAnalysis]):
             lower=study.lower, upper=study.upper,
         )
         good = [p for p in study.survey.usable if p.center_id in described.spent]
-        missing = await missing_counts(good, dataset=spec.dataset,
-                                       variables=analysis.described(spec.variable))
+        missing = None
+        if not all(line.summary.missing is not None for line in described.lines):
+            # The exact missing counts, where a DP description did not release its noisy twin
+            # (a table describe, a center counting complete cases or of an older version).
+            missing = await missing_counts(good, dataset=spec.dataset,
+                                           variables=analysis.described(spec.variable))
         categorical, notes, excluded = [], [], []
         for v in analysis.categorical or ():
             counts = await federated_counts(

@@ -48,6 +48,7 @@ from shared.dp.pooled import (
     pooled_whiskers,
 )
 from shared.dp.uncertainty import (
+    laplace_halfwidth,
     laplace_sum_halfwidth,
     pooled_extreme_rank_halfwidth,
     tree_rank_halfwidth,
@@ -105,11 +106,23 @@ class FederatedBoxplot:
 def _check_box(
     center: str, box: DPBoxplotRelease, asked: float, bounds: tuple[float, float]
 ) -> None:
-    """A center's own box: the ε asked, and every point inside the public bounds (the data were
-    clipped to them; the wire model already checks order, finiteness and counts >= 0)."""
+    """A center's own box: the ε asked, every point inside the public bounds (the data were
+    clipped to them; the wire model already checks order, finiteness and counts >= 0), and the
+    outlier counts' stated noise: Δ/(ε/8) with the pair's sensitivity Δ = 1 (add/remove) or 2
+    (swap, and every box released before the counts were noised as a pair), its 95 %
+    half-width the one that scale gives (what the report shows is read off the scale)."""
     _check_epsilon(center, box.epsilon, asked)
     if not box.within(bounds):
         raise CenterFailure(center, "implausible", f"a DP box outside the bounds {bounds}")
+    scale = box.outlier_scale
+    if scale is not None and not any(
+            math.isclose(scale, d / (asked / 8.0), rel_tol=RELEASE_RTOL) for d in (1.0, 2.0)):
+        raise CenterFailure(center, "implausible",
+                            f"states an outlier count noise scale {scale:g} at ε = {asked:g}")
+    if scale is not None and box.outlier_halfwidth is not None and not math.isclose(
+            box.outlier_halfwidth, laplace_halfwidth(scale), rel_tol=RELEASE_RTOL):
+        raise CenterFailure(center, "implausible",
+                            "states an outlier count half-width its noise scale does not give")
 
 
 def _check_epsilon(center: str, reported: float, asked: float) -> None:

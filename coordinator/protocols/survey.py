@@ -75,15 +75,16 @@ def _check(
         raise CenterFailure(center_id, "error",
                             f"dataset {dataset!r} exposes no variable {variable!r}",
                             center_error=CenterErrorCode.UNKNOWN_VARIABLE)
-    if found.n_records is None:  # DP mode without a declared size (docs/privacy.md, "DP mode")
-        raise CenterFailure(center_id, "refused",
-                            f"releases {dataset!r} in DP mode and declares no size of it",
-                            center_error=CenterErrorCode.DP_MODE_REFUSES_EXACT)
-    if found.n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
+    # DP mode without a declared size (docs/privacy.md, "DP mode"): no public size, taken as 0.
+    # Its DP releases need none (they are answered on any number of records, none included),
+    # and every exact release, the only ones these sizes bound, is refused by the center itself
+    # (and by the plan, ``coordinator.plan``), so the center takes part in DP analyses.
+    n_records = found.n_records if found.n_records is not None else 0
+    if n_records < 0 or any(n < 0 for n in found.n_by_group.values()):
         raise CenterFailure(center_id, "implausible", f"declares a negative size of {dataset!r}")
     slack = info.k - 1
     if groups is None:
-        return (found.n_records,), (found.n_records + slack,)
+        return (n_records,), (n_records + slack,)
     declared = found.group.levels if found.group is not None else []
     missing = [level for level in groups if level not in declared]
     if missing:

@@ -62,7 +62,8 @@ def quantiles_result(
     bounds = check_bounds(bounds)
     neighbouring = check_neighbouring(neighbouring)
     rng = check_generator(rng)
-    data = ascending(as_finite_1d(x, "x"))
+    # Any size, none included: every mechanism is defined (and ε-DP) on empty data.
+    data = ascending(as_finite_1d(x, "x", allow_empty=True))
     values = mechanism(data, levels, epsilon, bounds, neighbouring, rng)
     return QuantilesResult(
         levels=levels,

@@ -45,11 +45,22 @@ The steps, with total budget ε:
    clamped to [a, b]. The authors' code (jairoadiazr/DPBoxplot, ``pboxplots.py``) tests
    |(ψ − fence)/fence| > λ instead, which changes with a shift of the data; we keep their clamp,
    not that test.
-5. Outlier counts #{x < ℓ} and #{x > u} plus Laplace(16/ε) each (ε/16 each, count sensitivity 1),
-   rounded and floored at 0 (post-processing).
+5. Outlier counts #{x < ℓ} and #{x > u}, one Laplace mechanism on the pair with ε/8: the two
+   counted sets are disjoint (ℓ <= u), so the pair's L1 sensitivity is Δ = 1 under add/remove
+   (an added or removed record moves one count by 1) and Δ = 2 under swap (a record moved from
+   below ℓ to above u moves both); each count gets Laplace(8Δ/ε) (Dwork & Roth 2014, Thm 3.6),
+   8/ε under add/remove, 16/ε under swap, rounded and floored at 0 (post-processing). The
+   counts used ε/16 each at Laplace(16/ε) under both relations before, a loss of ε/16 under
+   add/remove for ε/8 paid; the result states its scale (``outlier_scale``).
 
-Sequential composition: 3/16 + 3/16 + 1/2 + 1/16 + 1/16 = 1. By construction
+Sequential composition: 3/16 + 3/16 + 1/2 + 1/8 = 1. By construction
 ℓ <= ξ_1/4 <= ξ_1/2 <= ξ_3/4 <= u.
+
+Any number of records, none included, under add/remove: the walks, JointExp and the counts are
+defined and ε-DP on empty data (JointExp is then uniform on ordered triples of [a, b], the walks
+stop on their noise alone), and the whisker buffer uses the public size, so nothing refuses a
+small or empty selection (whether a box comes back must not depend on the private size). Under
+swap the size is public and a box needs at least 4 values.
 
 The buffer λ uses the sample size n. Under ``swap`` n is public. Under ``add_remove`` n is private
 and a whisker that depends on it is not ε-DP, so the caller passes a public size ``n_public``
@@ -62,7 +73,7 @@ Naive boxplots (seed §"How well does the naive private boxplot perform"): the f
 (1/n, 1/4, 1/2, 3/4, 1) all from one method, then the same whisker and outlier rules. The five
 points get the 7ε/8 that DPBoxplot's quantiles get, split as the method needs (JointExp and
 ApproxQuantile: one call; PrivateQuantile and unbounded: 7ε/40 per level); the outlier counts
-get ε/16 each.
+get ε/8 for the pair, as in DPBoxplot.
 """
 
 from __future__ import annotations
@@ -120,6 +131,7 @@ class BoxplotResult:
 
     ``budget`` lists every release and its cost; ``spent`` is their sequential composition (ε).
     ``n`` is the size used for λ_n (public: len(x) under swap, ``n_public`` under add/remove).
+    ``outlier_scale`` is the Laplace scale of each outlier count's noise (None: not stated).
     """
 
     lower_outliers: int
@@ -135,6 +147,7 @@ class BoxplotResult:
     spent: PrivacySpent
     budget: tuple[tuple[str, PrivacySpent], ...]
     method: str
+    outlier_scale: float | None = None
 
     def to_bxp_stats(self, label: str | None = None) -> dict[str, Any]:
         """The dict ``matplotlib.axes.Axes.bxp`` draws (:func:`bxp_stats`)."""
@@ -223,9 +236,16 @@ def extremes_budget(extremes: ExtremesWalk, epsilon_each: float) -> list[tuple[s
     ]
 
 
-def noisy_count(count: int, epsilon: float, rng: np.random.Generator) -> int:
-    """Laplace mechanism on a count (sensitivity 1 under both relations), as a count >= 0."""
-    return max(0, round(count + rng.laplace(0.0, 1.0 / epsilon)))
+def noisy_count(count: int, scale: float, rng: np.random.Generator) -> int:
+    """A count plus Laplace(``scale``), rounded and floored at 0 (post-processing)."""
+    return max(0, round(count + rng.laplace(0.0, scale)))
+
+
+def outlier_scale(epsilon_pair: float, neighbouring: Neighbouring) -> float:
+    """The Laplace scale of each of the two outlier counts released together with
+    ``epsilon_pair``: Δ/ε with the pair's L1 sensitivity Δ = 1 (add/remove) or 2 (swap), the
+    counted sets being disjoint (module docstring, step 5)."""
+    return (2.0 if neighbouring == "swap" else 1.0) / epsilon_pair
 
 
 def _validate(
@@ -240,10 +260,13 @@ def _validate(
     bounds = check_bounds(bounds)
     relation = check_neighbouring(neighbouring)
     rng = check_generator(rng)
-    data = as_finite_1d(x, "x")
-    if data.size < MIN_N:
-        raise ValueError(f"`x` must hold at least {MIN_N} values for a boxplot, got {data.size}")
+    data = as_finite_1d(x, "x", allow_empty=True)
     if relation == "swap":
+        # n is public under swap: fewer values than a box's points is no boxplot. Under
+        # add/remove any size is answered (refusing a small one would tell its size).
+        if data.size < MIN_N:
+            raise ValueError(
+                f"`x` must hold at least {MIN_N} values for a boxplot under swap, got {data.size}")
         if n_public is not None and n_public != data.size:
             raise ValueError(
                 f"`n_public` must be None or len(x) = {data.size} under swap, got {n_public!r}"
@@ -270,28 +293,26 @@ def _finish(
     rng: np.random.Generator,
     budget: list[tuple[str, PrivacySpent]],
     method: str,
+    neighbouring: Neighbouring,
     grid: Grid | None = None,
 ) -> BoxplotResult:
     q1, med, q3 = (float(v) for v in box)
     if grid is not None:  # post-processing: the walks' grid is geometric, not the resolution's
         psi_min, psi_max = (float(v) for v in grid.nearest([psi_min, psi_max]))
     lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds, grid)
-    eps_count = epsilon / 16.0
+    eps_counts = epsilon / 8.0
+    scale = outlier_scale(eps_counts, neighbouring)
     below = int(np.searchsorted(data, lower, side="left"))
     above = int(data.size - np.searchsorted(data, upper, side="right"))
-    budget = [
-        *budget,
-        ("lower outlier count", PrivacySpent(eps_count)),
-        ("upper outlier count", PrivacySpent(eps_count)),
-    ]
+    budget = [*budget, ("outlier counts (pair)", PrivacySpent(eps_counts))]
     return BoxplotResult(
-        lower_outliers=noisy_count(below, eps_count, rng),
+        lower_outliers=noisy_count(below, scale, rng),
         lower_whisker=lower,
         q1=q1,
         median=med,
         q3=q3,
         upper_whisker=upper,
-        upper_outliers=noisy_count(above, eps_count, rng),
+        upper_outliers=noisy_count(above, scale, rng),
         n=n,
         lower_branch=lower_branch,
         upper_branch=upper_branch,
@@ -300,6 +321,7 @@ def _finish(
         spent=PrivacySpent(epsilon),
         budget=tuple(budget),
         method=method,
+        outlier_scale=scale,
     )
 
 
@@ -324,8 +346,9 @@ def dp_boxplot(
 
     Parameters
     ----------
-    x : the data (one value per patient); finite, at least 4 values.
-    epsilon : total budget, > 0, split 3/16, 3/16, 1/2, 1/16, 1/16 (module docstring).
+    x : the data (one value per patient); finite; any number under add/remove (none
+        included), at least 4 values under swap.
+    epsilon : total budget, > 0, split 3/16, 3/16, 1/2, 1/8 (module docstring).
     bounds : public (a, b), a < b; quantiles are computed on data clipped to them.
     neighbouring : ``"add_remove"`` or ``"swap"``.
     rng : the only source of randomness.
@@ -359,7 +382,7 @@ def dp_boxplot(
         ("quartiles (JointExp)", PrivacySpent(eps_box)),
     ]
     return _finish(data, psi_min, box, psi_max, n, bounds, epsilon, rng, budget,
-                   METHOD_NAMES[extremes], grid)
+                   METHOD_NAMES[extremes], relation, grid)
 
 
 def dp_boxplot_algorithm_1(
@@ -440,4 +463,5 @@ def naive_boxplot(
         rng,
         budget,
         f"naive_{method}",
+        relation,
     )

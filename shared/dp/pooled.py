@@ -122,7 +122,7 @@ def center_extremes(
     check_neighbouring(neighbouring)
     rng = check_generator(rng)
     extremes = check_extremes(extremes)
-    data = ascending(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x", allow_empty=True))
     psi_min, psi_max = extremes_sorted(data, eps / 2.0, (a, b), rng, extremes=extremes)
     return Extremes(psi_min, psi_max, PrivacySpent(eps))
 

@@ -231,7 +231,7 @@ def unbounded_quantile(
     if beta <= 1.0:
         raise ValueError(f"`beta` must be a finite number > 1, got {beta!r}")
     check_choice(noise, "noise", NOISES)
-    data = ascending(as_finite_1d(x, "x"))
+    data = ascending(as_finite_1d(x, "x", allow_empty=True))
     threshold = threshold_for_level(level, data.size, reflect)
     value = unbounded_sorted(data, threshold, epsilon, bounds, rng, beta, reflect, noise)
     method = "unbounded" + ("_one_sided" if noise == "exponential" else "")

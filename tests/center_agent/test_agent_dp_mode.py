@@ -207,4 +207,12 @@ async def test_the_coordinators_catalog_shows_the_mode(client: httpx.AsyncClient
     catalog = build_catalog([Declaration("hospital-test", None, info, None, None)])
     (entry,) = catalog.model_dump()["datasets"][0]["centers"]
     assert entry["release_mode"] == "dp"
-    assert entry["n_records"] is None and entry["n_by_group"]["a"] == 70
+    # As declared: b declares no size, so none is shown (not a level of 0 records).
+    assert entry["n_records"] is None and entry["n_by_group"] == {"a": 70}
+    # A declared size below K is shown as declared, not rounded to a "below K" 0.
+    (dataset,) = info.datasets
+    tiny = info.model_copy(update={"datasets": [dataset.model_copy(
+        update={"n_by_group": {"a": 70, "b": 3}, "n_records": 73})]})
+    catalog = build_catalog([Declaration("hospital-test", None, tiny, None, None)])
+    (entry,) = catalog.model_dump()["datasets"][0]["centers"]
+    assert entry["n_by_group"] == {"a": 70, "b": 3} and entry["n_records"] == 73

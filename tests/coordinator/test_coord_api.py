@@ -334,10 +334,11 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
     assert pooled["method"] == "pooled_dp_boxplot" and pooled["epsilon"] == 0.5
     assert pooled["lower_whisker"] <= pooled["q1"] <= pooled["median"] <= pooled["q3"]
     assert boxes["spent"] == {"alpha": 1.0, "beta": 1.0, "gamma": 1.0}
-    # Every DP count carries its 95 % half-width: Laplace(16/ε) per center's outlier count,
-    # the sum of three centers' Laplace counts for the pooled one.
+    # Every DP count carries its 95 % half-width: Laplace(8/ε) per center's outlier count
+    # (the pair at ε/8 under add/remove, these centers' relation), the sum of three centers'
+    # Laplace counts for the pooled one.
     for box in boxes["per_center"].values():
-        assert box["outlier_halfwidth"] == pytest.approx(16 / 0.5 * math.log(20), rel=1e-12)
+        assert box["outlier_halfwidth"] == pytest.approx(8 / 0.5 * math.log(20), rel=1e-12)
     assert pooled["outlier_halfwidth"] > 0
     # Every box part states its uncertainty: the pooled whiskers at ψ (three walks, the level
     # split over them) and the pooled n (the consistent root count, a DP count); a center's n

@@ -66,6 +66,7 @@ async def test_per_center_boxes_are_relayed_and_both_cost_two_epsilon(
     for center in centers:
         box = fed.per_center[center.center_id]
         assert [box] == center.answers["dp_boxplot"]  # as the center sent it
+        assert box.outlier_scale == pytest.approx(8 / 0.5)  # the pair at ε/8, add/remove
         assert box.n == 2 * SIZES[center.center_id] // K * K  # its public size, both levels
         assert box.epsilon == 0.5 and box.within(BOUNDS)
         assert box.lower_whisker <= box.q1 <= box.median <= box.q3 <= box.upper_whisker
@@ -83,6 +84,9 @@ async def test_per_center_boxes_are_relayed_and_both_cost_two_epsilon(
         ({"dp_tree_histogram": {"levels": [[1.0]]}}, "grid's shape"),
         ({"dp_tree_histogram": {"branching": 2}}, "grid's shape"),
         ({"dp_threshold_counts": {"below": -3}}, "negative count"),
+        # The outlier pair's scale is 8/ε or 16/ε; its half-width the one that scale gives.
+        ({"dp_boxplot": {"outlier_scale": 1.0}}, "outlier count noise scale"),
+        ({"dp_boxplot": {"outlier_halfwidth": 1.0}}, "half-width its noise scale"),
     ],
 )
 async def test_implausible_dp_releases_are_named(

@@ -246,3 +246,70 @@ async def test_a_per_center_box_needs_a_declared_size_in_dp_mode(
         view = await r.run(spec({**box, "per_center": False}))
     assert view["status"] == "succeeded", view.get("error")
     assert all(not c.answers["dp_boxplot"] for c in centers.values())
+
+
+async def test_a_tiny_and_an_empty_level_at_dp_mode_centers_run_and_are_reported(
+        federation: Federations, tmp_path: Any) -> None:
+    """DP mode has no level "below K": alpha's trt holds no record, beta's two (K is 10), and
+    neither center declares a size. A DP study of trt and a DP Table 1 run at all three
+    centers and report each (noisy: the honest answer on two records), and the Table 1's
+    missing counts come with the descriptions (each center counts records per variable here:
+    the noisy missing count with its 95 % interval, no exact count asked of anyone)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from coordinator.local import in_process_federation
+
+    data = make_data()
+    trt = {"alpha": 0, "beta": 2, "gamma": data["gamma"][1].size}
+    missing_ctl = {"alpha": 30, "beta": 0, "gamma": 12}
+    datasets = {}
+    for cid, (x, y) in data.items():
+        y = y[:trt[cid]]
+        crp = np.concatenate([x, np.full(missing_ctl[cid], np.nan), y])
+        labels = ["ctl"] * (x.size + missing_ctl[cid]) + ["trt"] * y.size
+        path = federation.data / f"small-{cid}.parquet"
+        pq.write_table(pa.table({"crp": pa.array(crp, pa.float64()),
+                                 "group": pa.array(labels, pa.string())}), path)
+        datasets[cid] = {"cohort": {
+            **cohort(path, x, y), "source": {"kind": "parquet", "path": str(path)},
+            "release_mode": "dp", "missing": "per_variable"}}
+    ports = in_process_federation(datasets, k=K)
+    for port in ports.values():
+        federation.adopt(port)
+    centers = {cid: CountingCenter(port) for cid, port in ports.items()}
+    analyses = [
+        {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": BOUNDS, "levels": [0.5],
+         "group": "trt"},
+        {"kind": "describe", "epsilon": 2.0, "bounds": {"crp": BOUNDS}, "bins": 4,
+         "per_center": True},
+        {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": BOUNDS, "group": "trt",
+         "per_center": False},
+    ]
+    async with serving(tmp_path, centers) as r:
+        plan = (await r.client.post("/v1/studies?dry_run=true", json=spec(*analyses),
+                                    headers=AUTH)).json()
+        assert plan["would_run"] is True and not plan["refusals"], plan["refusals"]
+        view = await r.run(spec(*analyses))
+    assert view["status"] == "succeeded", view.get("error")
+    quantiles, described, box = view["result"]["analyses"]
+    assert [a["status"] for a in (quantiles, described, box)] == ["succeeded"] * 3
+    # Every center answered trt, the empty one and the tiny one included.
+    assert set(quantiles["per_center"]) == set(SIZES)
+    assert all(0.0 <= v[0] <= 100.0 for v in quantiles["per_center"].values())
+    assert box["pooled"]["centers"] == list(SIZES) and not box["excluded"]
+    rows = {(row["center"], row["arm"]): row for row in described["rows"]}
+    assert {("alpha", "trt"), ("beta", "trt"), ("pooled", "trt")} <= set(rows)
+    assert not described["excluded"]
+    # The missing counts: noisy, each with its interval; the count part's ε at 2.0 is 0.2
+    # (Laplace(5)), so within ± 5·ln(1/1e-7) ≈ 81 of the truth but for 1e-7.
+    for cid, m in missing_ctl.items():
+        row = rows[(cid, "ctl")]
+        assert row["missing_interval"] is not None
+        assert abs(row["missing"] - m) <= 81 + 1
+    assert rows[("alpha", "trt")]["missing"] is not None
+    # No center was asked for an exact missing count (it would refuse it in DP mode).
+    assert all(c.calls["missing"] == 0 for c in centers.values())
+    text = summary(view)
+    assert "missing, n (%)" in text and "interval" in text

@@ -54,6 +54,8 @@ def dp_mode(config: Path, n_ctl: int, n_trt: int) -> Path:
     values = tomllib.loads(config.read_text())
     values["datasets"]["cohort"].update(release_mode="dp", declared_n=n_ctl + n_trt,
                                         declared_n_by_group={"ctl": n_ctl, "trt": n_trt})
+    # A declared level no record holds: in DP mode it is answered like any other.
+    values["datasets"]["cohort"]["group"]["levels"].append("none")
     return write_toml(config, values)
 
 
@@ -134,3 +136,17 @@ def test_dp_mode_federation_end_to_end(tmp_path: Path) -> None:
             assert g["line"] in text
             assert g["line"].replace("'", "&#x27;") in page
         assert "Privacy guarantee" in text and "Privacy guarantee" in page
+
+        # A DP Table 1 of a level no record holds runs at every center and reports it (noise
+        # only: the honest answer on no record).
+        empty = {**DP, "groups": ["ctl", "none"], "analyses": [
+            {"kind": "describe", "epsilon": 1.0, "bounds": {"crp": list(BOUNDS_CRP)},
+             "bins": 4, "per_center": True}]}
+        created = client.post("/v1/studies", json=empty)
+        assert created.status_code == 202, created.text
+        view = wait_for_status(client, created.json()["status_url"])
+        assert view["status"] == "succeeded", view["result"]["analyses"]
+        (described,) = view["result"]["analyses"]
+        assert described["status"] == "succeeded" and not described["excluded"]
+        arms = {(row["center"], row["arm"]) for row in described["rows"]}
+        assert {(c, "none") for c in [*SIZES, "pooled"]} <= arms

@@ -130,6 +130,8 @@ async def test_csv_parts_hold_the_results_numbers(running: Running,
         assert number(row["median_low"]) == source["median_interval"][0]
         assert number(row["n_low"]) < int(row["n"]) < number(row["n_high"])  # a DP count
         assert number(row["epsilon"]) == source["epsilon"] and row["unit"] == ""  # no unit
+        # The missing count and its interval (a DP twin's; none for an exact or absent one).
+        assert {"missing", "missing_low", "missing_high"} <= set(row)
     assert {(r["center"], r["arm"]) for r in table1} == {
         (c, a) for c in ("alpha", "beta", "gamma", "pooled") for a in ("ctl", "trt", "all")}
 

@@ -5,11 +5,13 @@ the exponential mechanism's piecewise-constant densities), independently of the 
 to the code that runs: the Laplace releases replay the implementation's noise from a seeded
 generator at the definition's scale, the exponential mechanisms compare the implementation's
 interval weights and sampler scale with the definition's. Then over every neighbour of small
-data sets under add/remove (each record removed, a record added at each place that matters) and
-over the whole output space (a fine grid, or every cell of the piecewise-constant density), the
-privacy loss max |log p_D(y) − log p_D'(y)| must stay within ε (1e-9 for rounding). A negative
-control runs the same check with the noise scale of 2ε and asserts the loss exceeds ε, so the
-check would catch a mechanism whose ε scaling were doubled.
+data sets under add/remove (each record removed, a record added at each place that matters),
+the empty data set and its one-record neighbours included (DP mode answers on any number of
+records, none included: docs/privacy.md, "DP mode"), and over the whole output space (a fine
+grid, or every cell of the piecewise-constant density), the privacy loss
+max |log p_D(y) − log p_D'(y)| must stay within ε (1e-9 for rounding). A negative control
+runs the same check with the noise scale of 2ε and asserts the loss exceeds ε, so the check
+would catch a mechanism whose ε scaling were doubled.
 
 The unbounded walk (the extremes and DPBoxplot's step 1) has its own check by quadrature in
 ``tests/shared/dp/test_walk_privacy.py``, not repeated here.
@@ -30,20 +32,30 @@ from shared.mechanisms.laplace import Laplace
 
 BOUNDS = (0.0, 10.0)
 TOL = 1e-9
-DATASETS = [(2.0,), (1.0, 4.0, 4.0), (0.5, 3.0, 6.0, 9.5), (1.0, 2.0, 3.0, 5.0, 8.0)]
+DATASETS = [(), (2.0,), (1.0, 4.0, 4.0), (0.5, 3.0, 6.0, 9.5), (1.0, 2.0, 3.0, 5.0, 8.0)]
+# The empty data set first: with its neighbours (one record anywhere) and every one-record data
+# set's (the empty one among them) n = 0 vs n = 1 is checked for every mechanism below.
 # Places a record can be added: on, between and beyond the data and the thresholds below.
 ADDED = (0.0, 0.7, 2.0, 3.5, 4.0, 5.0, 6.5, 9.9, 10.0)
 
 
 def neighbours(x: tuple[float, ...]) -> list[tuple[float, ...]]:
-    """Add/remove: each record removed (when one is left), a record added at each place."""
-    out = [x[:i] + x[i + 1:] for i in range(len(x)) if len(x) > 1]
+    """Add/remove: each record removed (down to the empty data set), a record added at each
+    place."""
+    out = [x[:i] + x[i + 1:] for i in range(len(x))]
     out += [tuple(sorted((*x, v))) for v in ADDED]
     return out
 
 
 def pairs() -> list[tuple[tuple[float, ...], tuple[float, ...]]]:
     return [(x, y) for x in DATASETS for y in neighbours(x)]
+
+
+def test_the_neighbours_include_the_empty_data_set() -> None:
+    """n = 0 against n = 1 both ways: the empty data set with a record added at each place,
+    and a one-record data set with its record removed."""
+    assert {((), (v,)) for v in ADDED} <= set(pairs())
+    assert ((2.0,), ()) in pairs()
 
 
 # -- Laplace releases: log p_D(y) − log p_D'(y) = Σ_i (|y_i − c'_i| − |y_i − c_i|) / b -------
@@ -71,7 +83,7 @@ def test_laplace_sum_of_clipped_values(noise: str) -> None:
     assert np.array_equal(mechanism.sample(rng, 5), replay.laplace(0.0, 3.0 / eps, 5))
     scale = mechanism.scale if noise == "as_implemented" else mechanism.scale / 2
     worst = 0.0
-    for x in [(-5.0, 1.0), (0.5, 2.5, 2.5)]:
+    for x in [(), (-5.0, 1.0), (0.5, 2.5, 2.5)]:
         for v in (-5.0, -2.0, 0.0, 1.0, 3.0, 7.0):
             s, s_other = np.clip(x, lo, hi).sum(), np.clip((*x, v), lo, hi).sum()
             worst = max(worst, laplace_loss(np.array([s]), np.array([s_other]), scale))
@@ -91,7 +103,7 @@ def test_threshold_counts(noise: str) -> None:
     eps, lower, upper = 0.8, 3.0, 6.0
     # The pair's L1 sensitivity under add/remove is 1 (the counted sets are disjoint).
     definition_scale = 1.0 / eps
-    x = np.array(DATASETS[2])
+    x = np.array(DATASETS[3])
     release = threshold_counts(x, lower=lower, upper=upper, epsilon=eps,
                                neighbouring="add_remove", rng=np.random.default_rng(5))
     assert release.scale == definition_scale
@@ -117,7 +129,7 @@ def test_threshold_counts_under_swap() -> None:
     """Under swap a record moved from below ``lower`` to above ``upper`` moves both counts: the
     scale is 2/ε, and the loss over every swap neighbour is ε (at 1/ε it would be 2ε)."""
     eps, lower, upper = 0.8, 3.0, 6.0
-    x = np.array(DATASETS[2])
+    x = np.array(DATASETS[3])
     release = threshold_counts(x, lower=lower, upper=upper, epsilon=eps, neighbouring="swap",
                                rng=np.random.default_rng(5))
     assert release.scale == 2.0 / eps
@@ -141,7 +153,7 @@ def test_tree_histogram(noise: str, depth: int, branching: int) -> None:
     eps, grid = 1.0, BOUNDS
     definition_scale = (depth + 1) / eps  # a record is in one node per level
     edges = np.linspace(*grid, branching**depth + 1)
-    x = np.array(DATASETS[3])
+    x = np.array(DATASETS[4])
     release = tree_histogram(x, grid=grid, depth=depth, branching=branching, epsilon=eps,
                              neighbouring="add_remove", rng=np.random.default_rng(9))
     exact = tree_counts(x, edges, depth, branching)
@@ -239,7 +251,7 @@ def test_joint_exp(noise: str, levels: tuple[float, float]) -> None:
     # 2(1 − smallest gap) in total.
     gaps = np.diff([0.0, *levels, 1.0])
     c = eps / (2 * 2 * (1 - gaps.min()))
-    tables = joint_exp_tables(np.array(DATASETS[3]), levels, epsilon=eps, bounds=BOUNDS,
+    tables = joint_exp_tables(np.array(DATASETS[4]), levels, epsilon=eps, bounds=BOUNDS,
                               neighbouring="add_remove")
     assert tables.scale == pytest.approx(c)  # the sampler's c is the definition's
     scale = c if noise == "as_implemented" else 2 * c
@@ -308,3 +320,41 @@ def test_dp_describe(noise: str) -> None:
         assert worst <= eps + TOL
     else:
         assert worst > eps
+
+
+@pytest.mark.parametrize("noise", ["as_implemented", "twice_epsilon"])
+def test_dp_describe_count_and_missing_pair(noise: str) -> None:
+    """DP describe's count part with the missing count: one Laplace mechanism on the pair
+    (present, missing) of the selection's records, two disjoint sets. Tied to the code (the
+    two draws replayed from the seed at the part's scale, 1/ε_n under add/remove); then over
+    every add/remove neighbour — a record added or removed is either present or missing, the
+    empty selection included — the loss is ε_n, attained, and 2ε_n at half the scale."""
+    from shared.describe import dp_describe
+
+    eps = 1.0
+    x, missing = np.array(DATASETS[3]), 2
+    result = dp_describe(x, epsilon=eps, bounds=BOUNDS, bins=4, neighbouring="add_remove",
+                         rng=np.random.default_rng(11), missing=missing)
+    part = next(p for p in result.parts if p.name == "count")
+    assert part.sensitivity == 1.0 and part.scale == pytest.approx(1.0 / part.epsilon)
+    replay = np.random.default_rng(11).laplace(0.0, part.scale, 2)
+    assert result.count - x.size == pytest.approx(replay[0], abs=1e-12)
+    assert result.missing is not None
+    assert result.missing - missing == pytest.approx(replay[1], abs=1e-12)
+    swap = dp_describe(x, epsilon=eps, bounds=BOUNDS, bins=4, neighbouring="swap",
+                       rng=np.random.default_rng(11), missing=missing)
+    assert next(p for p in swap.parts if p.name == "count").scale == pytest.approx(
+        2.0 / part.epsilon)  # under swap a record moved from one set to the other moves both
+    scale = part.scale if noise == "as_implemented" else part.scale / 2
+    worst = 0.0
+    for n in range(4):
+        for m in range(3):
+            for other in ((n + 1, m), (n, m + 1), (n - 1, m), (n, m - 1)):
+                if min(other) < 0:
+                    continue
+                worst = max(worst, laplace_loss(np.array([n, m], float),
+                                                np.array(other, float), scale))
+    if noise == "as_implemented":
+        assert part.epsilon - 1e-6 <= worst <= part.epsilon + TOL
+    else:
+        assert worst >= 2 * part.epsilon - 1e-6
