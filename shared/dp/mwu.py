@@ -192,7 +192,10 @@ def dp_mann_whitney(
     """
     check_generator(rng)
     eps1, eps2 = check_split(float(epsilon), float(size_share), float(margin))
-    xa, ya = as_finite_1d(x, "x"), as_finite_1d(y, "y")
+    # Empty levels are data too (DP mode answers every size): U' = 0 over them, the noise
+    # decides, and the release exists whatever the sizes.
+    xa = as_finite_1d(x, "x", allow_empty=True)
+    ya = as_finite_1d(y, "y", allow_empty=True)
     noisy = rng.laplace(0.0, 1.0 / eps1, size=2)
     n_x_hat, n_y_hat = float(xa.size + noisy[0]), float(ya.size + noisy[1])
     cap = noise_cap(n_x_hat, n_y_hat, eps1, margin)

@@ -43,6 +43,10 @@ def dp_requests(group: str | None) -> dict[str, list[dict[str, Any]]]:
         "dp_describe": [{**base, "bins": 4}],
         "dp_categorical": [{"variable": "s", "epsilon": 0.5,
                             **({"group": group} if group is not None else {})}],
+        # Two levels: the selection's level against another (the first against the second).
+        "dp_mwu": [] if group is None else [
+            {"variable": "x", "epsilon": 0.5,
+             "groups": [group, LEVELS[1] if group == LEVELS[0] else LEVELS[0]]}],
     }
 
 
@@ -50,7 +54,8 @@ def test_every_dp_kind_is_covered() -> None:
     """A DP kind added later must be added here too: its answer on small data is part of
     what DP mode promises."""
     dp_kinds = {kind.name for kind in KINDS if not kind.exact}
-    assert dp_kinds == set(dp_requests(None)), dp_kinds ^ set(dp_requests(None))
+    asked = {name for name, bodies in dp_requests(LEVELS[0]).items() if bodies}
+    assert dp_kinds == asked, dp_kinds ^ asked
 
 
 def write_rows(path: Path, rows: list[tuple[str | None, float | None, str | None]],
@@ -153,7 +158,8 @@ def test_sizes_zero_to_k_plus_one_once(tmp_path: Path) -> None:
         outcomes = answers(create_app(load_settings(write_toml(
             tmp / "c.toml", config(tmp, mode, True, "dp")))))
         assert set(outcomes.values()) == {200}
-        assert len(outcomes) == 10 * (len(LEVELS) + 2)
+        # 10 requests of each selection, and one dp_mwu of each level against another.
+        assert len(outcomes) == 10 * (len(LEVELS) + 2) + len(LEVELS)
 
 
 def test_k_anonymous_mode_still_leaves_small_levels_out(tmp_path: Path) -> None:
