@@ -16,30 +16,53 @@ How a property of the schema becomes a field:
 * an object of lists of numbers (bounds per variable): ``name: lower, upper; name: ...``;
 * a name the catalog knows (by the analysis' :attr:`~coordinator.analyses.base.Analysis.
   form_widgets`, else by the field's name: ``group`` a declared level, ``variable`` and
-  ``variables`` declared variables): a select or checkboxes of the catalog's names;
+  ``variables`` declared variables; ``categorical`` and ``categoricals`` by ``form_widgets``
+  only, declared categorical variables): a select or checkboxes of the catalog's names, each
+  marked with the datasets declaring it (the page offers only the chosen dataset's);
 * any other string: a text box; anything else: a box of JSON.
 
-Every field's HTML name is ``<kind>.<field>`` (``.0`` and ``.1`` for a pair's ends), so a
-validation error's location (``analyses.<i>.<kind>.<field>``) leads back to the field."""
+A study may hold several analyses of one kind: each is an *instance* of the kind's form, keyed
+``<kind>`` (the first) or ``<kind>-<n>`` (``n`` from 2; :func:`instance_key`). Every field's
+HTML name is ``<key>.<field>`` (``.0`` and ``.1`` for a pair's ends), so a validation error's
+location (``analyses.<i>.<kind>.<field>``) leads back, through the keys of the analyses chosen,
+to the field."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from coordinator.analyses import REGISTRY, Analysis, FormError
 
 Widget = Literal["number", "integer", "select", "checkbox", "checks", "numbers", "pair",
-                 "choice_or_number", "mapping", "variable", "variables", "level", "text", "json"]
+                 "choice_or_number", "mapping", "variable", "variables", "level", "categorical",
+                 "categoricals", "text", "json"]
 # The catalog's names by the field's name, unless the analysis says otherwise (form_widgets).
 CATALOG_NAMES: dict[str, Widget] = {"group": "level", "variable": "variable",
                                     "variables": "variables"}
 LABELS = {"epsilon": "ε", "k": "K", "per_center": "per center"}
 NULL = {"type": "null"}
+# The most instances of one kind (a spec holds at most 16 analyses: ``StudySpec.analyses``).
+MAX_INSTANCES = 16
+_KEY = re.compile(r"^([a-z][a-z0-9_]*?)(?:-([2-9]|1[0-6]))?$")
+
+
+def instance_key(kind: str, number: int) -> str:
+    """The key of the ``number``-th instance of ``kind`` (from 1): its fields' HTML prefix."""
+    return kind if number == 1 else f"{kind}-{number}"
+
+
+def parse_key(key: str) -> tuple[str, int] | None:
+    """(kind, number) of an instance key; none for anything else (no registered kind, no key
+    of :func:`instance_key`'s form)."""
+    found = _KEY.match(key)
+    if found is None or found.group(1) not in REGISTRY:
+        return None
+    return found.group(1), int(found.group(2) or 1)
 
 
 @dataclass(frozen=True)
@@ -57,19 +80,20 @@ class FormField:
     hint: str = ""
     minimum: float | None = None
     maximum: float | None = None
+    key: str = ""  # the instance's key (none: the kind's first)
 
     @property
     def input(self) -> str:
         """The field's HTML name (a pair's ends add ``.0`` and ``.1``)."""
-        return f"{self.kind}.{self.name}"
+        return f"{self.key or self.kind}.{self.name}"
 
     @property
     def id(self) -> str:
-        return f"f-{self.kind}-{self.name}"
+        return f"f-{self.key or self.kind}-{self.name}"
 
     @property
     def multiple(self) -> bool:
-        return self.widget in ("checks", "variables")
+        return self.widget in ("checks", "variables", "categoricals")
 
     @property
     def placeholder(self) -> str:
@@ -98,10 +122,33 @@ class AnalysisForm:
     label: str
     hint: str
     fields: tuple[FormField, ...] = ()
+    number: int = 1  # which instance of the kind (from 1)
 
     @property
     def kind(self) -> str:
         return self.analysis.kind
+
+    @property
+    def key(self) -> str:
+        """The instance's key: its fields' HTML prefix (:func:`instance_key`)."""
+        return instance_key(self.kind, self.number)
+
+    @property
+    def named(self) -> str:
+        """How errors name the instance: the kind's label, numbered from the second."""
+        return self.label if self.number == 1 else f"{self.label} #{self.number}"
+
+    @property
+    def title(self) -> str:
+        """The instance's label as the page heads it."""
+        return self.named[:1].upper() + self.named[1:]
+
+    def instance(self, number: int) -> AnalysisForm:
+        """The form of the ``number``-th instance of the kind: the same fields under its key,
+        its errors named by its numbered label."""
+        made = replace(self, number=number)
+        return replace(made, fields=tuple(replace(f, key=made.key, analysis_label=made.named)
+                                          for f in self.fields))
 
     def field_named(self, name: str) -> FormField | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -148,6 +195,10 @@ def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tupl
         return "variable", ()
     if hinted == "variables" and kind == "array" and items.get("type") == "string":
         return "variables", ()
+    if hinted == "categorical" and kind == "string":
+        return "categorical", ()
+    if hinted == "categoricals" and kind == "array" and items.get("type") == "string":
+        return "categoricals", ()
     if "enum" in node:
         return "select", tuple(map(str, node["enum"]))
     if kind == "boolean":
@@ -286,7 +337,7 @@ def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
             return OMIT
         return any(v.strip() not in ("", "false", "off", "0")
                    for v in as_list(values.get(f.input)))
-    if f.widget in ("checks", "variables"):
+    if f.multiple:
         chosen = [v for v in as_list(values.get(f.input)) if v.strip()]
         return chosen or OMIT
     if f.widget == "pair":
@@ -335,12 +386,26 @@ def part_from_form(form: AnalysisForm, values: Mapping[str, Any]) -> dict[str, A
     return form.analysis.from_form(part, values)
 
 
+def instance_forms(keys: Iterable[str], forms: Sequence[AnalysisForm] | None = None) -> list[
+        AnalysisForm]:
+    """The form of each instance key (each once, in the order given; a key of no offered kind
+    left out)."""
+    by_kind = {f.kind: f for f in (builder_forms() if forms is None else forms)}
+    out: dict[str, AnalysisForm] = {}
+    for key in keys:
+        parsed = parse_key(key)
+        if parsed is not None and parsed[0] in by_kind and key not in out:
+            out[key] = by_kind[parsed[0]].instance(parsed[1])
+    return list(out.values())
+
+
 def posted_values(items: Sequence[tuple[str, Any]],
                   forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
     """The posted text fields as the builder reads them: a field of several values (a group
     of checkboxes, a box and its blank hidden field) as a list, and every group of
-    checkboxes present (none ticked: empty), so a page shown again keeps what was posted
-    rather than the defaults."""
+    checkboxes present (none ticked: empty) for each instance on the page (``instances``,
+    else the kinds' first) or chosen (``analyses``), so a page shown again keeps what was
+    posted rather than the defaults."""
     values: dict[str, Any] = {}
     for key, value in items:
         if not isinstance(value, str):
@@ -349,13 +414,18 @@ def posted_values(items: Sequence[tuple[str, Any]],
             values[key] = [*as_list(values[key]), value]
         else:
             values[key] = value
-    for form in builder_forms() if forms is None else forms:
+    offered = builder_forms() if forms is None else forms
+    listed = as_list(values["instances"]) if "instances" in values else [f.kind for f in offered]
+    keys = [*listed, *as_list(values.get("analyses"))]
+    for form in instance_forms(keys, offered):
         for f in form.fields:
             if f.multiple:
                 values[f.input] = as_list(values.get(f.input))
     return values
 
 
-def initial_values() -> dict[str, Any]:
-    """Every generated field's value before anything is posted."""
-    return {f.input: f.initial() for form in builder_forms() for f in form.fields}
+def initial_values(forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
+    """Every generated field's value before anything is posted (of ``forms``: by default the
+    first instance of every offered kind)."""
+    return {f.input: f.initial() for form in (builder_forms() if forms is None else forms)
+            for f in form.fields}

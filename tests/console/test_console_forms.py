@@ -29,6 +29,7 @@ from shared.fields import Bounds
 
 VARIABLES = ["crp", "age"]
 LEVELS = ["ctl", "trt"]
+CATEGORICAL = ["smoking", "stage"]
 STUDY = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt", "k": "10"}
 
 
@@ -58,6 +59,10 @@ def samples(f: FormField) -> list[dict[str, Any]]:
         return [{f.input: VARIABLES[:1]}, {f.input: VARIABLES}]
     if f.widget == "level":
         return [{f.input: LEVELS[1]}]
+    if f.widget == "categorical":
+        return [{f.input: CATEGORICAL[0]}]
+    if f.widget == "categoricals":
+        return [{f.input: CATEGORICAL[:1]}, {f.input: CATEGORICAL}]
     if f.widget == "text":
         return [{f.input: "x"}]
     assert not f.required, f"{f.input}: a required field the builder can only read as JSON"

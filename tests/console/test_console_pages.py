@@ -179,7 +179,8 @@ async def test_the_builder_offers_every_analysis_from_the_catalog_and_marks_what
         # Table 1's variables.
         assert '<select id="variable" name="variable">' in page
         assert re.search(r'<select id="f-dp_boxplot-group" name="dp_boxplot.group"[^>]*>\s*'
-                         r'<option value="">\(none\)</option>\s*<option value="ctl">', page)
+                         r'<option value="">\(none\)</option>\s*<option value="ctl" '
+                         r'data-datasets="cohort">', page)
         assert 'name="describe.variables" value="crp"' in page
         study = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt",
                  "k": "10"}
