@@ -32,8 +32,10 @@ class Describe(Analysis[DescribeAnalysis]):
     spec_model = DescribeAnalysis
     result_model = DescribeResult
     form_label = "descriptive statistics (Table 1)"
-    # Its categorical variables are the catalog's categorical ones (numeric ones by name).
-    form_widgets: ClassVar[Mapping[str, str]] = {"categorical": "categoricals"}
+    # Its categorical variables are the catalog's categorical ones (numeric ones by name), and
+    # its bounds a pair of boxes per catalog variable (no name typed).
+    form_widgets: ClassVar[Mapping[str, str]] = {"categorical": "categoricals",
+                                                 "bounds": "variable_pairs"}
     dp_alternative = ("describe with mode \"dp\" (each center's ε-DP N, mean, SD, quartiles and "
                       "histogram: give `epsilon`, and `bounds` where a variable declares none)")
 

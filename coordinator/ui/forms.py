@@ -212,6 +212,9 @@ def field_of(location: Sequence[Any] | str, spec: Mapping[str, Any],
     if found.widget == "pair":
         end = rest[1] if len(rest) > 1 and rest[1] in ("0", "1") else "0"
         return f"{found.input}.{end}", form_label(found)
+    if found.widget == "variable_pairs" and len(rest) > 1:
+        end = rest[2] if len(rest) > 2 and rest[2] in ("0", "1") else "0"
+        return f"{found.input}.{rest[1]}.{end}", f"{form_label(found)} of {rest[1]}"
     return found.input, form_label(found)
 
 

@@ -13,7 +13,9 @@ How a property of the schema becomes a field:
 * a list of numbers: one box of numbers separated by commas (or semicolons);
 * a pair of numbers (``prefixItems`` of two: bounds): a lower and an upper box, both or none;
 * an enum or a number (``lower = "buffer"``): a box with the names offered;
-* an object of lists of numbers (bounds per variable): ``name: lower, upper; name: ...``;
+* an object of lists of numbers (bounds per variable): ``name: lower, upper; name: ...``, or,
+  hinted ``variable_pairs`` by ``form_widgets``, a lower and an upper box per catalog variable
+  (``<field>.<variable>.0`` and ``.1``; a variable left blank is left out);
 * a name the catalog knows (by the analysis' :attr:`~coordinator.analyses.base.Analysis.
   form_widgets`, else by the field's name: ``group`` a declared level, ``variable`` and
   ``variables`` declared variables; ``categorical`` and ``categoricals`` by ``form_widgets``
@@ -39,8 +41,8 @@ from typing import Any, Literal
 from coordinator.analyses import REGISTRY, Analysis, FormError
 
 Widget = Literal["number", "integer", "select", "checkbox", "checks", "numbers", "pair",
-                 "choice_or_number", "mapping", "variable", "variables", "level", "categorical",
-                 "categoricals", "text", "json"]
+                 "choice_or_number", "mapping", "variable_pairs", "variable", "variables", "level",
+                 "categorical", "categoricals", "text", "json"]
 # The catalog's names by the field's name, unless the analysis says otherwise (form_widgets).
 CATALOG_NAMES: dict[str, Widget] = {"group": "level", "variable": "variable",
                                     "variables": "variables"}
@@ -222,6 +224,10 @@ def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tupl
         extra = node.get("additionalProperties")
         value = values[0] if len(values) == 1 else extra if isinstance(extra, dict) else None
         if value is not None and value.get("type") == "array":
+            prefix = value.get("prefixItems") or []
+            if hinted == "variable_pairs" and len(prefix) == 2 and all(
+                    p.get("type") in ("number", "integer") for p in prefix):
+                return "variable_pairs", ()
             return "mapping", ()
     choices = node.get("anyOf") or []
     enums = [c for c in choices if "enum" in c]
@@ -327,6 +333,32 @@ def _mapping(text: str, f: FormField) -> dict[str, list[float]]:
     return out
 
 
+def _pair(f: FormField, values: Mapping[str, Any], name: str, what: str = "") -> Any:
+    """The pair of boxes ``name.0`` and ``name.1``: both numbers, or :data:`OMIT` when both
+    are blank."""
+    ends = [text_of(values, f"{name}.{i}") for i in (0, 1)]
+    if not any(ends):
+        return OMIT
+    if not all(ends):
+        raise FormError(f"{form_label(f)}{what}: give both the lower and the upper bound",
+                        field=f"{name}.{0 if not ends[0] else 1}")
+    return [_number(ends[0], f, f"{what} (lower)"), _number(ends[1], f, f"{what} (upper)")]
+
+
+def _variable_pairs(f: FormField, values: Mapping[str, Any]) -> Any:
+    """A pair per variable whose boxes were posted (``<field>.<variable>.0`` and ``.1``), in
+    the page's order; :data:`OMIT` when every pair is blank."""
+    prefix = f"{f.input}."
+    named = dict.fromkeys(key[len(prefix):-2] for key in values
+                          if key.startswith(prefix) and key[-2:] in (".0", ".1"))
+    out = {}
+    for name in named:
+        pair = _pair(f, values, f"{prefix}{name}", f" of {name}")
+        if pair is not OMIT:
+            out[name] = pair
+    return out or OMIT
+
+
 def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
     """The field's value for the spec; :data:`OMIT` when blank (the model's default)."""
     text = text_of(values, f.input)
@@ -341,13 +373,9 @@ def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
         chosen = [v for v in as_list(values.get(f.input)) if v.strip()]
         return chosen or OMIT
     if f.widget == "pair":
-        ends = [text_of(values, f"{f.input}.{i}") for i in (0, 1)]
-        if not any(ends):
-            return OMIT
-        if not all(ends):
-            raise FormError(f"{form_label(f)}: give both the lower and the upper bound",
-                            field=f"{f.input}.{0 if not ends[0] else 1}")
-        return [_number(ends[0], f, " (lower)"), _number(ends[1], f, " (upper)")]
+        return _pair(f, values, f.input)
+    if f.widget == "variable_pairs":
+        return _variable_pairs(f, values)
     if not text:
         return OMIT
     if f.widget in ("number", "integer"):

@@ -56,6 +56,8 @@ def samples(f: FormField) -> list[dict[str, Any]]:
         return [{f"{f.input}.0": "0", f"{f.input}.1": "1"}]
     if f.widget == "mapping":
         return [{f.input: f"{VARIABLES[0]}: 0, 1"}]
+    if f.widget == "variable_pairs":
+        return [{f"{f.input}.{VARIABLES[0]}.0": "0", f"{f.input}.{VARIABLES[0]}.1": "1"}]
     if f.widget == "variable":
         return [{f.input: VARIABLES[0]}]
     if f.widget == "variables":
@@ -449,3 +451,33 @@ def test_categorical_variables_are_picked_from_the_catalogs_categorical_ones() -
     for form in builder_forms():
         for f in form.fields:
             assert f.widget not in ("json", "text"), (f.input, f.widget)
+
+
+def test_bounds_per_variable_are_a_pair_of_boxes_per_catalog_variable() -> None:
+    form = {f.kind: f for f in builder_forms()}["describe"].instance(2)
+    bounds = form.field_named("bounds")
+    assert bounds is not None and bounds.widget == "variable_pairs"
+    values = {**STUDY, "analyses": ["describe-2"], "describe-2.variables": ["crp", "age"],
+              "describe-2.epsilon": "1", "describe-2.bounds.crp.0": "0",
+              "describe-2.bounds.crp.1": "300", "describe-2.bounds.age.0": "",
+              "describe-2.bounds.age.1": "", "describe.bounds.crp.0": "5"}
+    spec = forms.spec_from_form(values)
+    # A variable left blank is left out (the centers' declared bounds hold); another
+    # instance's boxes are its own.
+    assert spec["analyses"] == [{"kind": "describe", "variables": ["crp", "age"],
+                                 "epsilon": 1.0, "bounds": {"crp": [0.0, 300.0]}}]
+    StudySpec.model_validate(spec)
+    assert "bounds" not in forms.spec_from_form(
+        {**values, "describe-2.bounds.crp.0": "", "describe-2.bounds.crp.1": ""})["analyses"][0]
+    with pytest.raises(FormError, match=r"#2 › bounds of age: give both") as raised:
+        forms.spec_from_form({**values, "describe-2.bounds.age.0": "1"})
+    assert raised.value.field == "describe-2.bounds.age.1"
+    with pytest.raises(FormError, match=r"bounds of crp \(upper\): give a number"):
+        forms.spec_from_form({**values, "describe-2.bounds.crp.1": "lots"})
+    # The model's error at one variable's bound leads back to its box.
+    bad = {**values, "describe-2.bounds.crp.1": "inf"}
+    with pytest.raises(FormError, match="finite"):
+        forms.spec_from_form(bad)
+    assert forms.field_of(("analyses", 0, "describe", "bounds", "crp", 1), spec,
+                          ["describe-2"]) == ("describe-2.bounds.crp.1",
+                                              "descriptive statistics (Table 1) #2 › bounds of crp")

@@ -259,6 +259,9 @@ async def test_several_analyses_of_a_kind_and_names_of_the_chosen_dataset(
                          r'\s*<option value="smoking" data-datasets="visits">', page)
         assert re.search(r'<label data-datasets="visits"><input type="checkbox" '
                          r'name="describe.categorical" value="smoking">', page)
+        assert re.search(r'<div class="pair" data-datasets="visits">\s*<label '
+                         r'for="f-describe-bounds-sbp-0">sbp: lower</label> <input '
+                         r'id="f-describe-bounds-sbp-0" name="describe.bounds.sbp.0"', page)
         assert page.count('name="instances"') == len(REGISTRY) + 1  # a blank, then each kind's
         study = {"dataset": "visits", "variable": "sbp", "group_x": "ctl", "group_y": "trt",
                  "k": "10", "title": "two of a kind"}

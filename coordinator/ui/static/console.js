@@ -1,8 +1,9 @@
 // Live status: rows and pages marked data-live follow their study while it runs, from its
 // server-sent events (/ui/studies/{id}/events), or by polling its status every second when the
 // browser or the connection cannot stream; a study page reloads once the study ended (to show
-// its results). And the study builder's names: each catalog name (an option, or a checkbox's
-// label) marked data-datasets is offered only while one of its datasets is chosen. No other
+// its results). And the study builder's names: each catalog name (an option, a checkbox's
+// label, a row of boxes) marked data-datasets is offered only while one of its datasets is
+// chosen. No other
 // script: without it every name is offered, and the coordinator refuses a name the dataset
 // lacks (422 unknown_name, the field marked).
 "use strict";
@@ -55,12 +56,14 @@
         option.hidden = !shown;
         option.disabled = !shown;
       });
-      form.querySelectorAll("label[data-datasets]").forEach(function (label) {
-        const shown = offers(label, dataset);
-        label.hidden = !shown;
-        label.querySelectorAll("input").forEach(function (box) {
+      // A checkbox's label, or a row of boxes (bounds per variable): hidden, and what it
+      // holds neither posted nor ticked.
+      form.querySelectorAll("[data-datasets]:not(option)").forEach(function (el) {
+        const shown = offers(el, dataset);
+        el.hidden = !shown;
+        el.querySelectorAll("input").forEach(function (box) {
           box.disabled = !shown;
-          if (!shown) box.checked = false;
+          if (!shown && box.type === "checkbox") box.checked = false;
         });
       });
       // A select left on a name the dataset lacks moves to its blank option, else its first
