@@ -256,13 +256,16 @@ def marked_fields(extra: Mapping[str, Any], spec: Mapping[str, Any],
 
 
 def catalog_names(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
-    """Every variable, group level and categorical variable the catalog's datasets declare
-    (each once, in the order first declared), with the datasets declaring it: the page offers
-    a name only while one of its datasets is chosen."""
-    names: dict[str, dict[str, list[str]]] = {"variables": {}, "levels": {}, "categorical": {}}
+    """Every variable, group level and categorical variable the catalog's datasets declare,
+    and every center declaring one (each once, in the order first declared), with the
+    datasets declaring it: the page offers a name only while one of its datasets is chosen
+    (a registered center the catalog could not read is in none: always offered)."""
+    names: dict[str, dict[str, list[str]]] = {"variables": {}, "levels": {}, "categorical": {},
+                                              "centers": {}}
     for ds in catalog.datasets:
         for what, declared in (("variables", ds.variables), ("levels", ds.levels),
-                               ("categorical", ds.categorical)):
+                               ("categorical", ds.categorical),
+                               ("centers", [c.center for c in ds.centers])):
             for name in declared:
                 names[what].setdefault(name, []).append(ds.name)
     return names

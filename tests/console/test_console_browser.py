@@ -373,6 +373,9 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))
     page.wait_for_selector("section.report", timeout=scaled(120) * 1000)
     assert page.locator("[data-field=status]").inner_text() == "succeeded"
+    report = page.locator("section.report").inner_text()
+    assert "DP quantiles of a, per center" in report, report
+    assert "DP quantiles of b, per center" in report, report
     spec = page.request.get(page.url + "/json").json()["spec"]
     assert [(a["kind"], a["epsilon"], a["group"]) for a in spec["analyses"]] == [
         ("dp_quantiles", 0.5, "a"), ("dp_quantiles", 0.25, "b")]

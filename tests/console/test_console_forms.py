@@ -437,7 +437,7 @@ def test_catalog_names_carry_the_datasets_declaring_them() -> None:
     assert names == {
         "variables": {"crp": ["cohort"], "age": ["cohort", "visits"], "sbp": ["visits"]},
         "levels": {"ctl": ["cohort", "visits"], "trt": ["cohort"], "pre": ["visits"]},
-        "categorical": {"smoking": ["cohort"]}}
+        "categorical": {"smoking": ["cohort"]}, "centers": {"alpha": ["cohort", "visits"]}}
 
 
 def test_categorical_variables_are_picked_from_the_catalogs_categorical_ones() -> None:
