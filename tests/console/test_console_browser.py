@@ -361,9 +361,11 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     third.get_by_label("bounds: upper").fill("100")
     third.get_by_label("levels", exact=True).fill("0.25, 0.75")
     third.get_by_label("group", exact=True).select_option("b")
-    page.get_by_role("button", name="Dry run (nothing is spent)").click()
+    # Enter in a field is the form's default action, a dry run: never an Add or a Remove.
+    third.get_by_label("levels", exact=True).press("Enter")
     plan = page.locator("section.plan")
     expect(plan).to_be_visible()
+    expect(page.locator("fieldset.analysis[id^=analysis-dp_quantiles]")).to_have_count(2)
     text = plan.inner_text()
     # Both left, each its own ε: 0.5 + 0.25 per center; each its own errors.
     assert "The study would run" in text and re.search(r"alpha\s+10\s+0\.75\b", text), text
