@@ -13,7 +13,8 @@ from typing import Any
 
 from coordinator.analyses import FormError
 from coordinator.figures import figure_names
-from coordinator.models import Catalog
+from coordinator.models import Catalog, StudySpec
+from coordinator.quotas import analysis_spends
 from coordinator.ui.schema_form import (
     MAX_INSTANCES,
     AnalysisForm,
@@ -176,6 +177,22 @@ def _instance_of(spec: Mapping[str, Any], index: int,
         return found[0] if found else None
     number = sum(1 for a in analyses[:index + 1] if a.get("kind") == kind)
     return _BY_KIND[kind].instance(number) if number <= MAX_INSTANCES else None
+
+
+def asked(spec: StudySpec, keys: Sequence[str] | None = None) -> list[tuple[int, str, str]]:
+    """(index, label, ε per center) of each analysis of ``spec``, for the dry run: labelled as
+    the page heads its instance (``keys``: :func:`chosen_keys`; none, a study file: each kind's
+    instances counted in the spec's order), its ε that of :func:`coordinator.quotas.
+    analysis_spends` (a request an earlier analysis sends counted there)."""
+    raw = spec.model_dump(mode="json")
+    out = []
+    for i, spend in enumerate(analysis_spends(spec)):
+        form = _instance_of(raw, i, keys)
+        label = form.title if form is not None else spec.analyses[i].kind
+        epsilon = "none" if spend.epsilon == 0 else \
+            f"{'' if spend.exact else '≤ '}{spend.epsilon:.4g}"
+        out.append((i, label, epsilon))
+    return out
 
 
 def field_of(location: Sequence[Any] | str, spec: Mapping[str, Any],

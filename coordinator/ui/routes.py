@@ -212,13 +212,14 @@ async def new_study(request: Request) -> Response:
 async def _builder(request: Request, session: Session, values: dict[str, Any], *,
                    plan: StudyPlan | None = None, errors: list[str] | None = None,
                    field_errors: dict[str, str] | None = None,
+                   asked: list[tuple[int, str, str]] | None = None,
                    status_code: int = 200) -> HTMLResponse:
     found = build_catalog(await services(request).registry.declarations(budgets=False))
     shown = {**forms.DEFAULTS, **values}
     return page(request, "new.html", session, status_code=status_code, catalog=found,
                 names=forms.catalog_names(found), groups=forms.instance_groups(shown),
                 primary_tests=forms.PRIMARY_TESTS, values=shown,
-                plan=plan, errors=errors or [], field_errors=field_errors or {},
+                plan=plan, asked=asked or [], errors=errors or [], field_errors=field_errors or {},
                 centers=list(services(request).centers))
 
 
@@ -276,7 +277,8 @@ async def submit_study(request: Request) -> Response:
         return await _builder(request, session, values, errors=[exc.detail],
                               field_errors=marks, status_code=exc.status_code)
     if isinstance(answer, StudyPlan):
-        return await _builder(request, session, values, plan=answer)
+        return await _builder(request, session, values, plan=answer,
+                              asked=forms.asked(spec, None if text.strip() else keys))
     return RedirectResponse(f"/ui/studies/{answer.id}", status_code=303)
 
 

@@ -370,6 +370,9 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     # Both left, each its own ε: 0.5 + 0.25 per center; each its own errors.
     assert "The study would run" in text and re.search(r"alpha\s+10\s+0\.75\b", text), text
     assert "analysis 0 (dp_quantiles)" in text and "analysis 1 (dp_quantiles)" in text, text
+    asked = plan.locator("table.asked").inner_text()
+    assert re.search(r"0\s+DP quantiles \(per center\)\s+0\.5\b", asked), asked
+    assert re.search(r"1\s+DP quantiles \(per center\) #3\s+0\.25\b", asked), asked
     shot(page, "12-dry-run-two-of-a-kind")
     page.get_by_role("button", name="Submit the study").click()
     page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))

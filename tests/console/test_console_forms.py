@@ -481,3 +481,23 @@ def test_bounds_per_variable_are_a_pair_of_boxes_per_catalog_variable() -> None:
     assert forms.field_of(("analyses", 0, "describe", "bounds", "crp", 1), spec,
                           ["describe-2"]) == ("describe-2.bounds.crp.1",
                                               "descriptive statistics (Table 1) #2 › bounds of crp")
+
+
+def test_the_dry_run_lists_each_analysis_as_the_page_heads_it_with_its_epsilon() -> None:
+    dp = {"epsilon": "0.5", "bounds.0": "0", "bounds.1": "10", "levels": "0.5"}
+    values = {**STUDY, "analyses": ["table", "dp_quantiles-2", "dp_quantiles-5"],
+              **{f"dp_quantiles-2.{k}": v for k, v in dp.items()},
+              **{f"dp_quantiles-5.{k}": v for k, v in dp.items()},
+              "dp_quantiles-5.epsilon": "0.25"}
+    keys = forms.chosen_keys(values)
+    spec = StudySpec.model_validate(forms.spec_from_form(values))
+    assert forms.asked(spec, keys) == [
+        (0, "Federated table", "none"), (1, "DP quantiles (per center) #2", "0.5"),
+        (2, "DP quantiles (per center) #5", "0.25")]
+    # A study file: each kind's instances counted in the spec's order; a request another
+    # analysis already sends counted once (there).
+    same = {**values, "dp_quantiles-5.epsilon": "0.5"}
+    spec = StudySpec.model_validate(forms.spec_from_form(same))
+    assert forms.asked(spec) == [
+        (0, "Federated table", "none"), (1, "DP quantiles (per center)", "0.5"),
+        (2, "DP quantiles (per center) #2", "none")]

@@ -311,6 +311,10 @@ async def test_several_analyses_of_a_kind_and_names_of_the_chosen_dataset(
         assert re.search(r"<td>0\.75</td>", planned.text), planned.text[-3000:]
         assert "analysis 0 (dp_quantiles)" in planned.text
         assert "analysis 1 (dp_quantiles)" in planned.text
+        assert re.search(r"<td>1</td><th scope=\"row\">DP quantiles \(per center\) #3</th>"
+                         r"<td>0.25</td>", planned.text)
+        assert "<td>2</td><th scope=\"row\">A categorical variable by arm</th><td>none</td>" \
+            in planned.text
         made = await builder_post(coord.client, **both, action="submit")
         assert made.status_code == 303, made.text[-2000:]
         study_id = made.headers["location"].rsplit("/", 1)[1]
