@@ -213,13 +213,14 @@ async def _builder(request: Request, session: Session, values: dict[str, Any], *
                    plan: StudyPlan | None = None, errors: list[str] | None = None,
                    field_errors: dict[str, str] | None = None,
                    asked: list[tuple[int, str, str]] | None = None,
-                   status_code: int = 200) -> HTMLResponse:
+                   focus: str | None = None, status_code: int = 200) -> HTMLResponse:
     found = build_catalog(await services(request).registry.declarations(budgets=False))
     shown = {**forms.DEFAULTS, **values}
     return page(request, "new.html", session, status_code=status_code, catalog=found,
                 names=forms.catalog_names(found), groups=forms.instance_groups(shown),
                 primary_tests=forms.PRIMARY_TESTS, values=shown,
-                plan=plan, asked=asked or [], errors=errors or [], field_errors=field_errors or {},
+                plan=plan, asked=asked or [], focus=focus, errors=errors or [],
+                field_errors=field_errors or {},
                 centers=list(services(request).centers))
 
 
@@ -246,7 +247,13 @@ async def submit_study(request: Request) -> Response:
         except forms.FormError as exc:
             return await _builder(request, session, values, errors=[str(exc)], status_code=422,
                                   field_errors={exc.field: str(exc)} if exc.field else None)
-        return await _builder(request, session, values if changed is None else changed)
+        if changed is None:
+            return await _builder(request, session, values)
+        # Focus where the analyst goes on: the analysis added, or the kind's Add button.
+        verb, _, target = action.partition(":")
+        focus = changed["instances"][-1] if verb == "add" else \
+            f"add-{target.partition('-')[0]}"
+        return await _builder(request, session, changed, focus=focus)
     raw: dict[str, Any] = {}
     keys = forms.chosen_keys(values)
     try:

@@ -351,8 +351,10 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     third = page.locator("#analysis-dp_quantiles-3")
     expect(third).to_be_visible()
     expect(third.get_by_label("DP quantiles (per center) #3")).to_be_checked()
+    expect(third.get_by_label("DP quantiles (per center) #3")).to_be_focused()  # went on there
     second.get_by_role("button", name="Remove DP quantiles (per center) #2").click()
     expect(second).to_have_count(0)
+    expect(add).to_be_focused()
     expect(third).to_be_visible()
     # The page came back with the dataset chosen: still only its names.
     assert visible(variable) == ["x", "y"] and variable.input_value() == "x"
