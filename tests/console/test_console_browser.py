@@ -84,12 +84,11 @@ def sign_in(page: object, console: Console, token: str) -> None:
     page.wait_for_url(re.compile(r".*/ui/studies$"))  # type: ignore[attr-defined]
 
 
-def visible(select: object) -> list[str]:
-    """The options a select offers (those of the chosen dataset: the page's script hides the
-    others)."""
-    texts: list[str] = select.locator(  # type: ignore[attr-defined]
-        "option:not([hidden]):not([disabled])").all_inner_texts()
-    return texts
+def offers(select: object, names: list[str]) -> None:
+    """Wait until the select offers exactly ``names`` (the chosen dataset's: the page's script
+    hides the others, once the page is loaded and whenever the dataset changes)."""
+    sync_api.expect(select.locator(  # type: ignore[attr-defined]
+        "option:not([hidden]):not([disabled])")).to_have_text(names, timeout=scaled(30) * 1000)
 
 
 def shot(page: object, name: str) -> None:
@@ -231,7 +230,7 @@ def test_an_analyst_builds_table_one_and_dp_quantiles_from_the_catalog(
     # The study's variable is a choice among the catalog's, not a text box.
     variable = page.get_by_label("Variable", exact=True)
     assert variable.evaluate("e => e.tagName") == "SELECT"
-    assert visible(variable) == ["x", "y"]  # the first dataset's
+    offers(variable, ["x", "y"])  # the first dataset's
     page.get_by_label("Title").fill("Console: Table 1 and DP quantiles")
     variable.select_option("x")
     page.get_by_label("Group X").select_option("a")
@@ -319,17 +318,18 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     group_x = page.get_by_label("Group X")
     quantiles = page.locator("#analysis-dp_quantiles")
     described = page.locator("#analysis-describe").get_by_role("group", name="variables")
-    assert visible(variable) == ["x", "y"] and visible(group_x) == ["(none: one group)", "a", "b"]
+    offers(variable, ["x", "y"])
+    offers(group_x, ["(none: one group)", "a", "b"])
     dataset.select_option("visits")
-    assert visible(variable) == ["y"]
-    assert visible(group_x) == ["(none: one group)", "a", "c"]
-    assert visible(quantiles.get_by_label("group", exact=True)) == ["(none)", "a", "c"]
+    offers(variable, ["y"])
+    offers(group_x, ["(none: one group)", "a", "c"])
+    offers(quantiles.get_by_label("group", exact=True), ["(none)", "a", "c"])
     expect(described.get_by_label("x", exact=True)).to_be_hidden()
     expect(described.get_by_label("y", exact=True)).to_be_visible()
     shot(page, "11-names-of-one-dataset")
     dataset.select_option("cohort")
-    assert visible(variable) == ["x", "y"]
-    assert visible(group_x) == ["(none: one group)", "a", "b"]
+    offers(variable, ["x", "y"])
+    offers(group_x, ["(none: one group)", "a", "b"])
     expect(described.get_by_label("x", exact=True)).to_be_visible()
 
     page.get_by_label("Title").fill("Console: two DP quantiles")
@@ -357,7 +357,8 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     expect(add).to_be_focused()
     expect(third).to_be_visible()
     # The page came back with the dataset chosen: still only its names.
-    assert visible(variable) == ["x", "y"] and variable.input_value() == "x"
+    offers(variable, ["x", "y"])
+    expect(variable).to_have_value("x")
     third.get_by_label("ε", exact=True).fill("0.25")
     third.get_by_label("bounds: lower").fill("0")
     third.get_by_label("bounds: upper").fill("100")
