@@ -26,9 +26,9 @@ from coordinator.ui.schema_form import (
     instance_forms,
     parse_key,
     part_from_form,
-    posted_values,
     text_of,
 )
+from coordinator.ui.schema_form import posted_values as posted_fields
 from fedstats_service.errors import dotted
 
 __all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_TESTS",
@@ -41,6 +41,14 @@ __all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PR
 FORMS: tuple[AnalysisForm, ...] = builder_forms()
 ANALYSES = tuple(form.kind for form in FORMS)
 _BY_KIND = {form.kind: form for form in FORMS}
+PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
+FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
+                 "boxplots": "DP boxplots", "quantiles": "quantiles"}
+# The study's own fields, by the spec's name: (HTML name, label).
+STUDY_FIELDS = {"title": ("title", "Title"), "description": ("description", "Description"),
+                "dataset": ("dataset", "Dataset"), "variable": ("variable", "Variable"),
+                "k": ("k", "K"), "centers": ("centers", "Centers"),
+                "primary": ("primary", "Primary test")}
 # What a field of every instance of a kind shows at first besides its schema's default.
 PRESETS: dict[str, dict[str, str]] = {"quantiles": {"levels": "0.25, 0.5, 0.75"},
                                       "dp_quantiles": {"levels": "0.25, 0.5, 0.75"}}
@@ -51,6 +59,17 @@ DEFAULTS: dict[str, Any] = {
     **initial_values(), **{f"{kind}.{name}": value for kind, preset in PRESETS.items()
                            if kind in ANALYSES for name, value in preset.items()},
 }
+
+
+def posted_values(items: Sequence[tuple[str, Any]],
+                  forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
+    """The posted fields as the builder reads them (``schema_form.posted_values``), the
+    study's lists of checkboxes as lists even when one box is ticked."""
+    values = posted_fields(items, forms)
+    for name in ("centers", "groups_more"):
+        if name in values:
+            values[name] = as_list(values[name])
+    return values
 
 
 def instance_defaults(form: AnalysisForm) -> dict[str, Any]:
@@ -109,14 +128,6 @@ def edited(values: Mapping[str, Any], action: str) -> dict[str, Any] | None:
                 del out[name]
         return out
     return None
-PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
-FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
-                 "boxplots": "DP boxplots", "quantiles": "quantiles"}
-# The study's own fields, by the spec's name: (HTML name, label).
-STUDY_FIELDS = {"title": ("title", "Title"), "description": ("description", "Description"),
-                "dataset": ("dataset", "Dataset"), "variable": ("variable", "Variable"),
-                "k": ("k", "K"), "centers": ("centers", "Centers"),
-                "primary": ("primary", "Primary test")}
 
 
 def _number(values: Mapping[str, Any], name: str, label: str) -> float:

@@ -442,6 +442,11 @@ def posted_values(items: Sequence[tuple[str, Any]],
             values[key] = [*as_list(values[key]), value]
         else:
             values[key] = value
+    # The analyses ticked and on the page as lists even when one is posted (a test of one
+    # would be a test of a substring: "quantiles" in "dp_quantiles").
+    for name in ("analyses", "instances"):
+        if name in values:
+            values[name] = as_list(values[name])
     offered = builder_forms() if forms is None else forms
     listed = as_list(values["instances"]) if "instances" in values else [f.kind for f in offered]
     keys = [*listed, *as_list(values.get("analyses"))]

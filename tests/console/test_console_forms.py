@@ -248,6 +248,16 @@ def test_the_spec_models_errors_lead_back_to_the_fields() -> None:
                                           "declared by alpha"}
 
 
+def test_one_ticked_box_of_a_list_is_a_list() -> None:
+    # Else the page would test a substring: "quantiles" in "dp_quantiles", "alpha" in "alpha2".
+    values = forms.posted_values([("analyses", "dp_quantiles"), ("instances", "dp_quantiles"),
+                                  ("centers", "alpha2"), ("groups_more", "trt2"),
+                                  ("title", "t")])
+    assert values["analyses"] == ["dp_quantiles"] and values["instances"] == ["dp_quantiles"]
+    assert values["centers"] == ["alpha2"] and values["groups_more"] == ["trt2"]
+    assert values["title"] == "t"
+
+
 def test_posted_checkboxes_read_as_posted() -> None:
     values = posted_values([("analyses", "mwu"), ("analyses", "describe"),
                             ("describe.variables", "age"), ("mwu.tests", "sum")])

@@ -292,6 +292,12 @@ async def test_several_analyses_of_a_kind_and_names_of_the_chosen_dataset(
         assert re.search(r'name="analyses" value="dp_quantiles-2" checked', shown.text)
         assert 'name="dp_quantiles-2.levels" value="0.25, 0.5, 0.75"' in shown.text
         assert 'value="two of a kind"' in shown.text  # what was posted is kept
+        # One analysis ticked, the page shown again: that one ticked, no other.
+        bad = await builder_post(coord.client, **study, **{**dp, "dp_quantiles.epsilon": "x"},
+                                 analyses="dp_quantiles", action="plan")
+        assert bad.status_code == 422
+        assert 'name="analyses" value="dp_quantiles" checked' in bad.text
+        assert 'name="analyses" value="quantiles" checked' not in bad.text
         assert len(coord.app.state.services.store.list_studies()) == before  # nothing made
         on_page = [*REGISTRY, "dp_quantiles-2", "dp_quantiles-3"]
         removed = await builder_post(coord.client, **study, **dp, instances=["", *on_page],
