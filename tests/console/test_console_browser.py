@@ -342,7 +342,7 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     quantiles.get_by_label("bounds: upper").fill("100")
     quantiles.get_by_label("group", exact=True).select_option("a")
     # Two more of the kind (each added one the page again, with what was filled kept).
-    add = page.get_by_role("button", name="Add another DP quantiles (per center)")
+    add = page.get_by_role("button", name="Add another: DP quantiles (per center)")
     add.click()
     second = page.locator("#analysis-dp_quantiles-2")
     expect(second).to_be_visible()
@@ -352,7 +352,7 @@ def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
     expect(third).to_be_visible()
     expect(third.get_by_label("DP quantiles (per center) #3")).to_be_checked()
     expect(third.get_by_label("DP quantiles (per center) #3")).to_be_focused()  # went on there
-    second.get_by_role("button", name="Remove DP quantiles (per center) #2").click()
+    second.get_by_role("button", name="Remove: DP quantiles (per center) #2").click()
     expect(second).to_have_count(0)
     expect(add).to_be_focused()
     expect(third).to_be_visible()
