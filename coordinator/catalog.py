@@ -60,6 +60,7 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
         epoch=dataset.epoch, paused=dataset.paused, available=dataset.available,
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,
         metadata=dict(dataset.metadata),
+        categorical={name: list(c) for name, c in dataset.categorical.items()},
     )
 
 
@@ -78,7 +79,8 @@ def build_catalog(declarations: Sequence[Declaration]) -> Catalog:
                     _entry(declared, declared.info, dataset))
     datasets = [
         CatalogDataset(name=name, variables=_union([e.variables for e in parts]),
-                       levels=_union([e.levels for e in parts]), centers=parts)
+                       levels=_union([e.levels for e in parts]),
+                       categorical=_union([list(e.categorical) for e in parts]), centers=parts)
         for name, parts in entries.items()
     ]
     centers = [CatalogCenter(id=d.center, url=d.url,

@@ -1328,6 +1328,9 @@ class CatalogEntry(BaseModel):
     metadata: dict[str, VariableMeta] = Field(
         default_factory=dict, description="public metadata the center declares per variable: "
         "bounds, unit, resolution")
+    categorical: dict[str, list[str]] = Field(
+        default_factory=dict, description="categorical variables and their public categories, "
+        "as the center declares them (not among `variables`, which are numeric)")
 
 
 class CatalogDataset(BaseModel):
@@ -1337,6 +1340,9 @@ class CatalogDataset(BaseModel):
     variables: list[str] = Field(description="declared by at least one center (each center's "
                                              "own list is in `centers`)")
     levels: list[str] = Field(description="group levels declared by at least one center")
+    categorical: list[str] = Field(default_factory=list,
+                                   description="categorical variables declared by at least one "
+                                               "center")
     centers: list[CatalogEntry]
 
 

@@ -98,7 +98,8 @@ class Analysis(Generic[S]):
     # Whether the builder offers it (every analysis does unless it opts out).
     form_offered: ClassVar[bool] = True
     # Fields of the spec model that name what the catalog lists, by widget ("level",
-    # "variable", "variables"), besides those known by their name (group, variable, variables).
+    # "variable", "variables"; "categorical" and "categoricals" for its categorical variables),
+    # besides those known by their name (group, variable, variables).
     form_widgets: ClassVar[Mapping[str, str]] = {}
 
     # -- what it asks of each center -------------------------------------------------------------

@@ -6,8 +6,8 @@ center's K-anonymous counts (no ε) or its ε-DP counts (ε per arm)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.models import (
@@ -46,6 +46,8 @@ class Categorical(Analysis[CategoricalAnalysis]):
     kind = "categorical"
     spec_model = CategoricalAnalysis
     result_model = CategoricalResult
+    # Its variable is one of the catalog's categorical variables, not a numeric one.
+    form_widgets: ClassVar[Mapping[str, str]] = {"variable": "categorical"}
 
     def requests(self, spec: StudySpec, analysis: CategoricalAnalysis) -> list[Request]:
         if analysis.method != "dp":

@@ -5,8 +5,8 @@ each center's ε-DP description (ε per variable and arm)."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.analyses.categorical import dp_request
@@ -32,6 +32,10 @@ class Describe(Analysis[DescribeAnalysis]):
     spec_model = DescribeAnalysis
     result_model = DescribeResult
     form_label = "descriptive statistics (Table 1)"
+    # Its categorical variables are the catalog's categorical ones (numeric ones by name), and
+    # its bounds a pair of boxes per catalog variable (no name typed).
+    form_widgets: ClassVar[Mapping[str, str]] = {"categorical": "categoricals",
+                                                 "bounds": "variable_pairs"}
     dp_alternative = ("describe with mode \"dp\" (each center's ε-DP N, mean, SD, quartiles and "
                       "histogram: give `epsilon`, and `bounds` where a variable declares none)")
 

@@ -50,8 +50,9 @@ class Shift(Analysis[ShiftAnalysis]):
     kind = "shift"
     spec_model = ShiftAnalysis
     result_model = ShiftResult
-    # No console form here: the console's forms come from the spec models' JSON schema.
-    form_label = None
+    # The console's form comes from the spec model's JSON schema; its label is shorter than
+    # the model's first sentence (it heads the form and its Add and Remove buttons).
+    form_label = "Hodges-Lehmann shift with its Moses interval (from the table)"
 
     def needs_table(self, analysis: ShiftAnalysis) -> bool:
         return True

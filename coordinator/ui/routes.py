@@ -212,12 +212,15 @@ async def new_study(request: Request) -> Response:
 async def _builder(request: Request, session: Session, values: dict[str, Any], *,
                    plan: StudyPlan | None = None, errors: list[str] | None = None,
                    field_errors: dict[str, str] | None = None,
-                   status_code: int = 200) -> HTMLResponse:
+                   asked: list[tuple[int, str, str]] | None = None,
+                   focus: str | None = None, status_code: int = 200) -> HTMLResponse:
     found = build_catalog(await services(request).registry.declarations(budgets=False))
+    shown = {**forms.DEFAULTS, **values}
     return page(request, "new.html", session, status_code=status_code, catalog=found,
-                names=forms.catalog_names(found), forms=forms.FORMS,
-                primary_tests=forms.PRIMARY_TESTS, values={**forms.DEFAULTS, **values},
-                plan=plan, errors=errors or [], field_errors=field_errors or {},
+                names=forms.catalog_names(found), groups=forms.instance_groups(shown),
+                primary_tests=forms.PRIMARY_TESTS, values=shown,
+                plan=plan, asked=asked or [], focus=focus, errors=errors or [],
+                field_errors=field_errors or {},
                 centers=list(services(request).centers))
 
 
@@ -237,8 +240,22 @@ async def submit_study(request: Request) -> Response:
         values = forms.posted_values(posted.multi_items())
     finally:
         await posted.close()  # an uploaded file is spooled to a temporary file
-    action = values.get("action")
+    action = str(values.get("action") or "")
+    if action.startswith(("add:", "remove:")):  # an analysis added or removed: the page again
+        try:
+            changed = forms.edited(values, action)
+        except forms.FormError as exc:
+            return await _builder(request, session, values, errors=[str(exc)], status_code=422,
+                                  field_errors={exc.field: str(exc)} if exc.field else None)
+        if changed is None:
+            return await _builder(request, session, values)
+        # Focus where the analyst goes on: the analysis added, or the kind's Add button.
+        verb, _, target = action.partition(":")
+        focus = changed["instances"][-1] if verb == "add" else \
+            f"add-{target.partition('-')[0]}"
+        return await _builder(request, session, changed, focus=focus)
     raw: dict[str, Any] = {}
+    keys = forms.chosen_keys(values)
     try:
         raw = tomllib.loads(text) if text.strip() else forms.spec_from_form(values)
         spec = StudySpec.model_validate(raw)
@@ -253,7 +270,7 @@ async def submit_study(request: Request) -> Response:
         if text.strip():  # a study file: its own keys
             return await _builder(request, session, values, errors=[describe_errors(found)],
                                   status_code=422)
-        problems, marks = forms.form_errors(found, raw)
+        problems, marks = forms.form_errors(found, raw, keys)
         return await _builder(request, session, values, errors=problems, field_errors=marks,
                               status_code=422)
     runner = services(request).runner
@@ -263,11 +280,12 @@ async def submit_study(request: Request) -> Response:
             spec, runner, session.caller, request, response,
             dry_run=action == "plan")
     except ServiceError as exc:
-        marks = {} if text.strip() else forms.marked_fields(exc.extra, raw)
+        marks = {} if text.strip() else forms.marked_fields(exc.extra, raw, keys)
         return await _builder(request, session, values, errors=[exc.detail],
                               field_errors=marks, status_code=exc.status_code)
     if isinstance(answer, StudyPlan):
-        return await _builder(request, session, values, plan=answer)
+        return await _builder(request, session, values, plan=answer,
+                              asked=forms.asked(spec, None if text.strip() else keys))
     return RedirectResponse(f"/ui/studies/{answer.id}", status_code=303)
 
 

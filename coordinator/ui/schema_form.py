@@ -13,33 +13,58 @@ How a property of the schema becomes a field:
 * a list of numbers: one box of numbers separated by commas (or semicolons);
 * a pair of numbers (``prefixItems`` of two: bounds): a lower and an upper box, both or none;
 * an enum or a number (``lower = "buffer"``): a box with the names offered;
-* an object of lists of numbers (bounds per variable): ``name: lower, upper; name: ...``;
+* an object of lists of numbers (bounds per variable): ``name: lower, upper; name: ...``, or,
+  hinted ``variable_pairs`` by ``form_widgets``, a lower and an upper box per catalog variable
+  (``<field>.<variable>.0`` and ``.1``; a variable left blank is left out);
 * a name the catalog knows (by the analysis' :attr:`~coordinator.analyses.base.Analysis.
   form_widgets`, else by the field's name: ``group`` a declared level, ``variable`` and
-  ``variables`` declared variables): a select or checkboxes of the catalog's names;
+  ``variables`` declared variables; ``categorical`` and ``categoricals`` by ``form_widgets``
+  only, declared categorical variables): a select or checkboxes of the catalog's names, each
+  marked with the datasets declaring it (the page offers only the chosen dataset's);
 * any other string: a text box; anything else: a box of JSON.
 
-Every field's HTML name is ``<kind>.<field>`` (``.0`` and ``.1`` for a pair's ends), so a
-validation error's location (``analyses.<i>.<kind>.<field>``) leads back to the field."""
+A study may hold several analyses of one kind: each is an *instance* of the kind's form, keyed
+``<kind>`` (the first) or ``<kind>-<n>`` (``n`` from 2; :func:`instance_key`). Every field's
+HTML name is ``<key>.<field>`` (``.0`` and ``.1`` for a pair's ends), so a validation error's
+location (``analyses.<i>.<kind>.<field>``) leads back, through the keys of the analyses chosen,
+to the field."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from coordinator.analyses import REGISTRY, Analysis, FormError
 
 Widget = Literal["number", "integer", "select", "checkbox", "checks", "numbers", "pair",
-                 "choice_or_number", "mapping", "variable", "variables", "level", "text", "json"]
+                 "choice_or_number", "mapping", "variable_pairs", "variable", "variables", "level",
+                 "categorical", "categoricals", "text", "json"]
 # The catalog's names by the field's name, unless the analysis says otherwise (form_widgets).
 CATALOG_NAMES: dict[str, Widget] = {"group": "level", "variable": "variable",
                                     "variables": "variables"}
 LABELS = {"epsilon": "ε", "k": "K", "per_center": "per center"}
 NULL = {"type": "null"}
+# The most instances of one kind (a spec holds at most 16 analyses: ``StudySpec.analyses``).
+MAX_INSTANCES = 16
+_KEY = re.compile(r"^([a-z][a-z0-9_]*?)(?:-([2-9]|1[0-6]))?$")
+
+
+def instance_key(kind: str, number: int) -> str:
+    """The key of the ``number``-th instance of ``kind`` (from 1): its fields' HTML prefix."""
+    return kind if number == 1 else f"{kind}-{number}"
+
+
+def parse_key(key: str) -> tuple[str, int] | None:
+    """(kind, number) of an instance key; none for anything else (no registered kind, no key
+    of :func:`instance_key`'s form)."""
+    found = _KEY.match(key)
+    if found is None or found.group(1) not in REGISTRY:
+        return None
+    return found.group(1), int(found.group(2) or 1)
 
 
 @dataclass(frozen=True)
@@ -57,19 +82,20 @@ class FormField:
     hint: str = ""
     minimum: float | None = None
     maximum: float | None = None
+    key: str = ""  # the instance's key (none: the kind's first)
 
     @property
     def input(self) -> str:
         """The field's HTML name (a pair's ends add ``.0`` and ``.1``)."""
-        return f"{self.kind}.{self.name}"
+        return f"{self.key or self.kind}.{self.name}"
 
     @property
     def id(self) -> str:
-        return f"f-{self.kind}-{self.name}"
+        return f"f-{self.key or self.kind}-{self.name}"
 
     @property
     def multiple(self) -> bool:
-        return self.widget in ("checks", "variables")
+        return self.widget in ("checks", "variables", "categoricals")
 
     @property
     def placeholder(self) -> str:
@@ -98,10 +124,33 @@ class AnalysisForm:
     label: str
     hint: str
     fields: tuple[FormField, ...] = ()
+    number: int = 1  # which instance of the kind (from 1)
 
     @property
     def kind(self) -> str:
         return self.analysis.kind
+
+    @property
+    def key(self) -> str:
+        """The instance's key: its fields' HTML prefix (:func:`instance_key`)."""
+        return instance_key(self.kind, self.number)
+
+    @property
+    def named(self) -> str:
+        """How errors name the instance: the kind's label, numbered from the second."""
+        return self.label if self.number == 1 else f"{self.label} #{self.number}"
+
+    @property
+    def title(self) -> str:
+        """The instance's label as the page heads it."""
+        return self.named[:1].upper() + self.named[1:]
+
+    def instance(self, number: int) -> AnalysisForm:
+        """The form of the ``number``-th instance of the kind: the same fields under its key,
+        its errors named by its numbered label."""
+        made = replace(self, number=number)
+        return replace(made, fields=tuple(replace(f, key=made.key, analysis_label=made.named)
+                                          for f in self.fields))
 
     def field_named(self, name: str) -> FormField | None:
         return next((f for f in self.fields if f.name == name), None)
@@ -148,6 +197,10 @@ def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tupl
         return "variable", ()
     if hinted == "variables" and kind == "array" and items.get("type") == "string":
         return "variables", ()
+    if hinted == "categorical" and kind == "string":
+        return "categorical", ()
+    if hinted == "categoricals" and kind == "array" and items.get("type") == "string":
+        return "categoricals", ()
     if "enum" in node:
         return "select", tuple(map(str, node["enum"]))
     if kind == "boolean":
@@ -171,6 +224,10 @@ def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tupl
         extra = node.get("additionalProperties")
         value = values[0] if len(values) == 1 else extra if isinstance(extra, dict) else None
         if value is not None and value.get("type") == "array":
+            prefix = value.get("prefixItems") or []
+            if hinted == "variable_pairs" and len(prefix) == 2 and all(
+                    p.get("type") in ("number", "integer") for p in prefix):
+                return "variable_pairs", ()
             return "mapping", ()
     choices = node.get("anyOf") or []
     enums = [c for c in choices if "enum" in c]
@@ -276,6 +333,32 @@ def _mapping(text: str, f: FormField) -> dict[str, list[float]]:
     return out
 
 
+def _pair(f: FormField, values: Mapping[str, Any], name: str, what: str = "") -> Any:
+    """The pair of boxes ``name.0`` and ``name.1``: both numbers, or :data:`OMIT` when both
+    are blank."""
+    ends = [text_of(values, f"{name}.{i}") for i in (0, 1)]
+    if not any(ends):
+        return OMIT
+    if not all(ends):
+        raise FormError(f"{form_label(f)}{what}: give both the lower and the upper bound",
+                        field=f"{name}.{0 if not ends[0] else 1}")
+    return [_number(ends[0], f, f"{what} (lower)"), _number(ends[1], f, f"{what} (upper)")]
+
+
+def _variable_pairs(f: FormField, values: Mapping[str, Any]) -> Any:
+    """A pair per variable whose boxes were posted (``<field>.<variable>.0`` and ``.1``), in
+    the page's order; :data:`OMIT` when every pair is blank."""
+    prefix = f"{f.input}."
+    named = dict.fromkeys(key[len(prefix):-2] for key in values
+                          if key.startswith(prefix) and key[-2:] in (".0", ".1"))
+    out = {}
+    for name in named:
+        pair = _pair(f, values, f"{prefix}{name}", f" of {name}")
+        if pair is not OMIT:
+            out[name] = pair
+    return out or OMIT
+
+
 def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
     """The field's value for the spec; :data:`OMIT` when blank (the model's default)."""
     text = text_of(values, f.input)
@@ -286,17 +369,13 @@ def field_value(f: FormField, values: Mapping[str, Any]) -> Any:
             return OMIT
         return any(v.strip() not in ("", "false", "off", "0")
                    for v in as_list(values.get(f.input)))
-    if f.widget in ("checks", "variables"):
+    if f.multiple:
         chosen = [v for v in as_list(values.get(f.input)) if v.strip()]
         return chosen or OMIT
     if f.widget == "pair":
-        ends = [text_of(values, f"{f.input}.{i}") for i in (0, 1)]
-        if not any(ends):
-            return OMIT
-        if not all(ends):
-            raise FormError(f"{form_label(f)}: give both the lower and the upper bound",
-                            field=f"{f.input}.{0 if not ends[0] else 1}")
-        return [_number(ends[0], f, " (lower)"), _number(ends[1], f, " (upper)")]
+        return _pair(f, values, f.input)
+    if f.widget == "variable_pairs":
+        return _variable_pairs(f, values)
     if not text:
         return OMIT
     if f.widget in ("number", "integer"):
@@ -335,12 +414,26 @@ def part_from_form(form: AnalysisForm, values: Mapping[str, Any]) -> dict[str, A
     return form.analysis.from_form(part, values)
 
 
+def instance_forms(keys: Iterable[str], forms: Sequence[AnalysisForm] | None = None) -> list[
+        AnalysisForm]:
+    """The form of each instance key (each once, in the order given; a key of no offered kind
+    left out)."""
+    by_kind = {f.kind: f for f in (builder_forms() if forms is None else forms)}
+    out: dict[str, AnalysisForm] = {}
+    for key in keys:
+        parsed = parse_key(key)
+        if parsed is not None and parsed[0] in by_kind and key not in out:
+            out[key] = by_kind[parsed[0]].instance(parsed[1])
+    return list(out.values())
+
+
 def posted_values(items: Sequence[tuple[str, Any]],
                   forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
     """The posted text fields as the builder reads them: a field of several values (a group
     of checkboxes, a box and its blank hidden field) as a list, and every group of
-    checkboxes present (none ticked: empty), so a page shown again keeps what was posted
-    rather than the defaults."""
+    checkboxes present (none ticked: empty) for each instance on the page (``instances``,
+    else the kinds' first) or chosen (``analyses``), so a page shown again keeps what was
+    posted rather than the defaults."""
     values: dict[str, Any] = {}
     for key, value in items:
         if not isinstance(value, str):
@@ -349,13 +442,23 @@ def posted_values(items: Sequence[tuple[str, Any]],
             values[key] = [*as_list(values[key]), value]
         else:
             values[key] = value
-    for form in builder_forms() if forms is None else forms:
+    # The analyses ticked and on the page as lists even when one is posted (a test of one
+    # would be a test of a substring: "quantiles" in "dp_quantiles").
+    for name in ("analyses", "instances"):
+        if name in values:
+            values[name] = as_list(values[name])
+    offered = builder_forms() if forms is None else forms
+    listed = as_list(values["instances"]) if "instances" in values else [f.kind for f in offered]
+    keys = [*listed, *as_list(values.get("analyses"))]
+    for form in instance_forms(keys, offered):
         for f in form.fields:
             if f.multiple:
                 values[f.input] = as_list(values.get(f.input))
     return values
 
 
-def initial_values() -> dict[str, Any]:
-    """Every generated field's value before anything is posted."""
-    return {f.input: f.initial() for form in builder_forms() for f in form.fields}
+def initial_values(forms: Sequence[AnalysisForm] | None = None) -> dict[str, Any]:
+    """Every generated field's value before anything is posted (of ``forms``: by default the
+    first instance of every offered kind)."""
+    return {f.input: f.initial() for form in (builder_forms() if forms is None else forms)
+            for f in form.fields}

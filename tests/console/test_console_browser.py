@@ -50,7 +50,10 @@ class Console:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     workdir = tmp_path_factory.mktemp("console")
-    with center_process(workdir, {"cohort": 5.0}) as center:
+    # A second dataset declaring other names (y only; levels a and c): the builder offers
+    # only the chosen dataset's.
+    with center_process(workdir, {"cohort": 5.0, "visits": 5.0}, declared={"visits": {
+            "variables": ["y"], "group": {"column": "arm", "levels": ["a", "c"]}}}) as center:
         config, port = coordinator_config(workdir / "coordinator.toml", {"alpha": center.url},
                                           min_centers=1)
         store = Store(f"sqlite:///{config.with_suffix('.sqlite')}")
@@ -79,6 +82,13 @@ def sign_in(page: object, console: Console, token: str) -> None:
     page.get_by_label("Analyst token").fill(token)  # type: ignore[attr-defined]
     page.get_by_role("button", name="Sign in").click()  # type: ignore[attr-defined]
     page.wait_for_url(re.compile(r".*/ui/studies$"))  # type: ignore[attr-defined]
+
+
+def offers(select: object, names: list[str]) -> None:
+    """Wait until the select offers exactly ``names`` (the chosen dataset's: the page's script
+    hides the others, once the page is loaded and whenever the dataset changes)."""
+    sync_api.expect(select.locator(  # type: ignore[attr-defined]
+        "option:not([hidden]):not([disabled])")).to_have_text(names, timeout=scaled(30) * 1000)
 
 
 def shot(page: object, name: str) -> None:
@@ -220,7 +230,7 @@ def test_an_analyst_builds_table_one_and_dp_quantiles_from_the_catalog(
     # The study's variable is a choice among the catalog's, not a text box.
     variable = page.get_by_label("Variable", exact=True)
     assert variable.evaluate("e => e.tagName") == "SELECT"
-    assert variable.locator("option").all_inner_texts() == ["x", "y"]
+    offers(variable, ["x", "y"])  # the first dataset's
     page.get_by_label("Title").fill("Console: Table 1 and DP quantiles")
     variable.select_option("x")
     page.get_by_label("Group X").select_option("a")
@@ -287,4 +297,96 @@ def test_a_form_without_the_csrf_token_is_refused(console: Console, browser: obj
     assert wrong.status == 403
     page.goto(console.url + "/ui/studies")
     assert page.locator("table.studies tbody tr").count() == before  # nothing was created
+    context.close()
+
+
+def test_an_analyst_asks_two_analyses_of_a_kind_of_the_chosen_datasets_names(
+        console: Console, browser: object) -> None:
+    """A dataset chosen: only its variables and levels are offered, and again on changing it.
+    Two DP quantiles added to the first, one of them removed: the dry run shows both left,
+    each its own ε, and the study runs them both."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    # Every wait of this test (a page after Add or Remove, an element, an assertion) may take
+    # as long as the machine's load makes it.
+    context.set_default_timeout(scaled(30) * 1000)
+    expect = sync_api.expect
+    page = context.new_page()
+    sign_in(page, console, console.ann)
+    page.get_by_role("link", name="New study").first.click()
+    dataset = page.get_by_label("Dataset", exact=True)
+    variable = page.get_by_label("Variable", exact=True)
+    group_x = page.get_by_label("Group X")
+    quantiles = page.locator("#analysis-dp_quantiles")
+    described = page.locator("#analysis-describe").get_by_role("group", name="variables")
+    offers(variable, ["x", "y"])
+    offers(group_x, ["(none: one group)", "a", "b"])
+    dataset.select_option("visits")
+    offers(variable, ["y"])
+    offers(group_x, ["(none: one group)", "a", "c"])
+    offers(quantiles.get_by_label("group", exact=True), ["(none)", "a", "c"])
+    expect(described.get_by_label("x", exact=True)).to_be_hidden()
+    expect(described.get_by_label("y", exact=True)).to_be_visible()
+    shot(page, "11-names-of-one-dataset")
+    dataset.select_option("cohort")
+    offers(variable, ["x", "y"])
+    offers(group_x, ["(none: one group)", "a", "b"])
+    expect(described.get_by_label("x", exact=True)).to_be_visible()
+
+    page.get_by_label("Title").fill("Console: two DP quantiles")
+    variable.select_option("x")
+    for kind in ("table", "mwu", "quantiles"):  # the analyses ticked by default: not these
+        page.locator(f"#analysis-{kind} legend input").uncheck()
+    quantiles.get_by_label("DP quantiles (per center)").check()
+    quantiles.get_by_label("ε", exact=True).fill("0.5")
+    quantiles.get_by_label("bounds: lower").fill("0")
+    quantiles.get_by_label("bounds: upper").fill("100")
+    quantiles.get_by_label("group", exact=True).select_option("a")
+    # Two more of the kind (each added one the page again, with what was filled kept).
+    add = page.get_by_role("button", name="Add another: DP quantiles (per center)")
+    add.click()
+    second = page.locator("#analysis-dp_quantiles-2")
+    expect(second).to_be_visible()
+    expect(quantiles.get_by_label("ε", exact=True)).to_have_value("0.5")
+    add.click()
+    third = page.locator("#analysis-dp_quantiles-3")
+    expect(third).to_be_visible()
+    expect(third.get_by_label("DP quantiles (per center) #3")).to_be_checked()
+    expect(third.get_by_label("DP quantiles (per center) #3")).to_be_focused()  # went on there
+    second.get_by_role("button", name="Remove: DP quantiles (per center) #2").click()
+    expect(second).to_have_count(0)
+    expect(add).to_be_focused()
+    expect(third).to_be_visible()
+    # The page came back with the dataset chosen: still only its names.
+    offers(variable, ["x", "y"])
+    expect(variable).to_have_value("x")
+    third.get_by_label("ε", exact=True).fill("0.25")
+    third.get_by_label("bounds: lower").fill("0")
+    third.get_by_label("bounds: upper").fill("100")
+    third.get_by_label("levels", exact=True).fill("0.25, 0.75")
+    third.get_by_label("group", exact=True).select_option("b")
+    # Enter in a field is the form's default action, a dry run: never an Add or a Remove.
+    third.get_by_label("levels", exact=True).press("Enter")
+    plan = page.locator("section.plan")
+    expect(plan).to_be_visible()
+    expect(page.locator("fieldset.analysis[id^=analysis-dp_quantiles]")).to_have_count(2)
+    text = plan.inner_text()
+    # Both left, each its own ε: 0.5 + 0.25 per center; each its own errors.
+    assert "The study would run" in text and re.search(r"alpha\s+10\s+0\.75\b", text), text
+    assert "analysis 0 (dp_quantiles)" in text and "analysis 1 (dp_quantiles)" in text, text
+    asked = plan.locator("table.asked").inner_text()
+    assert re.search(r"0\s+DP quantiles \(per center\)\s+0\.5\b", asked), asked
+    assert re.search(r"1\s+DP quantiles \(per center\) #3\s+0\.25\b", asked), asked
+    shot(page, "12-dry-run-two-of-a-kind")
+    page.get_by_role("button", name="Submit the study").click()
+    page.wait_for_url(re.compile(r".*/ui/studies/[0-9a-f]{32}$"))
+    page.wait_for_selector("section.report", timeout=scaled(120) * 1000)
+    assert page.locator("[data-field=status]").inner_text() == "succeeded"
+    report = page.locator("section.report").inner_text()
+    assert "DP quantiles of a, per center" in report, report
+    assert "DP quantiles of b, per center" in report, report
+    spec = page.request.get(page.url + "/json").json()["spec"]
+    assert [(a["kind"], a["epsilon"], a["group"]) for a in spec["analyses"]] == [
+        ("dp_quantiles", 0.5, "a"), ("dp_quantiles", 0.25, "b")]
+    assert spec["dataset"] == "cohort" and spec["analyses"][1]["levels"] == [0.25, 0.75]
+    shot(page, "13-two-of-a-kind")
     context.close()

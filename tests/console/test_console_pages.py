@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from coordinator.analyses import REGISTRY
+from coordinator.local import in_process_federation
 from coordinator.ui.sessions import SESSION_COOKIE, digest
 from tests.coordinator.test_coord_catalog import counted, serving
-from tests.helpers.coordinator import Federations
+from tests.helpers.coordinator import CountingCenter, Federations, cohort, make_data
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +180,8 @@ async def test_the_builder_offers_every_analysis_from_the_catalog_and_marks_what
         # Table 1's variables.
         assert '<select id="variable" name="variable">' in page
         assert re.search(r'<select id="f-dp_boxplot-group" name="dp_boxplot.group"[^>]*>\s*'
-                         r'<option value="">\(none\)</option>\s*<option value="ctl">', page)
+                         r'<option value="">\(none\)</option>\s*<option value="ctl" '
+                         r'data-datasets="cohort">', page)
         assert 'name="describe.variables" value="crp"' in page
         study = {"dataset": "cohort", "variable": "crp", "group_x": "ctl", "group_y": "trt",
                  "k": "10"}
@@ -218,3 +220,118 @@ async def test_the_builder_offers_every_analysis_from_the_catalog_and_marks_what
         assert json.loads(record.spec)["analyses"][1]["group"] == "trt"
         shown = (await coord.client.get(made.headers["location"])).text
         assert "Table 1" in shown and "DP quantiles" in shown
+
+
+def two_datasets(federation: Federations) -> dict[str, Any]:
+    """Centers each declaring ``cohort`` (numeric crp) and ``visits`` (numeric sbp and the
+    categorical smoking, by arm ctl and trt)."""
+    centers = {}
+    for cid, (x, y) in make_data().items():
+        visits = federation.data / f"visits-{cid}.csv"
+        smoking = ["never", "former", "current"]
+        rows = [f"{float(v)!r},{smoking[i % 3]},{arm}"
+                for arm, values in (("ctl", x), ("trt", y)) for i, v in enumerate(values)]
+        visits.write_text("sbp,smoking,arm\n" + "\n".join(rows) + "\n")
+        centers[cid] = {
+            "cohort": cohort(federation.data / f"cohort-{cid}.parquet", x, y),
+            "visits": {"source": {"kind": "csv", "path": str(visits)}, "variables": ["sbp"],
+                       "categorical": {"smoking": smoking},
+                       "group": {"column": "arm", "levels": ["ctl", "trt"]},
+                       "epsilon_total": 1e6, "epsilon_per_request": 1e6}}
+    made = in_process_federation(centers)
+    for center in made.values():
+        federation.adopt(center)
+    return {cid: CountingCenter(port) for cid, port in made.items()}
+
+
+async def test_several_analyses_of_a_kind_and_names_of_the_chosen_dataset(
+        tmp_path: Path, federation: Federations) -> None:
+    async with serving(tmp_path, two_datasets(federation)) as coord:
+        ann = coord.app.state.services.accounts.add("ann")
+        await sign_in(coord.client, ann.token)
+        page = (await coord.client.get("/ui/studies/new")).text
+        # Each name carries the datasets declaring it (the page's script offers only the
+        # chosen dataset's); the categorical ones are offered where a categorical one is asked.
+        assert '<option value="crp" data-datasets="cohort">' in page
+        assert '<option value="sbp" data-datasets="visits">' in page
+        assert '<option value="ctl" data-datasets="cohort visits">' in page
+        assert re.search(r'<select id="f-categorical-variable" name="categorical.variable"[^>]*>'
+                         r'\s*<option value="smoking" data-datasets="visits">', page)
+        assert re.search(r'<label data-datasets="visits"><input type="checkbox" '
+                         r'name="describe.categorical" value="smoking">', page)
+        assert re.search(r'<div class="pair" data-datasets="visits">\s*<label '
+                         r'for="f-describe-bounds-sbp-0">sbp: lower</label> <input '
+                         r'id="f-describe-bounds-sbp-0" name="describe.bounds.sbp.0"', page)
+        assert page.count('name="instances"') == len(REGISTRY) + 1  # a blank, then each kind's
+        study = {"dataset": "visits", "variable": "sbp", "group_x": "ctl", "group_y": "trt",
+                 "k": "10", "title": "two of a kind"}
+        before = len(coord.app.state.services.store.list_studies())
+        # A variable of another dataset: refused (the coordinator's names check), the field
+        # marked with what the centers declare there.
+        wrong = await builder_post(coord.client, **{**study, "variable": "crp"},
+                                   analyses="table", action="submit")
+        assert wrong.status_code == 422
+        assert re.search(r'<select id="variable" name="variable" aria-invalid="true"',
+                         wrong.text)
+        assert ("variable &#39;crp&#39; is not declared in dataset &#39;visits&#39; by "
+                "center(s) alpha, beta, gamma (declared there: sbp)") in wrong.text
+        # Table 1 naming a numeric variable of the other dataset: its field marked too.
+        other = await builder_post(coord.client, **study, analyses="describe", action="plan",
+                                   **{"describe.variables": ["sbp", "crp"]})
+        assert other.status_code == 200 and "would not run" in other.text
+        assert "variable &#39;crp&#39; is not declared in dataset &#39;visits&#39;" in other.text
+        # Add a second DP quantiles, then a third; remove the second: the page again, with
+        # what was posted, each instance its own fields.
+        dp = {"dp_quantiles.epsilon": "0.5", "dp_quantiles.bounds.0": "0",
+              "dp_quantiles.bounds.1": "300", "dp_quantiles.levels": "0.5",
+              "dp_quantiles.group": "ctl"}
+        shown = await builder_post(coord.client, **study, **dp, instances=["", *REGISTRY],
+                                   analyses=["dp_quantiles"], action="add:dp_quantiles")
+        assert shown.status_code == 200
+        assert 'id="analysis-dp_quantiles-2"' in shown.text
+        assert re.search(r'name="analyses" value="dp_quantiles-2" checked', shown.text)
+        assert 'name="dp_quantiles-2.levels" value="0.25, 0.5, 0.75"' in shown.text
+        assert 'value="two of a kind"' in shown.text  # what was posted is kept
+        # One analysis ticked, the page shown again: that one ticked, no other.
+        bad = await builder_post(coord.client, **study, **{**dp, "dp_quantiles.epsilon": "x"},
+                                 analyses="dp_quantiles", action="plan")
+        assert bad.status_code == 422
+        assert 'name="analyses" value="dp_quantiles" checked' in bad.text
+        assert 'name="analyses" value="quantiles" checked' not in bad.text
+        assert len(coord.app.state.services.store.list_studies()) == before  # nothing made
+        on_page = [*REGISTRY, "dp_quantiles-2", "dp_quantiles-3"]
+        removed = await builder_post(coord.client, **study, **dp, instances=["", *on_page],
+                                     analyses=["dp_quantiles", "dp_quantiles-2",
+                                               "dp_quantiles-3"],
+                                     action="remove:dp_quantiles-2")
+        assert 'id="analysis-dp_quantiles-2"' not in removed.text
+        assert 'id="analysis-dp_quantiles-3"' in removed.text
+        both = {**study, **dp, "instances": ["", *REGISTRY, "dp_quantiles-3"],
+                "analyses": ["dp_quantiles", "dp_quantiles-3", "categorical"],
+                "dp_quantiles-3.epsilon": "0.25", "dp_quantiles-3.bounds.0": "0",
+                "dp_quantiles-3.bounds.1": "300", "dp_quantiles-3.levels": "0.25, 0.75",
+                "dp_quantiles-3.group": "trt", "categorical.variable": "smoking"}
+        # The dry run: each DP quantiles' ε (0.5 + 0.25 per center), each one's errors.
+        planned = await builder_post(coord.client, **both, action="plan")
+        assert planned.status_code == 200 and "The study would run" in planned.text
+        assert re.search(r"<td>0\.75</td>", planned.text), planned.text[-3000:]
+        assert "analysis 0 (dp_quantiles)" in planned.text
+        assert "analysis 1 (dp_quantiles)" in planned.text
+        assert re.search(r"<td>1</td><th scope=\"row\">DP quantiles \(per center\) #3</th>"
+                         r"<td>0.25</td>", planned.text)
+        assert "<td>2</td><th scope=\"row\">A categorical variable by arm</th><td>none</td>" \
+            in planned.text
+        made = await builder_post(coord.client, **both, action="submit")
+        assert made.status_code == 303, made.text[-2000:]
+        study_id = made.headers["location"].rsplit("/", 1)[1]
+        await coord.app.state.services.runner.wait(study_id)
+        record = coord.app.state.services.store.get_study(study_id)
+        assert record is not None and record.status == "succeeded", record
+        analyses = json.loads(record.spec)["analyses"]
+        assert analyses == [
+            {"kind": "dp_quantiles", "epsilon": 0.5, "bounds": [0.0, 300.0], "levels": [0.5],
+             "algorithm": "joint_exp", "group": "ctl"},
+            {"kind": "dp_quantiles", "epsilon": 0.25, "bounds": [0.0, 300.0],
+             "levels": [0.25, 0.75], "algorithm": "joint_exp", "group": "trt"},
+            {"kind": "categorical", "variable": "smoking", "mode": None, "epsilon": None,
+             "per_center": True}]

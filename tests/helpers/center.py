@@ -126,11 +126,13 @@ class Center:
 
 def center_config(
     tmp_path: Path, datasets: Mapping[str, float], *, port: int | None = None,
-    name: str = "center", n: int = 157, seed: int = 20261129, **extra: Any,
+    name: str = "center", n: int = 157, seed: int = 20261129,
+    declared: Mapping[str, Mapping[str, Any]] | None = None, **extra: Any,
 ) -> tuple[Path, int]:
     """A center TOML over ``make_table(n, seed)``'s CSV (``<name>.csv``, kept when it exists)
     with one dataset per name (ε total as given): the first over that file, each other over a
-    copy of it (``<name>-<dataset>.csv``)."""
+    copy of it (``<name>-<dataset>.csv``); ``declared`` replaces keys of a dataset's
+    declaration (its variables, its group)."""
     csv = tmp_path / f"{name}.csv"
     if not csv.exists():
         write_csv(make_table(n, seed), csv)
@@ -157,7 +159,8 @@ def center_config(
         "peer_keys_dir": str(peers),
         **extra,
         "datasets": {
-            ds: dataset_config({"kind": "csv", "path": str(sources[ds])}, epsilon_total=eps)
+            ds: {**dataset_config({"kind": "csv", "path": str(sources[ds])}, epsilon_total=eps),
+                 **(declared or {}).get(ds, {})}
             for ds, eps in datasets.items()
         },
     }
