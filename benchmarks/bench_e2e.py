@@ -303,23 +303,29 @@ def stop_profile(sampler: subprocess.Popen[bytes]) -> None:
 
 
 PROFILE_PARTS = (
-    # (label, any frame containing one of these marks it), first match from the top wins
+    # (label, marks): a frame whose text holds one of the marks belongs to the part
     ("store (SQLAlchemy, SQLite, group commits)", ("sqlalchemy", "sqlite3", "commits.py",
-                                                   "store.py")),
-    ("release calls to the centers (httpx, httpcore)", ("httpx", "httpcore", "h11")),
-    ("HTTP server (uvicorn, Starlette, FastAPI)", ("uvicorn", "starlette", "fastapi")),
+                                                   "coordinator/db.py")),
+    ("release calls to the centers (httpx, httpcore)", ("httpx/", "httpcore/",
+                                                        "coordinator/client.py",
+                                                        "coordinator/batching.py")),
+    ("HTTP server (uvicorn's protocol, Starlette, FastAPI)", ("uvicorn/protocols", "h11",
+                                                              "starlette/", "fastapi/",
+                                                              "fedstats_service/middleware")),
     ("pydantic validation and serialization", ("pydantic",)),
+    ("JSON", ("json/",)),
     ("signatures (cryptography)", ("cryptography", "signatures.py")),
     ("audit records", ("audit",)),
-    ("protocols' own computation (shared/, coordinator/protocols)", ("shared/", "protocols/",
-                                                                      "numpy", "scipy")),
+    ("protocols' own computation (shared/, coordinator/protocols, numpy, scipy)",
+     ("shared/", "coordinator/protocols/", "coordinator/analyses/", "numpy", "scipy")),
 )
 
 
 def profile_shares(folded: Path) -> list[tuple[str, float]]:
-    """Each part's share of the busy samples of a py-spy raw (folded) profile: a sample goes to
-    the first part (in :data:`PROFILE_PARTS` order) one of whose marks is in one of its frames,
-    else to "other" (the event loop, the study runner's own code)."""
+    """Each part's share of the busy samples of a py-spy raw (folded) profile. A sample goes to
+    the part of its innermost frame that belongs to one (so a store call made inside a release
+    call is the store's, a validation inside it pydantic's), else to "other" (the event loop
+    itself, the study runner's bookkeeping)."""
     counts: dict[str, int] = defaultdict(int)
     total = 0
     for line in folded.read_text().splitlines():
@@ -327,9 +333,13 @@ def profile_shares(folded: Path) -> list[tuple[str, float]]:
         if not number.isdigit():
             continue
         total += int(number)
-        label = next((name for name, marks in PROFILE_PARTS
-                      if any(mark in stack for mark in marks)), "other")
-        counts[label] += int(number)
+        label = "other"
+        for frame in reversed(stack.split(";")):
+            label = next((name for name, marks in PROFILE_PARTS
+                          if any(mark in frame for mark in marks)), "")
+            if label:
+                break
+        counts[label or "other"] += int(number)
     return [(name, counts[name] / total) for name, _ in (*PROFILE_PARTS, ("other", ()))
             if total and counts[name]]
 
