@@ -1,4 +1,4 @@
-"""Hospital scale (issue 18): a center's memory per row, a study on 10^8 rows, a SQL source read
+"""Hospital scale: a center's memory per row, a study on 10^8 rows, a SQL source read
 once per data version, and the data engine, each printed as a ratio.
 
 ``rss``    For each size n it writes one hospital as Parquet (one continuous variable ``los``,
