@@ -70,7 +70,7 @@ from coordinator.core.config import load_settings as load_coordinator_settings
 from coordinator.local import in_process_federation
 from coordinator.models import StudySpec
 from coordinator.study import run_study
-from fedstats_cli.procs import ProcessGroup, child_env, free_ports
+from fedstats_cli.procs import ProcessGroup, child_env, free_ports, terminate_on_sigterm
 from fedstats_cli.settings_files import write_toml
 from fedstats_cli.synth import GROUP_COLUMN, LEVELS, VARIABLE, Hospital, generate
 from shared.privacy import Neighbouring
@@ -530,4 +530,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with terminate_on_sigterm():  # a `timeout` or kill stops the services started too
+        main()

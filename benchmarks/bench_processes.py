@@ -41,7 +41,7 @@ from bench_e2e import (  # type: ignore[import-not-found]
     write_parquet,
 )
 
-from fedstats_cli.procs import ProcessGroup, child_env, free_ports
+from fedstats_cli.procs import ProcessGroup, child_env, free_ports, terminate_on_sigterm
 from fedstats_cli.settings_files import write_toml
 
 STORE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -153,4 +153,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with terminate_on_sigterm():  # a `timeout` or kill stops the services started too
+        main()

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fedstats_cli.procs import ProcessGroup, child_env, free_port
+from fedstats_cli.procs import ProcessGroup, child_env, free_port, terminate_on_sigterm
 from fedstats_cli.settings_files import write_toml
 
 K = 10
@@ -385,4 +385,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    main()
+    with terminate_on_sigterm():  # a `timeout` or kill stops the services started too
+        main()
