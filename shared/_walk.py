@@ -208,11 +208,40 @@ def _ascending(x: Any) -> bool:
     return True
 
 
+def _mwu_merge(x: Any, y: Any) -> tuple[int, float]:
+    """U = Σ_i Σ_j sign(y_j − x_i) and Σ_v (t_v³ − t_v) over the pooled tie sizes t_v, by one
+    linear merge of the ascending ``x`` and ``y`` (the Mann-Whitney statistic and its tie
+    correction, ``shared.mwu.mann_whitney``): each distinct value's records of X count +1 for
+    every Y above and −1 for every Y below. No pooled array is made (O(1) memory)."""
+    n, m = x.size, y.size
+    i = 0
+    j = 0
+    u = 0
+    ties = 0.0
+    while i < n or j < m:
+        if i < n and (j >= m or x[i] <= y[j]):
+            v = x[i]
+        else:
+            v = y[j]
+        a = i
+        while a < n and x[a] == v:
+            a += 1
+        b = j
+        while b < m and y[b] == v:
+            b += 1
+        u += (a - i) * ((m - b) - j)
+        t = float((a - i) + (b - j))
+        ties += t * t * t - t
+        i = a
+        j = b
+    return u, ties
+
+
 def _compile() -> None:
     """Replace the kernels above by their compiled versions, once per process: compiled on
     first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
     load them (about a second, most of it Numba's own start)."""
-    global _count_le, _valid, _walk, _ascending, _compiled
+    global _count_le, _valid, _walk, _ascending, _mwu_merge, _compiled
     with _compiling:
         if _compiled:
             return
@@ -228,6 +257,7 @@ def _compile() -> None:
         _valid = jit(_valid)
         _walk = jit(_walk)
         _ascending = jit(_ascending)
+        _mwu_merge = jit(_mwu_merge)
         _compiled = True
 
 
@@ -284,3 +314,11 @@ def extremes(buf: FloatArray, off: IntArray, m: int) -> tuple[float, float, floa
     heads = np.sort(np.concatenate([buf[a:min(a + m, b)] for a, b in pairwise(off)]))
     tails = np.sort(np.concatenate([buf[max(a, b - m):b] for a, b in pairwise(off)]))
     return float(heads[0]), float(heads[m - 1]), float(tails[-m]), float(tails[-1])
+
+
+def mwu_merge(x: FloatArray, y: FloatArray) -> tuple[float, float]:
+    """(U, Σ(t³ − t)) of the ascending ``x`` and ``y`` (:func:`_mwu_merge`), compiled."""
+    if not _compiled:
+        _compile()
+    u, ties = _mwu_merge(x, y)
+    return float(u), float(ties)
