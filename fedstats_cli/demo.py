@@ -127,8 +127,9 @@ AGE_BOUNDS = (18.0, 99.0)
 def dp_demo_spec() -> dict[str, Any]:
     """The DP twin of the demo's study (``fedstats demo --dp``; the same as
     ``examples/dp_study.toml``): nothing in it is exact, so centers in DP mode answer all of it.
-    Per center it spends 1 (dp_mwu) + 2 (two DP boxes per arm) + 1 (DP quantiles per arm)
-    + 3 (Table 1: three variables per arm) + 1 (smoking per arm) = 8."""
+    Per center it spends 7: 1 (dp_mwu) + 2 (two DP boxes per arm) + 1 (DP quantiles per arm)
+    + 3 (Table 1: three variables per arm); the smoking analysis asks the Table 1's own DP
+    counts (the same question: the same answer, paid once)."""
     bounds = list(synth.BOUNDS)
     e = DP_STUDY_EPSILON
     return {
