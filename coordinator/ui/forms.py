@@ -4,7 +4,7 @@ tables a study page offers to download."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from coordinator.analyses import FormError
 from coordinator.figures import figure_names
@@ -22,7 +22,8 @@ from coordinator.ui.schema_form import (
 )
 from fedstats_service.errors import dotted
 
-__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_TESTS",
+__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_GROUPS",
+           "PRIMARY_TESTS",
            "FormError", "catalog_names", "export_links", "field_of", "figure_links",
            "form_errors", "marked_fields", "posted_values", "spec_from_form"]
 
@@ -38,7 +39,34 @@ DEFAULTS: dict[str, Any] = {
     **initial_values(), "quantiles.levels": "0.25, 0.5, 0.75",
     "dp_quantiles.levels": "0.25, 0.5, 0.75",
 }
-PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
+
+
+def _declared_tests(form: AnalysisForm) -> tuple[str, ...]:
+    """The tests an analysis declares: the choices of its spec model's ``tests`` list (none
+    without one)."""
+    from coordinator.analyses import REGISTRY
+
+    found = REGISTRY[form.kind].spec_model.model_fields.get("tests")
+    if found is None:
+        return ()
+    (item,) = get_args(found.annotation) or (None,)
+    return tuple(str(t) for t in get_args(item)) if get_origin(item) is Literal else ()
+
+
+def primary_value(kind: str, test: str) -> str:
+    """The picker's value of one test: ``kind:test`` (the mwu analysis' own tests by their bare
+    name, as the picker has always posted them)."""
+    return test if kind == "mwu" else f"{kind}:{test}"
+
+
+# The primary-test picker: every offered analysis that declares tests, as (kind, its label,
+# its tests as (value, name)); the spec model decides which may be primary.
+PRIMARY_GROUPS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = tuple(
+    (form.kind, form.label, tuple((primary_value(form.kind, t), t) for t in tests))
+    for form in FORMS if (tests := _declared_tests(form)))
+PRIMARY_TESTS = tuple(value for _kind, _label, tests in PRIMARY_GROUPS for value, _t in tests)
+_PRIMARY = {value: (kind, test) for kind, _label, tests in PRIMARY_GROUPS
+            for value, test in tests}
 FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
                  "boxplots": "DP boxplots", "quantiles": "quantiles"}
 # The study's own fields, by the spec's name: (HTML name, label).
@@ -82,10 +110,12 @@ def spec_from_form(values: Mapping[str, Any]) -> dict[str, Any]:
         spec["centers"] = as_list(values["centers"])
     primary = text_of(values, "primary")
     if primary:
-        if primary not in PRIMARY_TESTS or "mwu" not in chosen:
-            raise FormError("primary test: choose one of the Mann-Whitney tests, and the "
-                            "Mann-Whitney analysis", field="primary")
-        spec["primary"] = {"analysis": chosen.index("mwu"), "test": primary,
+        kind, test = _PRIMARY.get(primary, ("", ""))
+        if kind not in chosen:
+            label = next((g[1] for g in PRIMARY_GROUPS if g[0] == kind), "its analysis")
+            raise FormError("primary test: choose one of the tests offered, and the analysis "
+                            f"it belongs to ({label})", field="primary")
+        spec["primary"] = {"analysis": chosen.index(kind), "test": test,
                            "alpha": _number(values, "alpha", "α of the primary test")}
     return spec
 

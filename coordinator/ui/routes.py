@@ -216,7 +216,7 @@ async def _builder(request: Request, session: Session, values: dict[str, Any], *
     found = build_catalog(await services(request).registry.declarations(budgets=False))
     return page(request, "new.html", session, status_code=status_code, catalog=found,
                 names=forms.catalog_names(found), forms=forms.FORMS,
-                primary_tests=forms.PRIMARY_TESTS, values={**forms.DEFAULTS, **values},
+                primary_groups=forms.PRIMARY_GROUPS, values={**forms.DEFAULTS, **values},
                 plan=plan, errors=errors or [], field_errors=field_errors or {},
                 centers=list(services(request).centers))
 
