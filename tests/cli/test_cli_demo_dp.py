@@ -1,19 +1,23 @@
-"""``fedstats demo --dp`` run as a user runs it (a subprocess): three DP-mode centers answer the
-DP twin of the study to the end; the summary shows the DP Mann-Whitney tests and each center's
+"""``fedstats demo --dp --keep`` run as a user runs it (a subprocess): three DP-mode centers
+answer the DP twin of the study to the end, and its console is usable while they are kept up; the summary shows the DP Mann-Whitney tests and each center's
 lifetime guarantee; no center made an exact release (read from the centers' own ledgers, not
 only the coordinator's record); and what the study says each center spent is what each ledger
 paid."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import signal
 import sqlite3
 import subprocess
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import httpx
 import pytest
 
 from center_agent.gate.kinds import KINDS
@@ -28,15 +32,67 @@ DP_KINDS = {k.name for k in KINDS if not k.exact}
 UNITS = 1e9  # center_agent.db.spend_units: ε in integer units
 
 
+@dataclass
+class Run:
+    workdir: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float  # from the start to the console's line (the study done)
+    console: dict[str, str]  # what the console showed while the services were kept up
+
+
+def console_pages(url: str, token: str) -> dict[str, str]:
+    """The study page and the builder, as the demo's analyst sees them once signed in."""
+    with httpx.Client(trust_env=False) as client:
+        form = client.get(url + "/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+        assert form.status_code == 200 and csrf
+        signed = client.post(url + "/login", data={"csrf_token": csrf.group(1), "token": token})
+        assert signed.status_code == 303
+        studies = client.get(url + "/studies").text
+        found = re.search(r"/ui/studies/([0-9a-f]{32})", studies)
+        assert found, studies
+        return {"studies": studies, "study": client.get(url + f"/studies/{found.group(1)}").text,
+                "new": client.get(url + "/studies/new").text}
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str],
-                                                             float]:
-    workdir = tmp_path_factory.mktemp("demo_dp") / "work"
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One ``fedstats demo --dp --keep``: the console is read while its services are up, then
+    Ctrl-C (SIGINT) stops it."""
+    base = tmp_path_factory.mktemp("demo_dp")
+    workdir = base / "work"
+    out, err = base / "out.txt", base / "err.txt"
     started = time.monotonic()
-    done = subprocess.run([*fedstats(), "demo", "--dp", "--workdir", str(workdir)],
-                          cwd=workdir.parent, env=clean_env(), capture_output=True, text=True,
-                          timeout=scaled(180))
-    return workdir, done, time.monotonic() - started
+    with open(out, "wb") as out_file, open(err, "wb") as err_file:
+        proc = subprocess.Popen([*fedstats(), "demo", "--dp", "--keep", "--workdir",
+                                 str(workdir)], cwd=base, env=clean_env(), stdout=out_file,
+                                stderr=err_file)
+
+    def output() -> str:
+        return out.read_text() + err.read_text()
+
+    try:
+        deadline = time.monotonic() + scaled(180)  # a guard against a hung demo, scaled
+        while "Console: " not in output():
+            assert proc.poll() is None, output()
+            assert time.monotonic() < deadline, output()
+            time.sleep(0.2)
+        seconds = time.monotonic() - started
+        time.sleep(0.2)
+        found = re.search(r"Console: (http://\S+/ui) \(sign in with the analyst token in "
+                          r"(\S+)\)", output())
+        assert found, output()
+        pages = console_pages(found.group(1), Path(found.group(2)).read_text().strip())
+        assert proc.poll() is None  # still serving
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=scaled(60))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Run(workdir, proc.returncode, out.read_text(), err.read_text(), seconds, pages)
 
 
 def audit(workdir: Path, center: str) -> list[tuple[str, str, int, str | None]]:
@@ -46,10 +102,10 @@ def audit(workdir: Path, center: str) -> list[tuple[str, str, int, str | None]]:
             "SELECT kind, outcome, epsilon_units, study_id FROM fedstats_audit")]
 
 
-def test_the_dp_demo_succeeds_and_shows_the_dp_tests_and_the_guarantees(demo: Any) -> None:
-    workdir, done, seconds = demo
+def test_the_dp_demo_succeeds_and_shows_the_dp_tests_and_the_guarantees(demo: Run) -> None:
+    workdir, done = demo.workdir, demo
     assert done.returncode == 0, done.stdout + done.stderr
-    assert seconds < scaled(90)
+    assert demo.seconds < scaled(90)
     assert "succeeded" in done.stdout and "every process stopped" in done.stdout
     view = json.loads((workdir / "study.json").read_text())
     result = view["result"]
@@ -70,6 +126,7 @@ def test_the_dp_demo_succeeds_and_shows_the_dp_tests_and_the_guarantees(demo: An
         assert "every release of the dataset is differentially private" in g["line"]
         assert g["line"] in summary and g["line"] in done.stdout
         assert f"center {g['center']}" in report
+        assert html.escape(g["line"]) in demo.console["study"]  # the console's study page
     # A DP Table 1 with smoking, and each center's DP boxes of both arms.
     (table_one,) = [a for a in result["analyses"] if a["kind"] == "describe"]
     assert table_one["mode"] == "dp"
@@ -79,8 +136,16 @@ def test_the_dp_demo_succeeds_and_shows_the_dp_tests_and_the_guarantees(demo: An
         assert box["pooled"] is not None
 
 
-def test_the_centers_run_in_dp_mode_with_declared_public_sizes(demo: Any) -> None:
-    workdir, done, _ = demo
+def test_the_console_was_usable_and_offers_dp_mwus_tests_as_primary(demo: Run) -> None:
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "demo analyst" in demo.console["studies"] and "succeeded" in demo.console["studies"]
+    assert "DP Mann-Whitney" in demo.console["study"]
+    for test in ("sum", "weighted", "fisher"):
+        assert f'value="dp_mwu:{test}"' in demo.console["new"], test
+
+
+def test_the_centers_run_in_dp_mode_with_declared_public_sizes(demo: Run) -> None:
+    workdir, done = demo.workdir, demo
     assert done.returncode == 0, done.stdout + done.stderr
     for h in synth.HOSPITALS:
         text = (workdir / "config" / f"{h.center_id}.toml").read_text()
@@ -91,8 +156,8 @@ def test_the_centers_run_in_dp_mode_with_declared_public_sizes(demo: Any) -> Non
         assert "never\n# counted from the data" in text  # the TOML says what a declared size is
 
 
-def test_no_exact_release_was_made_and_the_ledgers_paid_what_the_study_says(demo: Any) -> None:
-    workdir, done, _ = demo
+def test_no_exact_release_was_made_and_the_ledgers_paid_what_the_study_says(demo: Run) -> None:
+    workdir, done = demo.workdir, demo
     assert done.returncode == 0, done.stdout + done.stderr
     view = json.loads((workdir / "study.json").read_text())
     releases = json.loads((workdir / "releases.json").read_text())
