@@ -1,8 +1,8 @@
 """``fedstats demo --dp --keep`` run as a user runs it (a subprocess): three DP-mode centers
-answer the DP twin of the study to the end, and its console is usable while they are kept up; the summary shows the DP Mann-Whitney tests and each center's
-lifetime guarantee; no center made an exact release (read from the centers' own ledgers, not
-only the coordinator's record); and what the study says each center spent is what each ledger
-paid."""
+answer the DP twin of the study to the end, and its console is usable while they are kept up;
+the summary shows the DP Mann-Whitney tests and each center's lifetime guarantee; no center made
+an exact release (read from the centers' own ledgers, not only the coordinator's record); and
+what the study says each center spent is what each ledger paid."""
 
 from __future__ import annotations
 
