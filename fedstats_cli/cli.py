@@ -12,7 +12,7 @@
     fedstats study list [--status S] [--limit N] --coordinator URL     (get/list/cancel: --json)
     fedstats study plan study.toml --coordinator URL [--json]   (a dry run; exit 1: refusals)
     fedstats catalog|centers --coordinator URL [--json]
-    fedstats demo [--workdir DIR] [--keep]
+    fedstats demo [--workdir DIR] [--keep] [--dp]
     fedstats simulate mwu|boxplot|quantiles ...
     fedstats synth-data --hospital hospital_a --out cohort.csv
     fedstats health URL [--ca-bundle FILE]
@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "(its address is printed) until Ctrl-C")
     demo.add_argument("--seed", type=int, default=None,
                       help="seed of the synthetic data (default: fixed)")
+    demo.add_argument("--dp", action="store_true",
+                      help="serve the hospitals in DP mode (release_mode = \"dp\": every "
+                           "release differentially private, exact ones refused) and run the "
+                           "DP twin of the study (examples/dp_study.toml)")
 
     sim = sub.add_parser("simulate", help="the papers' simulations")
     kinds = sim.add_subparsers(dest="kind", required=True, metavar="KIND")
@@ -328,7 +332,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         try:
             return run_demo(args.workdir, seed=DEFAULT_SEED if args.seed is None else args.seed,
-                            keep=args.keep)
+                            keep=args.keep, dp=args.dp)
         except Terminated:
             print("fedstats demo: terminated; every process it started is stopped",
                   file=sys.stderr)

@@ -8,6 +8,14 @@ table, the four MWU tests, and the DP analyses the coordinator's study spec acce
 stdout and ``report.html``. Every process started is stopped on the way out, also on Ctrl-C and
 SIGTERM.
 
+``fedstats demo --dp`` runs the same three hospitals served in DP mode (``release_mode = "dp"``,
+docs/privacy.md section 16: every release differentially private, every exact kind refused,
+sizes shown only as the operator declares them) and the DP twin of the study
+(:func:`dp_demo_spec`, also ``examples/dp_study.toml``): the DP Mann-Whitney tests, each center's
+and the pooled DP boxplots, each center's DP quantiles, a DP Table 1 with smoking as a
+categorical variable, and smoking by arm from DP counts. The result states each center's
+lifetime guarantee (its accountant's composition of every ε the dataset paid).
+
 The work folder keeps what a reader may want to look at (nothing in it is ever committed):
 ``data/`` (the CSVs), ``config/`` (TOML files with the tokens, mode 0600), ``logs/``,
 ``processes.json`` (the PIDs started), ``study.json`` (the coordinator's view of the study as its
@@ -109,6 +117,65 @@ def demo_spec() -> tuple[dict[str, Any], list[str]]:
     return base, notes
 
 
+DP_STUDY_EPSILON = 0.5
+"""ε per release of the DP demo's boxplots, quantiles, Table 1 rows and smoking counts."""
+DP_MWU_EPSILON = 1.0
+AGE_BOUNDS = (18.0, 99.0)
+"""Public bounds of the age column (synth clips it there)."""
+
+
+def dp_demo_spec() -> dict[str, Any]:
+    """The DP twin of the demo's study (``fedstats demo --dp``; the same as
+    ``examples/dp_study.toml``): nothing in it is exact, so centers in DP mode answer all of it.
+    Per center it spends 7: 1 (dp_mwu) + 2 (two DP boxes per arm) + 1 (DP quantiles per arm)
+    + 3 (Table 1: three variables per arm); the smoking analysis asks the Table 1's own DP
+    counts (the same question: the same answer, paid once)."""
+    bounds = list(synth.BOUNDS)
+    e = DP_STUDY_EPSILON
+    return {
+        "dataset": synth.DATASET, "variable": synth.VARIABLE, "groups": list(synth.LEVELS),
+        "k": K,
+        "analyses": [
+            {"kind": "dp_mwu", "tests": ["sum", "weighted", "fisher"],
+             "alternative": "two-sided", "epsilon": DP_MWU_EPSILON},
+            *({"kind": "dp_boxplot", "group": level, "epsilon": e, "bounds": bounds,
+               "per_center": True, "pooled": True} for level in synth.LEVELS),
+            *({"kind": "dp_quantiles", "group": level, "levels": LEVELS, "epsilon": e,
+               "bounds": bounds} for level in synth.LEVELS),
+            {"kind": "describe", "mode": "dp", "variables": [synth.VARIABLE, "age"],
+             "categorical": [synth.SMOKING], "epsilon": e,
+             "bounds": {synth.VARIABLE: bounds, "age": list(AGE_BOUNDS)}},
+            {"kind": "categorical", "variable": synth.SMOKING, "mode": "dp", "epsilon": e},
+        ],
+    }
+
+
+DECLARED_SIZE_NOTE = (
+    "DP mode shows no size read from the data. declared_n and declared_n_by_group are public\n"
+    "figures the operator states (a registry's published count, a trial's enrolment), never\n"
+    "counted from the data: here the synthetic hospital's design sizes stand in for them.")
+
+
+def center_dataset(h: synth.Hospital, csv: Path, dp: bool) -> dict[str, Any]:
+    """The ``[datasets.cohort]`` table of one hospital: K-anonymous, or DP mode with its
+    declared public sizes, public bounds and the categorical smoking column."""
+    table: dict[str, Any] = {
+        "source": {"kind": "csv", "path": str(csv)},
+        "variables": [synth.VARIABLE, "age"],
+        "group": {"column": synth.GROUP_COLUMN, "levels": list(synth.LEVELS)},
+        "epsilon_total": EPSILON_TOTAL}
+    if dp:
+        table.update({
+            "release_mode": "dp",
+            "declared_n": h.n_control + h.n_treated,
+            "declared_n_by_group": dict(zip(synth.LEVELS, (h.n_control, h.n_treated),
+                                            strict=True)),
+            "categorical": {synth.SMOKING: list(synth.SMOKING_LEVELS)},
+            "metadata": {synth.VARIABLE: {"bounds": list(synth.BOUNDS), "unit": "day"},
+                         "age": {"bounds": list(AGE_BOUNDS), "unit": "year"}}})
+    return table
+
+
 def _serve(role: str, config: Path) -> list[str]:
     return [sys.executable, "-m", "fedstats_cli", role, "serve", "--config", str(config)]
 
@@ -176,7 +243,8 @@ def recorded_releases(store_url: str, study_id: str) -> list[Any]:
         store.close()
 
 
-def write_results(workdir: Path, view: dict[str, Any], notes: list[str], store_url: str) -> str:
+def write_results(workdir: Path, view: dict[str, Any], notes: list[str], store_url: str,
+                  title: str = "fedstats demo: length of stay, control vs treated") -> str:
     """The study's files in the work folder; returns the summary text."""
     write_view(view, workdir)
     (workdir / "releases.json").write_text(
@@ -184,21 +252,22 @@ def write_results(workdir: Path, view: dict[str, Any], notes: list[str], store_u
     text = summary(view, notes)
     (workdir / "summary.txt").write_text(text + "\n")
     (workdir / "report.html").write_text(
-        render_html(view, notes, title="fedstats demo: length of stay, control vs treated"))
+        render_html(view, notes, title=title))
     return text
 
 
 def run_demo(
     workdir: Path, *, seed: int = synth.DEFAULT_SEED,
-    say: Callable[[str], None] = print, keep: bool = False,
+    say: Callable[[str], None] = print, keep: bool = False, dp: bool = False,
 ) -> int:
     """The whole demo; returns the exit code (0: the study succeeded). With ``keep``, the
     services stay up after the study (with the web console at ``/ui``) until Ctrl-C or
-    SIGTERM."""
+    SIGTERM. With ``dp``, the centers serve the data in DP mode and the study is
+    :func:`dp_demo_spec`."""
     started = time.monotonic()
     workdir = workdir.resolve()
     prepare_workdir(workdir)
-    say(f"fedstats demo in {workdir}")
+    say(f"fedstats demo{' --dp' if dp else ''} in {workdir}")
 
     centers: dict[str, dict[str, Any]] = {}
     # Each center signs its tables with its own key; the others trust it by its public key.
@@ -215,16 +284,13 @@ def run_demo(
              "ledger_url": f"sqlite:///{workdir / 'ledgers' / f'{h.center_id}.sqlite'}",
              "signing_key_file": str(workdir / "config" / f"{h.center_id}.key"),
              "peers": {cid: key for cid, key in public_keys.items() if cid != h.center_id}},
-            {f"datasets.{synth.DATASET}": {
-                "source": {"kind": "csv", "path": str(csv)},
-                "variables": [synth.VARIABLE, "age"],
-                "group": {"column": synth.GROUP_COLUMN, "levels": list(synth.LEVELS)},
-                "epsilon_total": EPSILON_TOTAL}},
+            {f"datasets.{synth.DATASET}": center_dataset(h, csv, dp)},
+            comments={f"datasets.{synth.DATASET}.declared_n": DECLARED_SIZE_NOTE},
         )
         centers[h.center_id] = {"port": port, "token": token, "config": config,
                                 "records": h.n_control + h.n_treated}
         say(f"  {h.center_id}: {h.n_control} control + {h.n_treated} treated records "
-            f"-> data/{csv.name}")
+            f"-> data/{csv.name}" + (" (served in DP mode)" if dp else ""))
     port = free_port()
     store_url = f"sqlite:///{workdir / 'store' / 'coordinator.sqlite'}"
     coordinator_config = write_toml(
@@ -240,7 +306,7 @@ def run_demo(
     token_file = workdir / "config" / "analyst.token"
     token_file.write_text(analyst_token + "\n")
     token_file.chmod(0o600)
-    spec, notes = demo_spec()
+    spec, notes = (dp_demo_spec(), []) if dp else demo_spec()
 
     env = child_env()
     with terminate_on_sigterm(), ProcessGroup() as group:
@@ -259,7 +325,10 @@ def run_demo(
         with analyst_client(base_url, analyst_token, timeout_s=30.0) as client:
             view = run_study(client, spec, timeout_s=300.0,
                              progress=lambda line: say(f"  {line}"))
-        text = write_results(workdir, view, notes, store_url)
+        text = write_results(
+            workdir, view, notes, store_url,
+            title="fedstats demo --dp: length of stay, control vs treated (DP mode)" if dp
+            else "fedstats demo: length of stay, control vs treated")
         say("")
         say(text)
         say("")

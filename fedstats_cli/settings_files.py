@@ -23,12 +23,22 @@ def toml_value(value: Any) -> str:
     raise TypeError(f"no TOML for {type(value).__name__}")
 
 
-def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]]) -> Path:
-    """Top-level keys, then one ``[name]`` table each; readable by its owner only (tokens)."""
-    lines = [f"{k} = {toml_value(v)}" for k, v in top.items()]
+def write_toml(path: Path, top: dict[str, Any], tables: dict[str, dict[str, Any]],
+               comments: dict[str, str] | None = None) -> Path:
+    """Top-level keys, then one ``[name]`` table each; readable by its owner only (tokens).
+    ``comments`` puts a comment (lines joined by newlines) above the key of the same name
+    (``"table.key"`` for a key inside a table)."""
+    comments = comments or {}
+
+    def entry(where: str, key: str, value: Any) -> list[str]:
+        note = comments.get(f"{where}.{key}" if where else key)
+        shown = [f"# {line}".rstrip() for line in note.splitlines()] if note else []
+        return [*shown, f"{key} = {toml_value(value)}"]
+
+    lines = [line for k, v in top.items() for line in entry("", k, v)]
     for name, table in tables.items():
         lines.append(f"\n[{name}]")
-        lines += [f"{k} = {toml_value(v)}" for k, v in table.items()]
+        lines += [line for k, v in table.items() for line in entry(name, k, v)]
     path.touch(mode=0o600)
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -3,7 +3,9 @@
 Each hospital has two treatment arms (``control``, ``treated``) of its own sizes and a skewed
 outcome, the length of stay in days: log-normal with a hospital-specific median (case mix) and a
 shorter stay under treatment (median × ``TREATMENT_EFFECT``), rounded to 0.1 day (so ties occur,
-as in real records). Age is a second, unused column, as a real extract would have.
+as in real records). Age is a second numeric column and smoking (never, former, current) a
+categorical one, both independent of the arm, as a real extract would have; the K-anonymous demo
+leaves them unused, the DP demo's Table 1 describes them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ LEVELS = ("control", "treated")
 BOUNDS = (0.0, 60.0)
 TREATMENT_EFFECT = 0.85
 DEFAULT_SEED = 20261129
+#: The categorical column: its public categories (in the order adjacent ones are merged) and the
+#: share of each (the same in every hospital and arm).
+SMOKING = "smoking"
+SMOKING_LEVELS = ("never", "former", "current")
+SMOKING_SHARES = (0.5, 0.3, 0.2)
 
 
 @dataclass(frozen=True)
@@ -49,14 +56,18 @@ def hospital(center_id: str) -> Hospital:
 
 
 def generate(h: Hospital, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Columns ``arm``, ``los_days``, ``age`` of one hospital, rows in random order."""
+    """Columns ``arm``, ``los_days``, ``age``, ``smoking`` of one hospital, rows in random
+    order."""
     arm = np.repeat(np.array(LEVELS), [h.n_control, h.n_treated])
     median = np.where(arm == LEVELS[1], h.median_days * TREATMENT_EFFECT, h.median_days)
     los = np.round(median * np.exp(rng.normal(0.0, h.sigma, arm.size)), 1)
     los = np.clip(los, 0.1, None)
     age = np.clip(np.round(rng.normal(64.0, 14.0, arm.size)), 18, 99).astype(int)
     order = rng.permutation(arm.size)
-    return {GROUP_COLUMN: arm[order], VARIABLE: los[order], "age": age[order]}
+    # Drawn last, so the other columns are those of the same seed before smoking was added.
+    smoking = rng.choice(np.array(SMOKING_LEVELS), size=arm.size, p=SMOKING_SHARES)
+    return {GROUP_COLUMN: arm[order], VARIABLE: los[order], "age": age[order],
+            SMOKING: smoking}
 
 
 def write_csv(columns: dict[str, np.ndarray], path: Path) -> Path:

@@ -479,6 +479,17 @@ class Results:
         return _pandas().DataFrame(rows, columns=["center", "status", "used_in", "left_out_of",
                                                   "kind", "reason"]).set_index("center")
 
+    @property
+    def guarantees(self) -> pd.DataFrame:
+        """Each included center's lifetime privacy guarantee after the study (index
+        ``center``): its ``release_mode``, the composed ``epsilon`` and ``delta``, the pure-ε
+        sum ``epsilon_pure``, the noisy ``releases`` to date, the accountant's ``method`` and
+        the one-sentence ``line`` the report shows (coordinator.guarantees)."""
+        cols = ["center", "release_mode", "epsilon", "delta", "epsilon_pure", "releases",
+                "method", "line"]
+        rows = [{c: getattr(g, c) for c in cols} for g in self.raw.guarantees or []]
+        return _pandas().DataFrame(rows, columns=cols).set_index("center")
+
 
 @dataclass(frozen=True)
 class StudyRecord:

@@ -113,9 +113,11 @@ class Describe(Analysis[DescribeAnalysis]):
         missing = None
         if not all(line.summary.missing is not None for line in described.lines):
             # The exact missing counts, where a DP description did not release its noisy twin
-            # (a table describe, a center counting complete cases or of an older version).
-            missing = await missing_counts(good, dataset=spec.dataset,
-                                           variables=analysis.described(spec.variable))
+            # (a table describe, a center counting complete cases or of an older version). Not
+            # asked of a center in DP mode: it refuses every exact kind (its line shows "—").
+            missing = await missing_counts(
+                [p for p in good if p.center_id not in study.survey.dp_mode],
+                dataset=spec.dataset, variables=analysis.described(spec.variable))
         categorical, notes, excluded = [], [], []
         for v in analysis.categorical or ():
             counts = await federated_counts(

@@ -35,6 +35,9 @@ class Survey:
     from a center whose releases count each variable's present records (``n_by_variable``:
     ``missing = "per_variable"``)."""
     groups: tuple[str, ...] | None = None
+    dp_mode: frozenset[str] = frozenset()
+    """The centers releasing the dataset in DP mode (``release_mode = "dp"``): they refuse every
+    exact kind before reading anything, so an optional exact request is not sent to them."""
 
     def floors(self, center: str, variable: str) -> tuple[int, ...] | None:
         """The fewest records a release of ``variable`` at ``center`` counts per group asked:
@@ -123,11 +126,14 @@ async def survey_centers(
     epochs: dict[str, int] = {}
 
     present: dict[str, dict[str, dict[str, int]]] = {}
+    dp_mode: set[str] = set()
 
     def check(cid: str, info: CenterInfo) -> None:
         declared[cid], bounds[cid] = _check(cid, info, dataset, variable, groups, k)
         found = next(d for d in info.datasets if d.name == dataset)
         epochs[cid] = found.epoch
+        if found.release_mode == "dp":
+            dp_mode.add(cid)
         if found.n_by_variable:
             present[cid] = {v: dict(levels) for v, levels in found.n_by_variable.items()}
 
@@ -139,4 +145,5 @@ async def survey_centers(
                   declared, {cid: info.signing_key for cid, info in infos.items()},
                   {cid: epochs[cid] for cid in infos},
                   {cid: present[cid] for cid in infos if cid in present},
-                  tuple(groups) if groups is not None else None)
+                  tuple(groups) if groups is not None else None,
+                  frozenset(dp_mode & set(infos)))

@@ -9,7 +9,7 @@ offered kind at first; the analyst adds and removes instances (:func:`edited`), 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from coordinator.analyses import FormError
 from coordinator.figures import figure_names
@@ -31,7 +31,8 @@ from coordinator.ui.schema_form import (
 from coordinator.ui.schema_form import posted_values as posted_fields
 from fedstats_service.errors import dotted
 
-__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_TESTS",
+__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_GROUPS",
+           "PRIMARY_TESTS",
            "FormError", "catalog_names", "chosen_keys", "edited", "export_links", "field_of",
            "figure_links", "form_errors", "instance_groups", "instances", "marked_fields",
            "posted_values", "spec_from_form"]
@@ -41,7 +42,34 @@ __all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PR
 FORMS: tuple[AnalysisForm, ...] = builder_forms()
 ANALYSES = tuple(form.kind for form in FORMS)
 _BY_KIND = {form.kind: form for form in FORMS}
-PRIMARY_TESTS = ("sum", "weighted", "fisher", "table")
+
+
+def _declared_tests(form: AnalysisForm) -> tuple[str, ...]:
+    """The tests an analysis declares: the choices of its spec model's ``tests`` list (none
+    without one)."""
+    from coordinator.analyses import REGISTRY
+
+    found = REGISTRY[form.kind].spec_model.model_fields.get("tests")
+    if found is None:
+        return ()
+    (item,) = get_args(found.annotation) or (None,)
+    return tuple(str(t) for t in get_args(item)) if get_origin(item) is Literal else ()
+
+
+def primary_value(kind: str, test: str) -> str:
+    """The picker's value of one test: ``kind:test`` (the mwu analysis' own tests by their bare
+    name, as the picker has always posted them)."""
+    return test if kind == "mwu" else f"{kind}:{test}"
+
+
+# The primary-test picker: every offered analysis that declares tests, as (kind, its label,
+# its tests as (value, name)); the spec model decides which may be primary.
+PRIMARY_GROUPS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = tuple(
+    (form.kind, form.label, tuple((primary_value(form.kind, t), t) for t in tests))
+    for form in FORMS if (tests := _declared_tests(form)))
+PRIMARY_TESTS = tuple(value for _kind, _label, tests in PRIMARY_GROUPS for value, _t in tests)
+_PRIMARY = {value: (kind, test) for kind, _label, tests in PRIMARY_GROUPS
+            for value, test in tests}
 FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
                  "boxplots": "DP boxplots", "quantiles": "quantiles"}
 # The study's own fields, by the spec's name: (HTML name, label).
@@ -164,13 +192,14 @@ def spec_from_form(values: Mapping[str, Any]) -> dict[str, Any]:
         spec["centers"] = as_list(values["centers"])
     primary = text_of(values, "primary")
     if primary:
-        # The primary test is one of the first Mann-Whitney analysis' (its fields are on the
-        # page with that analysis).
+        # The primary test is one of the tests of the first chosen analysis of its kind.
         kinds = [form.kind for form in chosen]
-        if primary not in PRIMARY_TESTS or "mwu" not in kinds:
-            raise FormError("primary test: choose one of the Mann-Whitney tests, and the "
-                            "Mann-Whitney analysis", field="primary")
-        spec["primary"] = {"analysis": kinds.index("mwu"), "test": primary,
+        kind, test = _PRIMARY.get(primary, ("", ""))
+        if kind not in kinds:
+            label = next((g[1] for g in PRIMARY_GROUPS if g[0] == kind), "its analysis")
+            raise FormError("primary test: choose one of the tests offered, and the analysis "
+                            f"it belongs to ({label})", field="primary")
+        spec["primary"] = {"analysis": kinds.index(kind), "test": test,
                            "alpha": _number(values, "alpha", "α of the primary test")}
     return spec
 

@@ -218,7 +218,8 @@ async def _builder(request: Request, session: Session, values: dict[str, Any], *
     shown = {**forms.DEFAULTS, **values}
     return page(request, "new.html", session, status_code=status_code, catalog=found,
                 names=forms.catalog_names(found), groups=forms.instance_groups(shown),
-                primary_tests=forms.PRIMARY_TESTS, values=shown,
+                primary_tests=forms.PRIMARY_TESTS, primary_groups=forms.PRIMARY_GROUPS,
+                values=shown,
                 plan=plan, asked=asked or [], focus=focus, errors=errors or [],
                 field_errors=field_errors or {},
                 centers=list(services(request).centers))

@@ -186,6 +186,32 @@ def test_synth_data_writes_one_hospital_and_keeps_an_existing_file(tmp_path: Pat
     assert main(["synth-data", "--hospital", "hospital_z", "--out", str(out), "--force"]) == 2
 
 
+def test_synthetic_hospitals_have_a_categorical_smoking_column_drawn_last() -> None:
+    """smoking takes the declared categories at about their shares (seeded: deterministic;
+    the 0.1 tolerance is over 4 binomial SDs at the smallest hospital), and drawing it last
+    leaves the other columns as the same seed gave them before it (the same generator state)."""
+    import numpy as np
+
+    for h in synth.HOSPITALS:
+        rng = np.random.default_rng(synth.hospital_seed(synth.DEFAULT_SEED, h.center_id))
+        columns = synth.generate(h, rng)
+        smoking = columns[synth.SMOKING]
+        assert set(smoking.tolist()) <= set(synth.SMOKING_LEVELS)
+        for level, share in zip(synth.SMOKING_LEVELS, synth.SMOKING_SHARES, strict=True):
+            assert abs(float(np.mean(smoking == level)) - share) < 0.1, (h.center_id, level)
+        # Replaying the draws before smoking gives the same arm, outcome and age.
+        replay = np.random.default_rng(synth.hospital_seed(synth.DEFAULT_SEED, h.center_id))
+        n = h.n_control + h.n_treated
+        arm = np.repeat(np.array(synth.LEVELS), [h.n_control, h.n_treated])
+        median = np.where(arm == synth.LEVELS[1], h.median_days * synth.TREATMENT_EFFECT,
+                          h.median_days)
+        los = np.clip(np.round(median * np.exp(replay.normal(0.0, h.sigma, n)), 1), 0.1, None)
+        replay.normal(64.0, 14.0, n)  # age
+        order = replay.permutation(n)
+        np.testing.assert_array_equal(columns[synth.VARIABLE], los[order])
+        np.testing.assert_array_equal(columns[synth.GROUP_COLUMN], arm[order])
+
+
 def test_synthetic_hospitals_are_skewed_different_and_reproducible(tmp_path: Path) -> None:
     a = synth.write_hospital("hospital_a", tmp_path / "a.csv")
     again = synth.write_hospital("hospital_a", tmp_path / "again.csv")

@@ -46,3 +46,19 @@ def test_the_examples_budget_comment_is_true() -> None:
     assert float(found.group(2)) == declared["epsilon_per_period"]
     assert float(found.group(3)) == period_days
     assert int(found.group(4)) == math.floor(declared["epsilon_per_period"] / run + 1e-9)
+
+
+def test_the_dp_example_is_the_dp_demos_study_and_its_budget_comment_is_true() -> None:
+    """examples/dp_study.toml is what ``fedstats demo --dp`` runs, every analysis in it is
+    answered by DP-mode centers (none exact), and its comment states what a run spends."""
+    from coordinator.analyses import analysis_of
+
+    text = (ROOT / "examples" / "dp_study.toml").read_text()
+    comment = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    spec = StudySpec.model_validate(tomllib.loads(text))
+    assert spec == StudySpec.model_validate(demo.dp_demo_spec())
+    assert not any(analysis_of(a).exact(spec, a) for a in spec.analyses)
+    # The same question is paid once: describe's smoking counts and the categorical analysis'.
+    run = spent(spec)
+    assert f"every center spend ε = {run:g} (" in comment
+    assert run <= demo.EPSILON_TOTAL

@@ -137,6 +137,13 @@ def test_the_r_client_runs_a_study_against_real_services(
               "boxplots": result.boxplots.to_frame(), "describe": result.describe.to_frame()}
     for name, frame in python.items():
         assert_same_frame(name, pd.read_csv(out / f"{name}.csv"), frame)
+    # The DP study (dp_mwu): its tests, effects and the centers' guarantees, the same frames.
+    with Client(url, token=token) as fs:
+        dp = fs.study((out / "dp_study_id").read_text().strip()).result
+    assert dp is not None
+    for name, frame in {"dp_mwu": dp.dp_mwu.to_frame(), "dp_effects": dp.dp_mwu.effects(),
+                        "guarantees": dp.guarantees}.items():
+        assert_same_frame(name, pd.read_csv(out / f"{name}.csv"), frame)
 
 
 def assert_same_frame(name: str, r: pd.DataFrame, python: pd.DataFrame) -> None:

@@ -209,7 +209,9 @@ def test_a_registered_analysis_is_offered_with_its_models_label_unless_it_opts_o
     ({"dp_boxplot.levels": "0.1, x"}, "dp_boxplot.levels", "levels: give numbers separated"),
     ({"k": "ten"}, "k", "K: give a whole number"),
     ({"analyses": []}, "analyses", "choose at least one"),
-    ({"primary": "sum"}, "primary", "the Mann-Whitney analysis"),
+    ({"primary": "sum"}, "primary", r"the analysis it belongs to \(Mann-Whitney tests\)"),
+    ({"primary": "dp_mwu:sum"}, "primary", r"belongs to \(Mann-Whitney tests, differentially"),
+    ({"primary": "wilcoxon"}, "primary", "choose one of the tests offered"),
 ])
 def test_a_field_the_builder_cannot_read_is_named(posted: dict[str, Any], field: str,
                                                   message: str) -> None:
@@ -511,3 +513,29 @@ def test_the_dry_run_lists_each_analysis_as_the_page_heads_it_with_its_epsilon()
     assert forms.asked(spec) == [
         (0, "Federated table", "none"), (1, "DP quantiles (per center)", "0.5"),
         (2, "DP quantiles (per center) #2", "none")]
+
+
+def test_the_primary_test_picker_offers_every_analysis_that_declares_tests() -> None:
+    """The picker is generic: each offered analysis whose spec model has a `tests` list of
+    named choices offers them (mwu's by their bare names, as before; dp_mwu's as
+    ``dp_mwu:test``), and the spec built names that analysis' index and the test."""
+    groups = {kind: [value for value, _ in tests] for kind, _, tests in forms.PRIMARY_GROUPS}
+    assert groups["mwu"] == ["sum", "weighted", "fisher", "table"]
+    assert groups["dp_mwu"] == ["dp_mwu:sum", "dp_mwu:weighted", "dp_mwu:fisher"]
+    # Exactly the analyses with a `tests` field are offered.
+    with_tests = {f.kind for f in forms.FORMS
+                  if "tests" in REGISTRY[f.kind].spec_model.model_fields}
+    assert set(groups) == with_tests
+    values = {**STUDY, "analyses": ["table", "mwu", "dp_mwu"], "dp_mwu.epsilon": "1",
+              "primary": "dp_mwu:weighted", "alpha": "0.01"}
+    spec = forms.spec_from_form(values)
+    assert spec["analyses"][2]["kind"] == "dp_mwu"
+    assert spec["primary"] == {"analysis": 2, "test": "weighted", "alpha": 0.01}
+    assert StudySpec.model_validate(spec).primary is not None
+    legacy = forms.spec_from_form({**values, "primary": "sum"})
+    assert legacy["primary"]["analysis"] == 1 and legacy["primary"]["test"] == "sum"
+    # A test the chosen analysis does not run: the spec model refuses it (the same rule as
+    # the API), on the primary field.
+    narrow = forms.spec_from_form({**values, "dp_mwu.tests": ["sum"]})
+    with pytest.raises(ValidationError, match="is not one of analysis 2's tests"):
+        StudySpec.model_validate(narrow)

@@ -10,6 +10,9 @@
 #   fs_boxplots(study)     (group, center) x the seven numbers, ...         (result.boxplots)
 #   fs_describe(study)     one tidy row per (variable, center, arm)         (result.describe)
 #   fs_centers_used(study) each center included or excluded, and why       (result.centers)
+#   fs_dp_mwu(study)       the DP Mann-Whitney tests (part = "tests"), effects ("effects") or
+#                          each center's release ("releases")    (result.dp_mwu.to_frame(), ...)
+#   fs_guarantees(study)   each center's lifetime privacy guarantee, its line (result.guarantees)
 #
 # fs_mwu, fs_table and fs_quantiles read the study's first analysis of that kind; the others
 # gather every analysis of their kind (a study asks one per group level). An analysis that
@@ -63,8 +66,8 @@ NULL
 
 #' @rdname fs_results
 #' @export
-fs_mwu <- function(study) {
-  raw <- outcomes(study, "mwu")[[1]]
+fs_mwu <- function(study, kind = c("mwu", "dp_mwu")) {
+  raw <- outcomes(study, match.arg(kind))[[1]]
   rows <- lapply(names(raw$tests), function(name) {
     t <- raw$tests[[name]]
     data.frame(test = name, statistic = t$statistic,
@@ -78,8 +81,8 @@ fs_mwu <- function(study) {
 
 #' @rdname fs_results
 #' @export
-fs_effects <- function(study) {
-  raw <- outcomes(study, "mwu")[[1]]
+fs_effects <- function(study, kind = c("mwu", "dp_mwu")) {
+  raw <- outcomes(study, match.arg(kind))[[1]]
   cols <- c("center", "estimate", "low", "high", "level", "n_x", "n_y", "method")
   bind_rows(lapply(raw$effects, function(e) as.data.frame(
     lapply(stats::setNames(cols, cols), function(k) na_if_null(e[[k]])),
@@ -88,8 +91,8 @@ fs_effects <- function(study) {
 
 #' @rdname fs_results
 #' @export
-fs_parts <- function(study) {
-  raw <- outcomes(study, "mwu")[[1]]
+fs_parts <- function(study, kind = c("mwu", "dp_mwu")) {
+  raw <- outcomes(study, match.arg(kind))[[1]]
   rows <- list()
   for (name in names(raw$tests)) for (p in raw$tests[[name]]$parts) {
     rows[[length(rows) + 1]] <- data.frame(test = name, center = p$center,
@@ -101,6 +104,36 @@ fs_parts <- function(study) {
   }
   bind_rows(rows, c("test", "center", "statistic", "variance", "zstatistic", "pvalue",
                     "weight"))
+}
+
+#' @rdname fs_results
+#' @param part fs_dp_mwu: `"tests"` (as [fs_mwu()]), `"effects"` (as [fs_effects()]) or
+#'   `"releases"` (what each center released: noisy sizes, cap M, epsilon and its split, the
+#'   Laplace scale on U, the sizes used).
+#' @export
+fs_dp_mwu <- function(study, part = c("tests", "effects", "releases")) {
+  part <- match.arg(part)
+  if (part == "tests") return(fs_mwu(study, "dp_mwu"))
+  if (part == "effects") return(fs_effects(study, "dp_mwu"))
+  raw <- outcomes(study, "dp_mwu")[[1]]
+  cols <- c("center", "n_x_hat", "n_y_hat", "cap", "epsilon", "size_epsilon", "u_epsilon",
+            "noise_scale", "n_x", "n_y")
+  bind_rows(lapply(raw$releases, function(r) as.data.frame(
+    lapply(stats::setNames(cols, cols), function(k) na_if_null(r[[k]])),
+    stringsAsFactors = FALSE)), cols)
+}
+
+#' @rdname fs_results
+#' @export
+fs_guarantees <- function(study) {
+  if (!inherits(study, "fedstats_study") || is.null(study$result)) {
+    stop(spec_error("read the guarantees from a finished study (fs_run(), fs_wait(), fs_study())"))
+  }
+  cols <- c("center", "release_mode", "epsilon", "delta", "epsilon_pure", "releases", "method",
+            "line")
+  bind_rows(lapply(study$result$guarantees, function(g) as.data.frame(
+    lapply(stats::setNames(cols, cols), function(k) na_if_null(g[[k]])),
+    stringsAsFactors = FALSE)), cols)
 }
 
 #' @rdname fs_results

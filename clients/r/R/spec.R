@@ -11,7 +11,8 @@
 # center); this file checks only the shape it needs to send it, so the rules live in one place.
 
 # Keys whose value is a JSON array even with one element (R has no scalars).
-ARRAY_KEYS <- c("groups", "centers", "tests", "levels", "bounds", "estimators", "variables")
+ARRAY_KEYS <- c("groups", "centers", "tests", "levels", "bounds", "estimators", "variables",
+                "categorical")
 
 #' Start a study spec
 #'
@@ -59,12 +60,16 @@ add_analysis <- function(spec, kind, ...) {
 #' `fs_add_quantiles()`: quantiles from the federated table. `fs_add_dp_quantiles()`: each
 #' center's epsilon-DP quantiles. `fs_add_dp_boxplot()`: epsilon-DP boxplots, per center and
 #' pooled (each center spends `epsilon` per box). `fs_add_describe()`: a "Table 1" (no epsilon
-#' from the tables, or epsilon-DP with `epsilon`).
+#' from the tables, or epsilon-DP with `epsilon`). `fs_add_dp_mwu()`: the DP twin of the
+#' Mann-Whitney tests (each center's noisy sizes and noisy U, epsilon-DP under add/remove),
+#' which centers in DP mode answer (they refuse `fs_add_mwu()`).
 #' @param spec a `fedstats_spec`.
 #' @param lower,upper table: how the end bins close (a number, `"buffer"`, `"infinite"`).
-#' @param tests mwu: of `"sum"`, `"weighted"`, `"fisher"`, `"table"` (default: all four).
+#' @param tests mwu: of `"sum"`, `"weighted"`, `"fisher"`, `"table"` (default: all four);
+#'   dp_mwu: of `"sum"`, `"weighted"`, `"fisher"` (default: all three).
+#' @param size_share dp_mwu: the share of `epsilon` spent on the two noisy sizes (default 0.2).
 #' @param alternative mwu: `"two-sided"`, `"less"` or `"greater"`.
-#' @param epsilon the epsilon each center spends (mwu: noise on its U; dp_quantiles: once for
+#' @param epsilon the epsilon each center spends (mwu: noise on its U; dp_mwu: its sizes and U; dp_quantiles: once for
 #'   all levels; dp_boxplot: per box; quantiles: yj_data's fit; describe: per variable and arm).
 #' @param levels quantile levels in (0, 1), increasing (dp_boxplot: the pooled box's further
 #'   levels, default 0.05 and 0.95).
@@ -79,6 +84,7 @@ add_analysis <- function(spec, kind, ...) {
 #' @param depth,branching dp_boxplot: the pooled box's grid (branching^depth leaves).
 #' @param variables describe: the variables (default: the study's).
 #' @param mode describe: `"table"` (no epsilon) or `"dp"`.
+#' @param categorical describe: categorical variables shown as n (%) rows per category.
 #' @param bins describe (dp): equal-width histogram bins.
 #' @name fs_add
 NULL
@@ -93,6 +99,13 @@ fs_add_table <- function(spec, lower = NULL, upper = NULL) {
 #' @export
 fs_add_mwu <- function(spec, tests = NULL, alternative = NULL, epsilon = NULL) {
   add_analysis(spec, "mwu", tests = tests, alternative = alternative, epsilon = epsilon)
+}
+
+#' @rdname fs_add
+#' @export
+fs_add_dp_mwu <- function(spec, epsilon, tests = NULL, alternative = NULL, size_share = NULL) {
+  add_analysis(spec, "dp_mwu", epsilon = epsilon, tests = tests, alternative = alternative,
+               size_share = size_share)
 }
 
 #' @rdname fs_add
@@ -121,10 +134,11 @@ fs_add_dp_boxplot <- function(spec, epsilon, bounds, group = NULL, per_center = 
 #' @rdname fs_add
 #' @export
 fs_add_describe <- function(spec, variables = NULL, mode = NULL, epsilon = NULL, bounds = NULL,
-                            bins = NULL, per_center = NULL, pooled = NULL) {
+                            bins = NULL, per_center = NULL, pooled = NULL, categorical = NULL) {
   if (!is.null(bounds)) bounds <- lapply(as.list(bounds), function(b) I(as.numeric(b)))
   add_analysis(spec, "describe", variables = variables, mode = mode, epsilon = epsilon,
-               bounds = bounds, bins = bins, per_center = per_center, pooled = pooled)
+               bounds = bounds, bins = bins, per_center = per_center, pooled = pooled,
+               categorical = categorical)
 }
 
 #' @rdname fs_add

@@ -189,3 +189,51 @@ test_that("a study a center refuses ends failed, the condition naming the center
   failed <- fs_run(fs, spec, progress = FALSE, raise_on_failure = FALSE)
   expect_identical(failed$status, "failed")
 })
+
+test_that("a DP study (dp_mwu) is built, run and read: its tests, effects, releases, guarantees", {
+  fs <- live_client()
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated"), k = 10,
+                        primary = list(analysis = 1, test = "weighted")) |>
+    fs_add_dp_mwu(epsilon = 0.5, tests = c("sum", "weighted", "fisher"))
+  body <- spec_body(spec)
+  expect_identical(body$analyses[[1]]$kind, "dp_mwu")
+  expect_identical(unclass(body$analyses[[1]]$tests), c("sum", "weighted", "fisher"))
+  expect_identical(body$primary$analysis, 0L)  # counted from 0 on the wire
+  study <- fs_run(fs, spec, progress = FALSE)
+  expect_identical(study$status, "succeeded")
+  raw <- study$result$analyses[[1]]
+
+  tests <- fs_dp_mwu(study)
+  expect_identical(tests$test, c("sum", "weighted", "fisher"))
+  expect_equal(tests$pvalue, vapply(raw$tests, function(t) t$pvalue, 0), ignore_attr = TRUE)
+  expect_true(all(tests$pvalue > 0 & tests$pvalue <= 1))
+  expect_identical(tests, fs_mwu(study, "dp_mwu"))
+  effects <- fs_dp_mwu(study, "effects")
+  expect_identical(effects$center, c("hospital_a", "hospital_b", "hospital_c", "stratified"))
+  expect_true(all(effects$low <= effects$estimate & effects$estimate <= effects$high))
+  releases <- fs_dp_mwu(study, "releases")
+  expect_identical(releases$center, c("hospital_a", "hospital_b", "hospital_c"))
+  expect_equal(releases$epsilon, rep(0.5, 3))
+  expect_equal(releases$size_epsilon + releases$u_epsilon, releases$epsilon)
+  expect_equal(releases$noise_scale, 2 * releases$cap / releases$u_epsilon)
+  # The study asked no mwu analysis: reading one says so.
+  expect_error(fs_mwu(study), class = "fedstats_no_such_analysis")
+
+  guarantees <- fs_guarantees(study)
+  expect_identical(guarantees$center, c("hospital_a", "hospital_b", "hospital_c"))
+  expect_true(all(guarantees$release_mode == "k_anonymous"))  # these centers' mode
+  expect_true(all(guarantees$epsilon_pure >= 0.5 & guarantees$epsilon <= guarantees$epsilon_pure
+                  + 1e-9))
+  expect_true(all(startsWith(guarantees$line, "each patient at center ")))
+  expect_identical(guarantees$line, vapply(study$result$guarantees, function(g) g$line, ""))
+  expect_error(fs_guarantees(list()), class = "fedstats_spec_error")
+
+  out <- Sys.getenv("FEDSTATS_R_OUT")
+  if (nzchar(out)) {  # for the Python side of tests/client/test_client_r.py
+    writeLines(study$id, file.path(out, "dp_study_id"))
+    frames <- list(dp_mwu = tests, dp_effects = effects, guarantees = guarantees)
+    for (name in names(frames)) {
+      utils::write.csv(frames[[name]], file.path(out, paste0(name, ".csv")), row.names = FALSE)
+    }
+  }
+})
