@@ -509,6 +509,14 @@ class RefineKind(ExactKind[RefinementRequest, RefinementRelease]):
 # -- Mann-Whitney -------------------------------------------------------------------------------
 
 
+def require_each_level(gate: ReleaseGate, dataset: Dataset, population: Population,
+                       variable: str, levels: Iterable[str]) -> None:
+    """The population's rule for a release of two levels: each level as if asked alone
+    (``Dataset.require``; nothing is refused in DP mode)."""
+    for level in levels:
+        dataset.require(population, level, gate.settings.k, variable)
+
+
 class MWUKind(ReleaseKind[MWURequest, MWURelease]):
     """U = Σ sign(Y − X) between two declared levels, its null variance and the levels' sizes
     (at n + m <= 50 without ε, U's two exact tails given the ties: docs/privacy.md guarantee 2);
@@ -541,8 +549,7 @@ class MWUKind(ReleaseKind[MWURequest, MWURelease]):
 
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: MWURequest) -> None:
-        for level in request.groups:
-            dataset.require(population, level, gate.settings.k, request.variable)
+        require_each_level(gate, dataset, population, request.variable, request.groups)
 
     def compute(self, ctx: Context, request: MWURequest) -> JSON:
         groups, _ = canonical_levels(ctx.dataset, request.groups)
@@ -592,8 +599,7 @@ class DPMWUKind(ReleaseKind[DPMWURequest, DPMWURelease]):
 
     def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
                 request: DPMWURequest) -> None:
-        for level in request.groups:
-            dataset.require(population, level, gate.settings.k, request.variable)
+        require_each_level(gate, dataset, population, request.variable, request.groups)
 
     def compute(self, ctx: Context, request: DPMWURequest) -> JSON:
         groups, _ = canonical_levels(ctx.dataset, request.groups)
