@@ -3,9 +3,11 @@ paid and being computed, each token's work per period, the record sets every exa
 counted and their atoms per epoch, the data epochs, the center's secrets and the audit log.
 
 One :class:`Store` per process, shared by the ledger and the release gate. SQLite (the default)
-runs in WAL mode with ``synchronous=FULL`` and opens every transaction with ``BEGIN IMMEDIATE``
-(``fedstats_service.db``), so writers are serialized by the database itself, across threads and
-processes. PostgreSQL locks
+runs in WAL mode, every commit durable before it returns by a log fsync shared with the
+concurrent commits (group commit, ``fedstats_service.walsync``: the fsync is made after the write
+lock is let go, so concurrent releases do not queue behind each other's fsyncs), and opens every
+transaction with ``BEGIN IMMEDIATE`` (``fedstats_service.db``), so writers are serialized by the
+database itself, across threads and processes. PostgreSQL locks
 the dataset's budget row with ``SELECT ... FOR UPDATE``. Either way, :meth:`Store.locked` yields
 a connection inside one transaction that no other ledger or gate transaction on the same dataset
 can interleave with; it commits on a clean exit and rolls back on any exception.
@@ -241,7 +243,7 @@ class Store(Database):
 
     def __init__(self, url: str, *, busy_timeout_s: float = 60.0) -> None:
         super().__init__(url, metadata, what="ledger", busy_timeout_s=busy_timeout_s,
-                         begin_immediate=True)
+                         begin_immediate=True, group_commit=True)
         with self.engine.begin() as conn:
             migrate(conn)
 

@@ -15,8 +15,10 @@ Usage (a DP endpoint)::
 3. it debits, runs ``compute()``, stores the payload and commits.
 
 A crash anywhere before the commit rolls everything back: nothing was released, nothing is spent.
-After the commit the spend is on disk (SQLite WAL with ``synchronous=FULL``, or PostgreSQL) before
-the payload is returned to the caller, so a killed process never loses a recorded spend.
+After the commit the spend is on disk (SQLite WAL, the commit returning once a log fsync shared
+with concurrent commits has covered it, ``fedstats_service.walsync``; or PostgreSQL) before the
+payload is returned to the caller, so neither a killed process nor a power cut loses a recorded
+spend.
 
 The release gate (``center_agent.gate``) does not compute inside the lock: it debits and
 **reserves** the key (:meth:`Ledger.reserve`) in one short transaction, computes outside it,

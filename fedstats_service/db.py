@@ -1,11 +1,13 @@
 """A service's own database (the center's ledger, the coordinator's store): SQLite (the default)
 or PostgreSQL, both pooled, opened with its tables by :class:`Database`.
 
-SQLite runs in WAL mode with ``synchronous=FULL`` (a committed transaction survives a power cut)
-and foreign keys on; a connection waits up to ``busy_timeout_s`` for another writer. With
-``begin_immediate`` every transaction opens with ``BEGIN IMMEDIATE``, so writers are serialized by
-the database itself, across threads and processes, from the transaction's first statement (the
-center's ledger needs that: it reads a budget and then spends it). PostgreSQL connections are
+SQLite runs in WAL mode with ``synchronous=FULL`` (a committed transaction survives a power cut),
+or with ``group_commit`` its commits durable by log fsyncs shared between threads
+(:mod:`fedstats_service.walsync`: durable when ``commit()`` returns all the same), and foreign keys
+on; a connection waits up to ``busy_timeout_s`` for another writer. With ``begin_immediate``
+every transaction opens with ``BEGIN IMMEDIATE``, so writers are serialized by the database
+itself, across threads and processes, from the transaction's first statement (the center's
+ledger needs that: it reads a budget and then spends it). PostgreSQL connections are
 checked before use (``pool_pre_ping``); a caller waits up to ``busy_timeout_s`` for one.
 
 A SQLite connection costs its pragmas on every open, so the pool keeps connections open.
@@ -23,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import QueuePool
 
 from fedstats_service.settings import check_database_url
+from fedstats_service.walsync import GroupCommitConnection
 
 
 def utcnow() -> datetime:
@@ -33,7 +36,9 @@ def utcnow() -> datetime:
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=FULL")
+    # A group-commit connection syncs the log itself after its commit (fedstats_service.walsync).
+    grouped = isinstance(dbapi_connection, GroupCommitConnection)
+    cursor.execute(f"PRAGMA synchronous={'NORMAL' if grouped else 'FULL'}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -48,16 +53,22 @@ def _sqlite_begin_immediate(conn: Connection) -> None:
 
 
 def make_engine(url: str, *, what: str, busy_timeout_s: float,
-                begin_immediate: bool = False) -> Engine:
-    """An engine on ``url`` (SQLite or PostgreSQL; ``what`` names the database in the error)."""
+                begin_immediate: bool = False, group_commit: bool = False) -> Engine:
+    """An engine on ``url`` (SQLite or PostgreSQL; ``what`` names the database in the error).
+    ``group_commit``: SQLite commits made durable by log fsyncs shared between threads
+    (:mod:`fedstats_service.walsync`; durable when ``commit()`` returns, as without it);
+    PostgreSQL groups its commits' log flushes itself."""
     check_database_url(url, what)
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
         return create_engine(parsed, pool_size=5, max_overflow=10, pool_timeout=busy_timeout_s,
                              pool_pre_ping=True)
+    connect_args: dict[str, Any] = {"timeout": busy_timeout_s, "check_same_thread": False}
+    if group_commit:
+        connect_args["factory"] = GroupCommitConnection
     engine = create_engine(
         parsed,
-        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        connect_args=connect_args,
         # The pool's wait as long as the lock's (SQLAlchemy's default is 30 s, which 150
         # concurrent writers on a loaded machine outwaited: a 500 where a wait was due).
         poolclass=QueuePool, pool_size=5, max_overflow=20, pool_timeout=busy_timeout_s,
@@ -104,10 +115,10 @@ class Database:
     :func:`make_engine`). A service's store subclasses it with its queries."""
 
     def __init__(self, url: str, metadata: MetaData, *, what: str, busy_timeout_s: float,
-                 begin_immediate: bool = False) -> None:
+                 begin_immediate: bool = False, group_commit: bool = False) -> None:
         self.url = url
         self.engine = make_engine(url, what=what, busy_timeout_s=busy_timeout_s,
-                                  begin_immediate=begin_immediate)
+                                  begin_immediate=begin_immediate, group_commit=group_commit)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         try:
             metadata.create_all(self.engine)
