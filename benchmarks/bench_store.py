@@ -13,7 +13,8 @@ time, and the commits per protocol round. Count the fsyncs themselves with::
     strace -f -c -e trace=fdatasync,fsync .venv/bin/python benchmarks/bench_store.py
 
 (which includes the centers' ledgers: they run in this process). The centers' ledgers use their
-own engines: only the coordinator store's commits are counted here.
+own engines; their commits and the log fsyncs they shared (group commit,
+``fedstats_service.walsync``) are printed too.
 
     .venv/bin/python benchmarks/bench_store.py --centers 50 --studies 4
 """
@@ -41,6 +42,7 @@ from coordinator.db import Store
 from coordinator.local import in_process_federation
 from coordinator.models import StudySpec
 from coordinator.runner import StudyRunner
+from fedstats_service import walsync
 
 
 def spec(i: int) -> StudySpec:
@@ -65,7 +67,9 @@ async def run(m: int, n: int, studies: int, work: Path) -> dict[str, float]:
 
     event.listen(store.engine, "commit", counted)
     runner = StudyRunner(store, centers, min_centers=2)
+    syncs = walsync.every_sync  # the centers' ledgers: group commit (fedstats_service.walsync)
     try:
+        ledger_before = (sum(s.commits for s in syncs()), sum(s.fsyncs for s in syncs()))
         before = commits
         start, cpu = time.perf_counter(), time.process_time()
         made = [await runner.submit(spec(i), analyst_id="bench") for i in range(studies)]
@@ -77,7 +81,9 @@ async def run(m: int, n: int, studies: int, work: Path) -> dict[str, float]:
             raise SystemExit(f"studies ended {statuses}")
         answers = sum(store.count_releases(r.id) for r in made)
         return {"centers": m, "studies": studies, "wall_s": wall, "cpu_s": cpu,
-                "commits": commits - before, "answers": answers}
+                "commits": commits - before, "answers": answers,
+                "ledger_commits": sum(s.commits for s in syncs()) - ledger_before[0],
+                "ledger_fsyncs": sum(s.fsyncs for s in syncs()) - ledger_before[1]}
     finally:
         await runner.close()
         for center in centers.values():
@@ -96,7 +102,9 @@ def main() -> None:
     print(f"{r['studies']:.0f} studies x {r['centers']:.0f} centers: {r['commits']:.0f} store "
           f"commits ({r['commits'] / r['studies']:.1f} per study) for {r['answers']:.0f} "
           f"answers recorded; wall {r['wall_s']:.1f} s ({r['studies'] / r['wall_s']:.3f} "
-          f"studies/s), CPU of this process (centers included) {r['cpu_s']:.1f} s")
+          f"studies/s), CPU of this process (centers included) {r['cpu_s']:.1f} s; the "
+          f"centers' ledgers: {r['ledger_commits']:.0f} commits, {r['ledger_fsyncs']:.0f} "
+          "fsyncs")
 
 
 if __name__ == "__main__":

@@ -46,12 +46,14 @@ class WalSync:
         self._completed = 0  # the highest number of an fsync that completed
         self._running = False
         self.fsyncs = 0  # completed, for the benchmarks and tests
+        self.commits = 0  # commits that waited here
         self.waiting = 0  # callers waiting for an fsync another caller runs
 
     def wait(self) -> None:
         """Return once an fsync of the log started after this call began has completed (so it
         covers every commit made before the call)."""
         with self._cond:
+            self.commits += 1
             needed = self._started + 1
             while self._completed < needed:
                 if self._running:
@@ -86,6 +88,12 @@ class WalSync:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def every_sync() -> list[WalSync]:
+    """The :class:`WalSync` of every database file this process committed to."""
+    with _registry_lock:
+        return list(_registry.values())
 
 
 def wal_sync(database_path: str) -> WalSync:

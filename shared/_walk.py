@@ -261,6 +261,20 @@ def _compile() -> None:
         _compiled = True
 
 
+def warm() -> None:
+    """Compile (or load from the cache) every kernel now, with the argument types the walk and
+    the merge use, rather than in the first release that needs them."""
+    if not AVAILABLE:
+        return
+    tiny = np.array([0.0, 1.0, 2.0, 3.0])
+    frozen = tiny.copy()
+    frozen.flags.writeable = False  # a center's kept levels are read-only: their own signature
+    for data in (tiny, frozen):
+        buf, off = sorted_buffer([tiny[::-1].copy(), data])
+        walk_segments(buf, off, off[:-1, None], off[1:, None], 2)  # each group one segment
+        mwu_merge(data, data)
+
+
 def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     """The groups sorted, one after the other in one array, and their offsets.
 

@@ -396,6 +396,13 @@ class Settings(ServiceSettings):
     peer_keys_dir: DirectoryPath | None = Field(
         default=None, description="a directory of <center_id>.pub files (peers' public keys)"
     )
+    warm_kernels: bool = Field(
+        default=True,
+        description="load the compiled binning and Mann-Whitney kernels as the center starts "
+                    "(about a CPU second, compiled once into Numba's cache on a fresh "
+                    "install), so that the first study does not wait for them at every center "
+                    "of its refinement chain",
+    )
     max_body_bytes: MaxBodyBytes = 1_000_000
     max_concurrency: MaxConcurrency = 128
     port: Port = 8700

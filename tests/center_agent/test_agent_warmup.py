@@ -7,7 +7,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from center_agent.warmup import warm_routes
+from center_agent.warmup import warm_kernels, warm_routes
 from tests.helpers.center import AUTH, TOKEN
 
 pytestmark = pytest.mark.anyio
@@ -32,3 +32,36 @@ async def test_warming_the_routes_touches_nothing(client: httpx.AsyncClient, app
     assert budget["datasets"]["cohort"]["spent_epsilon"] == 0.0
     r = await client.get("/v1/audit", headers={"Authorization": f"Bearer {OPERATOR}"})
     assert r.json()["records"] == []
+
+
+async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """After :func:`warm_kernels`, binning, refining and the Mann-Whitney merge at sizes a
+    center sees compile no new kernel signature (the first study pays nothing)."""
+    import numpy as np
+
+    from shared import _walk
+    from shared.binning import bin_table
+    from shared.federation import refine_table
+    from shared.mwu import mann_whitney
+
+    if not _walk.AVAILABLE:
+        pytest.skip("numba is not installed: the numpy reference runs, nothing to warm")
+    with caplog.at_level("INFO", logger="center_agent.warmup"):
+        await warm_kernels()
+    assert "compiled kernels loaded" in caplog.records[-1].getMessage()
+    # The walk's callees are compiled into it; the kernels called from Python are these.
+    kernels = (_walk._walk, _walk._ascending, _walk._mwu_merge)
+    signatures = [list(kernel.signatures) for kernel in kernels]
+    assert all(signatures)
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=500), rng.normal(size=700)
+    table = bin_table(x, y, k=5, rng=rng)
+    refine_table(table.limits, rng.normal(size=300), rng.normal(size=200), k=5, rng=rng)
+    mann_whitney(np.sort(x), np.sort(y))
+    for data in (x, y):
+        data.sort()
+        data.flags.writeable = False  # as a center keeps its levels
+    bin_table(x, y, k=5, rng=rng)
+    mann_whitney(x, y)
+    assert [list(kernel.signatures) for kernel in kernels] == signatures

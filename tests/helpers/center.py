@@ -157,6 +157,9 @@ def center_config(
         "ledger_url": f"sqlite:///{tmp_path / f'{name}-ledger.sqlite'}",
         "signing_key_file": str(key),
         "peer_keys_dir": str(peers),
+        # A test's center binning a few hundred records needs no head start; the test of the
+        # warm-up and the load test (long-running centers) turn it on.
+        "warm_kernels": False,
         **extra,
         "datasets": {
             ds: {**dataset_config({"kind": "csv", "path": str(sources[ds])}, epsilon_total=eps),

@@ -12,8 +12,10 @@ Printed: studies per second and p50/p99 latency of studies and of single HTTP re
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +37,12 @@ VARIANTS = 5  # distinct DP requests
 EPSILON = 0.1  # per DP request: within the default cap, a quarter of EPSILON_TOTAL
 EPSILON_TOTAL = 3.0
 WALL_LIMIT_S = 120.0  # on a quiet machine; scaled
+
+
+def cpu_s(pid: int) -> float:
+    """The CPU seconds (user + system) process ``pid`` has used so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spec(variant: int) -> dict[str, Any]:
@@ -82,8 +90,9 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     workdir = tmp_path_factory.mktemp("load")
+    # Long-running centers, as deployed: their compiled kernels loaded as they start.
     centers = [center_config(workdir, {"cohort": EPSILON_TOTAL}, name=f"c{i}", n=200 + 60 * i,
-                             seed=i)
+                             seed=i, warm_kernels=True)
                for i in range(CENTERS)]
     for config, _ in centers:  # the figures asserted below fit the centers' ε caps
         cohort = load_settings(config).datasets["cohort"]
@@ -101,8 +110,9 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
             workdir / "coordinator.toml",
             {f"c{i}": f"http://127.0.0.1:{cport}" for i, (_, cport) in enumerate(centers)},
             min_centers=2, max_running_studies=ANALYSTS + 10, read_timeout_s=scaled(60.0))
-        with running_coordinator(config, port):
+        with running_coordinator(config, port) as coordinator:
             latencies: list[tuple[str, float]] = []
+            cpu_before = [cpu_s(p.pid) for p in (coordinator, *procs)]
             start = time.perf_counter()
 
             async def everyone() -> list[tuple[str, float, list[int]]]:
@@ -112,6 +122,8 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
 
             outcomes = asyncio.run(everyone())
             wall = time.perf_counter() - start
+            cpu = [cpu_s(p.pid) - b for p, b in zip((coordinator, *procs), cpu_before,
+                                                       strict=True)]
             spent = [httpx.get(f"http://127.0.0.1:{cport}/v1/budget/cohort",
                                headers=CENTER_AUTH, timeout=scaled(30)).json()
                      for _, cport in centers]
@@ -126,6 +138,10 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
           f"p99 {np.percentile(studies, 99):.2f} s; {requests.size} HTTP requests, "
           f"p50 {1000 * np.percentile(requests, 50):.0f} ms, "
           f"p99 {1000 * np.percentile(requests, 99):.0f} ms")
+    # CPU per study: what the machine's cores must supply, whatever its load (the wall time
+    # above moves with what else runs; this does not).
+    print(f"  CPU per study: coordinator {1000 * cpu[0] / ANALYSTS:.0f} ms, the {CENTERS} "
+          f"centers {1000 * sum(cpu[1:]) / ANALYSTS:.0f} ms")
     for kind in ("list centers", "submit", "poll"):
         of_kind = np.array([t for k, t in latencies if k == kind])
         print(f"  {kind}: {of_kind.size} requests, p50 {1000 * np.percentile(of_kind, 50):.0f} "
