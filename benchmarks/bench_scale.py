@@ -9,7 +9,8 @@ once per data version, and the data engine, each printed as a ratio.
            Mann-Whitney statistic, ε-DP quantiles of every record). Printed per row and as a
            ratio to the raw bytes of the values the center keeps (8 n), after subtracting the
            base: the same center over 10^3 rows. The peak (VmHWM) is read after start-up (the
-           read's transient copies) and, reset then, after the study (its working copies). With ``--baseline`` also the local core on the same data (read the column
+           read's transient copies) and, reset then, after the study (its working copies).
+           With ``--baseline`` also the local core on the same data (read the column
            with pyarrow, ``np.sort`` it, the baseline of the other benchmarks) and the study's
            wall time against it.
 ``sql``    A PostgreSQL-backed center (10^6 rows by default) with a ``version_query``: the same

@@ -27,16 +27,20 @@ nothing: whether an answer exists never depends on the data, and every DP mechan
 and ε-DP on any number of records (docs/privacy.md, "DP mode"). Each row's membership is then a
 function of that row alone, so neighbouring sources give neighbouring populations.
 
-Each level's values of each variable are kept sorted and read-only. The population is read once
+Each level's values of each variable are kept sorted and read-only, a variable's levels one after
+the other in one buffer (with complete cases), so that the compiled walk of a table and the merge
+of the pooled values read them where they lie (``shared._walk.sorted_buffer``). The population is
+read once
 per version of the source and kept: a file's version is its identity, size and modification time;
 a SQL source's is the answer of the operator's ``version_query`` or, without one, a generation
 that advances every ``version_ttl_s`` seconds (``center_agent.data.sources.SqlTable.version``;
 ``version_ttl_s = 0`` reads it on every request). Requests arriving together share one read.
 Memory: the values kept (8 bytes per complete row and variable, and as much again for a variable
-whose levels were pooled) plus transient copies during a read (``docs/benchmarks.md``, "Hospital
-scale"). Its :attr:`Population.fingerprint` is a digest of its content (the
-sorted values per level), so re-ordering rows or touching a file does not change it, and any
-change of a counted value does: the release gate ties releases to it (``center_agent.gate``).
+whose levels were pooled: a release of every record, never a table) plus transient copies during
+a read (``docs/benchmarks.md``, "Hospital scale" and "The 10^8-row study"). Its
+:attr:`Population.fingerprint` is a digest of its content (the sorted values per level), so
+re-ordering rows or touching a file does not change it, and any change of a counted value does:
+the release gate ties releases to it (``center_agent.gate``).
 
 Everything is vectorized in Arrow/numpy; there is no per-row Python loop.
 """

@@ -3,6 +3,8 @@ same cuts, the same values handed to the placement, the same placed numbers and 
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -193,7 +195,7 @@ def _one_buffer(parts: list[np.ndarray]) -> list[np.ndarray]:
     """``parts`` copied one after the other into one buffer (as a center keeps its levels)."""
     buffer = np.concatenate(parts) if parts else np.empty(0)
     bounds = np.cumsum([0, *(p.size for p in parts)])
-    return [buffer[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [buffer[a:b] for a, b in pairwise(bounds)]
 
 
 @settings(max_examples=100, deadline=None)
