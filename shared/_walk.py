@@ -241,6 +241,26 @@ def _merge_runs(buf: Any, off: Any, out: Any) -> None:
     """The sorted runs ``buf[off[g]:off[g + 1]]`` merged into ``out``, ties in run order (what a
     stable sort of their concatenation gives, value for value and ±0.0 for ±0.0)."""
     n_runs = off.size - 1
+    if n_runs == 2:  # the common case (two arms), one comparison per value
+        i, end_i, j, end_j = off[0], off[1], off[1], off[2]
+        t = 0
+        while i < end_i and j < end_j:
+            if buf[j] < buf[i]:
+                out[t] = buf[j]
+                j += 1
+            else:
+                out[t] = buf[i]
+                i += 1
+            t += 1
+        while i < end_i:
+            out[t] = buf[i]
+            i += 1
+            t += 1
+        while j < end_j:
+            out[t] = buf[j]
+            j += 1
+            t += 1
+        return
     pos = off[:-1].copy()
     for t in range(out.size):
         best = -1
