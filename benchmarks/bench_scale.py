@@ -27,6 +27,7 @@ once per data version, and the data engine, each printed as a ratio.
     .venv/bin/python benchmarks/bench_scale.py sql --rows 1e6
     .venv/bin/python benchmarks/bench_scale.py engines --rows 1e7
     .venv/bin/python benchmarks/bench_scale.py rss --rows 1e5      # a quick look
+    .venv/bin/python benchmarks/bench_scale.py rss --rows 1e7 --per-release  # peak per release
 """
 
 from __future__ import annotations
@@ -130,13 +131,26 @@ def center(work: Path, source: dict[str, Any], variables: list[str], name: str =
             yield client, child.proc.pid, ready
 
 
-def run_study(client: httpx.Client, n: int, variable: str = VARIABLE) -> float:
-    """Wall seconds of the study's releases, one request after the other."""
+def run_study(client: httpx.Client, n: int, variable: str = VARIABLE,
+              pid: int | None = None, peaks: list[int] | None = None) -> float:
+    """Wall seconds of the study's releases, one request after the other. With ``pid`` (the
+    center's), each release's peak above the center's RSS before it is printed (VmHWM reset
+    before each request) and its VmHWM appended to ``peaks``."""
     start = time.perf_counter()
     for path, body in study_requests(n):
+        if pid is not None:
+            reset_peak(pid)
+            before = memory_kb(pid)["VmRSS"]
         r = client.post(f"/v1/datasets/cohort/{path}", json={**body, "variable": variable})
         if r.status_code != 200:
             raise SystemExit(f"{path}: {r.status_code} {r.text}")
+        if pid is not None:
+            after = memory_kb(pid)
+            print(f"  {path}: peak {(after['VmHWM'] - before) / 1024:.0f} MB above the RSS "
+                  f"before it ({before / 1024:.0f} MB; {after['VmRSS'] / 1024:.0f} MB after)",
+                  flush=True)
+            if peaks is not None:
+                peaks.append(after["VmHWM"])
     return time.perf_counter() - start
 
 
@@ -155,7 +169,8 @@ def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
-def rss_run(n: int, work: Path, seed: int, baseline: bool) -> dict[str, Any]:
+def rss_run(n: int, work: Path, seed: int, baseline: bool,
+            per_release: bool = False) -> dict[str, Any]:
     path = work / f"hospital-{n}.parquet"
     t0 = time.perf_counter()
     write_hospital(path, n, seed)
@@ -163,9 +178,15 @@ def rss_run(n: int, work: Path, seed: int, baseline: bool) -> dict[str, Any]:
     source = {"kind": "parquet", "path": str(path)}
     with center(work, source, [VARIABLE], name=f"c{n}") as (client, pid, ready):
         idle = memory_kb(pid)
+        if per_release:
+            print(f"  {n:.0e} rows: start-up peak {idle['VmHWM'] / 1024:.0f} MB, "
+                  f"{idle['VmRSS'] / 1024:.0f} MB idle", flush=True)
         reset_peak(pid)  # from here VmHWM is the study's peak alone
-        study = run_study(client, n)
+        peaks: list[int] = []
+        study = run_study(client, n, pid=pid if per_release else None, peaks=peaks)
         after = memory_kb(pid)
+        if peaks:  # reset before each release: the study's peak is the largest of theirs
+            after["VmHWM"] = max(peaks)
         again = run_study(client, n)  # the stored answers: what a repeat costs
     core = local_core(path) if baseline else float("nan")
     path.unlink()
@@ -189,7 +210,8 @@ def cmd_rss(args: argparse.Namespace) -> None:
               f"{'core s':>7} {'study/core':>10}",
               flush=True)
         for n in sizes:
-            r = rss_run(n, work, args.seed, baseline=args.baseline)
+            r = rss_run(n, work, args.seed, baseline=args.baseline,
+                        per_release=args.per_release)
             raw = 8 * n / 1024  # kB of the values kept: one float64 per row
             idle = r["idle_kb"] - base["idle_kb"]
             study = r["study_kb"] - base["study_kb"]
@@ -392,6 +414,8 @@ def main() -> None:
     parser.add_argument("--rows", action="append", help="rows (repeatable for rss)")
     parser.add_argument("--baseline", action="store_true",
                         help="rss: also time the local core on the same data")
+    parser.add_argument("--per-release", action="store_true",
+                        help="rss: print each release's peak (and the start-up's)")
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--tmp", default=None, help="where the data files go (default: $TMPDIR)")
     args = parser.parse_args()
