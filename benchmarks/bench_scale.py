@@ -8,8 +8,9 @@ once per data version, and the data engine, each printed as a ratio.
            the start-up check) and after a study's releases (a K-anonymous table, the
            Mann-Whitney statistic, ε-DP quantiles of every record). Printed per row and as a
            ratio to the raw bytes of the values the center keeps (8 n), after subtracting the
-           base: the same center over 10^3 rows. The peak (VmHWM) shows the read's transient
-           copies. With ``--baseline`` also the local core on the same data (read the column
+           base: the same center over 10^3 rows. The peak (VmHWM) is read after start-up (the
+           read's transient copies) and, reset then, after the study (its working copies).
+           With ``--baseline`` also the local core on the same data (read the column
            with pyarrow, ``np.sort`` it, the baseline of the other benchmarks) and the study's
            wall time against it.
 ``sql``    A PostgreSQL-backed center (10^6 rows by default) with a ``version_query``: the same
@@ -26,6 +27,7 @@ once per data version, and the data engine, each printed as a ratio.
     .venv/bin/python benchmarks/bench_scale.py sql --rows 1e6
     .venv/bin/python benchmarks/bench_scale.py engines --rows 1e7
     .venv/bin/python benchmarks/bench_scale.py rss --rows 1e5      # a quick look
+    .venv/bin/python benchmarks/bench_scale.py rss --rows 1e7 --per-release  # peak per release
 """
 
 from __future__ import annotations
@@ -129,13 +131,26 @@ def center(work: Path, source: dict[str, Any], variables: list[str], name: str =
             yield client, child.proc.pid, ready
 
 
-def run_study(client: httpx.Client, n: int, variable: str = VARIABLE) -> float:
-    """Wall seconds of the study's releases, one request after the other."""
+def run_study(client: httpx.Client, n: int, variable: str = VARIABLE,
+              pid: int | None = None, peaks: list[int] | None = None) -> float:
+    """Wall seconds of the study's releases, one request after the other. With ``pid`` (the
+    center's), each release's peak above the center's RSS before it is printed (VmHWM reset
+    before each request) and its VmHWM appended to ``peaks``."""
     start = time.perf_counter()
     for path, body in study_requests(n):
+        if pid is not None:
+            reset_peak(pid)
+            before = memory_kb(pid)["VmRSS"]
         r = client.post(f"/v1/datasets/cohort/{path}", json={**body, "variable": variable})
         if r.status_code != 200:
             raise SystemExit(f"{path}: {r.status_code} {r.text}")
+        if pid is not None:
+            after = memory_kb(pid)
+            print(f"  {path}: peak {(after['VmHWM'] - before) / 1024:.0f} MB above the RSS "
+                  f"before it ({before / 1024:.0f} MB; {after['VmRSS'] / 1024:.0f} MB after)",
+                  flush=True)
+            if peaks is not None:
+                peaks.append(after["VmHWM"])
     return time.perf_counter() - start
 
 
@@ -149,7 +164,13 @@ def local_core(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def rss_run(n: int, work: Path, seed: int, baseline: bool) -> dict[str, Any]:
+def reset_peak(pid: int) -> None:
+    """Reset a process's VmHWM to its current RSS (Linux ``/proc/<pid>/clear_refs``, 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def rss_run(n: int, work: Path, seed: int, baseline: bool,
+            per_release: bool = False) -> dict[str, Any]:
     path = work / f"hospital-{n}.parquet"
     t0 = time.perf_counter()
     write_hospital(path, n, seed)
@@ -157,13 +178,22 @@ def rss_run(n: int, work: Path, seed: int, baseline: bool) -> dict[str, Any]:
     source = {"kind": "parquet", "path": str(path)}
     with center(work, source, [VARIABLE], name=f"c{n}") as (client, pid, ready):
         idle = memory_kb(pid)
-        study = run_study(client, n)
+        if per_release:
+            print(f"  {n:.0e} rows: start-up peak {idle['VmHWM'] / 1024:.0f} MB, "
+                  f"{idle['VmRSS'] / 1024:.0f} MB idle", flush=True)
+        reset_peak(pid)  # from here VmHWM is the study's peak alone
+        peaks: list[int] = []
+        study = run_study(client, n, pid=pid if per_release else None, peaks=peaks)
         after = memory_kb(pid)
+        if peaks:  # reset before each release: the study's peak is the largest of theirs
+            after["VmHWM"] = max(peaks)
         again = run_study(client, n)  # the stored answers: what a repeat costs
     core = local_core(path) if baseline else float("nan")
     path.unlink()
     return {"n": n, "generate_s": generated, "start_s": ready, "idle_kb": idle["VmRSS"],
-            "study_kb": after["VmRSS"], "peak_kb": after["VmHWM"], "study_s": study,
+            "study_kb": after["VmRSS"], "start_peak_kb": idle["VmHWM"],
+            "peak_kb": max(idle["VmHWM"], after["VmHWM"]), "study_peak_kb": after["VmHWM"],
+            "study_s": study,
             "repeat_s": again, "core_s": core}
 
 
@@ -176,21 +206,28 @@ def cmd_rss(args: argparse.Namespace) -> None:
               f"{base['study_kb'] / 1024:.0f} MB after the study", flush=True)
         print(f"{'rows':>9} {'raw MB':>8} {'idle MB':>8} {'study MB':>9} {'peak MB':>8} "
               f"{'B/row idle':>10} {'B/row study':>11} {'idle/raw':>8} {'study/raw':>9} "
-              f"{'peak/raw':>8} {'start s':>8} {'study s':>8} {'core s':>7} {'study/core':>10}",
+              f"{'peak/raw':>8} {'start pk':>8} {'study pk':>8} {'start s':>8} {'study s':>8} "
+              f"{'core s':>7} {'study/core':>10}",
               flush=True)
         for n in sizes:
-            r = rss_run(n, work, args.seed, baseline=args.baseline)
+            r = rss_run(n, work, args.seed, baseline=args.baseline,
+                        per_release=args.per_release)
             raw = 8 * n / 1024  # kB of the values kept: one float64 per row
             idle = r["idle_kb"] - base["idle_kb"]
             study = r["study_kb"] - base["study_kb"]
             peak = r["peak_kb"] - base["study_kb"]
+            start_peak = r["start_peak_kb"] - base["study_kb"]
+            study_peak = r["study_peak_kb"] - base["study_kb"]
             print(f"{n:>9.0e} {raw / 1024:>8.0f} {r['idle_kb'] / 1024:>8.0f} "
                   f"{r['study_kb'] / 1024:>9.0f} {r['peak_kb'] / 1024:>8.0f} "
                   f"{idle * 1024 / n:>10.1f} {study * 1024 / n:>11.1f} {idle / raw:>8.2f} "
-                  f"{study / raw:>9.2f} {peak / raw:>8.2f} {r['start_s']:>8.1f} "
+                  f"{study / raw:>9.2f} {peak / raw:>8.2f} {start_peak / raw:>8.2f} "
+                  f"{study_peak / raw:>8.2f} {r['start_s']:>8.1f} "
                   f"{r['study_s']:>8.2f} {r['core_s']:>7.2f} "
                   f"{r['study_s'] / r['core_s']:>10.2f}", flush=True)
-    print("idle/raw, study/raw, peak/raw: (RSS - the base's) / 8 bytes per row; start: process "
+    print("idle/raw, study/raw, peak/raw: (RSS - the base's) / 8 bytes per row; start pk, "
+          "study pk: the peak (VmHWM) of the start-up read and of the study alone, the same "
+          "ratio (peak/raw is the larger); start: process "
           "start to healthy (imports and the start-up read); study: table + MWU + DP quantiles "
           "over HTTP on the started center; core: pyarrow read of the column + np.sort")
 
@@ -377,6 +414,8 @@ def main() -> None:
     parser.add_argument("--rows", action="append", help="rows (repeatable for rss)")
     parser.add_argument("--baseline", action="store_true",
                         help="rss: also time the local core on the same data")
+    parser.add_argument("--per-release", action="store_true",
+                        help="rss: print each release's peak (and the start-up's)")
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--tmp", default=None, help="where the data files go (default: $TMPDIR)")
     args = parser.parse_args()

@@ -237,11 +237,45 @@ def _mwu_merge(x: Any, y: Any) -> tuple[int, float]:
     return u, ties
 
 
+def _merge_runs(buf: Any, off: Any, out: Any) -> None:
+    """The sorted runs ``buf[off[g]:off[g + 1]]`` merged into ``out``, ties in run order (what a
+    stable sort of their concatenation gives, value for value and ±0.0 for ±0.0)."""
+    n_runs = off.size - 1
+    if n_runs == 2:  # the common case (two arms), one comparison per value
+        i, end_i, j, end_j = off[0], off[1], off[1], off[2]
+        t = 0
+        while i < end_i and j < end_j:
+            if buf[j] < buf[i]:
+                out[t] = buf[j]
+                j += 1
+            else:
+                out[t] = buf[i]
+                i += 1
+            t += 1
+        while i < end_i:
+            out[t] = buf[i]
+            i += 1
+            t += 1
+        while j < end_j:
+            out[t] = buf[j]
+            j += 1
+            t += 1
+        return
+    pos = off[:-1].copy()
+    for t in range(out.size):
+        best = -1
+        for g in range(n_runs):
+            if pos[g] < off[g + 1] and (best < 0 or buf[pos[g]] < buf[pos[best]]):
+                best = g
+        out[t] = buf[pos[best]]
+        pos[best] += 1
+
+
 def _compile() -> None:
     """Replace the kernels above by their compiled versions, once per process: compiled on
     first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
     load them (about a second, most of it Numba's own start)."""
-    global _count_le, _valid, _walk, _ascending, _mwu_merge, _compiled
+    global _count_le, _valid, _walk, _ascending, _mwu_merge, _merge_runs, _compiled
     with _compiling:
         if _compiled:
             return
@@ -258,6 +292,7 @@ def _compile() -> None:
         _walk = jit(_walk)
         _ascending = jit(_ascending)
         _mwu_merge = jit(_mwu_merge)
+        _merge_runs = jit(_merge_runs)
         _compiled = True
 
 
@@ -273,14 +308,49 @@ def warm() -> None:
         buf, off = sorted_buffer([tiny[::-1].copy(), data])
         walk_segments(buf, off, off[:-1, None], off[1:, None], 2)  # each group one segment
         mwu_merge(data, data)
+    # A center's levels: sorted arms one after the other in one read-only buffer.
+    levels = np.concatenate([tiny, tiny])
+    levels.flags.writeable = False
+    arms = [levels[:4], levels[4:]]
+    buf, off = sorted_buffer(arms)
+    walk_segments(buf, off, off[:-1, None], off[1:, None], 2)
+    merge_sorted(arms)
+
+
+def adjacent(groups: list[FloatArray]) -> FloatArray | None:
+    """The groups as one array when they lie one after the other in one buffer (a center keeps
+    a variable's levels so, ``center_agent.data``): a read-only view spanning them, no copy;
+    None otherwise."""
+    # An empty slice's data pointer need not be where it was cut: empty groups hold nothing.
+    parts = [g for g in groups if g.size]
+    if not parts:
+        return np.empty(0) if groups else None
+    base = parts[0].base
+    if not (isinstance(base, np.ndarray) and base.dtype == np.float64 and base.ndim == 1
+            and base.flags.c_contiguous):
+        return None
+    start = parts[0].__array_interface__["data"][0]
+    end = start
+    for g in parts:
+        if not (g.base is base and g.dtype == np.float64 and g.ndim == 1
+                and g.flags.c_contiguous and g.__array_interface__["data"][0] == end):
+            return None
+        end += g.nbytes
+    first = (start - base.__array_interface__["data"][0]) // base.itemsize
+    if first < 0 or first * base.itemsize + end - start > base.nbytes:
+        return None
+    view = base[first:first + (end - start) // base.itemsize]
+    view.flags.writeable = False
+    return view
 
 
 def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     """The groups sorted, one after the other in one array, and their offsets.
 
-    One group already sorted is used as it is (read-only, no copy); otherwise each group is
-    copied once into the buffer and sorted there in place (no second copy: the memory is the
-    raw values once more at most).
+    Groups already sorted are used as they are when they lie one after the other in one buffer
+    (one group, or a center's levels: :func:`adjacent`; read-only, no copy); otherwise each
+    group is copied once into the buffer and sorted there in place (no second copy: the memory
+    is the raw values once more at most).
     """
     if not _compiled:
         _compile()
@@ -289,6 +359,8 @@ def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     np.cumsum(sizes, out=off[1:])
     if len(groups) == 1 and _ascending(groups[0]):
         buf = groups[0].view()
+    elif (kept := adjacent(groups)) is not None and all(_ascending(g) for g in groups):
+        buf = kept
     else:
         buf = np.empty(int(off[-1]), dtype=np.float64)
         for g, a, b in zip(groups, off[:-1], off[1:], strict=True):
@@ -298,6 +370,22 @@ def sorted_buffer(groups: list[FloatArray]) -> tuple[FloatArray, IntArray]:
                 part.sort()
     buf.flags.writeable = False
     return buf, off
+
+
+def merge_sorted(groups: list[FloatArray]) -> FloatArray | None:
+    """The ascending ``groups`` merged into one new ascending array, ties in group order (a
+    stable sort of their concatenation, bit for bit) when they lie one after the other in one
+    buffer (:func:`adjacent`), with no memory but the result's; None otherwise."""
+    kept = adjacent(groups)
+    if kept is None:
+        return None
+    if not _compiled:
+        _compile()
+    off = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([g.size for g in groups], out=off[1:])
+    out = np.empty(kept.size, dtype=np.float64)
+    _merge_runs(kept, off, out)
+    return out
 
 
 def walk_segments(buf: FloatArray, off: IntArray, lo: IntArray, hi: IntArray, k: int

@@ -27,16 +27,20 @@ nothing: whether an answer exists never depends on the data, and every DP mechan
 and ε-DP on any number of records (docs/privacy.md, "DP mode"). Each row's membership is then a
 function of that row alone, so neighbouring sources give neighbouring populations.
 
-Each level's values of each variable are kept sorted and read-only. The population is read once
+Each level's values of each variable are kept sorted and read-only, a variable's levels one after
+the other in one buffer (with complete cases), so that the compiled walk of a table and the merge
+of the pooled values read them where they lie (``shared._walk.sorted_buffer``). The population is
+read once
 per version of the source and kept: a file's version is its identity, size and modification time;
 a SQL source's is the answer of the operator's ``version_query`` or, without one, a generation
 that advances every ``version_ttl_s`` seconds (``center_agent.data.sources.SqlTable.version``;
 ``version_ttl_s = 0`` reads it on every request). Requests arriving together share one read.
 Memory: the values kept (8 bytes per complete row and variable, and as much again for a variable
-whose levels were pooled) plus transient copies during a read (``docs/benchmarks.md``, "Hospital
-scale"). Its :attr:`Population.fingerprint` is a digest of its content (the
-sorted values per level), so re-ordering rows or touching a file does not change it, and any
-change of a counted value does: the release gate ties releases to it (``center_agent.gate``).
+whose levels were pooled: a release of every record, never a table) plus transient copies during
+a read (``docs/benchmarks.md``, "Hospital scale" and "The 10^8-row study"). Its
+:attr:`Population.fingerprint` is a digest of its content (the sorted values per level), so
+re-ordering rows or touching a file does not change it, and any change of a counted value does:
+the release gate ties releases to it (``center_agent.gate``).
 
 Everything is vectorized in Arrow/numpy; there is no per-row Python loop.
 """
@@ -73,6 +77,7 @@ from center_agent.data.sources import (
     open_source,
     to_float,
 )
+from shared import _walk
 from shared.privacy import public_size
 
 log = logging.getLogger(__name__)
@@ -88,6 +93,13 @@ UNDECLARED = -1
 MISSING = -2
 """Group code of a missing label: the row is left out."""
 
+_CHUNK = 1 << 20
+"""Rows per step when a level's values are selected from the column read."""
+MERGE_COMPILED_FROM = 1 << 20
+"""Values from which :meth:`Population.pooled` merges the levels by the compiled merge (no working
+copy) rather than a stable sort of their concatenation (a working buffer of up to half of them):
+8 MB, where the copy starts to weigh and loading Numba (about a second) does not."""
+
 __all__ = ["ALL", "Dataset", "Datasets", "Population", "round_down"]
 
 round_down = public_size
@@ -98,6 +110,25 @@ def _frozen(a: NDArray[_N]) -> NDArray[_N]:
     """``a``, read-only: a shared population must not be changed by one request for the next."""
     a.flags.writeable = False
     return a
+
+
+def _select_into(out: NDArray[np.float64], values: NDArray[np.float64],
+                 codes: NDArray[np.signedinteger], code: int,
+                 keep: NDArray[np.bool_] | None) -> None:
+    """The ``values`` whose group code is ``code`` (and ``keep``), in row order, written into
+    ``out`` (exactly as many) a chunk of rows at a time: no mask, index or copy of the whole
+    column is made (``np.compress`` would make an index of 8 bytes per selected row)."""
+    at = 0
+    for start in range(0, values.size, _CHUNK):
+        stop = start + _CHUNK
+        selected = codes[start:stop] == code
+        if keep is not None:
+            selected &= keep[start:stop]
+        chunk = values[start:stop][selected]
+        out[at:at + chunk.size] = chunk
+        at += chunk.size
+    if at != out.size:
+        raise AssertionError("the level's rows were counted otherwise; this is a bug")
 
 
 @dataclass(frozen=True)
@@ -157,10 +188,19 @@ class Population:
                 if len(self.levels) == 1:
                     kept = parts[self.levels[0]]
                 else:
-                    kept = np.concatenate([parts[level] for level in self.levels])
-                    # Sorted runs: a stable sort (timsort) merges them, in place (measured
-                    # 0.9 s against 1.3 s for quicksort at 10^7 in two runs).
-                    kept.sort(kind="stable")
+                    arrays = [parts[level] for level in self.levels]
+                    # Levels kept in one buffer (_read): merged straight into the result, no
+                    # working copy (a stable sort of their concatenation, bit for bit). Small
+                    # data are not worth loading Numba for (a DP-mode center may never bin).
+                    large = sum(a.size for a in arrays) >= MERGE_COMPILED_FROM
+                    merged = _walk.merge_sorted(arrays) if large and _walk.AVAILABLE else None
+                    if merged is None:
+                        merged = np.concatenate(arrays)
+                        # Sorted runs: a stable sort (timsort) merges them, in place (measured
+                        # 0.9 s against 1.3 s for quicksort at 10^7 in two runs), with a working
+                        # buffer of up to half the values.
+                        merged.sort(kind="stable")
+                    kept = merged
                 self._pooled[variable] = _frozen(kept)
             return kept
 
@@ -367,6 +407,9 @@ class Dataset:
             for i, (name, categories) in enumerate(self.categories.items())
         }
         del table  # its buffers: only the numpy copies are kept from here on
+        # Arrow's pool keeps the freed pages (center_agent.data.memory): returned before the
+        # levels are copied out, so that the table and the levels never count together.
+        pa.default_memory_pool().release_unused()
         self._check_resolutions(values)
         if self.config.missing == "per_variable":
             return self._per_variable(values, categorical, codes, declared, n_rows)
@@ -395,21 +438,29 @@ class Dataset:
         for variable in [*self.variables, *categorical]:
             v = values.pop(variable)
             parts = {}
-            for level in included:
-                if codes is None:
-                    selected = keep
-                else:
-                    selected = codes == index[level]
-                    if keep is not None:
-                        selected &= keep
+            if codes is None:
                 # A boolean selection is a fresh array (sorted in place); the whole column
                 # is sorted as a copy only when it is a read-only view of the source's buffer.
-                part = v[selected] if selected is not None else v
+                part = v[keep] if keep is not None else v
                 if part is v and not (v.flags.writeable and v.flags.owndata):
                     part = np.sort(v)
                 else:
                     part.sort()
-                parts[level] = _frozen(part)
+                parts[ALL] = _frozen(part)
+            else:
+                # The levels one after the other in one buffer, each sorted in place there:
+                # the compiled walk and the pooled merge read them as they lie, with no copy
+                # (shared._walk.sorted_buffer, Population.pooled).
+                sizes = [int(counts[index[level]]) for level in included]
+                buffer = np.empty(sum(sizes), dtype=v.dtype)
+                start = 0
+                for level, size in zip(included, sizes, strict=True):
+                    part = buffer[start:start + size]
+                    _select_into(part, v, codes, index[level], keep)
+                    part.sort()
+                    parts[level] = _frozen(part)
+                    start += size
+                del buffer
             del v
             by_variable[variable] = parts
         return Population(
@@ -525,7 +576,15 @@ class Dataset:
         """The variable's values, NaN where missing (sources give float64 already; any other
         source's column is held to the same rule, :func:`to_float`)."""
         floats = to_float(column, variable)
-        return np.asarray(pc.fill_null(floats, np.nan).to_numpy(), dtype=np.float64)
+        chunks = floats.chunks if isinstance(floats, pa.ChunkedArray) else [floats]
+        # One chunk (a Parquet row group, a CSV block) at a time into the one array kept: the
+        # column is never held twice more (filled, then concatenated) beside the table.
+        out = np.empty(len(floats), dtype=np.float64)
+        at = 0
+        for chunk in chunks:
+            out[at:at + len(chunk)] = pc.fill_null(chunk, np.nan).to_numpy(zero_copy_only=False)
+            at += len(chunk)
+        return out
 
     def _as_text(self, column: _Arrow) -> _Arrow:
         try:

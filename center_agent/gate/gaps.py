@@ -27,7 +27,7 @@ a gap without a remembered number gets its keyed number from either.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from center_agent.db import placed_numbers
 from center_agent.gate.keys import CenterKeys
-from shared.binning import place_points, sorted_scales
+from shared.binning import buffer_scales, place_points
 
 FloatArray = NDArray[np.float64]
 
@@ -62,33 +62,68 @@ def record(conn: Connection, dataset: str, variable: str, numbers: Iterable[floa
     ])
 
 
+def last_below(levels: Sequence[FloatArray], points: FloatArray) -> FloatArray:
+    """Per point, the largest value below it (-inf when none) of the sorted ``levels`` pooled:
+    ties (0.0 and -0.0) go to the later level, as in their stable merge."""
+    out = np.full(points.size, -np.inf)
+    for values in levels:
+        i = np.searchsorted(values, points, side="left")
+        nearest = np.where(i > 0, values[np.maximum(i - 1, 0)], -np.inf)
+        np.copyto(out, nearest, where=nearest >= out)
+    return out
+
+
+def first_above(levels: Sequence[FloatArray], points: FloatArray) -> FloatArray:
+    """Per point, the smallest value above it (+inf when none) of the sorted ``levels`` pooled:
+    ties go to the earlier level, as in their stable merge."""
+    out = np.full(points.size, np.inf)
+    for values in levels:
+        j = np.searchsorted(values, points, side="right")
+        nearest = np.where(j < values.size, values[np.minimum(j, values.size - 1)], np.inf)
+        np.copyto(out, nearest, where=nearest < out)
+    return out
+
+
+def pooled_scales(levels: Sequence[FloatArray], k: int) -> tuple[float, float]:
+    """:func:`~shared.binning.sorted_scales` of the sorted, non-empty ``levels`` pooled, from
+    each level's K extreme values (the pooled K extreme ones are among them)."""
+    n = sum(v.size for v in levels)
+    m = min(k, n)
+    heads = np.sort(np.concatenate([v[:m] for v in levels]), kind="stable")
+    tails = np.sort(np.concatenate([v[v.size - min(m, v.size):] for v in levels]),
+                    kind="stable")
+    return buffer_scales(float(heads[0]), float(heads[m - 1]), float(tails[-m]),
+                         float(tails[-1]), n, k)
+
+
 class GapPoints:
     """The center's :data:`~shared.binning.Placement` for one variable of one population (see
-    the module docstring). ``values`` are the population's values of the variable, sorted;
-    ``remembered`` the numbers placed before, sorted."""
+    the module docstring). ``levels`` are the population's values of the variable, each level
+    sorted (read where they lie: the population is never pooled for this, so a table costs no
+    copy of the data); ``remembered`` the numbers placed before, sorted.
 
-    def __init__(self, keys: CenterKeys, variable: str, values: FloatArray,
+    Every number is the one the population's values pooled into one sorted array (a stable
+    sort of the levels, in their order) would give: the largest value below a point is the
+    last such value of the last level holding it, the smallest above the first of the first,
+    and the K extreme values those of the levels' K extreme ones sorted stably."""
+
+    def __init__(self, keys: CenterKeys, variable: str, levels: Sequence[FloatArray],
                  remembered: FloatArray, k: int) -> None:
         self.keys = keys
         self.variable = variable
-        self.values = values
+        self.levels = [np.asarray(v, dtype=np.float64) for v in levels if v.size]
         self.remembered = remembered
-        self.scales = sorted_scales(values, k) if values.size else (0.0, 0.0)
+        self.scales = pooled_scales(self.levels, k) if self.levels else (0.0, 0.0)
 
     def gaps(self, below: FloatArray, above: FloatArray) -> tuple[FloatArray, FloatArray]:
         """The population's gap for each gap the core names (module docstring): the one just
         below ``above`` (just above ``below`` when ``above`` is +inf)."""
-        values = self.values
         lo = np.asarray(below, dtype=np.float64).copy()
         hi = np.asarray(above, dtype=np.float64).copy()
         up = np.isposinf(hi) & np.isfinite(lo)
         down = ~up
-        i = np.searchsorted(values, hi[down], side="left")
-        nearest = np.where(i > 0, values[np.maximum(i - 1, 0)], -np.inf)
-        lo[down] = np.maximum(lo[down], nearest)
-        j = np.searchsorted(values, lo[up], side="right")
-        nearest = np.where(j < values.size, values[np.minimum(j, values.size - 1)], np.inf)
-        hi[up] = np.minimum(hi[up], nearest)
+        lo[down] = np.maximum(lo[down], last_below(self.levels, hi[down]))
+        hi[up] = np.minimum(hi[up], first_above(self.levels, lo[up]))
         return lo, hi
 
     def __call__(self, below: FloatArray, above: FloatArray) -> FloatArray:

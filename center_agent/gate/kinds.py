@@ -138,7 +138,9 @@ class Context:
         """Where this center's limits fall between the data of ``variable``: one keyed number
         per gap of the population, the one already released there if any
         (``center_agent.gate.gaps``; never a function of the request)."""
-        return GapPoints(self.gate.keys, variable, self.population.pooled(variable),
+        population = self.population
+        return GapPoints(self.gate.keys, variable,
+                         [population.level(variable, level) for level in population.levels],
                          self.gate.placed(self, variable), self.gate.settings.k)
 
     def remember(self, variable: str, numbers: Iterable[float | None]) -> None:

@@ -22,7 +22,7 @@ VALUES = np.array([1.0, 2.0, 2.0, 3.5, 4.0, 7.0, 7.5, 9.0, 10.0, 12.0])
 
 
 def placement(remembered: list[float] | None = None, keys: CenterKeys = KEYS) -> GapPoints:
-    return GapPoints(keys, "x", VALUES, np.sort(np.asarray(remembered or [], dtype=float)), 3)
+    return GapPoints(keys, "x", [VALUES], np.sort(np.asarray(remembered or [], dtype=float)), 3)
 
 
 def test_one_keyed_number_per_gap_whoever_asks() -> None:
@@ -37,7 +37,7 @@ def test_one_keyed_number_per_gap_whoever_asks() -> None:
     # Another secret places other numbers; another variable too.
     other = CenterKeys("c", secrets.token_bytes(32), Ed25519PrivateKey.generate(), {})
     assert not np.any(placement(keys=other)(below, above) == first)
-    assert not np.any(GapPoints(KEYS, "y", VALUES, np.zeros(0), 3)(below, above) == first)
+    assert not np.any(GapPoints(KEYS, "y", [VALUES], np.zeros(0), 3)(below, above) == first)
 
 
 def test_a_gap_of_some_levels_lands_in_the_populations_gap_below_its_upper_value() -> None:
@@ -103,3 +103,28 @@ def test_record_keeps_each_number_once(backend: str, tmp_path: Path,
             assert gaps.placed(conn, "d", "y").tolist() == [7.0]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_levels_place_what_their_pooled_values_place(seed: int) -> None:
+    """A placement reads the population's levels where they lie: its gaps, buffers and numbers
+    are, bit for bit, those of the levels pooled by a stable sort (0.0 and -0.0 included: the
+    larger value below a point is the later level's, the smaller above the earlier's)."""
+    rng = np.random.default_rng(seed)
+    levels = [np.sort(rng.choice([-2.0, -0.0, 0.0, 0.5, 1.0, 3.0], size)
+                      + rng.choice([0.0, 0.25], size))
+              for size in rng.integers(0, 12, rng.integers(1, 4))]
+    pooled = np.sort(np.concatenate(levels), kind="stable")
+    points = np.concatenate([rng.choice([-3.0, -0.0, 0.0, 0.25, 1.0, 3.25, 4.0], 30),
+                             [-np.inf, np.inf]])
+    below, above = np.sort(rng.choice(points, (2, 40)), axis=0)
+    above[rng.random(40) < 0.3] = np.inf
+    for k in (2, 3, 5):
+        apart = GapPoints(KEYS, "x", levels, np.zeros(0), k)
+        together = GapPoints(KEYS, "x", [pooled], np.zeros(0), k)
+        assert apart.scales == together.scales
+        for mine, theirs in zip(apart.gaps(below, above), together.gaps(below, above),
+                                strict=True):
+            assert mine.tobytes() == theirs.tobytes()
+        if pooled.size:
+            assert apart(below, above).tobytes() == together(below, above).tobytes()

@@ -51,7 +51,7 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
         await warm_kernels()
     assert "compiled kernels loaded" in caplog.records[-1].getMessage()
     # The walk's callees are compiled into it; the kernels called from Python are these.
-    kernels = (_walk._walk, _walk._ascending, _walk._mwu_merge)
+    kernels = (_walk._walk, _walk._ascending, _walk._mwu_merge, _walk._merge_runs)
     signatures = [list(kernel.signatures) for kernel in kernels]
     assert all(signatures)
     rng = np.random.default_rng(7)
@@ -64,4 +64,10 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
         data.flags.writeable = False  # as a center keeps its levels
     bin_table(x, y, k=5, rng=rng)
     mann_whitney(x, y)
+    levels = np.concatenate([x, y])  # as a center keeps them: one buffer, the arms in it
+    levels.flags.writeable = False
+    arms = [levels[:x.size], levels[x.size:]]
+    bin_table(*arms, k=5, rng=rng)
+    mann_whitney(*arms)
+    assert _walk.merge_sorted(arms) is not None
     assert [list(kernel.signatures) for kernel in kernels] == signatures

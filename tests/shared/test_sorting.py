@@ -29,3 +29,25 @@ def test_sorted_input_is_not_copied() -> None:
         out[0] = 0.0
     unsorted = x[::-1].copy()
     assert not np.shares_memory(ascending(unsorted), unsorted)
+
+
+@pytest.mark.parametrize("n", range(9))
+def test_the_checks_in_chunks_see_every_pair_and_value(n: int,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The O(n) checks run a chunk at a time (3 values here): a descent or a non-finite value
+    anywhere, across a chunk's edge or in the last one, is found."""
+    from shared import _sorting, _validation
+
+    monkeypatch.setattr(_sorting, "CHECK_CHUNK", 3)
+    monkeypatch.setattr(_validation, "CHECK_CHUNK", 3)
+    x = np.arange(float(n))
+    assert _sorting.in_order(x) and _validation.all_finite(x)
+    for i in range(n - 1):
+        swapped = x.copy()
+        swapped[[i, i + 1]] = swapped[[i + 1, i]]
+        assert not _sorting.in_order(swapped)
+    for i in range(n):
+        for bad in (np.nan, np.inf):
+            hole = x.copy()
+            hole[i] = bad
+            assert not _validation.all_finite(hole)

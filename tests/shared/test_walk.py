@@ -3,6 +3,8 @@ same cuts, the same values handed to the placement, the same placed numbers and 
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -187,3 +189,55 @@ def test_mwu_merge_matches_the_pooled_cuts(n, m, step, seed):
             _walk.AVAILABLE = True
         assert (merged.statistic, merged.variance, merged.pvalue) == pytest.approx(
             (pooled.statistic, pooled.variance, pooled.pvalue), rel=1e-12, abs=1e-300)
+
+
+def _one_buffer(parts: list[np.ndarray]) -> list[np.ndarray]:
+    """``parts`` copied one after the other into one buffer (as a center keeps its levels)."""
+    buffer = np.concatenate(parts) if parts else np.empty(0)
+    bounds = np.cumsum([0, *(p.size for p in parts)])
+    return [buffer[a:b] for a, b in pairwise(bounds)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=4), st.integers(0, 2**32 - 1))
+def test_merge_sorted_is_a_stable_sort_bit_for_bit(sizes, seed):
+    """The compiled merge of adjacent sorted levels gives the stable sort of their
+    concatenation, bit for bit: ties in level order, 0.0 and -0.0 where the sort puts them
+    (empty levels too); levels in separate arrays are not merged (None: the caller sorts)."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for size in sizes:
+        values = rng.choice([-1.5, -0.0, 0.0, 0.5, 2.0], size) + rng.choice([0.0, 1e-3], size)
+        parts.append(np.sort(values))
+    levels = _one_buffer(parts)
+    merged = _walk.merge_sorted(levels)
+    expected = np.sort(np.concatenate(parts), kind="stable")
+    assert merged is not None and not np.shares_memory(merged, levels[0])
+    assert merged.tobytes() == expected.tobytes()
+    if len(parts) > 1 and all(p.size for p in parts):
+        assert _walk.merge_sorted([p.copy() for p in parts]) is None
+        assert _walk.merge_sorted(levels[::-1]) is None  # out of order: not one run
+
+
+def test_sorted_buffer_reads_adjacent_levels_in_place():
+    """Sorted levels lying one after the other in one buffer are binned where they lie (no
+    copy), with the same table as from separate arrays (which are copied); an unsorted one
+    among them is copied and sorted, never sorted in place."""
+    rng = np.random.default_rng(3)
+    parts = [np.sort(np.round(rng.normal(size=size), 1)) for size in (500, 700, 300)]
+    levels = _one_buffer(parts)
+    buf, off = _walk.sorted_buffer(levels)
+    assert np.shares_memory(buf, levels[0]) and not buf.flags.writeable
+    assert off.tolist() == [0, 500, 1200, 1500]
+    copied, _ = _walk.sorted_buffer([p.copy() for p in parts])
+    assert not np.shares_memory(copied, parts[0]) and buf.tobytes() == copied.tobytes()
+    place = recording([], 0.25)
+    here = binning.bin_groups(levels, k=7, place=place)
+    there = binning.bin_groups([p.copy() for p in parts], k=7, place=place)
+    assert here.limits.tobytes() == there.limits.tobytes()
+    assert here.counts.tobytes() == there.counts.tobytes()
+    shuffled = _one_buffer([parts[0], rng.permutation(parts[1])])
+    before = shuffled[1].copy()
+    buf, _ = _walk.sorted_buffer(shuffled)
+    assert not np.shares_memory(buf, shuffled[0]) and np.all(np.diff(buf[500:]) >= 0)
+    assert shuffled[1].tobytes() == before.tobytes()
