@@ -380,57 +380,59 @@ class _Inversion:
 
     def cumulants(self, theta: FloatArray, order: int) -> FloatArray:
         """K (order 0), K' (1) or K'' (2) at real θ (|θ| < θ_sup), elementwise."""
+        return self._cumulants(theta, (order,))[0]
+
+    def _slope_and_curvature(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(K'(θ), K''(θ)) in one pass (a ``pdf`` law's tilted weights computed once)."""
+        slope, curvature = self._cumulants(theta, (1, 2))
+        return slope, curvature
+
+    def _cumulants(self, theta: FloatArray, orders: tuple[int, ...]) -> list[FloatArray]:
+        """[K^(order)(θ) for order in ``orders``] (orders 0, 1, 2), elementwise."""
         t = np.asarray(theta, dtype=np.float64)
-        out = (
-            0.5 * self.sigma2 * t * t if order == 0 else self.sigma2 * t if order == 1
-            else np.full_like(t, self.sigma2)
-        )
-        for b in self.laplace:
-            lo, hi = 1.0 - b * t, 1.0 + b * t
-            if order == 0:
-                out = out - np.log(lo * hi)
-            elif order == 1:
-                out = out + 2.0 * b * b * t / (lo * hi)
-            else:
-                out = out + 2.0 * b * b * (1.0 + (b * t) ** 2) / (lo * hi) ** 2
-        for a in self.cosine:
-            x = np.abs(a * t)
-            if order == 0:
-                out = out + _log_sinhc(x) - np.log1p((x / math.pi) ** 2)
-            elif order == 1:
-                out = out + np.sign(t) * a * (
-                    _coth_minus_inverse(x) - 2.0 * x / (math.pi**2 + x * x)
-                )
-            else:
-                out = out + a * a * (
-                    _inverse_square_minus_csch2(x)
-                    - 2.0 * (math.pi**2 - x * x) / (math.pi**2 + x * x) ** 2
-                )
+        outs = []
+        for order in orders:
+            out = (
+                0.5 * self.sigma2 * t * t if order == 0 else self.sigma2 * t if order == 1
+                else np.full_like(t, self.sigma2)
+            )
+            for b in self.laplace:
+                lo, hi = 1.0 - b * t, 1.0 + b * t
+                if order == 0:
+                    out = out - np.log(lo * hi)
+                elif order == 1:
+                    out = out + 2.0 * b * b * t / (lo * hi)
+                else:
+                    out = out + 2.0 * b * b * (1.0 + (b * t) ** 2) / (lo * hi) ** 2
+            for a in self.cosine:
+                x = np.abs(a * t)
+                if order == 0:
+                    out = out + _log_sinhc(x) - np.log1p((x / math.pi) ** 2)
+                elif order == 1:
+                    out = out + np.sign(t) * a * (
+                        _coth_minus_inverse(x) - 2.0 * x / (math.pi**2 + x * x)
+                    )
+                else:
+                    out = out + a * a * (
+                        _inverse_square_minus_csch2(x)
+                        - 2.0 * (math.pi**2 - x * x) / (math.pi**2 + x * x) ** 2
+                    )
+            outs.append(out)
         for law in self.pdfs:
             nodes, weights = _pdf_quadrature(law, _PDF_NODES)
             e = np.multiply.outer(t, nodes)
             shift = e.max(axis=-1, keepdims=True)
-            q = np.exp(e - shift) * weights
+            q = np.exp(e - shift) * weights  # the tilted weights, once for every order
             total = q.sum(axis=-1)
-            if order == 0:
-                out = out + np.log(total) + shift[..., 0]
-            else:
-                mean = (q @ nodes) / total
-                out = out + (mean if order == 1 else (q @ (nodes * nodes)) / total - mean**2)
-        return np.asarray(out)
-
-    def _slope_and_curvature(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """(K'(θ), K''(θ)); with Laplace noises only, in one pass (the same sums as
-        :meth:`cumulants`)."""
-        if self.cosine or self.pdfs:
-            return self.cumulants(theta, 1), self.cumulants(theta, 2)
-        slope = self.sigma2 * theta
-        curvature = np.full_like(theta, self.sigma2)
-        for b in self.laplace:
-            lo, hi = 1.0 - b * theta, 1.0 + b * theta
-            slope = slope + 2.0 * b * b * theta / (lo * hi)
-            curvature = curvature + 2.0 * b * b * (1.0 + (b * theta) ** 2) / (lo * hi) ** 2
-        return slope, curvature
+            mean = (q @ nodes) / total
+            for i, order in enumerate(orders):
+                if order == 0:
+                    outs[i] = outs[i] + np.log(total) + shift[..., 0]
+                else:
+                    outs[i] = outs[i] + (
+                        mean if order == 1 else (q @ (nodes * nodes)) / total - mean**2
+                    )
+        return [np.asarray(out) for out in outs]
 
     def saddle(self, x: FloatArray) -> FloatArray:
         """θ in (0, θ_sup) with K'(θ) = x (x > 0; T unbounded above x), by Newton's method
