@@ -17,8 +17,8 @@ drawn by the mechanism's own sampler:
 Tests: each center's local test, the sum, weighted and Fisher tests; two-sided, ``less`` and
 ``greater``; α = 0.05, 0.01, 0.001. Vectorized: U for all replications at once (from rank sums,
 U = 2·R_Y − m(m + 1) − n·m; with ties from counts per value, the same as mid-ranks), critical
-values from the laws (p < α ⇔ T beyond the law's ``isf``), Fisher's center p-values from each center's law (tabulated and interpolated for
-the laws without a closed form). The first replications also go through ``mann_whitney``'s
+values from the laws (p < α ⇔ T beyond the law's ``isf``), Fisher's center p-values from each
+center's law (tabulated and interpolated for the laws without a closed form). The first replications also go through ``mann_whitney``'s
 ``released_result``, ``sum_test``, ``weighted_test`` and ``fisher_test`` themselves, which must
 take the same decisions.
 
