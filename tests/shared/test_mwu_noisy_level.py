@@ -18,9 +18,9 @@ Tests: each center's local test, the sum, weighted and Fisher tests; two-sided, 
 ``greater``; α = 0.05, 0.01, 0.001. Vectorized: U for all replications at once (from rank sums,
 U = 2·R_Y − m(m + 1) − n·m; with ties from counts per value, the same as mid-ranks), critical
 values from the laws (p < α ⇔ T beyond the law's ``isf``), Fisher's center p-values from each
-center's law (tabulated and interpolated for the laws without a closed form). The first replications also go through ``mann_whitney``'s
-``released_result``, ``sum_test``, ``weighted_test`` and ``fisher_test`` themselves, which must
-take the same decisions.
+center's law (tabulated and interpolated for the laws without a closed form). The first
+replications also go through ``mann_whitney``'s ``released_result``, ``sum_test``,
+``weighted_test`` and ``fisher_test`` themselves, which must take the same decisions.
 
 Replications: 100 000 per setting, fresh data for each. Tolerance: 4.5 Monte-Carlo standard
 errors √(α(1 − α)/R) (at α = 0.001: ±4.5e-4; at 0.05: ±3.1e-3); with the ~1650 rates checked, a
