@@ -115,6 +115,9 @@ _PDF_NODES: Final = 256
 _RANGE_BLOCK: Final = 32
 """Candidate ranges s_max tried at once per row (most rows settle within the first 32)."""
 
+_RANGE_ROWS: Final = 4096
+"""Rows per evaluation of those candidates (memory: rows·_RANGE_BLOCK values)."""
+
 _STEP_VALUES: Final = 2**20
 """Values per evaluation of the 24 strip half-widths of the trapezoidal step (rows·24, times a
 ``pdf`` law's nodes): the memory of one block of rows."""
@@ -453,8 +456,8 @@ class _Inversion:
                 hi = np.where(short, 2.0 * hi, hi)
         # Newton's method on the increasing K', kept inside the bracket [lo, hi] that every
         # evaluation narrows (a bisection step where Newton's would leave it): a few steps
-        # where the 64 halvings of a bisection cost ten times the cumulants.
-        # From the tangent of K' at 0 (beyond the root where K' is convex: Laplace, normal)
+        # where 64 halvings cost several times the evaluations. It starts where K''s tangent at
+        # 0 reaches x, beyond the root when K' is convex (normal and Laplace parts).
         var0 = float(self.cumulants(np.zeros(1), 2)[0])
         theta = np.minimum(x / var0, 0.5 * (lo + hi))
         settled = np.zeros(theta.shape, dtype=bool)
@@ -598,7 +601,7 @@ class _Inversion:
         bound(S)·S; checked on a doubling): the first of start·1.25^j that passes, the j tried
         _RANGE_BLOCK at a time (one evaluation of the bound per block, not per j)."""
         out = np.full_like(start, np.nan)
-        for rows in _row_blocks(start.size, 4096):
+        for rows in _row_blocks(start.size, _RANGE_ROWS):
             th, tl = theta[rows, None], tol[rows, None]
             s0 = start[rows]
             todo = np.arange(s0.size)
