@@ -456,8 +456,8 @@ class _Inversion:
                 hi = np.where(short, 2.0 * hi, hi)
         # Newton's method on the increasing K', kept inside the bracket [lo, hi] that every
         # evaluation narrows (a bisection step where Newton's would leave it): a few steps
-        # where 64 halvings cost several times the evaluations. It starts where K''s tangent at
-        # 0 reaches x, beyond the root when K' is convex (normal and Laplace parts).
+        # where 64 halvings cost several times the evaluations. It starts where the tangent of
+        # K' at 0 reaches x, beyond the root when K' is convex (normal and Laplace parts).
         var0 = float(self.cumulants(np.zeros(1), 2)[0])
         theta = np.minimum(x / var0, 0.5 * (lo + hi))
         settled = np.zeros(theta.shape, dtype=bool)
