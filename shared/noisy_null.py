@@ -112,6 +112,21 @@ _BUDGET: Final = 2**21
 _PDF_NODES: Final = 256
 """Gauss-Legendre nodes for a ``pdf`` law's M and its derivatives at real arguments."""
 
+_RANGE_BLOCK: Final = 32
+"""Candidate ranges s_max tried at once per row (most rows settle within the first 32)."""
+
+_RANGE_ROWS: Final = 4096
+"""Rows per evaluation of those candidates (memory: rows·_RANGE_BLOCK values)."""
+
+_STEP_VALUES: Final = 2**20
+"""Values per evaluation of the 24 strip half-widths of the trapezoidal step (rows·24, times a
+``pdf`` law's nodes): the memory of one block of rows."""
+
+
+def _row_blocks(count: int, size: int) -> list[NDArray[np.intp]]:
+    """The row indices 0..count−1 in consecutive blocks of at most ``size``."""
+    return [np.arange(i, min(i + size, count)) for i in range(0, count, size)]
+
 
 @functools.lru_cache(maxsize=32)
 def _legendre(n: int) -> tuple[FloatArray, FloatArray]:
@@ -368,47 +383,63 @@ class _Inversion:
 
     def cumulants(self, theta: FloatArray, order: int) -> FloatArray:
         """K (order 0), K' (1) or K'' (2) at real θ (|θ| < θ_sup), elementwise."""
+        return self._cumulants(theta, (order,))[0]
+
+    def _slope_and_curvature(self, theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(K'(θ), K''(θ)) in one pass (a ``pdf`` law's tilted weights computed once)."""
+        slope, curvature = self._cumulants(theta, (1, 2))
+        return slope, curvature
+
+    def _cumulants(self, theta: FloatArray, orders: tuple[int, ...]) -> list[FloatArray]:
+        """[K^(order)(θ) for order in ``orders``] (orders 0, 1, 2), elementwise."""
         t = np.asarray(theta, dtype=np.float64)
-        out = (
-            0.5 * self.sigma2 * t * t if order == 0 else self.sigma2 * t if order == 1
-            else np.full_like(t, self.sigma2)
-        )
-        for b in self.laplace:
-            lo, hi = 1.0 - b * t, 1.0 + b * t
-            if order == 0:
-                out = out - np.log(lo * hi)
-            elif order == 1:
-                out = out + 2.0 * b * b * t / (lo * hi)
-            else:
-                out = out + 2.0 * b * b * (1.0 + (b * t) ** 2) / (lo * hi) ** 2
-        for a in self.cosine:
-            x = np.abs(a * t)
-            if order == 0:
-                out = out + _log_sinhc(x) - np.log1p((x / math.pi) ** 2)
-            elif order == 1:
-                out = out + np.sign(t) * a * (
-                    _coth_minus_inverse(x) - 2.0 * x / (math.pi**2 + x * x)
-                )
-            else:
-                out = out + a * a * (
-                    _inverse_square_minus_csch2(x)
-                    - 2.0 * (math.pi**2 - x * x) / (math.pi**2 + x * x) ** 2
-                )
+        outs = []
+        for order in orders:
+            out = (
+                0.5 * self.sigma2 * t * t if order == 0 else self.sigma2 * t if order == 1
+                else np.full_like(t, self.sigma2)
+            )
+            for b in self.laplace:
+                lo, hi = 1.0 - b * t, 1.0 + b * t
+                if order == 0:
+                    out = out - np.log(lo * hi)
+                elif order == 1:
+                    out = out + 2.0 * b * b * t / (lo * hi)
+                else:
+                    out = out + 2.0 * b * b * (1.0 + (b * t) ** 2) / (lo * hi) ** 2
+            for a in self.cosine:
+                x = np.abs(a * t)
+                if order == 0:
+                    out = out + _log_sinhc(x) - np.log1p((x / math.pi) ** 2)
+                elif order == 1:
+                    out = out + np.sign(t) * a * (
+                        _coth_minus_inverse(x) - 2.0 * x / (math.pi**2 + x * x)
+                    )
+                else:
+                    out = out + a * a * (
+                        _inverse_square_minus_csch2(x)
+                        - 2.0 * (math.pi**2 - x * x) / (math.pi**2 + x * x) ** 2
+                    )
+            outs.append(out)
         for law in self.pdfs:
             nodes, weights = _pdf_quadrature(law, _PDF_NODES)
             e = np.multiply.outer(t, nodes)
             shift = e.max(axis=-1, keepdims=True)
-            q = np.exp(e - shift) * weights
+            q = np.exp(e - shift) * weights  # the tilted weights, once for every order
             total = q.sum(axis=-1)
-            if order == 0:
-                out = out + np.log(total) + shift[..., 0]
-            else:
-                mean = (q @ nodes) / total
-                out = out + (mean if order == 1 else (q @ (nodes * nodes)) / total - mean**2)
-        return np.asarray(out)
+            mean = (q @ nodes) / total
+            for i, order in enumerate(orders):
+                if order == 0:
+                    outs[i] = outs[i] + np.log(total) + shift[..., 0]
+                else:
+                    outs[i] = outs[i] + (
+                        mean if order == 1 else (q @ (nodes * nodes)) / total - mean**2
+                    )
+        return [np.asarray(out) for out in outs]
 
     def saddle(self, x: FloatArray) -> FloatArray:
-        """θ in (0, θ_sup) with K'(θ) = x (x > 0; T unbounded above x), by bisection."""
+        """θ in (0, θ_sup) with K'(θ) = x (x > 0; T unbounded above x), by Newton's method
+        safeguarded by bisection."""
         lo = np.zeros_like(x)
         if self.laplace:
             hi = np.full_like(x, self.theta_sup * (1.0 - 2.0**-40))
@@ -423,12 +454,31 @@ class _Inversion:
                 if not short.any():
                     break
                 hi = np.where(short, 2.0 * hi, hi)
-        for _ in range(64):
-            mid = 0.5 * (lo + hi)
-            above = self.cumulants(mid, 1) >= x
-            hi = np.where(above, mid, hi)
-            lo = np.where(above, lo, mid)
-        return np.asarray(0.5 * (lo + hi))
+        # Newton's method on the increasing K', kept inside the bracket [lo, hi] that every
+        # evaluation narrows (a bisection step where Newton's would leave it): a few steps
+        # where 64 halvings cost several times the evaluations. It starts where the tangent of
+        # K' at 0 reaches x, beyond the root when K' is convex (normal and Laplace parts).
+        var0 = float(self.cumulants(np.zeros(1), 2)[0])
+        theta = np.minimum(x / var0, 0.5 * (lo + hi))
+        settled = np.zeros(theta.shape, dtype=bool)
+        for _ in range(200):
+            slope, curvature = self._slope_and_curvature(theta)
+            above = slope >= x
+            hi = np.where(above, theta, hi)
+            lo = np.where(above, lo, theta)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = (slope - x) / curvature
+            newton = theta - step
+            # converged: Newton's last correction is at the rounding of θ (the root may then
+            # sit on the bracket's end, where the bisection step must not move it away)
+            now = (np.abs(step) <= 1e-15 * theta) | (hi - lo <= 2e-16 * hi)
+            inside = (newton > lo) & (newton < hi)
+            new = np.where(inside | now, newton, 0.5 * (lo + hi))
+            theta = np.where(settled, theta, new)  # a settled row stays where it settled
+            settled |= now
+            if settled.all():
+                break
+        return np.asarray(theta)
 
     def ratio(
         self, theta: FloatArray, s: FloatArray, s_max: FloatArray | None = None
@@ -548,36 +598,51 @@ class _Inversion:
 
     def _range(self, theta: FloatArray, tol: FloatArray, start: FloatArray) -> FloatArray:
         """s_max with ∫_{s_max}^∞ bound <= tol (a tail of a bound that falls at least like s⁻²:
-        bound(S)·S; checked on a doubling)."""
-        s = start.copy()
-        done = np.zeros(s.shape, dtype=bool)
-        for _ in range(400):
-            here = self.bound(theta, s)
-            ok = (here * s <= tol) & (self.bound(theta, 2.0 * s) <= 0.25 * here)
-            done |= ok
-            if done.all():
-                return s
-            s = np.where(done, s, 1.25 * s)
-        raise ValueError(
-            "the null law has no normal part and too little smoothing noise to be inverted "
-            "(give a normal variance > 0 or at least one Laplace or raised-cosine noise)"
-        )
+        bound(S)·S; checked on a doubling): the first of start·1.25^j that passes, the j tried
+        _RANGE_BLOCK at a time (one evaluation of the bound per block, not per j)."""
+        out = np.full_like(start, np.nan)
+        for rows in _row_blocks(start.size, _RANGE_ROWS):
+            th, tl = theta[rows, None], tol[rows, None]
+            s0 = start[rows]
+            todo = np.arange(s0.size)
+            for _ in range(-(-400 // _RANGE_BLOCK)):
+                # s0·1.25·1.25·…: the same products as multiplying by 1.25 in turn
+                grid = np.cumprod(np.column_stack(
+                    [s0[todo], np.full((todo.size, _RANGE_BLOCK - 1), 1.25)]), axis=1)
+                here = self.bound(th[todo], grid)
+                ok = (here * grid <= tl[todo]) & (self.bound(th[todo], 2.0 * grid) <= 0.25 * here)
+                found = ok.any(axis=1)
+                first = ok.argmax(axis=1)
+                out[rows[todo[found]]] = grid[found, first[found]]
+                s0[todo] = 1.25 * grid[:, -1]
+                todo = todo[~found]
+                if not todo.size:
+                    break
+            else:
+                raise ValueError(
+                    "the null law has no normal part and too little smoothing noise to be "
+                    "inverted (give a normal variance > 0 or at least one Laplace or "
+                    "raised-cosine noise)"
+                )
+        return out
 
     def _step(
         self, theta: FloatArray, x: FloatArray, k0: FloatArray, s_max: FloatArray,
         tol: FloatArray,
     ) -> FloatArray:
         """The trapezoidal step: the best 2πd/(G(d) + log(2·I/tol)) over strip half-widths d."""
-        d_max = 0.9 * np.minimum(theta, self.theta_sup - theta)
+        halvings = 2.0 ** (-np.arange(24) / 2)  # d from d_max down by √2 at a time
         best = np.zeros_like(theta)
-        for k in range(24):
-            d = d_max * 2.0 ** (-k / 2)
+        block = max(1, _STEP_VALUES // (24 * (1 + _PDF_NODES * len(self.pdfs))))
+        for rows in _row_blocks(theta.size, block):
+            th, xx = theta[rows, None], x[rows, None]
+            d = 0.9 * np.minimum(th, self.theta_sup - th) * halvings
             grow = np.maximum(
-                self.cumulants(theta - d, 0) + d * x, self.cumulants(theta + d, 0) - d * x
-            ) - k0
-            spread = 2.0 * np.arcsinh(s_max / (theta - d))  # ∫|1/z| along the edge
-            h = 2.0 * math.pi * d / (np.maximum(grow, 0.0) + np.log(2.0 * spread / tol))
-            best = np.maximum(best, h)
+                self.cumulants(th - d, 0) + d * xx, self.cumulants(th + d, 0) - d * xx
+            ) - k0[rows, None]
+            spread = 2.0 * np.arcsinh(s_max[rows, None] / (th - d))  # ∫|1/z| along the edge
+            h = 2.0 * math.pi * d / (np.maximum(grow, 0.0) + np.log(2.0 * spread / tol[rows, None]))
+            best[rows] = np.maximum(h.max(axis=1), 0.0)
         return best
 
     def _log_integral(
