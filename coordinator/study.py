@@ -120,10 +120,16 @@ async def run_study(
                           k=spec.k, lower=lower, upper=upper, epochs=survey.epochs)
         if tables is not None:
             kept = await tables.find(key)
+            if kept is None:  # another study of this process may be building it right now
+                kept = await tables.after_builds(key)
             if kept is not None:
                 log.info("study %s reuses the table of %r obtained by study %s", study_id,
                          variable, kept.reused_from)
                 return kept
+        with tables.building(key) if tables is not None else contextlib.nullcontext():
+            return await build_table(key, variable)
+
+    async def build_table(key: TableKey, variable: str) -> FederatedTable:
         try:
             built = await federated_bin_table(
                 centers, dataset=spec.dataset, variable=variable, groups=spec.groups,

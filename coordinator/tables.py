@@ -25,9 +25,10 @@ analyst's, shown only to an admin and to that study's owner (``coordinator.api.a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,10 +172,41 @@ def decode(text: str, rows: Rows, study_id: str,
 
 
 class TableMemory:
-    """The kept tables of a coordinator's store (synchronous store, called from async code)."""
+    """The kept tables of a coordinator's store (synchronous store, called from async code),
+    and the tables this process is building (:meth:`building`, :meth:`after_builds`)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._building: dict[str, asyncio.Future[None]] = {}
+
+    @contextlib.contextmanager
+    def building(self, key: TableKey) -> Iterator[None]:
+        """Mark the table of ``key`` as being built by the caller until the block ends (kept
+        by then, or failed): a study needing the same table meanwhile waits for it
+        (:meth:`after_builds`) instead of asking the centers for the same answers again."""
+        digest = key.digest()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._building.setdefault(digest, done)
+        try:
+            yield
+        finally:
+            if self._building.get(digest) is done:
+                del self._building[digest]
+            done.set_result(None)
+
+    async def after_builds(self, key: TableKey) -> FederatedTable | None:
+        """The table of ``key`` once the build of it under way in this process ends, when that
+        build kept it (:meth:`find`); None when none is under way, or it failed or was kept
+        under another key (a partial table): the caller builds it then.
+
+        Concurrent studies of one table (50 analysts submitting the same study) would
+        otherwise each walk the whole refinement chain, every center answering each of them
+        from its store, one after the other: the same table, for the price of one chain per
+        study. Waiting for the first is reuse as :meth:`find` does it, a little earlier."""
+        digest = key.digest()
+        while (pending := self._building.get(digest)) is not None:
+            await asyncio.shield(pending)
+        return await self.find(key)
 
     async def find(self, key: TableKey) -> FederatedTable | None:
         record = await asyncio.to_thread(self.store.find_table, key.digest())

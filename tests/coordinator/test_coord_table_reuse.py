@@ -247,3 +247,77 @@ async def test_a_reused_table_names_no_other_analysts_study(
         page = report_sections(shown, console=True)
         assert "Read from a table the coordinator kept" in page and alices not in page
         assert "by study " + alices in report_sections(await view(bobs, admin), console=True)
+
+
+async def test_a_table_being_built_is_waited_for_not_built_again(tmp_path: Path) -> None:
+    """While one study builds a table (``TableMemory.building``), another needing it waits
+    and reads the kept one; a build that keeps nothing (failed, partial) lets the waiter build
+    it itself; another key does not wait."""
+    import anyio
+
+    from coordinator.db import Store
+    from coordinator.tables import TableMemory
+    from tests.helpers.coordinator import sqlite_url
+
+    fed = FederatedTable(
+        BinTable(limits=np.array([-np.inf, 1.0, np.inf]),
+                 counts=np.array([[10.0, 12.0], [20.0, 11.0]]), k=10),
+        ("alpha",), {"alpha": (22.0, 31.0)}, ())
+    key = TableKey.of(dataset="d", variable="v", groups=("a", "b"), k=10, lower="buffer",
+                      upper="buffer", epochs={"alpha": 1})
+    other = TableKey.of(dataset="d", variable="w", groups=("a", "b"), k=10, lower="buffer",
+                        upper="buffer", epochs={"alpha": 1})
+    memory = TableMemory(Store(sqlite_url(tmp_path)))
+    try:
+        assert await memory.after_builds(key) is None  # nothing under way, nothing kept
+        release, waiting = anyio.Event(), anyio.Event()
+        got: list[FederatedTable | None] = []
+
+        async def waiter() -> None:
+            waiting.set()
+            got.append(await memory.after_builds(key))
+
+        async with anyio.create_task_group() as tg:
+            with memory.building(key):
+                tg.start_soon(waiter)
+                await waiting.wait()
+                assert await memory.after_builds(other) is None  # another table: no wait
+                assert got == []  # the waiter waits while the build is under way
+                await memory.keep(key, fed, "s1")
+                release.set()
+        assert got[0] is not None and got[0].reused_from == "s1"
+        np.testing.assert_array_equal(got[0].table.counts, fed.table.counts)
+
+        # A build that ends without keeping its table: the waiter hears None and builds.
+        got.clear()
+        async with anyio.create_task_group() as tg:
+            with memory.building(other):
+                tg.start_soon(lambda: _append(got, memory.after_builds(other)))
+                await anyio.sleep(0)
+        assert got == [None]
+    finally:
+        memory.store.close()
+
+
+async def _append(into: list[Any], awaitable: Any) -> None:
+    into.append(await awaitable)
+
+
+async def test_concurrent_studies_of_one_table_walk_the_chain_once(
+        tmp_path: Path, federation: Federations) -> None:
+    """Four analysts submit the same table study at once: the centers are asked one table and
+    two refinements in all, and three of the four studies read the first one's table."""
+    import asyncio
+
+    centers = counted(federation)
+    async with serving(tmp_path, centers) as coord:
+        studies = await asyncio.gather(*(coord.run(TABLE) for _ in range(4)))
+        assert [s["status"] for s in studies] == ["succeeded"] * 4, studies
+        assert table_calls(centers) == 3
+        tables = [s["result"]["analyses"][0] for s in studies]
+        builders = [t for t in tables if t["reused_from"] is None]
+        assert len(builders) == 1
+        builder = next(s["id"] for s, t in zip(studies, tables, strict=True)
+                       if t["reused_from"] is None)
+        assert all(t["reused_from"] == builder for t in tables if t is not builders[0])
+        assert all(t["counts"] == builders[0]["counts"] for t in tables)
