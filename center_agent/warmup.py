@@ -51,5 +51,11 @@ async def warm_kernels() -> None:
     from shared import _walk
 
     start = time.perf_counter()
-    await asyncio.to_thread(_walk.warm)
+    try:
+        await asyncio.to_thread(_walk.warm)
+    except Exception:
+        # A head start only: the center serves without it, and a release that needs a kernel
+        # that cannot load fails on its own, naming itself.
+        log.exception("could not load the compiled kernels at start-up")
+        return
     log.info("compiled kernels loaded in %.0f ms", (time.perf_counter() - start) * 1000)

@@ -71,3 +71,17 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
     mann_whitney(*arms)
     assert _walk.merge_sorted(arms) is not None
     assert [list(kernel.signatures) for kernel in kernels] == signatures
+
+
+async def test_kernels_that_cannot_load_do_not_stop_the_center(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared import _walk
+
+    def broken() -> None:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(_walk, "warm", broken)
+    with caplog.at_level("INFO", logger="center_agent.warmup"):
+        await warm_kernels()  # returns: the center starts without the head start
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert "could not load the compiled kernels" in caplog.records[0].getMessage()
