@@ -437,9 +437,8 @@ class _Inversion:
                     )
         return [np.asarray(out) for out in outs]
 
-    def saddle(self, x: FloatArray) -> FloatArray:
-        """θ in (0, θ_sup) with K'(θ) = x (x > 0; T unbounded above x), by Newton's method
-        safeguarded by bisection."""
+    def bracket(self, x: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(lo, hi) with K'(lo) <= x <= K'(hi) inside (0, θ_sup), for :meth:`saddle`."""
         lo = np.zeros_like(x)
         if self.laplace:
             hi = np.full_like(x, self.theta_sup * (1.0 - 2.0**-40))
@@ -454,6 +453,12 @@ class _Inversion:
                 if not short.any():
                     break
                 hi = np.where(short, 2.0 * hi, hi)
+        return lo, hi
+
+    def saddle(self, x: FloatArray) -> FloatArray:
+        """θ in (0, θ_sup) with K'(θ) = x (x > 0; T unbounded above x), by Newton's method
+        safeguarded by bisection."""
+        lo, hi = self.bracket(x)
         # Newton's method on the increasing K', kept inside the bracket [lo, hi] that every
         # evaluation narrows (a bisection step where Newton's would leave it): a few steps
         # where 64 halvings cost several times the evaluations. It starts where the tangent of

@@ -334,20 +334,7 @@ class _PlainInversion(_Inversion):
     half-widths evaluated in blocks), which must give the same tails."""
 
     def saddle(self, x):
-        lo = np.zeros_like(x)
-        if self.laplace:
-            hi = np.full_like(x, self.theta_sup * (1.0 - 2.0**-40))
-            if self.sigma2 > 0.0:
-                hi = np.minimum(hi, x / self.sigma2)
-        elif self.sigma2 > 0.0:
-            hi = x / self.sigma2
-        else:
-            hi = np.full_like(x, 1.0 / math.sqrt(float(self.cumulants(np.zeros(1), 2)[0])))
-            for _ in range(2000):
-                short = self.cumulants(hi, 1) < x
-                if not short.any():
-                    break
-                hi = np.where(short, 2.0 * hi, hi)
+        lo, hi = self.bracket(x)
         for _ in range(64):
             mid = 0.5 * (lo + hi)
             above = self.cumulants(mid, 1) >= x
