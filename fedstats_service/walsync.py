@@ -112,19 +112,14 @@ class GroupCommitConnection(sqlite3.Connection):
     ``factory`` of :func:`sqlite3.connect`, with ``PRAGMA synchronous=NORMAL`` and
     ``journal_mode=WAL`` set on the connection."""
 
-    _sync: WalSync | bool | None = False  # False: not looked up yet; None: no file (in memory)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        rows: list[Any] = self.execute("PRAGMA database_list").fetchall()
+        main = next((row[2] for row in rows if row[1] == "main"), "")
+        self._sync = wal_sync(main) if main else None  # None: in memory, nothing to sync
 
     def commit(self) -> None:
         committing = self.in_transaction
         super().commit()
-        if committing:
-            sync = self._file_sync()
-            if sync is not None:
-                sync.wait()
-
-    def _file_sync(self) -> WalSync | None:
-        if self._sync is False:
-            rows: list[Any] = self.execute("PRAGMA database_list").fetchall()
-            main = next((row[2] for row in rows if row[1] == "main"), "")
-            self._sync = wal_sync(main) if main else None
-        return self._sync if isinstance(self._sync, WalSync) else None
+        if committing and self._sync is not None:
+            self._sync.wait()

@@ -12,16 +12,15 @@ Printed: studies per second and p50/p99 latency of studies and of single HTTP re
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
+from benchmarks.bench_e2e import cpu_seconds
 from center_agent.core.config import load_settings
 from tests.helpers.center import AUTH as CENTER_AUTH
 from tests.helpers.center import K, center_config
@@ -37,12 +36,6 @@ VARIANTS = 5  # distinct DP requests
 EPSILON = 0.1  # per DP request: within the default cap, a quarter of EPSILON_TOTAL
 EPSILON_TOTAL = 3.0
 WALL_LIMIT_S = 120.0  # on a quiet machine; scaled
-
-
-def cpu_s(pid: int) -> float:
-    """The CPU seconds (user + system) process ``pid`` has used so far (Linux's /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spec(variant: int) -> dict[str, Any]:
@@ -112,7 +105,7 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
             min_centers=2, max_running_studies=ANALYSTS + 10, read_timeout_s=scaled(60.0))
         with running_coordinator(config, port) as coordinator:
             latencies: list[tuple[str, float]] = []
-            cpu_before = [cpu_s(p.pid) for p in (coordinator, *procs)]
+            cpu_before = [cpu_seconds(p.pid) for p in (coordinator, *procs)]
             start = time.perf_counter()
 
             async def everyone() -> list[tuple[str, float, list[int]]]:
@@ -122,7 +115,7 @@ def test_50_concurrent_analysts_no_errors_no_budget_drift(
 
             outcomes = asyncio.run(everyone())
             wall = time.perf_counter() - start
-            cpu = [cpu_s(p.pid) - b for p, b in zip((coordinator, *procs), cpu_before,
+            cpu = [cpu_seconds(p.pid) - b for p, b in zip((coordinator, *procs), cpu_before,
                                                        strict=True)]
             spent = [httpx.get(f"http://127.0.0.1:{cport}/v1/budget/cohort",
                                headers=CENTER_AUTH, timeout=scaled(30)).json()
