@@ -204,9 +204,15 @@ class TableMemory:
         from its store, one after the other: the same table, for the price of one chain per
         study. Waiting for the first is reuse as :meth:`find` does it, a little earlier."""
         digest = key.digest()
-        while (pending := self._building.get(digest)) is not None:
-            await asyncio.shield(pending)
-        return await self.find(key)
+        while True:
+            while (pending := self._building.get(digest)) is not None:
+                await asyncio.shield(pending)
+            found = await self.find(key)
+            # A build may have started while the store was read (another study's find ended
+            # first): wait for it too. Otherwise nothing awaits between this check and the
+            # caller's :meth:`building`, so two callers can never both build.
+            if found is not None or digest not in self._building:
+                return found
 
     async def find(self, key: TableKey) -> FederatedTable | None:
         record = await asyncio.to_thread(self.store.find_table, key.digest())

@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from coordinator.db import Store
 from coordinator.protocols.table import FederatedTable
-from coordinator.tables import TableKey, decode, encode
+from coordinator.tables import TableKey, TableMemory, decode, encode
 from shared.binning import BinTable
 from tests.coordinator.test_coord_catalog import BASE, center_audit, counted, serving
 from tests.helpers.coordinator import CountingCenter, Federations
+from tests.helpers.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -321,3 +323,48 @@ async def test_concurrent_studies_of_one_table_walk_the_chain_once(
                        if t["reused_from"] is None)
         assert all(t["reused_from"] == builder for t in tables if t is not builders[0])
         assert all(t["counts"] == builders[0]["counts"] for t in tables)
+
+
+async def test_a_build_that_starts_while_the_store_is_read_is_waited_for(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Study B reads the store (nothing kept), and before that read ends study A finds nothing
+    either and starts building: B waits for A's table instead of building its own. Ordered by
+    events, not by timing: B's read is held until A is building, and ends before A keeps."""
+    import asyncio
+    import threading
+
+    key = TableKey.of(dataset="d", variable="v", groups=("a", "b"), k=10, lower="buffer",
+                      upper="buffer", epochs={"alpha": 2, "beta": 1})
+    fed = FederatedTable(
+        BinTable(limits=np.array([-np.inf, 1.0, np.inf]),
+                 counts=np.array([[10.0, 12.0], [20.0, 11.0]]), k=10),
+        ("alpha", "beta"), {"alpha": (12.0, 20.0), "beta": (10.0, 11.0)}, ())
+    memory = TableMemory(store)
+    real = store.find_table
+    reading, release, returned = threading.Event(), threading.Event(), threading.Event()
+    calls = 0
+
+    def find_table(digest: str) -> Any:
+        nonlocal calls
+        calls += 1
+        first = calls == 1
+        if first:
+            reading.set()
+            assert release.wait(scaled(60)), "the test never released the held read"
+        try:
+            return real(digest)
+        finally:
+            if first:
+                returned.set()
+
+    monkeypatch.setattr(store, "find_table", find_table)
+    b = asyncio.ensure_future(memory.after_builds(key))
+    await asyncio.to_thread(reading.wait)
+    assert await memory.after_builds(key) is None  # A: nothing kept, nothing being built
+    with memory.building(key):
+        release.set()
+        await asyncio.to_thread(returned.wait)  # B's read ended, finding nothing
+        await memory.keep(key, fed, "study-a")
+    got = await b
+    assert got is not None and got.reused_from == "study-a"
+    np.testing.assert_array_equal(got.table.counts, fed.table.counts)
