@@ -10,7 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 WORKDIR /opt/fedstats
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY shared/ shared/
 COPY center_agent/ center_agent/
 COPY coordinator/ coordinator/
@@ -18,10 +18,11 @@ COPY fedstats_cli/ fedstats_cli/
 COPY fedstats_service/ fedstats_service/
 COPY fedstats_client/ fedstats_client/
 
-# Installed as the README installs it: a venv and an editable install (the services need no dev
-# tools; `--build-arg EXTRAS='[dev]'` gives the README's command exactly).
+# Installed as the README installs it: a venv and an editable install at the versions the suite
+# passed with (requirements.lock; the services need no dev tools; `--build-arg EXTRAS='[dev]'`
+# gives the README's command exactly).
 ARG EXTRAS=""
-RUN python3 -m venv .venv && .venv/bin/pip install -q -e ".${EXTRAS}"
+RUN python3 -m venv .venv && .venv/bin/pip install -q -c requirements.lock -e ".${EXTRAS}"
 ENV PATH=/opt/fedstats/.venv/bin:$PATH
 # The binning core's compiled walk (shared/_walk.py, Numba) caches its machine code on disk; the
 # install is read-only to the service user, so the cache lives in /tmp (compiled once per container).

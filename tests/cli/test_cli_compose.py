@@ -230,7 +230,7 @@ def test_the_installed_compose_commands_accept_it() -> None:
 def test_the_dockerfile_installs_like_the_readme_and_runs_fedstats() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["fedstats"]' in dockerfile
-    install = "python3 -m venv .venv && .venv/bin/pip install -q -e"
+    install = "python3 -m venv .venv && .venv/bin/pip install -q -c requirements.lock -e"
     assert install in dockerfile and install in (REPO / "README.md").read_text()
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     for package in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]:
