@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 import fedstats_cli.procs
-from tests.helpers import ports, postgres, timing
+from tests.helpers import collection, ports, postgres, timing
 
 # Hypothesis: the same examples on every run and every machine (derandomize: a property that
 # fails, fails for everyone, and a run that passed passes again), no example database left in
@@ -52,6 +52,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     return (f"timing: bounds scaled by {timing.factor():.2f} ({timing.SCALE_ENV} or the load "
             f"per core, at least 1; tests/helpers/timing.py)")
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Count what was collected before ``-m``/``-k`` deselect (tests/helpers/collection.py)."""
+    collection.count(config, items)
 
 # -- each marker's share of the run's time ----------------------------------------------------
 # CI must stay under its time limit while the suite grows: the summary says what each marker

@@ -18,7 +18,8 @@
   ``tests/conftest.py``);
 * references computed independently of the code under test: :mod:`~tests.helpers.kanon`,
   :mod:`~tests.helpers.noisy_reference`, :mod:`~tests.helpers.brute`;
-* :mod:`~tests.helpers.ledger_worker`: a separate process hitting a ledger (run as a script).
+* :mod:`~tests.helpers.ledger_worker`: a separate process hitting a ledger (run as a script);
+* :mod:`~tests.helpers.collection`: how many tests the run collected (the README states it).
 
 Tests that start a process are marked ``process`` (``tests/conftest.py`` fails any that is not).
 """
