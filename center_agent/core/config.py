@@ -20,17 +20,22 @@ A minimal file::
 
 Everything is validated once, at start-up; :func:`load_settings` raises :class:`ConfigError` whose
 message names every bad key (``datasets.cohort.source.csv.path: ...``). Nothing that is not declared
-here (datasets, variables, group columns and levels) can ever be queried.
+here (datasets, variables, group columns and levels) can ever be queried. What is validated here
+is the configuration: a dataset's *data* (its file there and readable, its database reachable,
+its columns, grants and values) are the dataset's state, checked when it is read
+(``center_agent.data``): a broken dataset is unavailable, not a bad setting of the center.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     DirectoryPath,
     Field,
     FilePath,
@@ -80,18 +85,31 @@ def _qualified_identifier(value: str) -> str:
 Identifier = Annotated[str, AfterValidator(_identifier)]
 
 
+def _file_path(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("give the data file's path")
+    return value
+
+
+DataPath = Annotated[Path, BeforeValidator(_file_path)]
+"""A data file's path. Only its form is the configuration's: whether the file is there and
+readable is the dataset's state, checked when the dataset is read (at start-up and on every
+request), so a dataset whose file is missing is unavailable while the center's other datasets
+are served, and serves once the file is there (``docs/deploy.md``, "Start-up checks")."""
+
+
 class CsvSource(Section):
     """A CSV file with a header row; only the requested columns are parsed."""
 
     kind: Literal["csv"]
-    path: FilePath
+    path: DataPath
 
 
 class ParquetSource(Section):
     """A Parquet file; only the requested columns are read."""
 
     kind: Literal["parquet"]
-    path: FilePath
+    path: DataPath
 
 
 class SqlSource(Section):

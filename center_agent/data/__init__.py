@@ -233,9 +233,14 @@ class Dataset:
         self.name = name
         self.config = config
         self.k = k
-        self.source = source if source is not None else open_source(config.source)
+        self.source = (source if source is not None
+                       else open_source(config.source, key=f"datasets.{name}.source"))
         self._lock = threading.Lock()
         self._kept: tuple[Hashable, Population] | None = None
+        self.vet: Callable[[], None] | None = None
+        """Set by :meth:`Datasets.check_columns` on a dataset unavailable at start-up: the
+        start-up checks it missed (no other dataset reads its source), run before its first
+        read; it raises :class:`DataSourceError` (or a source's error) while they fail."""
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -327,6 +332,10 @@ class Dataset:
         return self._population(at_start=False)
 
     def _population(self, *, at_start: bool) -> Population:
+        vet = self.vet
+        if vet is not None:
+            self._guard(vet, at_start=at_start)
+            self.vet = None
         version = self._guard(self.source.version, at_start=at_start)
         if version is None:
             population = self._guard(self._read, at_start=at_start)
@@ -641,6 +650,9 @@ class Datasets(Mapping[str, Dataset]):
 
     def __init__(self, datasets: Mapping[str, Dataset]) -> None:
         self._datasets = dict(datasets)
+        self._vetting = threading.Lock()
+        self._sources: dict[Hashable, str] = {}
+        """What each dataset that passed the start-up checks reads (``SourceIdentity.key``)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Datasets:
@@ -662,29 +674,75 @@ class Datasets(Mapping[str, Dataset]):
     def __len__(self) -> int:
         return len(self._datasets)
 
-    def check_columns(self) -> None:
-        """Start-up: :meth:`Dataset.check_columns` of each, then :meth:`check_one_source_each`.
-        A dataset whose columns are all there but whose data do not read
-        (:class:`UnreadableData`) is logged with the fix and left to answer 503 until fixed,
-        when another dataset reads: one broken source does not keep the center's other datasets
-        down. Any other failure, or every dataset unreadable, closes every source (the center
-        will not start, and a database connection must not linger)."""
-        unreadable: list[UnreadableData] = []
+    def check_columns(self) -> dict[str, str]:
+        """Start-up: :meth:`Dataset.check_columns` of each, then :meth:`check_one_source_each`
+        over those that passed. A dataset that fails its own checks (its file missing or
+        unreadable, a declared column, table or grant missing, its database unreachable, a
+        value that is not a number: any :class:`DataSourceError`) is logged with the fix and
+        left unavailable (503 ``data_source_error``, ``"available": false`` in ``/v1/info``),
+        exactly as when its source fails while the center runs, and the others are served: one
+        broken source does not keep the center's other datasets down. It serves once its source
+        reads, without a restart, after the one check it missed (no other dataset reads the
+        same source: :meth:`_vet`). Returns those datasets' problems by name.
+
+        Two datasets over one source, or every dataset failing, stop start-up and close every
+        source (a database connection must not linger): the first is a configuration the
+        center must not serve, the second a center with nothing to serve, whose one line
+        (``fedstats center serve`` exits 2) is the operator's fastest way to the fix."""
+        broken: dict[str, DataSourceError] = {}
         try:
-            for dataset in self._datasets.values():
+            for name, dataset in self._datasets.items():
                 try:
                     dataset.check_columns()
-                except UnreadableData as exc:
-                    unreadable.append(exc)
-            if unreadable and len(unreadable) == len(self._datasets):
-                raise unreadable[0]
-            self.check_one_source_each()
+                except DataSourceError as exc:
+                    broken[name] = exc
+            if broken and len(broken) == len(self._datasets):
+                raise next(iter(broken.values()))
+            identities: dict[str, SourceIdentity] = {}
+            for name, dataset in self._datasets.items():
+                if name in broken:
+                    continue
+                try:
+                    identities[name] = dataset.source_identity()
+                except DataSourceError as exc:
+                    broken[name] = exc
+            if broken and len(broken) == len(self._datasets):
+                raise next(iter(broken.values()))
+            self._check_identities(identities)
         except BaseException:
             self.close()
             raise
-        for problem in unreadable:
+        self._sources = {identity.key: name for name, identity in identities.items()}
+        for name, problem in broken.items():
+            self._datasets[name].vet = self._vetter(name)
             log.error("start-up: %s; this dataset answers 503 data_source_error until its "
-                      "data read, the center's other datasets are served", problem.detail)
+                      "source reads, the center's other datasets are served", problem.detail)
+        if broken:
+            log.warning("start-up: serving %d of %d datasets; unavailable: %s",
+                        len(self._datasets) - len(broken), len(self._datasets),
+                        ", ".join(repr(name) for name in broken))
+        return {name: problem.detail for name, problem in broken.items()}
+
+    def _vetter(self, name: str) -> Callable[[], None]:
+        return lambda: self._vet(name)
+
+    def _vet(self, name: str) -> None:
+        """Before the first read of a dataset that was unavailable at start-up: the check it
+        missed then (:meth:`check_one_source_each`). Its source must read something no other
+        dataset reads, told apart as at start-up; otherwise it stays unavailable and the log
+        says which datasets to declare as one (two budgets of the same patients are never
+        served). Under one lock, so that two such datasets over one source never both pass."""
+        dataset = self._datasets[name]
+        with self._vetting:
+            identity = dataset.source.identity()  # a failure: still unavailable (_guard)
+            other = self._sources.get(identity.key)
+            if other is not None and other != name:
+                problem = self._one_source_error([other, name], identity.what)
+                log.error("dataset %r stays unavailable: %s", name, problem.detail)
+                raise DataSourceError(f"dataset {name!r}: the data source could not be read "
+                                      "(the center's log says why)")
+            self._sources[identity.key] = name
+        log.warning("dataset %r: its source reads now; it is served", name)
 
     def check_one_source_each(self) -> None:
         """Start-up: no two datasets read the same source (one file, however its path is
@@ -695,10 +753,14 @@ class Datasets(Mapping[str, Dataset]):
         ε is spent twice on each record (``docs/privacy.md``, "One source, one dataset"). So the
         center stops, naming the datasets and how to declare them as one, rather than sharing a
         population between two names (which would still leave two budgets)."""
+        self._check_identities({name: dataset.source_identity()
+                                for name, dataset in self._datasets.items()})
+
+    def _check_identities(self, identities: Mapping[str, SourceIdentity]) -> None:
+        """:meth:`check_one_source_each` over the identities given."""
         by_source: dict[Hashable, list[str]] = {}
         told: dict[Hashable, str] = {}
-        for name, dataset in self._datasets.items():
-            identity = dataset.source_identity()
+        for name, identity in identities.items():
             by_source.setdefault(identity.key, []).append(name)
             told.setdefault(identity.key, identity.what)
         for key, names in by_source.items():

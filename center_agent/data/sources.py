@@ -25,6 +25,7 @@ import io
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -158,6 +159,31 @@ def file_version(path: Path) -> Hashable:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def check_file(path: Path, what: str, key: str) -> None:
+    """The data file is there, is a file, and this process may read it; otherwise a
+    :class:`SourceProblem` naming the path, the setting (``key``) and the fix. Run before a
+    file's columns are looked up (start-up), so the operator reads the reason rather than the
+    reader's."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise SourceProblem(
+            f"its {what} file {path} does not exist",
+            f"check `{key}`, or put the file there (the dataset is served once it reads, "
+            "without a restart)") from None
+    except OSError as exc:
+        raise SourceProblem(
+            f"its {what} file {path} cannot be reached ({exc.strerror or type(exc).__name__})",
+            f"check `{key}` and that the service's user may enter its directories") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceProblem(f"its {what} path {path} is not a file",
+                            f"give the data file itself in `{key}`")
+    if not os.access(path, os.R_OK):
+        raise SourceProblem(
+            f"its {what} file {path} may not be read by the service's user (permission denied)",
+            "let that user read it (its owner, group or mode; in Docker, the volume's)")
+
+
 def _casts(values: _Arrow) -> bool:
     try:
         pc.cast(values, pa.float64())
@@ -200,8 +226,9 @@ def to_float(column: _Arrow, name: str) -> _Arrow:
 
 
 class CsvFile:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, key: str = "path") -> None:
         self.path = Path(path)
+        self.key = key
 
     def _options(self, columns: Sequence[str], types: dict[str, pa.DataType]
                  ) -> pa_csv.ConvertOptions:
@@ -249,6 +276,7 @@ class CsvFile:
                 raise NotNumeric(name, row=row + 1)
 
     def missing(self, columns: Sequence[str]) -> list[str]:
+        check_file(self.path, "CSV", self.key)
         try:  # the reader parses the first block to find the names: it may meet a bad row
             with pa_csv.open_csv(self.path) as reader:
                 present = set(reader.schema.names)
@@ -267,8 +295,9 @@ class CsvFile:
 
 
 class ParquetFile:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, key: str = "path") -> None:
         self.path = Path(path)
+        self.key = key
 
     def read(self, columns: Sequence[str], *, text: Sequence[str] = ()) -> pa.Table:
         # Labels dictionary-encoded: a few distinct strings and an index per row, cheaper to
@@ -279,7 +308,13 @@ class ParquetFile:
                          else to_float(table.column(name), name) for name in columns})
 
     def missing(self, columns: Sequence[str]) -> list[str]:
-        present = set(pq.read_schema(self.path).names)
+        check_file(self.path, "Parquet", self.key)
+        try:
+            present = set(pq.read_schema(self.path).names)
+        except pa.ArrowInvalid:
+            raise SourceProblem("the file could not be read as Parquet (not a Parquet file, or "
+                                "a truncated one)",
+                                "export it again, or give the source the file's `kind`") from None
         return [c for c in columns if c not in present]
 
     def version(self) -> Hashable:
@@ -629,10 +664,14 @@ class SqlTable:
         self.engine.dispose()
 
 
-def open_source(config: CsvSource | ParquetSource | SqlSource) -> DataSource:
+def open_source(config: CsvSource | ParquetSource | SqlSource, *,
+                key: str = "source") -> DataSource:
+    """The source ``config`` declares (``key``: its settings key, named in problems). Nothing is
+    read or connected to here: a file that is not there, or a database that does not answer,
+    is found when the source is read."""
     if isinstance(config, CsvSource):
-        return CsvFile(config.path)
+        return CsvFile(config.path, key=f"{key}.path")
     if isinstance(config, ParquetSource):
-        return ParquetFile(config.path)
+        return ParquetFile(config.path, key=f"{key}.path")
     return SqlTable(config.connect_url(), table=config.table, query=config.query,
                     version_query=config.version_query, version_ttl_s=config.version_ttl_s)

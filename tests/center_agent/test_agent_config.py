@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from center_agent.core.config import CONFIG_ENV, ConfigError, load_settings
+from center_agent.core.config import CONFIG_ENV, ConfigError, CsvSource, load_settings
 from tests.helpers.center import TOKEN
 from tests.helpers.config import write_toml
 
@@ -95,10 +95,12 @@ def test_bad_top_level_keys_are_named(
         ({"variables": []}, "datasets.cohort.variables"),
         ({"variables": ["x", "x"]}, "datasets.cohort.variables"),
         ({"variables": ["x; DROP TABLE t"]}, "datasets.cohort.variables.0"),
-        (
-            {"source": {"kind": "csv", "path": "/nonexistent.csv"}},
-            "datasets.cohort.source.csv.path",
-        ),
+        # A path that is not there is the dataset's state, not a bad key (a dataset unavailable
+        # at start-up: tests/center_agent/test_agent_unavailable_at_start.py); a declaration
+        # without a path, or with an empty one, is a bad key.
+        ({"source": {"kind": "csv"}}, "datasets.cohort.source.csv.path"),
+        ({"source": {"kind": "csv", "path": " "}}, "datasets.cohort.source.csv.path"),
+        ({"source": {"kind": "parquet", "path": ""}}, "datasets.cohort.source.parquet.path"),
         ({"source": {"kind": "excel", "path": "a.xlsx"}}, "datasets.cohort.source"),
         ({"source": {"kind": "sql", "url": "sqlite://"}}, "datasets.cohort.source.sql"),
         (
@@ -118,6 +120,17 @@ def test_bad_dataset_keys_are_named(
     with pytest.raises(ConfigError) as info:
         load_settings(path)
     assert f"{key}: " in str(info.value)
+
+
+def test_a_data_file_that_is_not_there_is_not_a_bad_key(
+    tmp_path: Path, base_config: dict[str, Any]
+) -> None:
+    """The settings load: whether the file is there is checked when the dataset is read."""
+    dataset = {**base_config["datasets"]["cohort"],
+               "source": {"kind": "csv", "path": str(tmp_path / "not-yet.csv")}}
+    settings = load_settings(_with(base_config, tmp_path, datasets={"cohort": dataset}))
+    source = settings.datasets["cohort"].source
+    assert isinstance(source, CsvSource) and source.path == tmp_path / "not-yet.csv"
 
 
 def test_bad_dataset_name_is_named(tmp_path: Path, base_config: dict[str, Any]) -> None:
