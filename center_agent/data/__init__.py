@@ -239,8 +239,9 @@ class Dataset:
         self._kept: tuple[Hashable, Population] | None = None
         self.vet: Callable[[], None] | None = None
         """Set by :meth:`Datasets.check_columns` on a dataset unavailable at start-up: the
-        start-up checks it missed (no other dataset reads its source), run before its first
-        read; it raises :class:`DataSourceError` (or a source's error) while they fail."""
+        start-up check it missed (no other dataset reads its source), run before its first
+        read; it raises :class:`DataSourceError` (or a source's error) while it fails."""
+        self._down_since_start = False
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -334,12 +335,14 @@ class Dataset:
     def _population(self, *, at_start: bool) -> Population:
         vet = self.vet
         if vet is not None:
+            self._down_since_start = True
             self._guard(vet, at_start=at_start)
             self.vet = None
         version = self._guard(self.source.version, at_start=at_start)
         if version is None:
             population = self._guard(self._read, at_start=at_start)
             give_back()
+            self._served()
             return population
         # One lock per dataset: requests arriving together while the data change wait for the
         # one read and share its population (one read, not one per request).
@@ -354,7 +357,14 @@ class Dataset:
             give_back()
             # The version was taken before the read: a file changed meanwhile is read again.
             self._kept = (version, population)
+            self._served()
             return population
+
+    def _served(self) -> None:
+        if self._down_since_start:
+            self._down_since_start = False
+            log.warning("dataset %r: unavailable since start-up, its source reads now; it is "
+                        "served", self.name)
 
     def require(self, population: Population, level: str | None, k: int,
                 variable: str | None = None) -> None:
@@ -742,7 +752,6 @@ class Datasets(Mapping[str, Dataset]):
                 raise DataSourceError(f"dataset {name!r}: the data source could not be read "
                                       "(the center's log says why)")
             self._sources[identity.key] = name
-        log.warning("dataset %r: its source reads now; it is served", name)
 
     def check_one_source_each(self) -> None:
         """Start-up: no two datasets read the same source (one file, however its path is
