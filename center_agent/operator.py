@@ -2,9 +2,10 @@
 
 * ``keygen``: a signing key for ``signing_key_file`` and its public key for the peers;
 * ``public-key``: the center's public key, to give to the other centers' operators;
-* ``epoch``: each dataset's epoch and what the version check finds in the data as they are now;
-  ``--roll`` starts a new epoch when the check passes (``--force``: even when it does not, after
-  reading what it found);
+* ``epoch``: each dataset's epoch and what the version check finds in the data as they are now,
+  or, for a dataset the center cannot serve from (unavailable), the start-up check's line naming
+  what to fix; ``--roll`` starts a new epoch when the check passes (``--force``: even when it
+  does not, after reading what it found);
 * ``audit``: the audit trail (who asked what, when, on which data, and what came of it), read
   from the ledger directly, as text or exported as CSV or JSON (``docs/privacy.md``, "Audit
   trail").
@@ -83,7 +84,7 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
     setting), and builds no service: the epochs and their check (``center_agent.gate.epochs``)
     on the ledger's disclosure memory, as the running center sees them (it takes the same
     per-dataset lock, so a roll and a release never interleave)."""
-    from center_agent.core.errors import UnknownDataset
+    from center_agent.core.errors import DataSourceError, UnknownDataset
     from center_agent.data import Dataset
     from center_agent.db import UnknownLedgerDataset
     from center_agent.gate.disclosure import Disclosure
@@ -101,7 +102,15 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
         for name in names:
             ds = Dataset(name, settings.datasets[name], settings.k)
             try:
-                population = ds.population()
+                try:
+                    # The start-up checks first: a dataset the center cannot serve from is
+                    # named with what to fix (the line its log has), and the others reported.
+                    ds.check_columns()
+                    population = ds.population()  # the one just read (a file's is kept)
+                except DataSourceError as exc:
+                    say(f"{name}: unavailable: {exc.detail}")
+                    status = max(status, 1)
+                    continue
                 try:
                     with store.locked(name) as (conn, _total, _spent):
                         status = max(status, _epoch_of(epochs, conn, name, population,

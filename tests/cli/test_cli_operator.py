@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,25 @@ def test_the_center_commands_run_without_any_token(
         del os.environ["FEDSTATS_CENTER_CONFIG"]
     assert main(["center", "epoch", "--config", str(config), "--dataset", "other"]) == 2
     assert "other" in capsys.readouterr().err
+
+
+def test_center_epoch_names_an_unavailable_dataset_with_its_fix_and_reports_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dataset whose file is not there (the running center serves the others) is named with
+    the start-up line; the other dataset is reported as usual; the exit code says a problem."""
+    config = center_toml(tmp_path)
+    settings = tomllib.loads(config.read_text())
+    missing = tmp_path / "exports" / "b.csv"
+    settings["datasets"]["side"] = {**settings["datasets"]["cohort"],
+                                    "source": {"kind": "csv", "path": str(missing)}}
+    write_toml(config, settings)
+    assert main(["center", "epoch", "--config", str(config)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("cohort: no epoch yet")
+    assert out[1] == (f"side: unavailable: dataset 'side': its CSV file {missing} does not "
+                      "exist; check `datasets.side.source.path`, or put the file there (the "
+                      "dataset is served once it reads, without a restart)")
 
 
 def test_a_bad_key_the_command_reads_is_still_named(
