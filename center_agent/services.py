@@ -31,8 +31,9 @@ class Services:
 
     @classmethod
     def build(cls, settings: Settings, *, check_sources: bool = True) -> Services:
-        """Open the datasets and the ledger database; check every declared column exists; load
-        (or make) the center's keys."""
+        """Open the datasets and the ledger database; run the datasets' start-up checks (a
+        dataset that fails them is left unavailable, ``Datasets.check_columns``); load (or
+        make) the center's keys."""
         datasets = Datasets.from_settings(settings)
         if check_sources:
             datasets.check_columns()

@@ -14,7 +14,8 @@ infinite) value leaves its row out of the complete cases the population counts; 
 reports at start-up and refuses to serve from.
 
 **Problems are told without data.** A :class:`SourceProblem` says what is wrong and how to fix it
-with names an operator chose (dataset, column, table, role), a row number and a type at most:
+with names an operator chose (dataset, setting, file path, column, table, role), a row number and
+a type at most, for the operator's log only (a caller is told the source could not be read):
 never a value of the data, and never a database's error text that may quote one (SQLSTATE class
 22, data exceptions).
 """

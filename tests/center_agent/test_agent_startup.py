@@ -1,5 +1,7 @@
 """Start-up checks an operator can act on (``docs/deploy.md``, "Start-up checks"): a source the
-center cannot serve from stops it before it listens, with one line naming the dataset, the column
+center cannot serve from stops it before it listens when it is the center's only dataset (beside
+a healthy one it is left unavailable with the same line: ``test_agent_unavailable_at_start.py``),
+with one line naming the dataset, the column
 (and the first bad row, or the table and the role) and the fix, never a value of the data; in
 process (``create_app``) and through the real ``fedstats center serve`` (exit code 2, one line on
 stderr). A data problem that appears after start-up is a generic 500 to the caller, its details

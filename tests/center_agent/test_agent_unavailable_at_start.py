@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -227,11 +228,15 @@ async def test_two_datasets_unavailable_at_start_over_one_file_serve_only_the_fi
     tmp_path: Path, base_config: dict[str, Any], csv_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Neither file is there at start-up (a symlink to the one that will be): once it is, the
+    first dataset read is served, the other stays unavailable, named with the first."""
     later = tmp_path / "later.csv"
+    link = tmp_path / "link.csv"
+    link.symlink_to(later)
     config = {**base_config, "datasets": {
         "cohort": dataset_config({"kind": "csv", "path": str(csv_path)}),
         "side": dataset_config({"kind": "csv", "path": str(later)}),
-        "copy": dataset_config({"kind": "csv", "path": str(tmp_path / "." / "later.csv")})}}
+        "copy": dataset_config({"kind": "csv", "path": str(link)})}}
     async with center(write_toml(tmp_path / "three.toml", config)) as client:
         replace(later, lambda p: write_csv(make_table(seed=9), p))
         await assert_served(client)
@@ -340,14 +345,23 @@ async def test_pg_a_database_that_does_not_answer_is_unavailable_without_its_pas
     assert SECRET not in seen and SECRET not in caplog.text
 
 
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port bound and never listened on: every connection to it is refused, and no other
+    process can take it while the test runs."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        yield int(bound.getsockname()[1])
+
+
 async def test_pg_an_unreachable_server_and_a_missing_table_are_unavailable(
-    tmp_path: Path, base_config: dict[str, Any], pg_url: str,
+    tmp_path: Path, base_config: dict[str, Any], pg_url: str, refusing_port: int,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A server that is not there (nothing listens on the port) and a table that is not there
     (the real server): each named, neither with a password; the healthy table answers."""
     write_sql(make_table(seed=13), pg_url, "cohort")
-    nowhere = f"postgresql+psycopg://fedstats:{SECRET}@127.0.0.1:{free_port()}/test"
+    nowhere = f"postgresql+psycopg://fedstats:{SECRET}@127.0.0.1:{refusing_port}/test"
     config = {**base_config, "datasets": {
         "cohort": dataset_config({"kind": "sql", "url": pg_url, "table": "cohort"}),
         "side": dataset_config({"kind": "sql", "url": nowhere, "table": "lab"}),
