@@ -250,8 +250,8 @@ async def test_two_datasets_unavailable_at_start_over_one_file_serve_only_the_fi
 # -- Parquet ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("problem", ["missing", "text"])
-async def test_parquet_a_missing_file_or_a_text_variable_leaves_only_it_unavailable(
+@pytest.mark.parametrize("problem", ["missing", "directory", "text"])
+async def test_parquet_a_missing_file_a_directory_or_a_text_variable_is_unavailable_alone(
     tmp_path: Path, base_config: dict[str, Any], caplog: pytest.LogCaptureFixture,
     problem: str,
 ) -> None:
@@ -262,15 +262,22 @@ async def test_parquet_a_missing_file_or_a_text_variable_leaves_only_it_unavaila
         write_parquet(table.set_column(0, "x", pa.array(
             [BAD if i == 2 else str(v) for i, v in enumerate(table.column("x").to_pylist())])),
             side)
+    if problem == "directory":
+        side.mkdir()
     config = center_file(tmp_path, base_config, {"kind": "parquet", "path": str(healthy)},
                          {"kind": "parquet", "path": str(side)})
     async with center(config) as client:
         seen = await assert_served_and_unavailable(client)
+        if problem == "directory":
+            side.rmdir()
         replace(side, lambda p: write_parquet(table, p))
         await assert_served(client)
     line = start_line(caplog)
     if problem == "missing":
         assert f"its Parquet file {side} does not exist" in line
+    elif problem == "directory":
+        assert (f"its Parquet path {side} is not a file; give the data file itself in "
+                "`datasets.side.source.path`") in line
     else:
         assert ("variable 'x' holds a value that is neither a number nor a missing marker "
                 "(first in data row 3," in line)
