@@ -217,6 +217,10 @@ sessions = Table(
     Column("csrf", String(64), nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("expires_at", String(40), nullable=False),
+    # What ties the session to the token that opened it (coordinator.ui.sessions.binding):
+    # a session whose binding is not the account's current one is over (NULL: a sign-in of
+    # before bindings, over too).
+    Column("token_binding", String(64), nullable=True),
 )
 
 audit = Table(
@@ -325,6 +329,7 @@ class SessionRecord:
     csrf: str
     created_at: str
     expires_at: str
+    token_binding: str | None = None
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,13 @@ def _upgrade(engine: Engine) -> None:
     except DBAPIError:
         if "expires_at" not in {c["name"] for c in inspect(engine).get_columns(
                 "coordinator_analyst")}:
+            raise
+    try:
+        with engine.begin() as conn:
+            add_missing_columns(conn, {sessions: ["token_binding"]})
+    except DBAPIError:
+        if "token_binding" not in {c["name"] for c in inspect(engine).get_columns(
+                "coordinator_session")}:
             raise
     try:
         with engine.begin() as conn:
@@ -710,13 +722,13 @@ class Store(Database):
     # -- console sessions ---------------------------------------------------------------------
 
     def add_session(self, id_hash: str, analyst_id: str, token_id: str, csrf: str,
-                    expires_at: str) -> None:
+                    expires_at: str, token_binding: str) -> None:
         with self.engine.begin() as conn:
             # Expired sign-ins go as new ones come: the table holds only live sessions.
             conn.execute(delete(sessions).where(sessions.c.expires_at <= now()))
             conn.execute(insert(sessions).values(
                 id_hash=id_hash, analyst_id=analyst_id, token_id=token_id, csrf=csrf,
-                created_at=now(), expires_at=expires_at))
+                created_at=now(), expires_at=expires_at, token_binding=token_binding))
 
     def get_session(self, id_hash: str) -> SessionRecord | None:
         """The session, unless it expired."""
@@ -724,7 +736,8 @@ class Store(Database):
             row = conn.execute(select(sessions).where(
                 sessions.c.id_hash == id_hash, sessions.c.expires_at > now())).one_or_none()
         return None if row is None else SessionRecord(row.analyst_id, row.token_id, row.csrf,
-                                                       row.created_at, row.expires_at)
+                                                       row.created_at, row.expires_at,
+                                                       row.token_binding)
 
     def delete_session(self, id_hash: str) -> None:
         with self.engine.begin() as conn:
@@ -750,6 +763,8 @@ class Store(Database):
                 update(analysts)
                 .where(analysts.c.id == analyst_id, analysts.c.revoked_at.is_(None))
                 .values(token_hash=token_hash, expires_at=expires_at)).rowcount
+            # The old token's console sessions end with it, in every process on the store.
+            conn.execute(delete(sessions).where(sessions.c.analyst_id == analyst_id))
         return self.get_analyst(analyst_id) if changed else None
 
     def get_analyst(self, analyst_id: str) -> AnalystRecord | None:
@@ -770,6 +785,7 @@ class Store(Database):
             conn.execute(update(analysts)
                          .where(analysts.c.id == analyst_id, analysts.c.revoked_at.is_(None))
                          .values(revoked_at=now()))
+            conn.execute(delete(sessions).where(sessions.c.analyst_id == analyst_id))
         return self.get_analyst(analyst_id)
 
     # -- shares -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from coordinator.db import Store
 from coordinator.models import StudyStatus
@@ -92,14 +92,17 @@ def event(number: int, name: str, data: dict[str, object]) -> str:
     return f"id: {number}\nevent: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
-async def stream(store: Store, study_id: str, *,
-                 heartbeat_s: float = HEARTBEAT_S) -> AsyncIterator[str]:
+async def stream(store: Store, study_id: str, *, heartbeat_s: float = HEARTBEAT_S,
+                 alive: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[str]:
     """The study's events (module docstring) until its ``end``; a comment each
-    ``heartbeat_s`` without a change."""
+    ``heartbeat_s`` without a change. With ``alive`` (the console's session check), the stream
+    ends as soon as it answers False, checked before every event and heartbeat."""
     feed = for_store(store)
     last: tuple[str, int] | None = None
     sent = 0
     while True:
+        if alive is not None and not await alive():
+            return
         # The version is taken before the read: a change after the read moves it, so the
         # wait below returns at once instead of missing it.
         seen = feed.version(study_id)

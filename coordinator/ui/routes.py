@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import ValidationError
 
-from coordinator import exports, figures
+from coordinator import exports, feed, figures
 from coordinator.api.access import readable_study
 from coordinator.api.deps import is_admin
 from coordinator.api.routes import audit as audit_routes
@@ -351,11 +351,18 @@ async def study_events(request: Request, study_id: str) -> Response:
     session = await signed_in(request)
     if session is None:
         return Response(status_code=401)
+    store = services(request).store
     try:
-        return await study_routes.study_events(study_id, services(request).store,
-                                               session.caller)
+        await readable_study(store, session.caller, study_id)
     except ServiceError as exc:
         return Response(status_code=exc.status_code)
+
+    async def alive() -> bool:  # a rotated, expired or revoked token ends the stream too
+        return await signed_in(request) is not None
+
+    return StreamingResponse(feed.stream(store, study_id, alive=alive),
+                             media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 @router.get("/studies/{study_id}/json")

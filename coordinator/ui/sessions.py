@@ -4,8 +4,13 @@ An analyst signs in with the token the API takes (``coordinator.accounts``: veri
 way, so a wrong token counts as a failed attempt there). The session is a random 256-bit id in an
 ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` when the console is served over TLS); the
 store keeps only its SHA-256 (``coordinator.db``, ``coordinator_session``), the analyst and the
-fingerprint of the token used, for ``SESSION_HOURS``. Each request reads the account again, so a
-revoked analyst is signed out at once, in every coordinator process.
+fingerprint of the token used, for ``SESSION_HOURS`` or until the token expires, whichever is
+first. A session is bound to the token that opened it (:func:`binding`: the SHA-256 of the
+account's token hash at sign-in): each request reads the account again, and the session is over
+once the account is revoked, its token rotated (the binding no longer matches; rotation and
+revocation also delete the account's sessions) or past its expiry — at once, in every
+coordinator process on the store, as the API refuses the old token. An open event stream
+checks its session at every event and heartbeat and ends with it.
 
 Every form that changes something carries the session's CSRF token (a hidden field), compared in
 constant time; the sign-in form, before any session, carries a token that must equal a
@@ -20,11 +25,12 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from coordinator.accounts import Accounts
 from coordinator.db import Store, utcnow
 from fedstats_service.auth import Caller
+from fedstats_service.errors import AuthenticationError
 
 SESSION_COOKIE = "fedstats_session"
 LOGIN_COOKIE = "fedstats_login"
@@ -34,6 +40,16 @@ CSRF_FIELD = "csrf_token"
 
 def digest(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+CONFIG_BINDING = "analyst_tokens"
+"""The binding of a configured token's sessions: they end when the token leaves the settings
+(its analyst is then unknown), so the token itself needs no other tie."""
+
+
+def binding(token_hash: str) -> str:
+    """What ties a session to an account's token: a new token (rotation) has a new hash."""
+    return hashlib.sha256(token_hash.encode()).hexdigest()
 
 
 def same(a: str | None, b: str | None) -> bool:
@@ -63,9 +79,20 @@ class Sessions:
         assert caller.analyst_id is not None  # every coordinator caller is an analyst
         session_id = secrets.token_urlsafe(32)
         csrf = secrets.token_urlsafe(32)
-        until = (utcnow() + timedelta(hours=SESSION_HOURS)).isoformat(timespec="microseconds")
+        until = utcnow() + timedelta(hours=SESSION_HOURS)
+        tie = CONFIG_BINDING
+        if caller.analyst_id not in self.accounts.config_ids:
+            record = await asyncio.to_thread(self.store.get_analyst, caller.analyst_id)
+            if record is None or not record.active:
+                raise AuthenticationError("the bearer token is not valid for this coordinator")
+            # The hash read after the token verified: a rotation in between gives a binding
+            # that never matches, so the session is over at once (never the other way round).
+            tie = binding(record.token_hash)
+            if record.expires_at is not None:
+                until = min(until, datetime.fromisoformat(record.expires_at))
         await asyncio.to_thread(self.store.add_session, digest(session_id), caller.analyst_id,
-                                caller.token_id, csrf, until)
+                                caller.token_id, csrf,
+                                until.isoformat(timespec="microseconds"), tie)
         return session_id, Session(caller, csrf)
 
     async def current(self, session_id: str | None) -> Session | None:
@@ -75,18 +102,23 @@ class Sessions:
         record = await asyncio.to_thread(self.store.get_session, digest(session_id))
         if record is None:
             return None
-        caller = await asyncio.to_thread(self._caller, record.analyst_id, record.token_id)
+        caller = await asyncio.to_thread(self._caller, record.analyst_id, record.token_id,
+                                         record.token_binding)
         return None if caller is None else Session(caller, record.csrf)
 
     async def sign_out(self, session_id: str | None) -> None:
         if session_id:
             await asyncio.to_thread(self.store.delete_session, digest(session_id))
 
-    def _caller(self, analyst_id: str, token_id: str) -> Caller | None:
+    def _caller(self, analyst_id: str, token_id: str, tie: str | None) -> Caller | None:
+        """The session's caller while its token is the one that opened it and still valid."""
         if analyst_id in self.accounts.config_ids:
+            if tie != CONFIG_BINDING:
+                return None
             return Caller(token_id=token_id, role="analyst", analyst_id=analyst_id,
                           name=self.accounts.config_ids[analyst_id])
         record = self.store.get_analyst(analyst_id)
-        if record is None or not record.active:
+        if (record is None or not record.active or record.expired()
+                or tie is None or not same(tie, binding(record.token_hash))):
             return None
         return Caller(token_id=token_id, role=record.role, analyst_id=record.id, name=record.name)
