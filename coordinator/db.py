@@ -358,6 +358,19 @@ def _table(row: Any) -> TableRecord:
     return TableRecord(row.key, row.described, row.table, row.study_id, row.created_at)
 
 
+def _add_columns(engine: Engine, table: Table, columns: list[str]) -> bool:
+    """Add the ``columns`` ``table`` lacks; True if they were missing. Another process (the
+    CLI next to a running coordinator) may add them at the same moment: that counts as added
+    just now, so what follows an addition (filling, indexing: idempotent) still runs."""
+    try:
+        with engine.begin() as conn:
+            return bool(add_missing_columns(conn, {table: columns}))
+    except DBAPIError:
+        if columns[-1] not in {c["name"] for c in inspect(engine).get_columns(table.name)}:
+            raise
+        return True
+
+
 def _upgrade(engine: Engine) -> None:
     """Bring a store made by an older version up to date; does nothing on a current one.
 
@@ -365,36 +378,11 @@ def _upgrade(engine: Engine) -> None:
     of before: their ``created_by`` is the fingerprint of a configured analyst token, whose
     analyst is ``config-<fingerprint>`` (``coordinator.accounts``); ``coordinator_analyst``
     gains ``expires_at`` (the accounts of before never expire)."""
-    try:
-        with engine.begin() as conn:
-            add_missing_columns(conn, {analysts: ["expires_at"]})
-    except DBAPIError:
-        if "expires_at" not in {c["name"] for c in inspect(engine).get_columns(
-                "coordinator_analyst")}:
-            raise
-    try:
-        with engine.begin() as conn:
-            add_missing_columns(conn, {sessions: ["token_binding"]})
-    except DBAPIError:
-        if "token_binding" not in {c["name"] for c in inspect(engine).get_columns(
-                "coordinator_session")}:
-            raise
-    try:
-        with engine.begin() as conn:
-            add_missing_columns(conn, {studies: ["owner", "lease_until"]})
-    except DBAPIError:
-        if "lease_until" not in {c["name"] for c in inspect(engine).get_columns(
-                "coordinator_study")}:
-            raise
-    try:
-        with engine.begin() as conn:
-            if not add_missing_columns(conn, {studies: ["analyst_id"]}):
-                return
-    except DBAPIError:
-        # Another process (the CLI next to a running coordinator) added it at the same moment.
-        if "analyst_id" not in {c["name"] for c in inspect(engine).get_columns(
-                "coordinator_study")}:
-            raise
+    _add_columns(engine, analysts, ["expires_at"])
+    _add_columns(engine, sessions, ["token_binding"])
+    _add_columns(engine, studies, ["owner", "lease_until"])
+    if not _add_columns(engine, studies, ["analyst_id"]):
+        return
     with engine.begin() as conn:
         conn.execute(text("CREATE INDEX IF NOT EXISTS ix_coordinator_study_analyst_id "
                           "ON coordinator_study (analyst_id)"))
