@@ -157,6 +157,19 @@ epochs = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
 )
 
+variable_versions = Table(
+    # A variable's exact releases start a new memory from ``since_epoch`` on: the operator's way
+    # out of a forced epoch over which the earlier releases are not K-anonymous
+    # (center_agent.gate.disclosure, ``Disclosure.renew``). No row: version 1, since epoch 1.
+    "fedstats_variable_version",
+    metadata,
+    Column("dataset", String(128), primary_key=True),
+    Column("variable", String(128), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("since_epoch", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
 placed_numbers = Table(
     # Every number the center placed between data of a variable (a limit, a split limit, a
     # buffer), as float.hex (exact): a later release reuses it in the gap that holds it

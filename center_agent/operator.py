@@ -5,7 +5,9 @@
 * ``epoch``: each dataset's epoch and what the version check finds in the data as they are now,
   or, for a dataset the center cannot serve from (unavailable), the start-up check's line naming
   what to fix; ``--roll`` starts a new epoch when the check passes (``--force``: even when it
-  does not, after reading what it found);
+  does not, after reading what it found); each variable a forced epoch left blocked is named
+  with its ways out, one of them ``--renew VARIABLE`` (a new version of it; audited, like a
+  roll);
 * ``audit``: the audit trail (who asked what, when, on which data, and what came of it), read
   from the ledger directly, as text or exported as CSV or JSON (``docs/privacy.md``, "Audit
   trail").
@@ -77,8 +79,9 @@ def public_key(settings: Settings, say: Say = print) -> int:
 
 
 def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bool,
-          say: Say = print) -> int:
-    """Report (and with ``roll`` start) the epochs of one dataset or of all.
+          renew: str | None = None, say: Say = print) -> int:
+    """Report (and with ``roll`` start) the epochs of one dataset or of all; with ``renew``
+    (one dataset's variable, blocked since a forced epoch), start a new version of it.
 
     Reads the ledger and the datasets' sources only (``EpochSettings``: no token, no service
     setting), and builds no service: the epochs and their check (``center_agent.gate.epochs``)
@@ -92,6 +95,10 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
 
     if dataset is not None and dataset not in settings.datasets:
         raise UnknownDataset(dataset)
+    if renew is not None and (dataset is None or roll):
+        print("--renew needs --dataset (the variable's dataset) and no --roll (renew after "
+              "the epoch has started)", file=sys.stderr)
+        return 2
     epochs = Epochs(settings.k, Disclosure(settings.k,
                                            max_releases=settings.max_releases_per_variable,
                                            max_limits=settings.max_limits_per_variable))
@@ -113,8 +120,12 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
                     continue
                 try:
                     with store.locked(name) as (conn, _total, _spent):
-                        status = max(status, _epoch_of(epochs, conn, name, population,
-                                                       roll=roll, force=force, say=say))
+                        if renew is not None:
+                            status = max(status, _renew(epochs, conn, name, population,
+                                                        renew, say=say))
+                        else:
+                            status = max(status, _epoch_of(epochs, conn, name, population,
+                                                           roll=roll, force=force, say=say))
                 except UnknownLedgerDataset:
                     say(f"{name}: no epoch yet (the center has not served it: its first "
                         "release or /v1/info starts one on the data as they are then)")
@@ -154,12 +165,75 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
         else:
             say(f"  started epoch {new.number}"
                 + (" (forced past the problems above)" if found else ""))
+            _audit_operator(conn, name, "epoch_roll", new.number, population.fingerprint,
+                            {"forced": bool(found), "problems": len(found)})
+            status = max(status, _report_blocked(epochs, conn, name, population, say))
     elif changed and problems:
         say(f"  the change is held: a running center keeps answering from the data of epoch "
             f"{current.number} (one started since the change pauses them) until the data pass "
             f"the check or a new epoch starts; what to do: {CORRECTIONS_GUIDE}")
         status = 1
+    elif current is not None and not changed:
+        status = max(status, _report_blocked(epochs, conn, name, population, say))
     return status
+
+
+def _report_blocked(epochs: Any, conn: Any, name: str, population: Any, say: Say) -> int:
+    """Name each variable no exact release of which is possible on the epoch's data (earlier
+    releases hold 1..K-1 of its records: only after a forced epoch), why, and the ways out;
+    1 when there is one."""
+    blocked = epochs.disclosure.blocked(conn, name, population)
+    for variable, sets in blocked.items():
+        version = epochs.disclosure.version(conn, name, variable)
+        say(f"  - {variable!r} is blocked: {sets} set(s) its earlier exact releases counted "
+            f"hold 1..K-1 records of these data (the epoch was forced over them), so every "
+            f"exact release of it is refused (409 data_changed). Either wait: a change of the "
+            f"data that brings every such set to 0 or >= K records passes the check and "
+            f"unblocks it by itself (fedstats center epoch shows when); or start version "
+            f"{version.number + 1} of it: fedstats center epoch --dataset {name} --renew "
+            f"{variable} (its exact releases then start a new memory; anyone holding an "
+            f"earlier release of it and a new one may subtract them, the risk the forced "
+            f"epoch accepted)")
+    return 1 if blocked else 0
+
+
+def _renew(epochs: Any, conn: Any, name: str, population: Any, variable: str, *,
+           say: Say) -> int:
+    """Start a new version of a blocked variable in the current epoch (audited)."""
+    current = epochs.current(conn, name)
+    if current is None or current.fingerprint != population.fingerprint:
+        say(f"{name}: not renewed: "
+            + ("no epoch yet" if current is None else
+               "the data changed since the epoch began (held or paused: see fedstats center "
+               "epoch)")
+            + f"; a variable is renewed over the data its epoch pinned ({CORRECTIONS_GUIDE})")
+        return 1
+    if variable not in population.values:
+        say(f"{name}: not renewed: no variable {variable!r} (declared: "
+            f"{', '.join(sorted(population.values))})")
+        return 1
+    blocked = epochs.disclosure.blocked(conn, name, population)
+    if variable not in blocked:
+        say(f"{name}: not renewed: {variable!r} is not blocked (its earlier releases are "
+            f"K-anonymous on the data of epoch {current.number}); a new version would only "
+            "let them be subtracted from new ones")
+        return 1
+    version = epochs.disclosure.renew(conn, name, variable, current.number)
+    _audit_operator(conn, name, "variable_version", current.number, population.fingerprint,
+                    {"variable": variable, "version": version.number})
+    say(f"{name}: {variable!r} starts version {version.number} in epoch {current.number}: its "
+        f"exact releases are admitted again, against a new memory")
+    return 0
+
+
+def _audit_operator(conn: Any, name: str, kind: str, epoch: int, fingerprint: str,
+                    question: dict[str, Any]) -> None:
+    """The operator's action in the audit trail, beside the releases it concerns."""
+    from center_agent import audit as trail
+
+    trail.record(conn, dataset=name, kind=kind, caller="operator", outcome="done",
+                 epsilon_units=0, question=json.dumps(question, sort_keys=True), epoch=epoch,
+                 data_fingerprint=fingerprint)
 
 
 AuditFormat = Literal["text", "csv", "json"]

@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="start a new epoch on the data as they are now")
             op.add_argument("--force", action="store_true",
                             help="with --roll: even when the check finds problems")
+            op.add_argument("--renew", metavar="VARIABLE",
+                            help="with --dataset: start a new version of a variable a forced "
+                                 "epoch left blocked (the report names it)")
         if name == "audit":
             add_audit_arguments(op)
 
@@ -392,7 +395,7 @@ def center_operator(args: argparse.Namespace) -> int:
             return operator.public_key(Settings.load(args.config))
         if args.action == "epoch":
             return operator.epoch(EpochSettings.load(args.config), dataset=args.dataset,
-                                  roll=args.roll, force=args.force)
+                                  roll=args.roll, force=args.force, renew=args.renew)
         return operator.audit(LedgerSettings.load(args.config), fmt=args.format, out=args.out,
                               dataset=args.dataset, study=args.study, analyst=args.analyst,
                               since=args.since, until=args.until, limit=args.limit)

@@ -151,6 +151,11 @@ def _started(what: str) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _processes_are_marked() -> Iterator[None]:
     """Every ``subprocess.Popen`` and ``multiprocessing`` start passes :func:`_started`."""
+    # matplotlib builds its font cache on its first import on a machine (running fc-list):
+    # built here, before starts are watched, so that a fresh machine's first test that draws
+    # a figure is not refused for a process of matplotlib's own.
+    with contextlib.suppress(ImportError):
+        import matplotlib.font_manager  # noqa: F401
     popen_init = subprocess.Popen.__init__
     process_start = multiprocessing.process.BaseProcess.start
 

@@ -218,11 +218,15 @@ class HistoryNotSafe(PrivacyRefusal):
     status_code = 409
     error = CenterErrorCode.DATA_CHANGED
 
-    def __init__(self, dataset: str) -> None:
+    def __init__(self, dataset: str, variable: str | None = None) -> None:
+        which = "this variable" if variable is None else f"{variable!r}"
         super().__init__(
             f"dataset {dataset!r}: a new epoch was forced over data on which earlier releases "
-            "are not K-anonymous; no further exact release of this variable is possible until "
-            "the operator reviews it (fedstats center epoch)"
+            f"of {which} are not K-anonymous; no exact release of it is possible until the "
+            "data change so that they are, or the center's operator starts a new version of "
+            "it (operators: fedstats center epoch names the variable and the command; "
+            "docs/deploy.md, \"I corrected a value: what now?\")",
+            extra={} if variable is None else {"variable": variable},
         )
 
 

@@ -50,7 +50,7 @@ from sqlalchemy import Connection, delete, func, select
 
 from center_agent.core.errors import DisclosureStateFull, HistoryNotSafe
 from center_agent.data import Population
-from center_agent.db import atom_snapshots, release_sets, released_limits, utcnow
+from center_agent.db import atom_snapshots, release_sets, released_limits, utcnow, variable_versions
 from shared.privacy import isolating
 
 FloatArray = NDArray[np.float64]
@@ -184,6 +184,15 @@ def small(key: IntArray, counts: IntArray, k: int) -> NDArray[np.bool_]:
 # -- the memory --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class VariableVersion:
+    """Which of a variable's exact releases the memory holds: those of epoch ``since_epoch``
+    on (``number`` 1 since epoch 1 unless the operator renewed it)."""
+
+    number: int
+    since_epoch: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Atoms of every set released of a variable up to some moment, with their counts."""
 
@@ -223,12 +232,66 @@ class Disclosure:
         self.max_limits = max_limits
 
     def history(self, conn: Connection, dataset: str, variable: str) -> list[Partition]:
+        """The partitions of the variable's current version (:meth:`renew`), in release order."""
         rows = conn.execute(
             select(release_sets.c.partition)
-            .where(release_sets.c.dataset == dataset, release_sets.c.variable == variable)
+            .where(release_sets.c.dataset == dataset, release_sets.c.variable == variable,
+                   release_sets.c.epoch >= self.version(conn, dataset, variable).since_epoch)
             .order_by(release_sets.c.id)
         ).all()
         return [Partition.from_bytes(row.partition) for row in rows]
+
+    @staticmethod
+    def version(conn: Connection, dataset: str, variable: str) -> VariableVersion:
+        """The variable's current version: 1 since epoch 1 until the operator renews it."""
+        row = conn.execute(
+            select(variable_versions.c.version, variable_versions.c.since_epoch)
+            .where(variable_versions.c.dataset == dataset,
+                   variable_versions.c.variable == variable)
+            .order_by(variable_versions.c.version.desc()).limit(1)
+        ).first()
+        return VariableVersion(1, 1) if row is None else VariableVersion(int(row.version),
+                                                                         int(row.since_epoch))
+
+    def blocked(self, conn: Connection, dataset: str, population: Population
+                ) -> dict[str, int]:
+        """Per variable whose earlier exact releases (of its current version) are not
+        K-anonymous on ``population``, how many of their atoms hold 1..K-1 records: no exact
+        release of it can be admitted (:meth:`admit` raises :class:`HistoryNotSafe`). Only a
+        forced epoch leads here; for the operator's eyes (the counts are about the data)."""
+        found = {}
+        variables = conn.execute(
+            select(release_sets.c.variable).where(release_sets.c.dataset == dataset).distinct()
+        ).scalars().all()
+        for variable in sorted(variables):
+            if variable not in population.values:
+                continue
+            history = [Partition.totals(population.levels),
+                       *self.history(conn, dataset, variable)]
+            edges = edges_of(history)
+            counts = cell_counts(population, variable, population.levels, edges)
+            base = atoms(history, population.levels, edges)
+            bad = int(isolating(atom_totals(base, counts), self.k).sum())
+            if bad:
+                found[variable] = bad
+        return found
+
+    def renew(self, conn: Connection, dataset: str, variable: str, epoch: int
+              ) -> VariableVersion:
+        """Start a new version of ``variable`` in ``epoch`` (the operator's, after a forced
+        epoch left it blocked): its exact releases from then on form a new memory, without the
+        earlier ones, whose sets may then be subtracted from new releases (the risk the forced
+        epoch accepted, module docstring "A variable's versions"). The earlier releases'
+        snapshots leave the version check with them."""
+        current = self.version(conn, dataset, variable)
+        if current.since_epoch >= epoch:
+            raise ValueError(f"{variable!r} already starts version {current.number} in epoch "
+                             f"{epoch}")
+        new = VariableVersion(current.number + 1, epoch)
+        conn.execute(variable_versions.insert().values(
+            dataset=dataset, variable=variable, version=new.number, since_epoch=epoch,
+            created_at=utcnow()))
+        return new
 
     def admit(
         self,
@@ -260,17 +323,20 @@ class Disclosure:
         counts = cell_counts(population, variable, levels, edges)
         base = atoms(history, levels, edges)
         if small(base, counts, self.k).any():
-            raise HistoryNotSafe(dataset)
+            raise HistoryNotSafe(dataset, variable)
         while True:
             key = combine(base, candidate.partition, levels, where)
             bad = small(key, counts, self.k)
             if not bad.any():
                 break
             cells = np.searchsorted(candidate.partition.interior, where, side="left")
-            candidate = candidate.coarsen({
-                level: np.unique(cells[bad[i]]).astype(np.int64)
-                for i, level in enumerate(levels) if bad[i].any()
-            })
+            try:
+                candidate = candidate.coarsen({
+                    level: np.unique(cells[bad[i]]).astype(np.int64)
+                    for i, level in enumerate(levels) if bad[i].any()
+                })
+            except HistoryNotSafe:
+                raise HistoryNotSafe(dataset, variable) from None
         self._record(conn, dataset, variable, epoch, request_key, candidate.partition)
         snapshot = Snapshot(tuple(levels), edges, key, atom_totals(key, counts))
         self._snapshot(conn, dataset, variable, epoch, snapshot)
@@ -280,18 +346,36 @@ class Disclosure:
         """Per variable: the exact releases remembered and the limits they hold (what the caps
         of :meth:`admit` count)."""
         rows = conn.execute(
-            select(release_sets.c.variable, func.count(),
+            select(release_sets.c.variable, release_sets.c.epoch, func.count(),
                    func.coalesce(func.sum(release_sets.c.n_limits), 0))
             .where(release_sets.c.dataset == dataset)
-            .group_by(release_sets.c.variable)
+            .group_by(release_sets.c.variable, release_sets.c.epoch)
         ).all()
-        return {str(row[0]): (int(row[1]), int(row[2])) for row in rows}
+        since: dict[str, int] = {}
+        usage: dict[str, tuple[int, int]] = {}
+        for variable, epoch, count, n_limits in rows:
+            variable = str(variable)
+            if variable not in since:
+                since[variable] = self.version(conn, dataset, variable).since_epoch
+            if int(epoch) >= since[variable]:
+                before = usage.get(variable, (0, 0))
+                usage[variable] = (before[0] + int(count), before[1] + int(n_limits))
+        return usage
 
     def snapshots(self, conn: Connection, dataset: str) -> dict[tuple[str, int], Snapshot]:
+        """Per (variable, epoch), the atoms of the variable's current version as counted on
+        that epoch's data (a renewed variable's earlier snapshots are left out)."""
         rows = conn.execute(
             select(atom_snapshots).where(atom_snapshots.c.dataset == dataset)
         ).all()
-        return {(row.variable, int(row.epoch)): Snapshot.from_bytes(row.snapshot) for row in rows}
+        since: dict[str, int] = {}
+        kept = {}
+        for row in rows:
+            if row.variable not in since:
+                since[row.variable] = self.version(conn, dataset, row.variable).since_epoch
+            if int(row.epoch) >= since[row.variable]:
+                kept[(row.variable, int(row.epoch))] = Snapshot.from_bytes(row.snapshot)
+        return kept
 
     # -- internals ------------------------------------------------------------------------
 
@@ -299,7 +383,8 @@ class Disclosure:
                     partition: Partition) -> None:
         row = conn.execute(
             select(func.count(), func.coalesce(func.sum(release_sets.c.n_limits), 0)).where(
-                release_sets.c.dataset == dataset, release_sets.c.variable == variable
+                release_sets.c.dataset == dataset, release_sets.c.variable == variable,
+                release_sets.c.epoch >= self.version(conn, dataset, variable).since_epoch,
             )
         ).one()
         n_releases, n_limits = int(row[0]), int(row[1])
