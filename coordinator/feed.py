@@ -95,8 +95,9 @@ def event(number: int, name: str, data: dict[str, object]) -> str:
 async def stream(store: Store, study_id: str, *, heartbeat_s: float = HEARTBEAT_S,
                  alive: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[str]:
     """The study's events (module docstring) until its ``end``; a comment each
-    ``heartbeat_s`` without a change. With ``alive`` (the console's session check), the stream
-    ends as soon as it answers False, checked before every event and heartbeat."""
+    ``heartbeat_s`` without a change. With ``alive`` (the console's session check, or the API's
+    bearer token checked again), the stream ends as soon as it answers False, checked before
+    every event and heartbeat."""
     feed = for_store(store)
     last: tuple[str, int] | None = None
     sent = 0

@@ -171,3 +171,31 @@ async def test_a_change_nobody_announces_is_read_at_the_heartbeat(
         got = await stream
     assert [(name, d["status"]) for name, d in got] == [
         ("progress", "running"), ("end", "failed_resumable")]
+
+
+@pytest.mark.parametrize("how", ["rotate", "expire", "revoke"])
+async def test_a_stream_ends_when_its_token_ends(tmp_path: Path, federation: Federations,
+                                                 how: str) -> None:
+    """A stream opened with an account's token (a study that does not change: heartbeats only)
+    sends its state, then stops at the first check after the token is rotated, expires or its
+    account is revoked: exactly one event and one heartbeat, counted, not timed."""
+    from types import SimpleNamespace
+
+    from tests.console.test_console_sessions import end_by
+
+    async with serving(tmp_path, federation()) as (app, client):
+        services = app.state.services
+        ann = services.accounts.add("Ann", "analyst")
+        study = services.store.create_study("e" * 32, "{}", analyst_id=ann.analyst.id)
+        stream = asyncio.create_task(client.get(
+            f"/v1/studies/{study.id}/events", params={"heartbeat_s": 0.05},
+            headers={"Authorization": f"Bearer {ann.token}"}))
+        await watched(app, study.id)  # open, its first event sent
+        end_by(how, SimpleNamespace(app=app), ann.analyst.id)
+        answer = await stream
+        assert answer.status_code == 200, answer.text
+        assert [name for name, _ in parse(answer.text)] == ["progress"]
+        assert answer.text.count(": heartbeat") == 1
+        after = await client.get(f"/v1/studies/{study.id}/events",
+                                 headers={"Authorization": f"Bearer {ann.token}"})
+        assert after.status_code == 401

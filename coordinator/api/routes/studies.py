@@ -19,7 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from coordinator import audit, exports, feed, figures, quotas
 from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
-from coordinator.api.deps import AnalystDep, RunnerDep, StoreDep, is_admin
+from coordinator.api.deps import AnalystDep, RunnerDep, StillValidDep, StoreDep, is_admin
 from coordinator.core.errors import Conflict, QuotaExceeded
 from coordinator.db import Store, StudyRecord
 from coordinator.figures import FigureFormat, FigureName
@@ -235,14 +235,17 @@ async def study_events(
     study_id: str,
     store: StoreDep,
     analyst: AnalystDep,
+    still_valid: StillValidDep,
     heartbeat_s: Annotated[float, Query(
         ge=0.05, le=300, description="seconds without a change after which the store is read "
         "again and a comment line is sent")] = feed.HEARTBEAT_S,
 ) -> StreamingResponse:
     """The study's progress pushed as it happens (``coordinator.feed``): what polling
-    ``GET /v1/studies/{id}?provenance=false`` would show, one event per change."""
+    ``GET /v1/studies/{id}?provenance=false`` would show, one event per change; it ends when
+    the token stops authenticating (rotated, expired or revoked)."""
     await readable_study(store, analyst, study_id)
-    return StreamingResponse(feed.stream(store, study_id, heartbeat_s=heartbeat_s),
+    return StreamingResponse(feed.stream(store, study_id, heartbeat_s=heartbeat_s,
+                                         alive=still_valid),
                              media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
