@@ -200,6 +200,8 @@ def _report_blocked(epochs: Any, conn: Any, name: str, population: Any, say: Say
 def _renew(epochs: Any, conn: Any, name: str, population: Any, variable: str, *,
            say: Say) -> int:
     """Start a new version of a blocked variable in the current epoch (audited)."""
+    from center_agent.gate.epochs import CORRECTIONS_GUIDE
+
     current = epochs.current(conn, name)
     if current is None or current.fingerprint != population.fingerprint:
         say(f"{name}: not renewed: "

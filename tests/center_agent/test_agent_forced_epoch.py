@@ -17,8 +17,8 @@ from center_agent.gate.disclosure import Disclosure, Partition
 from center_agent.gate.epochs import Epochs
 from tests.center_agent.test_agent_disclosure import (
     A,
-    K,
     Bins,
+    K,
     population,
     reference_atoms,
 )
@@ -102,6 +102,24 @@ def test_a_new_version_admits_releases_against_a_new_memory(store: Store) -> Non
     with store.locked("d") as (conn, _t, _s):
         assert disclosure.usage(conn, "d")["v"][0] == 2
         assert {epoch for _, epoch in disclosure.snapshots(conn, "d")} == {2}
+
+
+def test_a_variable_is_renewed_only_over_the_data_its_epoch_pinned(store: Store) -> None:
+    """Renewal is refused while a change of the data is held (its blocked sets are those of
+    data no release comes from), for an unknown variable, and for one that is not blocked."""
+    from center_agent.operator import _renew
+
+    epochs, fewer = forced(store)
+    said: list[str] = []
+    with store.locked("d") as (conn, _t, _s):
+        assert _renew(epochs, conn, "d", population({"a": A[:26]}), "v", say=said.append) == 1
+        assert "the data changed since the epoch began" in said[-1]
+        assert _renew(epochs, conn, "d", population(fewer), "w", say=said.append) == 1
+        assert "no variable 'w'" in said[-1]
+        assert _renew(epochs, conn, "d", population(fewer), "v", say=said.append) == 0
+        assert _renew(epochs, conn, "d", population(fewer), "v", say=said.append) == 1
+        assert "'v' is not blocked" in said[-1]
+        assert epochs.disclosure.version(conn, "d", "v").number == 2
 
 
 @pytest.mark.process
