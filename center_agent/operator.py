@@ -5,7 +5,8 @@
 * ``epoch``: each dataset's epoch and what the version check finds in the data as they are now,
   or, for a dataset the center cannot serve from (unavailable), the start-up check's line naming
   what to fix; ``--roll`` starts a new epoch when the check passes (``--force``: even when it
-  does not, after reading what it found);
+  does not, after reading what it found). A dataset in DP mode has no check (its releases come
+  from the data as they are): ``--roll`` always starts a new epoch, no ``--force`` needed;
 * ``audit``: the audit trail (who asked what, when, on which data, and what came of it), read
   from the ledger directly, as text or exported as CSV or JSON (``docs/privacy.md``, "Audit
   trail").
@@ -113,8 +114,12 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
                     continue
                 try:
                     with store.locked(name) as (conn, _total, _spent):
-                        status = max(status, _epoch_of(epochs, conn, name, population,
-                                                       roll=roll, force=force, say=say))
+                        if ds.config.release_mode == "dp":
+                            status = max(status, _dp_epoch_of(epochs, conn, name, population,
+                                                              roll=roll, say=say))
+                        else:
+                            status = max(status, _epoch_of(epochs, conn, name, population,
+                                                           roll=roll, force=force, say=say))
                 except UnknownLedgerDataset:
                     say(f"{name}: no epoch yet (the center has not served it: its first "
                         "release or /v1/info starts one on the data as they are then)")
@@ -132,11 +137,16 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
 
     status = 0
     current = epochs.current(conn, name)
-    changed = current is not None and current.fingerprint != population.fingerprint
+    # An epoch of DP mode was never checked: K-anonymous releases need the check first.
+    changed = current is not None and (current.dp
+                                       or current.fingerprint != population.fingerprint)
     problems = epochs.check(conn, name, population) if changed else []
     if current is None:
         say(f"{name}: no epoch yet (the first release or /v1/info starts one on the data as "
             "they are then)")
+    elif current.dp:
+        say(f"{name}: epoch {current.number} (since the {current.reason}) was of DP mode: the "
+            "data are checked against the K-anonymous epochs before an exact release")
     else:
         say(f"{name}: epoch {current.number} (since the {current.reason}); the data "
             f"{'changed since it began' if changed else 'are those it pinned'}")
@@ -154,12 +164,33 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
         else:
             say(f"  started epoch {new.number}"
                 + (" (forced past the problems above)" if found else ""))
+    elif changed and problems and current.dp:
+        say("  releases are paused until the data pass the check or a new epoch starts; what "
+            f"to do: {CORRECTIONS_GUIDE}")
+        status = 1
     elif changed and problems:
         say(f"  the change is held: a running center keeps answering from the data of epoch "
             f"{current.number} (one started since the change pauses them) until the data pass "
             f"the check or a new epoch starts; what to do: {CORRECTIONS_GUIDE}")
         status = 1
     return status
+
+
+def _dp_epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
+                 say: Say) -> int:
+    """A DP-mode dataset's report (and roll), inside its lock: no check (its releases come from
+    the data as they are, ``center_agent.gate.epochs``); a roll always starts a new epoch."""
+    current = epochs.current(conn, name)
+    if current is None:
+        say(f"{name}: no epoch yet (DP mode: the first release or /v1/info starts one)")
+        return 0
+    say(f"{name}: epoch {current.number} (since the {current.reason}); DP mode: releases are "
+        "computed from the data as they are, no version check; a repeated question gets its "
+        "stored answer until a new epoch (--roll) starts")
+    if roll:
+        new, _found = epochs.roll(conn, name, population, release_mode="dp")
+        say(f"  started epoch {new.number}")
+    return 0
 
 
 AuditFormat = Literal["text", "csv", "json"]
