@@ -31,6 +31,7 @@ from center_agent.core.config import load_settings
 from center_agent.data import Dataset
 from center_agent.main import create_app
 from fedstats_cli.cli import main
+from tests.helpers.attacks import seen
 from tests.helpers.center import AUTH, TOKEN, K, dataset_config, make_table, write_csv
 from tests.helpers.config import write_toml
 
@@ -134,26 +135,6 @@ def pair(tmp_path: Path) -> Iterator[tuple[Center, Center]]:
     yield centers[0], centers[1]
     for center in centers:
         center.close()
-
-
-def shape(value: Any) -> Any:
-    """What a DP release shows apart from its noise: its fields and their types, its strings
-    (methods, branches) and its public numbers (ε, declared sizes) as they are."""
-    if isinstance(value, dict):
-        return {k: value[k] if k in ("epsilon", "n_public", "n") else shape(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [shape(v) for v in value]
-    if isinstance(value, bool | str) or value is None:
-        return value
-    return type(value).__name__
-
-
-def seen(r: httpx.Response) -> tuple[int, Any]:
-    """What a caller sees of one answer: its status, and its body (an error whole, a release
-    by its shape)."""
-    body = r.json()
-    return r.status_code, shape(body) if r.status_code == 200 else body
 
 
 # -- a change, before and after a restart -------------------------------------------------------
