@@ -155,6 +155,9 @@ epochs = Table(
     Column("present", Text, nullable=True),
     Column("reason", String(32), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
+    # The dataset's release mode when the epoch began ("dp", or NULL: K-anonymous): a DP-mode
+    # epoch released nothing exactly, and its data were never checked (center_agent.gate.epochs).
+    Column("release_mode", String(16), nullable=True),
 )
 
 variable_versions = Table(
@@ -214,7 +217,7 @@ audit_log = Table(
 # Columns added to a table after its first release: {table: names}, each nullable.
 ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
     audit_log: ("request_id", "study_id", "analyst_id", "data_fingerprint", "question"),
-    epochs: ("present",),
+    epochs: ("present", "release_mode"),
 }
 
 

@@ -7,7 +7,8 @@
   what to fix; ``--roll`` starts a new epoch when the check passes (``--force``: even when it
   does not, after reading what it found); each variable a forced epoch left blocked is named
   with its ways out, one of them ``--renew VARIABLE`` (a new version of it; audited, like a
-  roll);
+  roll). A dataset in DP mode has no check (its releases come from the data as they are):
+  ``--roll`` always starts a new epoch, no ``--force`` needed;
 * ``audit``: the audit trail (who asked what, when, on which data, and what came of it), read
   from the ledger directly, as text or exported as CSV or JSON (``docs/privacy.md``, "Audit
   trail").
@@ -123,6 +124,9 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
                         if renew is not None:
                             status = max(status, _renew(epochs, conn, name, population,
                                                         renew, say=say))
+                        elif ds.config.release_mode == "dp":
+                            status = max(status, _dp_epoch_of(epochs, conn, name, population,
+                                                              roll=roll, say=say))
                         else:
                             status = max(status, _epoch_of(epochs, conn, name, population,
                                                            roll=roll, force=force, say=say))
@@ -143,11 +147,16 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
 
     status = 0
     current = epochs.current(conn, name)
-    changed = current is not None and current.fingerprint != population.fingerprint
+    # An epoch of DP mode was never checked: K-anonymous releases need the check first.
+    changed = current is not None and (current.dp
+                                       or current.fingerprint != population.fingerprint)
     problems = epochs.check(conn, name, population) if changed else []
     if current is None:
         say(f"{name}: no epoch yet (the first release or /v1/info starts one on the data as "
             "they are then)")
+    elif current.dp:
+        say(f"{name}: epoch {current.number} (since the {current.reason}) was of DP mode: the "
+            "data are checked against the K-anonymous epochs before an exact release")
     else:
         say(f"{name}: epoch {current.number} (since the {current.reason}); the data "
             f"{'changed since it began' if changed else 'are those it pinned'}")
@@ -168,6 +177,10 @@ def _epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
             _audit_operator(conn, name, "epoch_roll", new.number, population.fingerprint,
                             {"forced": bool(found), "problems": len(found)})
             status = max(status, _report_blocked(epochs, conn, name, population, say))
+    elif changed and problems and current.dp:
+        say("  releases are paused until the data pass the check or a new epoch starts; what "
+            f"to do: {CORRECTIONS_GUIDE}")
+        status = 1
     elif changed and problems:
         say(f"  the change is held: a running center keeps answering from the data of epoch "
             f"{current.number} (one started since the change pauses them) until the data pass "
@@ -203,9 +216,10 @@ def _renew(epochs: Any, conn: Any, name: str, population: Any, variable: str, *,
     from center_agent.gate.epochs import CORRECTIONS_GUIDE
 
     current = epochs.current(conn, name)
-    if current is None or current.fingerprint != population.fingerprint:
+    if current is None or current.dp or current.fingerprint != population.fingerprint:
         say(f"{name}: not renewed: "
             + ("no epoch yet" if current is None else
+               "its epoch is of DP mode (no exact release to admit)" if current.dp else
                "the data changed since the epoch began (held or paused: see fedstats center "
                "epoch)")
             + f"; a variable is renewed over the data its epoch pinned ({CORRECTIONS_GUIDE})")
@@ -236,6 +250,25 @@ def _audit_operator(conn: Any, name: str, kind: str, epoch: int, fingerprint: st
     trail.record(conn, dataset=name, kind=kind, caller="operator", outcome="done",
                  epsilon_units=0, question=json.dumps(question, sort_keys=True), epoch=epoch,
                  data_fingerprint=fingerprint)
+
+
+def _dp_epoch_of(epochs: Any, conn: Any, name: str, population: Any, *, roll: bool,
+                 say: Say) -> int:
+    """A DP-mode dataset's report (and roll), inside its lock: no check (its releases come from
+    the data as they are, ``center_agent.gate.epochs``); a roll always starts a new epoch."""
+    current = epochs.current(conn, name)
+    if current is None:
+        say(f"{name}: no epoch yet (DP mode: the first release or /v1/info starts one)")
+        return 0
+    say(f"{name}: epoch {current.number} (since the {current.reason}); DP mode: releases are "
+        "computed from the data as they are, no version check; a repeated question gets its "
+        "stored answer until a new epoch (--roll) starts")
+    if roll:
+        new, _found = epochs.roll(conn, name, population, release_mode="dp")
+        say(f"  started epoch {new.number}")
+        _audit_operator(conn, name, "epoch_roll", new.number, population.fingerprint,
+                        {"forced": False, "problems": 0, "release_mode": "dp"})
+    return 0
 
 
 AuditFormat = Literal["text", "csv", "json"]

@@ -1123,8 +1123,8 @@ class CenterStatus(BaseModel):
     )
     datasets: dict[str, DatasetState] | None = Field(
         default=None, description="each dataset's state as the center's /v1/info shows it: "
-        "ok, paused (its data changed; releases wait for its operator) or unavailable (its "
-        "source cannot be read now); none when the info could not be read")
+        "ok, paused (its data changed; releases wait for its operator; never in DP mode) or "
+        "unavailable (its source cannot be read now); none when the info could not be read")
 
 
 class StudyCreated(BaseModel):
@@ -1320,7 +1320,8 @@ class CatalogEntry(BaseModel):
         default="k_anonymous", description="'dp': every release of the dataset at this center "
         "is differentially private (exact analyses are refused)")
     epoch: int
-    paused: bool = Field(description="the data changed; releases wait for the operator")
+    paused: bool = Field(description="the data changed; releases wait for the operator (never "
+                         "in DP mode: its releases come from the data as they are)")
     available: bool = Field(default=True, description="false: the center cannot read this "
                             "dataset's source now (its other datasets are not affected)")
     remaining_epsilon: float | None = Field(

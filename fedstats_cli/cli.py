@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
             op.add_argument("--dataset", help="one dataset (default: all)")
         if name == "epoch":
             op.add_argument("--roll", action="store_true",
-                            help="start a new epoch on the data as they are now")
+                            help="start a new epoch on the data as they are now (DP mode: "
+                                 "always, no check)")
             op.add_argument("--force", action="store_true",
                             help="with --roll: even when the check finds problems")
             op.add_argument("--renew", metavar="VARIABLE",

@@ -188,10 +188,12 @@ class DatasetInfo(WireModel):
         default="k_anonymous",
         description="'dp': every release of the dataset is differentially private (exact kinds "
                     "refused with 403 dp_mode_refuses_exact; sizes are declarations)")
-    epoch: int = Field(default=1, ge=1, description="the data version releases come from")
+    epoch: int = Field(default=1, ge=1, description="the data version releases come from (in "
+                       "DP mode the operator's: it moves only when the operator rolls)")
     paused: bool = Field(
         default=False,
-        description="the data changed and releases wait for the operator's new epoch",
+        description="the data changed and releases wait for the operator's new epoch (never in "
+                    "DP mode, whose releases come from the data as they are)",
     )
     available: bool = Field(
         default=True,

@@ -12,7 +12,8 @@ sizes through :meth:`ReleaseGate.describe`). In order, for a request of a declar
 2. **The population** (``center_agent.data``): the records every release of the dataset counts.
 3. **A short transaction holding the dataset's lock** (nothing is computed in it), in which:
    a. the **epoch** is admitted (``gate.epochs``): a release is computed from the data version
-      its epoch pinned; changed data are admitted only after the version check;
+      its epoch pinned; changed data are admitted only after the version check (in DP mode
+      from the data as they are, in the epoch the operator last started: no check);
    b. the question's **meaning** (not its bytes) and the epoch give the request key: an answer
       stored under it is returned as it is (the same question always gets the same answer, and
       averaging repeats gains nothing), once c. passed; a question this process is computing
@@ -369,7 +370,8 @@ class ReleaseGate:
     def describe(self, dataset_name: str) -> DatasetState:
         """The dataset's sizes as ``/v1/info`` shows them: those of its epoch, rounded down to
         K. Changed data that pass the version check start a new epoch here; data that fail it
-        leave the epoch (and its sizes) as they were, marked paused."""
+        leave the epoch (and its sizes) as they were, marked paused. In DP mode the epoch is
+        the operator's and nothing is paused, whatever the data (``gate.epochs``)."""
         dataset = self.datasets[dataset_name]
         k = self.settings.k
         try:
@@ -387,11 +389,12 @@ class ReleaseGate:
                 paused=False, available=False,
                 by_variable=_present(current, dataset, k) if current is not None else {},
             )
+        mode = dataset.config.release_mode
         with self.store.engine.connect() as conn:
             current = self.epochs.current(conn, dataset.name)
-        if current is not None and current.fingerprint == population.fingerprint:
+        if current is not None and self.epochs.stands(current, population, release_mode=mode):
             # The usual case, read without the dataset's lock (listings must not queue behind
-            # releases): the data are still the epoch's.
+            # releases): the data are still the epoch's (in DP mode: the epoch is DP mode's).
             return DatasetState(
                 epoch=current.number, n=round_down(current.n, k),
                 sizes={level: round_down(current.sizes.get(level, 0), k)
@@ -401,7 +404,8 @@ class ReleaseGate:
         try:
             with self.store.locked(dataset.name) as (conn, _total, _spent):
                 try:
-                    epoch = self.epochs.admit(conn, dataset.name, population)
+                    epoch = self.epochs.admit(conn, dataset.name, population,
+                                              release_mode=mode)
                     paused = False
                 except DataChanged:
                     current = self.epochs.current(conn, dataset.name)
@@ -491,8 +495,9 @@ class ReleaseGate:
         # earlier items left it.
         with self.store.locked(ds.name) as (conn, total, spent):
             # A change of the data that fails the version check is held: the epoch's own
-            # population answers (gate.epochs).
-            epoch, population = self.epochs.admit_population(conn, ds.name, population)
+            # population answers (gate.epochs). DP mode: the data as they are, unchecked.
+            epoch, population = self.epochs.admit_population(
+                conn, ds.name, population, release_mode=ds.config.release_mode)
             key = request_key(ds.name, question.variable, kind.name,
                               {"meaning": question.meaning, "epoch": epoch.number},
                               question.epsilon)
@@ -504,6 +509,8 @@ class ReleaseGate:
                 "dataset": ds.name, "kind": kind.name, "caller": caller, "question": asked,
                 "request_key": key, "epoch": epoch.number, "data_fingerprint": epoch.fingerprint}
             if stored is not None:
+                # (The data of a DP-mode answer are named by its `released` record: the data
+                # may have moved within the epoch since.)
                 trail.record(conn, outcome="cached", epsilon_units=0, **record)
                 log.info("%s release of %r (variable %r): cached", kind.name, ds.name,
                          question.variable)
@@ -523,7 +530,8 @@ class ReleaseGate:
             self._charge(conn, ds, epoch, caller)
             if paid is None:
                 self.ledger.reserve(conn, ds.name, key, units)
-            trail.record(conn, outcome="released", epsilon_units=units, **record)
+            trail.record(conn, outcome="released", epsilon_units=units,
+                         **{**record, "data_fingerprint": population.fingerprint})
         lead = Lead(epoch, key, Flight(), population)
         # Only what was asked, and how it went (never a value).
         log.info("%s release of %r (variable %r): paid, epsilon %g", kind.name, ds.name,
@@ -616,7 +624,7 @@ class ReleaseGate:
                 trail.record(conn, dataset=ds.name, kind=kind.name, caller=caller,
                              outcome="failed", epsilon_units=0, question=asked,
                              request_key=lead.key, epoch=lead.epoch.number,
-                             data_fingerprint=lead.epoch.fingerprint)
+                             data_fingerprint=lead.population.fingerprint)
         except Exception:
             log.exception("could not record a failed release in the audit log")
 

@@ -27,6 +27,15 @@ covers every release; and a caller sees nothing of a held change (the same answe
 ``/v1/info``). Only a center that no longer holds its epoch's population (it was restarted since
 the data changed) pauses the dataset's releases with 409 ``data_changed``, until the data pass or
 the operator rolls: one bit per change of the data, never a count.
+
+**DP mode** (``release_mode = "dp"``; ``docs/privacy.md`` §16, "No bit of a data change") has
+none of this: the check protects exact counts, and DP mode refuses every exact release before
+reading data. Its releases are computed from the data as they are, each paid, and nothing a
+caller sees depends on the data's changes: no check, no hold, no pause, and the epoch moves only
+when the operator rolls (always, whatever the data) or the mode changes. A DP-mode epoch is
+marked (``release_mode``): the check skips it (nothing of it was released exactly), and a
+K-anonymous release after one is admitted only through the check against the K-anonymous
+epochs, in a new epoch, even on data equal to the DP epoch's.
 """
 
 from __future__ import annotations
@@ -59,6 +68,12 @@ class Epoch:
     present: dict[str, dict[str, int]] | None = None
     """Per variable and level, the records whose value is present (``missing =
     "per_variable"``); None: complete cases (every variable present on every record)."""
+    release_mode: str = "k_anonymous"
+
+    @property
+    def dp(self) -> bool:
+        """Begun in DP mode: nothing of it was released exactly (module docstring)."""
+        return self.release_mode == "dp"
 
     @property
     def n(self) -> int:
@@ -93,29 +108,45 @@ class Epochs:
             select(epochs).where(epochs.c.dataset == dataset).order_by(epochs.c.epoch)
         ).all()
         return [Epoch(row.dataset, int(row.epoch), row.fingerprint, json.loads(row.sizes),
-                      row.reason, json.loads(row.present) if row.present else None)
+                      row.reason, json.loads(row.present) if row.present else None,
+                      row.release_mode or "k_anonymous")
                 for row in rows]
 
     def current(self, conn: Connection, dataset: str) -> Epoch | None:
         every = self.all(conn, dataset)
         return every[-1] if every else None
 
-    def admit(self, conn: Connection, dataset: str, population: Population) -> Epoch:
+    def admit(self, conn: Connection, dataset: str, population: Population, *,
+              release_mode: str = "k_anonymous") -> Epoch:
         """The epoch a release from ``population`` belongs to (:meth:`admit_population`)."""
-        return self.admit_population(conn, dataset, population)[0]
+        return self.admit_population(conn, dataset, population, release_mode=release_mode)[0]
 
-    def admit_population(self, conn: Connection, dataset: str, population: Population
-                         ) -> tuple[Epoch, Population]:
+    @staticmethod
+    def stands(current: Epoch | None, population: Population, *,
+               release_mode: str = "k_anonymous") -> bool:
+        """Whether :meth:`admit_population` would answer ``current`` as it is, writing nothing
+        (a caller may then skip the dataset's lock)."""
+        if current is None:
+            return False
+        if release_mode == "dp":
+            return current.dp
+        return not current.dp and current.fingerprint == population.fingerprint
+
+    def admit_population(self, conn: Connection, dataset: str, population: Population, *,
+                         release_mode: str = "k_anonymous") -> tuple[Epoch, Population]:
         """The epoch a release asked now belongs to and the population it is computed from:
         ``population`` (the data as they are) when it is the epoch's or passes the check (a new
         epoch starts here), else the epoch's own, held in memory (the change waits: module
         docstring); :class:`DataChanged` when the check fails and this process does not hold
-        the epoch's population (it was restarted since the data changed)."""
+        the epoch's population (it was restarted since the data changed). In DP mode always
+        ``population``, in the current epoch, unchecked (:meth:`_admit_dp`)."""
         current = self.current(conn, dataset)
+        if release_mode == "dp":
+            return self._admit_dp(conn, dataset, population, current), population
         if current is None:
             log.info("dataset %r: epoch 1 starts on the data as they are", dataset)
             return self._pin(conn, dataset, population, 1, "first release"), population
-        if current.fingerprint == population.fingerprint:
+        if self.stands(current, population):
             self._held[dataset] = population
             return current, population
         failed = (dataset, population.fingerprint, current.number)
@@ -131,7 +162,8 @@ class Epochs:
         held = self._held.get(dataset)
         first = (dataset, population.fingerprint) not in self._reported
         self._reported.add((dataset, population.fingerprint))
-        if held is not None and held.fingerprint == current.fingerprint:
+        # A DP-mode epoch's data were never checked: nothing of it is held for exact releases.
+        if held is not None and held.fingerprint == current.fingerprint and not current.dp:
             if first:
                 # How many problems, never what they are: their words hold counts.
                 log.warning("dataset %r: the data changed and the version check found %d "
@@ -148,6 +180,19 @@ class Epochs:
                         "epoch; %s)", dataset, len(problems), current.number, CORRECTIONS_GUIDE)
         raise DataChanged(dataset, current.number)
 
+    def _admit_dp(self, conn: Connection, dataset: str, population: Population,
+                  current: Epoch | None) -> Epoch:
+        """DP mode: the current epoch whatever the data (no check, no hold: module docstring);
+        epoch 1, or a new epoch after one of K-anonymous mode (its stored answers showed sizes
+        rounded to K), starts here, on a condition of the ledger and the configuration only."""
+        if current is not None and current.dp:
+            return current
+        number = 1 if current is None else current.number + 1
+        log.info("dataset %r: epoch %d starts in DP mode", dataset, number)
+        self._held.pop(dataset, None)
+        return self._start(conn, dataset, population, number,
+                           "first release" if current is None else "DP mode", "dp")
+
     def _pin(self, conn: Connection, dataset: str, population: Population, number: int,
              reason: str) -> Epoch:
         epoch = self._start(conn, dataset, population, number, reason)
@@ -161,6 +206,8 @@ class Epochs:
         k = self.k
         new_sizes = population.sizes
         for epoch in self.all(conn, dataset):
+            if epoch.dp:
+                continue  # never released exactly: no size of it to subtract from
             for level in sorted(set(epoch.sizes) | set(new_sizes)):
                 delta = new_sizes.get(level, 0) - epoch.sizes.get(level, 0)
                 if isolating(abs(delta), k):
@@ -214,11 +261,19 @@ class Epochs:
         return problems
 
     def roll(self, conn: Connection, dataset: str, population: Population, *,
-             force: bool = False) -> tuple[Epoch | None, list[str]]:
+             force: bool = False, release_mode: str = "k_anonymous"
+             ) -> tuple[Epoch | None, list[str]]:
         """The operator's new epoch on the data as they are now, and what the check found:
-        ``None`` (nothing changes) while the check finds problems, unless ``force``."""
+        ``None`` (nothing changes) while the check finds problems, unless ``force``. In DP mode
+        always a new epoch, unchecked: whether it moves depends on the operator alone, never
+        on whether the data changed (module docstring)."""
         current = self.current(conn, dataset)
-        if current is not None and current.fingerprint == population.fingerprint:
+        if release_mode == "dp":
+            number = 1 if current is None else current.number + 1
+            log.warning("dataset %r: the operator starts epoch %d (DP mode)", dataset, number)
+            self._held.pop(dataset, None)
+            return self._start(conn, dataset, population, number, "operator", "dp"), []
+        if self.stands(current, population):
             return current, []
         problems = self.check(conn, dataset, population) if current is not None else []
         if problems and not force:
@@ -232,7 +287,7 @@ class Epochs:
 
     @staticmethod
     def _start(conn: Connection, dataset: str, population: Population, number: int,
-               reason: str) -> Epoch:
+               reason: str, release_mode: str = "k_anonymous") -> Epoch:
         sizes = population.sizes
         present = None if population.level_sizes is None else {
             variable: {level: population.size(variable, level) for level in population.levels}
@@ -241,5 +296,7 @@ class Epochs:
             dataset=dataset, epoch=number, fingerprint=population.fingerprint,
             sizes=json.dumps(sizes, sort_keys=True), reason=reason, started_at=utcnow(),
             present=None if present is None else json.dumps(present, sort_keys=True),
+            release_mode="dp" if release_mode == "dp" else None,
         ))
-        return Epoch(dataset, number, population.fingerprint, sizes, reason, present)
+        return Epoch(dataset, number, population.fingerprint, sizes, reason, present,
+                     release_mode)

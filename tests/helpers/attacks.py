@@ -77,3 +77,29 @@ def closest_from_below(numbers: Iterable[float], raw: Iterable[float]) -> dict[f
         if np.isfinite(lo) and np.isfinite(hi) and lo < hi:
             out[hi] = (hi - max(found)) / (hi - lo)
     return out
+
+
+# Fields of a DP release that are public by construction (the ε asked, declared sizes), shown
+# as they are by :func:`release_shape`; every other number is noise or data.
+PUBLIC_RELEASE_KEYS = frozenset({"epsilon", "n_public", "n"})
+
+
+def release_shape(value: Any) -> Any:
+    """What a DP release shows apart from its noise: its fields and their types, its strings
+    (methods, branches) and its public numbers as they are (two releases of one question on
+    different data agree here exactly when nothing but the noise tells them apart)."""
+    if isinstance(value, dict):
+        return {k: value[k] if k in PUBLIC_RELEASE_KEYS else release_shape(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [release_shape(v) for v in value]
+    if isinstance(value, bool | str) or value is None:
+        return value
+    return type(value).__name__
+
+
+def seen(r: httpx.Response) -> tuple[int, Any]:
+    """What a caller sees of one answer: its status and its body (an error whole, a release by
+    its :func:`release_shape`)."""
+    body = r.json()
+    return r.status_code, release_shape(body) if r.status_code == 200 else body
