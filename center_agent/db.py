@@ -155,6 +155,9 @@ epochs = Table(
     Column("present", Text, nullable=True),
     Column("reason", String(32), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
+    # Per declared level, the source's rows labelled with it (the level's size plus the rows it
+    # leaves out); NULL: an epoch started before they were kept (gate.epochs: unknown).
+    Column("enrolled", Text, nullable=True),
 )
 
 placed_numbers = Table(
@@ -201,7 +204,7 @@ audit_log = Table(
 # Columns added to a table after its first release: {table: names}, each nullable.
 ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
     audit_log: ("request_id", "study_id", "analyst_id", "data_fingerprint", "question"),
-    epochs: ("present",),
+    epochs: ("present", "enrolled"),
 }
 
 
