@@ -221,7 +221,7 @@ class Epochs:
             then = {level: epoch.enrolled.get(level, 0) - size
                     for level, size in epoch.sizes.items()}
             both = sorted(set(then) & set(now))
-            deltas = {level: now[level] - then[level] for level in both}
+            deltas = {f"level {level!r}": now[level] - then[level] for level in both}
             deltas["all levels"] = sum(deltas.values())
             for where, delta in deltas.items():
                 if isolating(abs(delta), self.k):

@@ -1,0 +1,52 @@
+"""A per-record reference of the rows a level leaves out beyond its own
+(``center_agent.data.leave_out``), written from its documented rule with none of its code: each
+record's AES-CBC-MAC computed on its own, the records sorted by (MAC, occurrence)."""
+
+from __future__ import annotations
+
+import hmac
+import math
+import struct
+from collections.abc import Sequence
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+SECRET = bytes(range(100, 132))
+"""The leave-out secret tests give the datasets they build (``Dataset(secret=SECRET)``)."""
+
+Record = Sequence[float | None]
+"""A record's content: each declared variable's value (None or NaN: missing), then each
+categorical code, in declared order."""
+
+
+def key_of(dataset: str, secret: bytes = SECRET) -> bytes:
+    return hmac.digest(secret, b"leave-out\0" + dataset.encode(), "sha256")
+
+
+def mac(key: bytes, record: Record) -> bytes:
+    raw = b"".join(struct.pack(">d", math.nan if v is None or math.isnan(v) else v)
+                   for v in record)
+    raw += bytes(-len(raw) % 16 if raw else 16)
+    state = bytes(16)
+    for start in range(0, len(raw), 16):
+        block = bytes(a ^ b for a, b in zip(state, raw[start:start + 16], strict=True))
+        encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+        state = encryptor.update(block) + encryptor.finalize()
+    return state
+
+
+def least_ranked(key: bytes, records: Sequence[Record], count: int) -> set[int]:
+    """The indices of the ``count`` records of least keyed rank (ties: first occurrence)."""
+    ranked = sorted(range(len(records)), key=lambda i: (mac(key, records[i]), i))
+    return set(ranked[:count])
+
+
+def fill_up(level_rows: int, kept: Sequence[Record], k: int, key: bytes) -> list[Record] | None:
+    """Complete cases: the records a level keeps from its ``kept`` complete ones, of
+    ``level_rows`` labelled with it; None when the level is out."""
+    left_out = level_rows - len(kept)
+    more = k - left_out if 0 < left_out < k else 0
+    if len(kept) - more < k:
+        return None
+    dropped = least_ranked(key, kept, more)
+    return [r for i, r in enumerate(kept) if i not in dropped]
