@@ -8,7 +8,9 @@ import hmac
 import math
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 
+import sqlalchemy as sa
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 SECRET = bytes(range(100, 132))
@@ -50,3 +52,55 @@ def fill_up(level_rows: int, kept: Sequence[Record], k: int, key: bytes) -> list
         return None
     dropped = least_ranked(key, kept, more)
     return [r for i, r in enumerate(kept) if i not in dropped]
+
+
+def ledger_secret(ledger: Path) -> bytes:
+    """The leave-out secret a center made in its SQLite ledger (the checker reads it; a caller
+    never can: it is never released)."""
+    engine = sa.create_engine(f"sqlite:///{ledger}")
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(sa.text("SELECT value FROM fedstats_secret WHERE name = :n"),
+                               {"n": "population_leave_out"}).first()
+    finally:
+        engine.dispose()
+    assert row is not None, "the center made no leave-out secret"
+    return bytes(row[0])
+
+
+def per_variable(records: Sequence[Record], n_variables: int, k: int, key: bytes
+                 ) -> tuple[list[Record], set[int]] | None:
+    """``missing = "per_variable"``, one level's records (content: variables first): the
+    records kept and the variables withheld, by the documented rule record by record
+    (available cases, then K - e more of least keyed rank when 1..K-1 left, then available
+    cases again); None when the level is out."""
+    def available(rows: list[Record]) -> tuple[list[Record], set[int]]:
+        withheld: set[int] = set()
+        changed = True
+        while changed and len(rows) >= k:
+            changed = False
+            for j in range(n_variables):
+                if j in withheld:
+                    continue
+                p = sum(1 for r in rows if not _missing(r[j]))
+                if 0 < len(rows) - p < k:
+                    rows = [r for r in rows if not _missing(r[j])]
+                    changed = True
+                    break
+                if 0 < p < k:
+                    withheld.add(j)
+                    changed = True
+        return rows, withheld
+
+    kept, withheld = available(list(records))
+    left_out = len(records) - len(kept)
+    if 0 < left_out < k and len(kept) >= k:
+        dropped = least_ranked(key, kept, k - left_out)
+        kept, withheld = available([r for i, r in enumerate(kept) if i not in dropped])
+    if len(kept) < k or 0 < len(records) - len(kept) < k:
+        return None
+    return kept, withheld
+
+
+def _missing(value: float | None) -> bool:
+    return value is None or not math.isfinite(value)
