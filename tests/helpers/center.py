@@ -76,7 +76,9 @@ def make_table(n: int = 157, seed: int = 20261129) -> pa.Table:
     for level in ("a", "b"):
         rows = [i for i in range(n) if arm[i] == level]
         holes = [i for i in rows if y_list[i] is None or not np.isfinite(y_list[i])]
-        more = [i for i in rows if i not in holes][:K - len(holes) if 0 < len(holes) < K else 0]
+        # The level's last complete rows: tests that edit a row near the top keep it complete.
+        complete = [i for i in rows if i not in holes][::-1]
+        more = complete[:K - len(holes) if 0 < len(holes) < K else 0]
         for i in more:
             y_list[i] = None
     return pa.table(
