@@ -50,8 +50,8 @@ from hypothesis import strategies as st
 
 from center_agent.core.config import load_settings
 from center_agent.main import create_app
-from tests.helpers.center import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table
 from tests.helpers import leave_out
+from tests.helpers.center import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table
 from tests.helpers.config import write_toml
 
 LEVELS = ("a", "b", "c")
