@@ -158,6 +158,9 @@ epochs = Table(
     # The dataset's release mode when the epoch began ("dp", or NULL: K-anonymous): a DP-mode
     # epoch released nothing exactly, and its data were never checked (center_agent.gate.epochs).
     Column("release_mode", String(16), nullable=True),
+    # Per declared level, the source's rows labelled with it (the level's size plus the rows it
+    # leaves out); NULL: an epoch started before they were kept (gate.epochs: unknown).
+    Column("enrolled", Text, nullable=True),
 )
 
 variable_versions = Table(
@@ -217,7 +220,7 @@ audit_log = Table(
 # Columns added to a table after its first release: {table: names}, each nullable.
 ADDED_COLUMNS: dict[Table, tuple[str, ...]] = {
     audit_log: ("request_id", "study_id", "analyst_id", "data_fingerprint", "question"),
-    epochs: ("present", "release_mode"),
+    epochs: ("present", "release_mode", "enrolled"),
 }
 
 

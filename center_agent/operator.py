@@ -93,6 +93,7 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
     from center_agent.db import UnknownLedgerDataset
     from center_agent.gate.disclosure import Disclosure
     from center_agent.gate.epochs import Epochs
+    from center_agent.gate.keys import population_secret
 
     if dataset is not None and dataset not in settings.datasets:
         raise UnknownDataset(dataset)
@@ -106,9 +107,11 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
     store = Store(settings.ledger_url)
     status = 0
     try:
+        # The center's own leave-out secret: the population it serves, the same fingerprint.
+        secret = population_secret(store)
         names = [dataset] if dataset is not None else list(settings.datasets)
         for name in names:
-            ds = Dataset(name, settings.datasets[name], settings.k)
+            ds = Dataset(name, settings.datasets[name], settings.k, secret=secret)
             try:
                 try:
                     # The start-up checks first: a dataset the center cannot serve from is

@@ -12,7 +12,7 @@ from center_agent.data import ALL, Datasets
 from center_agent.db import Store
 from center_agent.gate import ReleaseGate
 from center_agent.gate.disclosure import Disclosure
-from center_agent.gate.keys import CenterKeys, read_peer_keys
+from center_agent.gate.keys import CenterKeys, population_secret, read_peer_keys
 from center_agent.ledger import Ledger
 
 
@@ -34,10 +34,16 @@ class Services:
         """Open the datasets and the ledger database; run the datasets' start-up checks (a
         dataset that fails them is left unavailable, ``Datasets.check_columns``); load (or
         make) the center's keys."""
-        datasets = Datasets.from_settings(settings)
-        if check_sources:
-            datasets.check_columns()
+        # The ledger first: its leave-out secret keys every population the datasets build
+        # (center_agent.data.leave_out), the start-up checks' read included.
         store = Store(settings.ledger_url)
+        try:
+            datasets = Datasets.from_settings(settings, secret=population_secret(store))
+            if check_sources:
+                datasets.check_columns()
+        except BaseException:
+            store.close()
+            raise
         store.ensure_budgets({name: d.epsilon_total for name, d in settings.datasets.items()})
         with store.engine.begin() as conn:
             Disclosure.import_auditor_limits(conn, {

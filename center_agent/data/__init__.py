@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ from center_agent.core.errors import (
     UnknownLevel,
     UnknownVariable,
 )
+from center_agent.data.leave_out import dataset_key, fill_up, least_ranked
 from center_agent.data.memory import give_back, tune_allocator
 from center_agent.data.missing import available_cases
 from center_agent.data.sources import (
@@ -101,6 +103,9 @@ copy) rather than a stable sort of their concatenation (a working buffer of up t
 8 MB, where the copy starts to weigh and loading Numba (about a second) does not."""
 
 __all__ = ["ALL", "Dataset", "Datasets", "Population", "round_down"]
+
+_PROCESS_SECRET = secrets.token_bytes(32)
+"""The leave-out secret of a dataset built without the ledger's (``Dataset(secret=None)``)."""
 
 round_down = public_size
 """``n`` rounded down to a multiple of ``k`` (so a released size never reveals n mod k)."""
@@ -148,6 +153,10 @@ class Population:
     level_sizes: Mapping[str, int] | None = None
     """Records per included level when a variable may miss some of them (``missing =
     "per_variable"``); None: complete cases, every variable one value per record."""
+    enrolled: Mapping[str, int] | None = None
+    """The source's rows per declared level (labelled with it), before any is left out: with
+    the level's size, the rows it leaves out (0 or >= K in K-anonymous mode: :meth:`left_out`).
+    None: not known (a population built by hand) or DP mode (no K rule)."""
     _pooled: dict[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -163,6 +172,14 @@ class Population:
     @property
     def n(self) -> int:
         return sum(self.sizes.values())
+
+    def left_out(self) -> dict[str, int]:
+        """Per included level, the source's rows of the level that no release counts (what a
+        public enrolment minus the level's released size tells); {} when not known."""
+        if self.enrolled is None:
+            return {}
+        sizes = self.sizes
+        return {level: self.enrolled[level] - sizes[level] for level in self.levels}
 
     def size(self, variable: str, level: str | None) -> int:
         """Records of one level (or all, ``None``) whose ``variable`` is present."""
@@ -210,12 +227,17 @@ class Population:
 
 
 def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDArray[np.float64]]],
-                 sizes: Mapping[str, int] | None = None) -> str:
-    """A digest of the population's content: sorted values per level and variable, and the
-    levels' sizes when values may be missing (they then tell the missing counts)."""
+                 sizes: Mapping[str, int] | None = None,
+                 left_out: Mapping[str, int] | None = None) -> str:
+    """A digest of the population's content: sorted values per level and variable, the levels'
+    sizes when values may be missing (they then tell the missing counts), and the rows each
+    level leaves out when some does (a public enrolment minus a size tells them; none left out
+    adds nothing, so such a population keeps the digest it had before they counted)."""
     digest = hashlib.blake2b(digest_size=32)
     if sizes is not None:
         digest.update(repr(sorted(sizes.items())).encode())
+    if left_out and any(left_out.values()):
+        digest.update(b"left out\0" + repr(sorted(left_out.items())).encode())
     for variable in sorted(values):
         for level in levels:
             digest.update(f"{variable}\0{level}\0".encode())
@@ -229,10 +251,14 @@ class Dataset:
     """One configured dataset: its declared names, its source, and its population."""
 
     def __init__(self, name: str, config: DatasetConfig, k: int,
-                 source: DataSource | None = None) -> None:
+                 source: DataSource | None = None, *, secret: bytes | None = None) -> None:
         self.name = name
         self.config = config
         self.k = k
+        # The key of the rows a level leaves out beyond its own (center_agent.data.leave_out):
+        # a center passes its ledger's secret, so that every process of it builds the same
+        # population; without one (a test, a benchmark), a secret of this process.
+        self._rank_key = dataset_key(secret if secret is not None else _PROCESS_SECRET, name)
         self.source = (source if source is not None
                        else open_source(config.source, key=f"datasets.{name}.source"))
         self._lock = threading.Lock()
@@ -443,9 +469,14 @@ class Dataset:
                 keep = labelled if keep is None else keep & labelled
         if codes is None:
             counts = np.array([n_rows if keep is None else int(np.count_nonzero(keep))])
+            enrolled = np.array([n_rows])
         else:
             counts = np.bincount(codes if keep is None else codes[keep],
                                  minlength=len(declared))
+            enrolled = (counts if keep is None
+                        else np.bincount(codes[codes >= 0], minlength=len(declared)))
+        if keep is not None and not self.dp_mode:
+            keep = self._fill_up(keep, codes, counts, enrolled, values, categorical)
         # The one rule of the population: a level of fewer than K complete rows is left out
         # (K-anonymous mode; in DP mode every declared level is in, however few its rows).
         enough = dict(zip(declared, (counts >= self.least).tolist(), strict=True))
@@ -482,12 +513,44 @@ class Dataset:
                 del buffer
             del v
             by_variable[variable] = parts
+        entered = dict(zip(declared, enrolled.tolist(), strict=True))
+        left_out = None if self.dp_mode else {
+            level: entered[level] - int(counts[index[level]]) for level in included}
         return Population(
             levels=included,
             excluded=tuple(lv for lv in excluded if lv != ALL),
             values=by_variable,
-            fingerprint=_fingerprint(included, by_variable),
+            fingerprint=_fingerprint(included, by_variable, left_out=left_out),
+            enrolled=None if self.dp_mode else entered,
         )
+
+    def _fill_up(self, keep: NDArray[np.bool_], codes: NDArray[np.signedinteger] | None,
+                 counts: NDArray[np.intp], enrolled: NDArray[np.intp],
+                 values: Mapping[str, NDArray[np.float64]],
+                 categorical: Mapping[str, NDArray[np.float64]]) -> NDArray[np.bool_]:
+        """Complete cases: each level leaving 1..K-1 of its rows out leaves out K - e more, of
+        least keyed rank (:mod:`center_agent.data.leave_out`); ``counts`` is updated in place. A
+        level that would keep fewer than K is left out whole: no rank is computed for it (nor
+        for any level whose left-out rows are 0 or >= K already, the common case)."""
+        for i in range(counts.size):
+            more = fill_up(int(enrolled[i] - counts[i]), self.k)
+            if not more:
+                continue
+            counts[i] -= more
+            if counts[i] < self.k:
+                continue  # out whole (the population's one rule)
+            rows = np.flatnonzero(keep if codes is None else keep & (codes == i))
+            keep[rows[least_ranked(self._rank_key, self._content(rows, values, categorical),
+                                   more)]] = False
+        return keep
+
+    def _content(self, rows: NDArray[np.intp], values: Mapping[str, NDArray[np.float64]],
+                 categorical: Mapping[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+        """The content the keyed rank of ``rows`` is a function of: every declared variable's
+        value, then every categorical code, in declared order (rows × columns)."""
+        columns = [values[name] for name in self.variables] + [
+            categorical[name] for name in self.categories]
+        return np.stack([column[rows] for column in columns], axis=1)
 
     def _per_variable(self, values: dict[str, NDArray[np.float64]],
                       categorical: dict[str, NDArray[np.float64]],
@@ -511,6 +574,18 @@ class Dataset:
                 kept, withheld = np.ones(rows.size, dtype=bool), np.zeros(len(names), bool)
             else:
                 kept, withheld = available_cases(present[:, rows], self.k)
+                more = fill_up(int(rows.size - np.count_nonzero(kept)), self.k)
+                if more and np.count_nonzero(kept) - more >= self.k:
+                    # K - e more of the level's records out (leave_out), then the K rule again
+                    # on the rest: it may drop more (never fewer), so e stays >= K.
+                    candidates = rows[kept]
+                    dropped = least_ranked(
+                        self._rank_key, self._content(candidates, values, categorical), more)
+                    kept[np.flatnonzero(kept)[dropped]] = False
+                    again, withheld = available_cases(present[:, rows[kept]], self.k)
+                    kept[np.flatnonzero(kept)[~again]] = False
+                elif more:
+                    kept[:] = False  # fewer than K would stay: the level is out whole
             if not kept.any() and not self.dp_mode:
                 excluded.append(level)
                 continue
@@ -527,10 +602,17 @@ class Dataset:
                 part.sort()
                 by_variable[name][level] = _frozen(part)
         levels = tuple(included)
+        if codes is None:
+            entered = {ALL: n_rows}
+        else:
+            counted = np.bincount(codes[codes >= 0], minlength=len(declared)).tolist()
+            entered = dict(zip(declared, counted, strict=True))
+        left_out = None if self.dp_mode else {
+            level: entered[level] - sizes[level] for level in levels}
         return Population(
             levels=levels, excluded=tuple(lv for lv in excluded if lv != ALL),
-            values=by_variable, fingerprint=_fingerprint(levels, by_variable, sizes),
-            level_sizes=sizes,
+            values=by_variable, fingerprint=_fingerprint(levels, by_variable, sizes, left_out),
+            level_sizes=sizes, enrolled=None if self.dp_mode else entered,
         )
 
     def _check_resolutions(self, values: Mapping[str, NDArray[np.float64]]) -> None:
@@ -665,11 +747,12 @@ class Datasets(Mapping[str, Dataset]):
         """What each dataset that passed the start-up checks reads (``SourceIdentity.key``)."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Datasets:
+    def from_settings(cls, settings: Settings, *, secret: bytes | None = None) -> Datasets:
         """The center's datasets (this process is a center: its allocator is tuned to return
-        freed arrays, :mod:`center_agent.data.memory`)."""
+        freed arrays, :mod:`center_agent.data.memory`); ``secret`` keys the rows a level leaves
+        out (the ledger's, ``center_agent.gate.keys.population_secret``)."""
         tune_allocator()
-        return cls({name: Dataset(name, cfg, settings.k)
+        return cls({name: Dataset(name, cfg, settings.k, secret=secret)
                     for name, cfg in settings.datasets.items()})
 
     def __getitem__(self, name: str) -> Dataset:

@@ -8,6 +8,12 @@ only after the **version check** passes, and then in a new epoch:
 * every level's size, and the dataset's size, is unchanged or changed by at least K, against the
   sizes of every earlier epoch (the n and m of a Mann-Whitney release, a table's totals and a YJ
   release's n are such sizes);
+* every level's **left-out** rows (its enrolled rows, labelled with it in the source, minus its
+  size: what a public enrolment minus a released size tells), and theirs over all levels, are
+  unchanged or changed by at least K, against every earlier epoch in which the level was in. An
+  epoch started before enrolled rows were kept (``enrolled`` NULL) is unknown: the check fails
+  against it until the operator starts an epoch that keeps them (``--roll --force``: a decision
+  about the epochs before, which later checks then compare through that one);
 * every atom of every variable's exact releases (``gate.disclosure``; the snapshot kept per
   epoch) has the same count on the new data as on that epoch's, or a count that differs by at
   least K; and the atoms of everything released so far hold 0 or >= K records of the new data.
@@ -68,6 +74,9 @@ class Epoch:
     present: dict[str, dict[str, int]] | None = None
     """Per variable and level, the records whose value is present (``missing =
     "per_variable"``); None: complete cases (every variable present on every record)."""
+    enrolled: dict[str, int] | None = None
+    """Per declared level, the source's rows labelled with it; None: not kept (an epoch started
+    before they were, or a population that did not know them)."""
     release_mode: str = "k_anonymous"
 
     @property
@@ -109,7 +118,8 @@ class Epochs:
         ).all()
         return [Epoch(row.dataset, int(row.epoch), row.fingerprint, json.loads(row.sizes),
                       row.reason, json.loads(row.present) if row.present else None,
-                      row.release_mode or "k_anonymous")
+                      enrolled=json.loads(row.enrolled) if row.enrolled else None,
+                      release_mode=row.release_mode or "k_anonymous")
                 for row in rows]
 
     def current(self, conn: Connection, dataset: str) -> Epoch | None:
@@ -205,7 +215,10 @@ class Epochs:
         problems = []
         k = self.k
         new_sizes = population.sizes
-        for epoch in self.all(conn, dataset):
+        every = self.all(conn, dataset)
+        # A DP-mode epoch released nothing exactly: no size or left-out count of it.
+        problems += self._check_left_out([e for e in every if not e.dp], population)
+        for epoch in every:
             if epoch.dp:
                 continue  # never released exactly: no size of it to subtract from
             for level in sorted(set(epoch.sizes) | set(new_sizes)):
@@ -234,6 +247,34 @@ class Epochs:
                 if small:
                     problems.append(f"{small} released set(s) of {variable!r} would hold "
                                     f"1..K-1 records of the new data")
+        return problems
+
+    def _check_left_out(self, every: list[Epoch], population: Population) -> list[str]:
+        """Per level in both, and over those levels together, the rows left out changed by 0 or
+        >= K since each earlier epoch (module docstring). Epochs before the last one that kept
+        no enrolled rows are compared through the epochs after it; that one, while it is the
+        latest, fails the check (unknown is never taken for unchanged)."""
+        if population.enrolled is None:
+            return []
+        unknown = [i for i, epoch in enumerate(every) if epoch.enrolled is None]
+        if unknown and unknown[-1] == len(every) - 1:
+            return [f"epoch {every[-1].number}: its levels' enrolled rows were not kept (a "
+                    "ledger from before they were), so the rows they leave out cannot be "
+                    "compared; the operator's new epoch keeps them"]
+        since = unknown[-1] + 1 if unknown else 0
+        problems = []
+        now = population.left_out()
+        for epoch in every[since:]:
+            assert epoch.enrolled is not None
+            then = {level: epoch.enrolled.get(level, 0) - size
+                    for level, size in epoch.sizes.items()}
+            both = sorted(set(then) & set(now))
+            deltas = {f"level {level!r}": now[level] - then[level] for level in both}
+            deltas["all levels"] = sum(deltas.values())
+            for where, delta in deltas.items():
+                if isolating(abs(delta), self.k):
+                    problems.append(f"epoch {epoch.number}: the rows left out of {where} "
+                                    f"changed by {delta:+d}")
         return problems
 
     def _check_present(self, epoch: Epoch, population: Population) -> list[str]:
@@ -292,11 +333,13 @@ class Epochs:
         present = None if population.level_sizes is None else {
             variable: {level: population.size(variable, level) for level in population.levels}
             for variable in population.values}
+        enrolled = None if population.enrolled is None else dict(population.enrolled)
         conn.execute(epochs.insert().values(
             dataset=dataset, epoch=number, fingerprint=population.fingerprint,
             sizes=json.dumps(sizes, sort_keys=True), reason=reason, started_at=utcnow(),
             present=None if present is None else json.dumps(present, sort_keys=True),
             release_mode="dp" if release_mode == "dp" else None,
+            enrolled=None if enrolled is None else json.dumps(enrolled, sort_keys=True),
         ))
         return Epoch(dataset, number, population.fingerprint, sizes, reason, present,
-                     release_mode)
+                     enrolled=enrolled, release_mode=release_mode)

@@ -39,11 +39,15 @@ from center_agent.db import Store, secrets_table
 from shared.protocol import LimitsStatement, SignedLimits
 from shared.signatures import decode_public_key, encode_public_key, sign, verifies
 
-__all__ = ["CenterKeys", "decode_public_key", "encode_public_key", "read_peer_keys",
-           "write_key_pair"]
+__all__ = ["CenterKeys", "decode_public_key", "encode_public_key", "population_secret",
+           "read_peer_keys", "write_key_pair"]
 
 RANDOMNESS_SECRET = "release_randomness"
 SIGNING_KEY = "ed25519_signing_key"
+POPULATION_SECRET = "population_leave_out"
+"""The secret of the rows a level leaves out beyond its own (``center_agent.data.leave_out``):
+kept beside the others, never released; every process of a center reads the same one, so all
+build the same population from the same data."""
 
 
 def private_key_bytes(key: Ed25519PrivateKey) -> bytes:
@@ -135,6 +139,11 @@ class CenterKeys:
         trusted ones (this center and its peers)."""
         key = self._trusted.get(signed.statement.center_id)
         return key is not None and verifies(signed, key)
+
+
+def population_secret(store: Store) -> bytes:
+    """The center's leave-out secret (:data:`POPULATION_SECRET`), made at the first start."""
+    return _stored(store, POPULATION_SECRET, lambda: secrets.token_bytes(32))
 
 
 def _stored(store: Store, name: str, make: Any) -> bytes:

@@ -24,6 +24,7 @@ import pytest
 from fedstats_cli.procs import free_port
 from tests.helpers.center import AUTH, TOKEN, write_csv
 from tests.helpers.config import write_toml
+from tests.helpers.leave_out import key_of, ledger_secret, per_variable
 from tests.helpers.processes import running_center
 
 pytestmark = pytest.mark.process
@@ -58,7 +59,7 @@ def write(path: Path, rows: list[tuple[str, float, float | None, str | None]]) -
 
 
 @pytest.fixture
-def center(tmp_path: Path) -> Iterator[tuple[httpx.Client, Path]]:
+def center(tmp_path: Path) -> Iterator[tuple[httpx.Client, Path, Path]]:
     csv = tmp_path / "cohort.csv"
     write(csv, records())
     port = free_port()
@@ -73,7 +74,7 @@ def center(tmp_path: Path) -> Iterator[tuple[httpx.Client, Path]]:
     })
     with running_center(config, port), httpx.Client(
             base_url=f"http://127.0.0.1:{port}/v1", headers=AUTH, timeout=60) as c:
-        yield c, csv
+        yield c, csv, tmp_path / "ledger.sqlite"
 
 
 def code(smoking: str | None) -> int:
@@ -94,12 +95,22 @@ def atoms(released: list[dict[str, list[list[int]]]],
 
 
 def test_differencing_categories_missing_counts_and_tables(
-        center: tuple[httpx.Client, Path]) -> None:
-    client, csv = center
+        center: tuple[httpx.Client, Path, Path]) -> None:
+    client, csv, ledger = center
     truth = records()
-    # The population the attacker expects (guarantee 15): the 3 records of arm a missing y
-    # (1..K-1) leave arm a; arm b keeps its 7 missing (>= K) as a released count.
-    population = [r for r in truth if not (r[0] == "a" and r[2] is None)]
+    # The population the checker expects (guarantee 15): the 3 records of arm a missing y
+    # (1..K-1) leave arm a, and K - 3 more of keyed rank with them (the rows an arm leaves out
+    # number 0 or >= K: its enrolment minus its size is never 3); arm b keeps its 7 missing
+    # (>= K) as a released count. The checker reads the center's secret from its ledger to
+    # know which; the attacker never can.
+    key = key_of("d", ledger_secret(ledger))
+    population = []
+    for arm in ("a", "b"):
+        content = [(x, y, float(code(s))) for a, x, y, s in truth if a == arm]
+        kept = per_variable(content, 2, K, key)
+        assert kept is not None and not kept[1]
+        population += [(arm, x, y, (*CATEGORIES, None)[int(c)]) for x, y, c in kept[0]]
+    assert len(population) == 35 + 30
 
     released: list[dict[str, list[list[int]]]] = []
     answers: list[Any] = []
@@ -132,12 +143,12 @@ def test_differencing_categories_missing_counts_and_tables(
         sizes[level].add(sum(row))
     # One population: every release of a level totals one size; y's present count differs
     # from it by the missing count, which is 0 or >= K.
-    assert sizes == {"a": {37}, "b": {30}} and present_y == {"a": {37}, "b": {23}}
+    assert sizes == {"a": {35}, "b": {30}} and present_y == {"a": {35}, "b": {23}}
     missing = {level: next(iter(sizes[level])) - next(iter(present_y[level])) for level in "ab"}
     assert missing == {"a": 0, "b": 7}
     # The same counts, exact, as the missing release says them: nothing beyond.
     said = client.post(D + "/missing", json={"variable": "y"}).json()
-    assert (said["n"], said["present"], said["missing"]) == ([37, 30], [37, 23], [0, 7])
+    assert (said["n"], said["present"], said["missing"]) == ([35, 30], [35, 23], [0, 7])
     # Every count the categorical releases and the sizes determine: atoms 0 or >= K.
     for atom, n in atoms(released, population).items():
         assert n == 0 or n >= K, (atom, n)
@@ -156,8 +167,8 @@ def test_differencing_categories_missing_counts_and_tables(
                                                "k": K}).json(),
              client.post(D + "/mwu", json={"variable": "y", "groups": ["a", "b"]}).json()]
     assert again[0] == answers[0]
-    assert (again[1]["n_x"], again[1]["n_y"]) == (37, 23)
+    assert (again[1]["n_x"], again[1]["n_y"]) == (35, 23)
     # A new question is answered from the epoch's data too: nothing of the 2 records shows.
     fresh = client.post(D + "/mwu", json={"variable": "x", "groups": ["b", "a"], "epsilon": 0.5})
     assert fresh.status_code == 200, fresh.text
-    assert (fresh.json()["n_x"], fresh.json()["n_y"]) == (30, 37)
+    assert (fresh.json()["n_x"], fresh.json()["n_y"]) == (30, 35)

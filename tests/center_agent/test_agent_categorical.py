@@ -127,14 +127,15 @@ def test_dp_counts_have_the_stated_noise_law() -> None:
 @pytest.fixture
 def rows() -> pa.Table:
     """Level a: 30 never, 12 former, 3 current (a cell of 1..K-1), 11 missing or undeclared;
-    level b: 20 never, 10 former, 10 current, no missing; 4 rows missing x (out of the
-    population, whatever their category)."""
+    level b: 20 never, 10 former, 10 current, no missing; K rows of level a missing x (out of
+    the population, whatever their category: K of them, as 1..K-1 would make K - e more leave
+    level a, of keyed rank, and the counts below could not be written by hand)."""
     smoking: list[str | None] = (["never"] * 30 + ["former"] * 12 + ["current"] * 3
                                  + [None] * 6 + ["unknown"] * 5
                                  + ["never"] * 20 + ["former"] * 10 + ["current"] * 10
-                                 + ["current"] * 4)
-    arm = ["a"] * 56 + ["b"] * 40 + ["a"] * 4
-    x: list[float | None] = [float(i % 17) for i in range(96)] + [None] * 4
+                                 + ["current"] * K)
+    arm = ["a"] * 56 + ["b"] * 40 + ["a"] * K
+    x: list[float | None] = [float(i % 17) for i in range(96)] + [None] * K
     return pa.table({"x": pa.array(x, pa.float64()), "smoking": pa.array(smoking, pa.string()),
                      "arm": arm})
 

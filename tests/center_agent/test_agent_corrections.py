@@ -80,6 +80,8 @@ async def test_a_correction_is_held_then_released_with_later_data(
     told = capsys.readouterr().out
     assert "the change is held" in told and GUIDE.replace("\\", "") in told
     assert "size of level 'a' changed by -1" in told
+    # A public enrolment minus the size would tell it too: one more record of a left out.
+    assert "rows left out of level 'a' changed by +1" in told
 
     # A center started since the change does not hold the epoch's data: it pauses, naming
     # the guide (the first center's process still answers).
@@ -93,9 +95,12 @@ async def test_a_correction_is_held_then_released_with_later_data(
     finally:
         restarted.state.services.close()
 
-    # Later data: K + 1 records where the corrected one was (its level and bin): every released
-    # set changed by 0 or >= K, so the change takes effect by itself in a new epoch.
-    write_rows(csv_path, rows + [{**rows[fixed], "x": wrong}] * (K + 1))
+    # Later data: K + 1 records where the corrected one was (its level and bin), and K - 1
+    # records of its level missing y (the corrected record stays left out: with them, the
+    # level's left-out rows change by K, not 1): every released set and every count a public
+    # enrolment tells changed by 0 or >= K, so the change takes effect by itself in a new epoch.
+    write_rows(csv_path, rows + [{**rows[fixed], "x": wrong}] * (K + 1)
+               + [{**rows[fixed], "x": wrong, "y": ""}] * (K - 1))
     after = await ask(app, "POST", "/v1/datasets/cohort/table", TABLE)
     assert after.status_code == 200, after.text
     new_info = (await ask(app, "GET", "/v1/info")).json()["datasets"][0]

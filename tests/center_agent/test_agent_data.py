@@ -18,6 +18,7 @@ from center_agent.core.config import DatasetConfig
 from center_agent.core.errors import DataSourceError, KAnonymityRefusal, UnknownVariable
 from center_agent.data import ALL, Dataset, Population, round_down
 from tests.helpers.center import K, make_table, write_csv, write_parquet, write_sql
+from tests.helpers.leave_out import SECRET, fill_up, key_of
 
 TABLE = make_table()
 
@@ -28,7 +29,7 @@ def open_dataset() -> Iterator[Callable[..., Dataset]]:
     made: list[Dataset] = []
 
     def make(config: DatasetConfig, name: str = "cohort", k: int = K) -> Dataset:
-        made.append(Dataset(name, config, k))
+        made.append(Dataset(name, config, k, secret=SECRET))
         return made[-1]
 
     yield make
@@ -49,14 +50,20 @@ def _config(source: dict[str, Any], levels: Sequence[str] = ("a", "b")) -> Datas
 
 def _expected(table: pa.Table = TABLE, levels: Sequence[str] = ("a", "b"),
               k: int = K) -> dict[str, dict[str, list[float]]]:
-    """The population rule applied row by row, as a plain reference (the code is vectorized)."""
+    """The population rule applied row by row, as a plain reference (the code is vectorized):
+    complete rows, a level leaving 1..K-1 rows out leaving K - e more (tests.helpers.leave_out),
+    a level of fewer than K out."""
     kept: dict[str, list[tuple[float, float]]] = {level: [] for level in levels}
+    labelled = dict.fromkeys(levels, 0)
     for row in table.to_pylist():
         x, y, g = row["x"], row["y"], row["arm"]
         complete = all(v is not None and np.isfinite(v) for v in (x, y))
-        if g in kept and complete:
-            kept[g].append((x, y))
-    included = {g: rows for g, rows in kept.items() if len(rows) >= k}
+        if g in kept:
+            labelled[g] += 1
+            if complete:
+                kept[g].append((x, y))
+    filled = {g: fill_up(labelled[g], rows, k, key_of("cohort")) for g, rows in kept.items()}
+    included = {g: rows for g, rows in filled.items() if rows is not None}
     return {variable: {g: sorted(r[i] for r in rows) for g, rows in included.items()}
             for i, variable in enumerate(("x", "y"))}
 
@@ -184,7 +191,9 @@ def test_sql_identifiers_are_quoted_not_formatted(
     dataset = open_dataset(config, "d")
     dataset.check_columns()
     population = dataset.population()
-    assert population.sizes == {"1": 20, "2": 20}
+    # Level "1" leaves its one NULL row out, and K - 1 more of its rows with it (the rows a
+    # level leaves out number 0 or >= K): 21 rows, 11 counted.
+    assert population.sizes == {"1": 11, "2": 20}
     assert population.level("order", "2").tolist() == [i + 0.5 for i in range(1, 40, 2)]
 
 

@@ -50,6 +50,7 @@ from hypothesis import strategies as st
 
 from center_agent.core.config import load_settings
 from center_agent.main import create_app
+from tests.helpers import leave_out
 from tests.helpers.center import AUTH, PEER_ID, PEER_PUBLIC_KEY, TOKEN, peer_table
 from tests.helpers.config import write_toml
 
@@ -97,44 +98,39 @@ def code(s: str | None) -> float:
     return float(CATEGORIES.index(s)) if s in CATEGORIES else float(len(CATEGORIES))
 
 
-def population(rows: list[Row], k: int, mode: str) -> dict[str, dict[str, list[float]]]:
+def population(rows: list[Row], k: int, mode: str, key: bytes
+               ) -> dict[str, dict[str, list[float]]]:
     """The population rule by hand. ``complete_cases``: rows of declared levels with x and y
     present, in levels holding >= K of them. ``per_variable`` (docs/privacy.md, guarantee 15):
     per level, a variable missing on 1..K-1 records drops them, one present on 1..K-1 is
-    withheld, until nothing changes; a level left with < K records is out. Per level: each
-    variable's present values ("s": its category codes, the missing cell 3) and "*", one entry
-    per record of the level (its size)."""
+    withheld, until nothing changes; a level left with < K records is out. Either way a level
+    leaving out 1..K-1 of its rows leaves out K - e more, of least keyed rank under ``key``
+    (guarantee 2; ``tests.helpers.leave_out``, record by record). Per level: each variable's
+    present values ("s": its category codes, the missing cell 3), "*", one entry per record of
+    the level (its size), and "+", one per row labelled with it (its public enrolment)."""
     by_level: dict[str, list[Row]] = {level: [] for level in LEVELS}
     for row in rows:
         if row[0] in by_level:
             by_level[row[0]].append(row)
     out: dict[str, dict[str, list[float]]] = {}
     for level, records in by_level.items():
+        content = [(r[1], r[2], code(r[3])) for r in records]
         withheld: set[int] = set()
+        kept: list[Any] | None
         if mode == "complete_cases":
-            records = [r for r in records if r[1] is not None and r[2] is not None]
+            complete = [c for c in content if c[0] is not None and c[1] is not None]
+            kept = leave_out.fill_up(len(content), complete, k, key)
         else:
-            changed = True
-            while changed and len(records) >= k:
-                changed = False
-                for j in (1, 2):
-                    if j in withheld:
-                        continue
-                    p = sum(1 for r in records if r[j] is not None)
-                    if 0 < len(records) - p < k:
-                        records = [r for r in records if r[j] is not None]
-                        changed = True
-                        break
-                    if 0 < p < k:
-                        withheld.add(j)
-                        changed = True
-        if len(records) < k:
+            chosen = leave_out.per_variable(content, 2, k, key)
+            kept, withheld = chosen if chosen is not None else (None, set())
+        if kept is None:
             continue
         out[level] = {
-            "x": [] if 1 in withheld else [r[1] for r in records if r[1] is not None],
-            "y": [] if 2 in withheld else [r[2] for r in records if r[2] is not None],
-            "s": [code(r[3]) for r in records],
-            "*": [0.0] * len(records),
+            "x": [] if 0 in withheld else [c[0] for c in kept if c[0] is not None],
+            "y": [] if 1 in withheld else [c[1] for c in kept if c[1] is not None],
+            "s": [c[2] for c in kept],
+            "*": [0.0] * len(kept),
+            "+": [0.0] * len(records),
         }
     return out
 
@@ -231,10 +227,13 @@ def operations(draw: Any, k: int) -> list[tuple[Any, ...]]:
 
 
 class Attacker:
-    def __init__(self, client: httpx.AsyncClient, k: int, mode: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, k: int, mode: str, key: bytes) -> None:
         self.client = client
         self.k = k
         self.mode = mode  # the dataset's `missing` setting
+        # The checker's copy of the center's leave-out key (read from its ledger; the attacker
+        # proper never uses it: only the reference population does).
+        self.key = key
         # Every exact answer in order, with the data version it came from (None: sizes only).
         self.history: list[tuple[int, Released | None]] = []
         self.answers: dict[tuple[int, str], str] = {}
@@ -307,12 +306,13 @@ def test_no_sequence_of_requests_isolates_fewer_than_k_records(
                            "epsilon_total": 1000.0}},
     }
     app = create_app(load_settings(write_toml(tmp / "c.toml", config)))
+    key = leave_out.key_of("d", leave_out.ledger_secret(tmp / "ledger.sqlite"))
     versions = [list(rows)]
 
     async def run() -> Attacker:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://c") as client:
-            attacker = Attacker(client, k, mode)
+            attacker = Attacker(client, k, mode, key)
             for op in ops:
                 await step(attacker, op, versions, csv, k, grid, rng)
             return attacker
@@ -341,7 +341,7 @@ async def step(attacker: Attacker, op: tuple[Any, ...], versions: list[list[Row]
     kind = op[0]
     if kind != "change":
         v = await answering_version(attacker, versions)
-        pop = population(versions[v], k, attacker.mode)
+        pop = population(versions[v], k, attacker.mode, attacker.key)
     if kind == "change":
         rows = list(versions[-1])
         _, how, n = op
@@ -474,7 +474,7 @@ def prepare(attacker: Attacker, op: tuple[Any, ...], v: int, versions: list[list
             grid: float) -> tuple[str, str, dict[str, Any]] | None:
     """The (kind, path, body) of a table, refinement or categorical operation, or None when
     there is none."""
-    pop = population(versions[v], k, attacker.mode)
+    pop = population(versions[v], k, attacker.mode, attacker.key)
     kind, variable, groups = op[0], op[1], op[2]
     if kind == "cat":
         return "categorical", "/v1/datasets/d/categorical", {"variable": variable,
@@ -586,7 +586,7 @@ def check_gaps(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
         known = seen[variable]
         if number in known:
             continue  # a number released before, in the gap that holds it
-        pop = population(versions[v], k, attacker.mode)
+        pop = population(versions[v], k, attacker.mode, attacker.key)
         raw = {value for columns in pop.values() for value in columns[variable]}
         assert number not in raw, (v, variable, number)
         lo = max((r for r in raw if r < number), default=-math.inf)
@@ -606,16 +606,24 @@ def check(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
         return [r for _, r in attacker.history[: last[v] + 1] if r is not None]
 
     mode = attacker.mode
+    key = attacker.key
     for v in answered:
-        pop = population(versions[v], k, mode)
+        pop = population(versions[v], k, mode, key)
         upto = released_until(v)
+        # The public enrolment as side information: each level's labelled rows minus its size,
+        # or minus a variable's present count, is 0 or >= K (the rows it leaves out).
+        for columns in pop.values():
+            for name in ("*", "x", "y"):
+                if name == "*" or columns[name]:
+                    assert not small(len(columns["+"]) - len(columns[name]), k), (v, name)
         for variable in ("x", "y", "s"):
             for signature, n in atoms(upto, pop, variable).items():
                 assert not small(n, k), (v, variable, signature, n)
     for i, v in enumerate(answered):
         for w in answered[i + 1:]:
             upto = released_until(v)
-            before, after = population(versions[v], k, mode), population(versions[w], k, mode)
+            before = population(versions[v], k, mode, key)
+            after = population(versions[w], k, mode, key)
             for variable in ("x", "y", "s"):
                 old, new = atoms(upto, before, variable), atoms(upto, after, variable)
                 for signature in set(old) | set(new):
@@ -624,12 +632,16 @@ def check(attacker: Attacker, versions: list[list[Row]], k: int) -> None:
                 n_v = len(before.get(level, {"*": []})["*"])
                 n_w = len(after.get(level, {"*": []})["*"])
                 assert not small(n_w - n_v, k), (v, w, level)
+                if level in before and level in after:  # enrolment minus size, both times
+                    left_v = len(before[level]["+"]) - n_v
+                    left_w = len(after[level]["+"]) - n_w
+                    assert not small(left_w - left_v, k), (v, w, level, left_v, left_w)
     for v, text, variable, sent in attacker.texts:
         # An answer about one variable against that variable's values (on a grid, a limit below
         # every x may well equal some y); an error text against every value.
         # Only records of the population: the others' values enter no release (on a grid, a
         # buffer may well equal the value of a record with a missing y).
-        pop = population(versions[v], k, mode)
+        pop = population(versions[v], k, mode, key)
         names = ("x", "y") if variable in (None, "s") else (variable,)
         raw = {value for columns in pop.values() for name in names for value in columns[name]}
         for token in re.findall(r"-?\d+\.\d+", text):

@@ -85,8 +85,10 @@ def test_nothing_is_lost_when_every_count_is_already_zero_or_k() -> None:
 
 @pytest.fixture
 def csv_path(tmp_path: Path) -> Path:
-    """Level a: 40 records, y missing on 12 (released), z missing on 3 (those 3 leave);
-    level b: 30 records, y missing on none, z present on 4 only (withheld in b)."""
+    """Level a: 40 records, y missing on 12 (released), z missing on 3 and x on 7 (those 10
+    leave: K records, so no more leave with them, as 1..K-1 would make K - e more leave, of
+    keyed rank, which a count by hand could not follow); level b: 30 records, y missing on
+    none, z present on 4 only (withheld in b)."""
     n_a, n_b = 40, 30
     x = np.arange(n_a + n_b, dtype=float) % 7
     y = x.copy()
@@ -94,6 +96,7 @@ def csv_path(tmp_path: Path) -> Path:
     z = x.copy()
     z[20:23] = np.nan
     z[n_a + 4:] = np.nan
+    x[30:37] = np.nan
     arm = ["a"] * n_a + ["b"] * n_b
     return write_csv(pa.table({"x": x, "y": y, "z": z, "arm": arm}), tmp_path / "cohort.csv")
 
@@ -110,27 +113,28 @@ def base_config(base_config: dict[str, Any]) -> dict[str, Any]:
 async def test_releases_count_the_records_where_the_variable_is_present(
         client: httpx.AsyncClient, app: FastAPI) -> None:
     population = app.state.services.datasets["cohort"].population()
-    assert population.sizes == {"a": 37, "b": 30}
-    assert {v: population.size(v, "a") for v in "xyz"} == {"x": 37, "y": 25, "z": 37}
+    assert population.sizes == {"a": 30, "b": 30}
+    assert population.left_out() == {"a": K, "b": 0}
+    assert {v: population.size(v, "a") for v in "xyz"} == {"x": 30, "y": 18, "z": 30}
     assert {v: population.size(v, "b") for v in "xyz"} == {"x": 30, "y": 30, "z": 0}
     assert population.missing("y", "a") == 12
     info = (await client.get("/v1/info", headers=AUTH)).json()["datasets"][0]
     assert info["n_by_group"] == {"a": 30, "b": 30}
-    assert info["n_by_variable"] == {"x": {"a": 30, "b": 30}, "y": {"a": 20, "b": 30},
+    assert info["n_by_variable"] == {"x": {"a": 30, "b": 30}, "y": {"a": 10, "b": 30},
                                      "z": {"a": 30, "b": 0}}
     table = (await client.post("/v1/datasets/cohort/table", headers=AUTH, json={
         "variable": "y", "groups": ["a", "b"], "k": K})).json()
-    assert [sum(c) for c in table["counts"]] == [25, 30]
+    assert [sum(c) for c in table["counts"]] == [18, 30]
     mwu = (await client.post("/v1/datasets/cohort/mwu", headers=AUTH, json={
         "variable": "y", "groups": ["a", "b"]})).json()
-    assert (mwu["n_x"], mwu["n_y"]) == (25, 30)
+    assert (mwu["n_x"], mwu["n_y"]) == (18, 30)
     # The counts for a Table 1, exact, in one place.
-    for variable, present in (("y", [25, 30]), ("z", [37, 0])):
+    for variable, present in (("y", [18, 30]), ("z", [30, 0])):
         r = await client.post("/v1/datasets/cohort/missing", headers=AUTH,
                               json={"variable": variable})
         assert r.status_code == 200, r.text
-        assert r.json() == {"levels": ["a", "b"], "n": [37, 30], "present": present,
-                            "missing": [37 - present[0], 30 - present[1]],
+        assert r.json() == {"levels": ["a", "b"], "n": [30, 30], "present": present,
+                            "missing": [30 - present[0], 30 - present[1]],
                             "complete_cases": False, "k": K}
     r = await client.post("/v1/datasets/cohort/missing", headers=AUTH, json={"variable": "w"})
     assert (r.status_code, r.json()["error"]) == (404, "unknown_variable")
@@ -146,10 +150,12 @@ async def test_a_change_of_a_few_missing_values_is_held(client: httpx.AsyncClien
                                                         app: FastAPI, csv_path: Path) -> None:
     before = (await client.post("/v1/datasets/cohort/table", headers=AUTH, json={
         "variable": "y", "groups": ["a", "b"], "k": K})).json()
-    # A correction: two values of y in level b set to missing (a count of 1..K-1).
+    # A correction: two more values of y in level a set to missing (a count of 1..K-1; in
+    # level a, whose 12 missing are released, so that no record leaves: two missing in level b
+    # would make K leave b, 2 and K - 2 of keyed rank, a change of K).
     table = pa_csv.read_csv(csv_path)
     y = table.column("y").to_numpy(zero_copy_only=False).copy()
-    y[41:43] = np.nan
+    y[12:14] = np.nan
     write_csv(table.set_column(table.schema.get_field_index("y"), "y", pa.array(y)), csv_path)
     after = (await client.post("/v1/datasets/cohort/table", headers=AUTH, json={
         "variable": "y", "groups": ["a", "b"], "k": K})).json()
@@ -158,4 +164,4 @@ async def test_a_change_of_a_few_missing_values_is_held(client: httpx.AsyncClien
     population = app.state.services.datasets["cohort"].population()
     with gate.store.engine.connect() as conn:
         problems = gate.epochs.check(conn, "cohort", population)
-    assert any("'y' present or missing in b" in p for p in problems), problems
+    assert any("'y' present or missing in a" in p for p in problems), problems

@@ -22,11 +22,13 @@ MWU = "/v1/datasets/cohort/mwu"
 
 @pytest.fixture
 def csv_path(tmp_path: Path) -> Path:
-    """46 rows (about 17 and 20 complete records in the two levels), x rounded to steps of 5:
-    heavy ties."""
+    """46 rows (about 20 records in each of the two levels), x rounded to steps of 5: heavy
+    ties. y has no holes here: a level missing 1..K-1 values would leave out K of its rows
+    (the rows a level leaves out number 0 or >= K), too many for a level this small."""
     table = make_table(n=46, seed=5)
     x = np.round(np.asarray(table.column("x")) / 5.0) * 5.0
     table = table.set_column(0, "x", pa.array(x, pa.float64()))
+    table = table.set_column(1, "y", pa.array(np.arange(46.0) + 0.5, pa.float64()))
     return write_csv(table, tmp_path / "cohort.csv")
 
 

@@ -188,9 +188,9 @@ def test_an_epsilon_at_the_least_is_released(services: Services) -> None:
 
 @pytest.fixture
 def allowance_config(base_config: dict[str, Any]) -> dict[str, Any]:
-    # The test dataset's public size is 140 (its rows in declared levels, rounded down to K):
-    # three releases computed fit, a fourth does not.
-    return {**base_config, "compute_allowance": 3 * 140 + 139, "compute_period_s": 86_400}
+    # The test dataset's public size is 130 (its 134 records, rounded down to K: each level of
+    # make_table leaves out K of its rows): three releases computed fit, a fourth does not.
+    return {**base_config, "compute_allowance": 3 * 130 + 129, "compute_period_s": 86_400}
 
 
 @pytest.mark.anyio
@@ -203,7 +203,7 @@ async def test_a_tokens_work_per_period_is_bounded_with_a_429(
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://center") as client:
         r = await client.get("/v1/info", headers=AUTH)
-        assert r.json()["datasets"][0]["n_records"] == 140, r.json()
+        assert r.json()["datasets"][0]["n_records"] == 130, r.json()
         bodies = [quantiles(upper=100.0 + i).to_payload() for i in range(4)]
         answers = [await client.post(url, json=body, headers=AUTH) for body in bodies[:3]]
         assert [a.status_code for a in answers] == [200, 200, 200]
@@ -354,4 +354,5 @@ def test_an_exact_release_of_data_that_changed_while_it_was_computed_is_not_admi
         assert gate.disclosure.history(conn, "cohort", "x") == []
     table = gate.release(KIND["table"], "cohort", TABLE, CALLER)
     assert isinstance(table, BinTableRelease)
-    assert sum(map(sum, table.counts)) == 140 + K
+    # 134 records before (each level of make_table leaving out K rows), K complete ones added.
+    assert sum(map(sum, table.counts)) == 134 + K

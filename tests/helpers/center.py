@@ -57,7 +57,8 @@ def peer_table(limits: Sequence[float], *, variable: str = "x",
 
 
 def make_table(n: int = 157, seed: int = 20261129) -> pa.Table:
-    """Rows with a numeric x, a numeric y with holes, and a group with undeclared/missing labels."""
+    """Rows with a numeric x, a numeric y with holes (0 or >= K in each level), and a group
+    with undeclared/missing labels."""
     rng = np.random.default_rng(seed)
     x = np.round(rng.normal(50, 10, n), 3)
     y = np.round(rng.exponential(2.0, n), 3)
@@ -69,6 +70,17 @@ def make_table(n: int = 157, seed: int = 20261129) -> pa.Table:
     arm[3] = "c"  # present but undeclared
     arm[4] = None  # missing label
     arm[7] = None
+    # Each level leaves out 0 or >= K rows by itself: a level leaving out 1..K-1 would leave out
+    # K - e more, of keyed rank under the center's random secret, and the tests built on this
+    # table count records by hand (the keyed choice has its own tests: test_agent_leave_out).
+    for level in ("a", "b"):
+        rows = [i for i in range(n) if arm[i] == level]
+        holes = [i for i in rows if y_list[i] is None or not np.isfinite(y_list[i])]
+        # The level's last complete rows: tests that edit a row near the top keep it complete.
+        complete = [i for i in rows if i not in holes][::-1]
+        more = complete[:K - len(holes) if 0 < len(holes) < K else 0]
+        for i in more:
+            y_list[i] = None
     return pa.table(
         {
             "x": pa.array(x, pa.float64()),
