@@ -269,7 +269,9 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                 cite("jonckheere")
                 said.append(f"A trend across the groups in the order {', '.join(groups or [])} "
                             f"was tested by Jonckheere-Terpstra ({asked.get('alternative')}; "
-                            "Jonckheere 1954) on the same tables, tie-corrected.")
+                            "Jonckheere 1954) on the same tables, tie-corrected, its p-value "
+                            "from the exact permutation law given the ties for tables of up "
+                            "to 50 whole records and from the normal law otherwise.")
         elif kind == "describe":
             mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")

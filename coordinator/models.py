@@ -962,6 +962,9 @@ class TrendResult(_Result):
     variance: float
     zstatistic: float
     pvalue: float
+    null: str = Field(default="normal", description="the law p comes from: exact (J's "
+                      "permutation law given the ties, small whole tables; for sum the "
+                      "convolution of the centers' laws) or normal (z)")
 
 
 class KruskalResult(_Result):
