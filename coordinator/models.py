@@ -603,6 +603,9 @@ class Heterogeneity(_Result):
         description="none where it is undefined (two centers with Q <= 2)")
     tau_squared: float
     level: float
+    variance_at: float | None = Field(
+        default=None, description="the pooled θ at which every center's variance was taken "
+        "(none in results stored before it was)")
 
 
 class MWUResult(_Result):
