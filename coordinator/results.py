@@ -150,7 +150,7 @@ def heterogeneity(centers: Sequence[str], local: Sequence[MannWhitneyResult]
         centers=list(centers), estimates=list(h.estimates), variances=list(h.variances),
         statistic=h.statistic, df=h.df, pvalue=h.pvalue, i_squared=h.i_squared,
         i_squared_interval=h.i_squared_interval, tau_squared=h.tau_squared, level=h.level,
-        variance_at=h.variance_at,
+        variance_at=h.variance_at, tau_squared_interval=h.tau_squared_interval,
     ), None
 
 
