@@ -85,6 +85,8 @@ REFERENCES = {
                "Biometrics 10, 101-129.",
     "higgins": "Higgins, J. P. T. & Thompson, S. G. (2002). Quantifying heterogeneity in a "
                "meta-analysis. Statistics in Medicine 21, 1539-1558.",
+    "viechtbauer": "Viechtbauer, W. (2007). Confidence intervals for the amount of "
+                   "heterogeneity in meta-analysis. Statistics in Medicine 26, 37-52.",
     "hodges": "Hodges, J. L. & Lehmann, E. L. (1963). Estimates of location based on rank "
               "tests. Annals of Mathematical Statistics 34, 598-611.",
     "moses": "Moses, L. E. (1953). Non-parametric methods. In Walker, H. & Lev, J., Statistical "
@@ -182,9 +184,11 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
             if result.get("heterogeneity") is not None:
                 cite("cochran")
                 cite("higgins")
+                cite("viechtbauer")
                 said.append("Heterogeneity of the centers' indices was assessed by Cochran's "
-                            "(1954) Q with inverse-variance weights and I² with its test-based "
-                            "interval (Higgins & Thompson 2002).")
+                            "(1954) Q with inverse-variance weights (each center's variance "
+                            "at the pooled index) and I² (Higgins & Thompson 2002) with its "
+                            "Q-profile interval (Viechtbauer 2007).")
         elif kind == "dp_mwu":
             cite("becher")
             cite("dwork")
@@ -269,7 +273,9 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                 cite("jonckheere")
                 said.append(f"A trend across the groups in the order {', '.join(groups or [])} "
                             f"was tested by Jonckheere-Terpstra ({asked.get('alternative')}; "
-                            "Jonckheere 1954) on the same tables, tie-corrected.")
+                            "Jonckheere 1954) on the same tables, tie-corrected, its p-value "
+                            "from the exact permutation law given the ties for tables of up "
+                            "to 50 whole records and from the normal law otherwise.")
         elif kind == "describe":
             mode = result.get("mode") or asked.get("mode") or (
                 "dp" if asked.get("epsilon") else "table")

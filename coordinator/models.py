@@ -589,8 +589,8 @@ class Effect(_Result):
 class Heterogeneity(_Result):
     """Between-center heterogeneity of the probabilistic index θ̂_c (``shared.heterogeneity``;
     docs/methods.md §12.4): Cochran's Q (``statistic``) with its χ²_{``df``} ``pvalue``, I²
-    with Higgins & Thompson's test-based interval, DerSimonian-Laird τ², and the per-center
-    θ̂_c and variances they weigh."""
+    with its Q-profile interval (Viechtbauer 2007), DerSimonian-Laird τ² with its Q-profile
+    interval, and the per-center θ̂_c and variances they weigh."""
 
     centers: list[str]
     estimates: list[float]
@@ -600,9 +600,16 @@ class Heterogeneity(_Result):
     pvalue: float
     i_squared: float
     i_squared_interval: tuple[float, float] | None = Field(
-        description="none where it is undefined (two centers with Q <= 2)")
+        description="the Q-profile interval (Higgins & Thompson's test-based one in results "
+        "stored before; none there for two centers with Q <= 2)")
     tau_squared: float
     level: float
+    tau_squared_interval: tuple[float, float] | None = Field(
+        default=None, description="τ²'s Q-profile interval at `level` (none in results "
+        "stored before it was computed)")
+    variance_at: float | None = Field(
+        default=None, description="the pooled θ at which every center's variance was taken "
+        "(none in results stored before it was)")
 
 
 class MWUResult(_Result):
@@ -962,6 +969,9 @@ class TrendResult(_Result):
     variance: float
     zstatistic: float
     pvalue: float
+    null: str = Field(default="normal", description="the law p comes from: exact (J's "
+                      "permutation law given the ties, small whole tables; for sum the "
+                      "convolution of the centers' laws) or normal (z)")
 
 
 class KruskalResult(_Result):

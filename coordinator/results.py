@@ -129,8 +129,9 @@ def mwu_result(fed: FederatedMWU, alternative: str) -> MWUResult:
 def heterogeneity(centers: Sequence[str], local: Sequence[MannWhitneyResult]
                   ) -> tuple[Heterogeneity | None, str | None]:
     """Cochran's Q and I² of the centers' probabilistic indices, or why there are none: fewer
-    than two centers, or a center whose θ̂ is 0 or 1 without noise (one arm entirely above the
-    other: Newcombe's variance there is 0, an infinite weight that no Q can hold)."""
+    than two centers, or every center's θ̂ at the same 0 or 1 without noise (one arm entirely
+    above the other everywhere: the pooled θ̄ is 0 or 1, where Newcombe's variance is 0, an
+    infinite weight that no Q can hold)."""
     if not local:  # the table test alone: no center released its U
         return None, None
     if len(local) == 1:
@@ -143,12 +144,13 @@ def heterogeneity(centers: Sequence[str], local: Sequence[MannWhitneyResult]
         if not flat:
             raise
         return None, (f"not computed: at {', '.join(flat)} one arm lies entirely above the "
-                      "other (θ̂ = 0 or 1), where the index's variance is 0 — an infinite "
-                      "weight (docs/methods.md §12.4)")
+                      "other (θ̂ = 0 or 1) and so does the pooled θ, where the index's "
+                      "variance is 0 — an infinite weight (docs/methods.md §12.4)")
     return Heterogeneity(
         centers=list(centers), estimates=list(h.estimates), variances=list(h.variances),
         statistic=h.statistic, df=h.df, pvalue=h.pvalue, i_squared=h.i_squared,
         i_squared_interval=h.i_squared_interval, tau_squared=h.tau_squared, level=h.level,
+        variance_at=h.variance_at, tau_squared_interval=h.tau_squared_interval,
     ), None
 
 

@@ -10,7 +10,8 @@ centers, and n (%) with Wilson intervals (docs/methods.md §12.5).
   E a_k = (a+b)(a+c)/n and Var a_k = (a+b)(c+d)(a+c)(b+d)/(n²(n − 1)),
 
       M² = (|Σ a_k − Σ E a_k| − ½)² / Σ Var a_k  ~ χ²_1    (Mantel & Haenszel 1959;
-                                                              ½ only with ``correction``);
+                                                              ½ only with ``correction``
+                                                              and |Σ a_k − Σ E a_k| >= ½);
 
   the common odds ratio OR_MH = Σ a_k d_k/n_k / Σ b_k c_k/n_k and the variance of its log
   (Robins, Breslow & Greenland 1986), with R_k = a_k d_k/n_k, S_k = b_k c_k/n_k,
@@ -18,7 +19,8 @@ centers, and n (%) with Wilson intervals (docs/methods.md §12.5).
 
       Var log OR_MH = Σ P_k R_k/(2R²) + Σ (P_k S_k + Q_k R_k)/(2RS) + Σ Q_k S_k/(2S²).
 
-  R's ``mantelhaen.test`` computes the same three numbers.
+  R's ``mantelhaen.test`` computes the same three numbers (its ``correct = TRUE`` subtracts ½
+  only when |Σ a_k − Σ E a_k| >= ½, leaving a smaller deviation uncorrected; so do we).
 * **Generalized CMH** (general association) on K r×c tables (Landis, Heyman & Koch 1978): with
   n_k the stratum's cells minus its last row and column (a vector), m_k = E n_k given the
   margins and V_k = n_k²/(n_k − 1)·(D_p − p pᵀ) ⊗ (D_q − q qᵀ) (p, q the stratum's row and
@@ -149,7 +151,8 @@ def mantel_haenszel(tables: ArrayLike, *, correction: bool = True,
                     level: float = 0.95) -> MantelHaenszelResult:
     """Cochran-Mantel-Haenszel test and common odds ratio over K 2×2 tables (shape (K, 2, 2),
     one per center; module docstring). Strata with fewer than 2 records carry no information
-    and are dropped, as R's ``mantelhaen.test`` drops them."""
+    are dropped (R's ``mantelhaen.test`` refuses them; the other strata's statistic is the
+    same)."""
     level = check_open_unit(level, "level")
     f = _counts(tables, "tables", 3)
     if f.shape[1:] != (2, 2) or f.shape[0] < 1:
@@ -164,7 +167,11 @@ def mantel_haenszel(tables: ArrayLike, *, correction: bool = True,
     if var.sum() <= 0:
         raise ValueError("every stratum has a constant row or column: M² is undefined")
     dev = abs(float(a.sum() - mean.sum()))
-    if correction:
+    # R's rule (mantelhaen.test: YATES <- if(correct && abs(DELTA) >= .5) .5 else 0): a
+    # deviation under ½ is left as it is rather than clipped to 0, which would give p = 1. The
+    # deviation is rational and often exactly ½; the slack keeps rounding in Σ E a_k from
+    # moving it across the boundary.
+    if correction and dev >= 0.5 - 1e-12 * float(n.sum()):
         dev = max(dev - 0.5, 0.0)
     m2 = dev * dev / float(var.sum())
     r_k, s_k = a * d / n, b * c / n

@@ -61,7 +61,7 @@ def kruskal_result(fed: FederatedKruskal, groups: Sequence[str], analysis: Krusk
                              statistic=r.statistic, df=r.df, pvalue=r.pvalue, **_arms(r))
                for c, (t, r) in fed.centers.items()]
     trend = {m: TrendResult(method=m, statistic=r.statistic, mean=r.mean, variance=r.variance,
-                            zstatistic=r.zstatistic, pvalue=r.pvalue)
+                            zstatistic=r.zstatistic, pvalue=r.pvalue, null=r.null)
              for m, r in fed.trend.items()}
     return KruskalResult(
         groups=list(groups), arms=KruskalArms(**_arms(fed.federated)), tests=tests,

@@ -47,10 +47,11 @@ POWER_METHOD = (
 
 
 HETEROGENEITY_NOTE = (
-    "Cochran's Q weighs each center's θ̂ by the inverse of its variance (Newcombe's, plus the "
-    "noise's share for a noisy release) and is referred to χ² on (centers − 1) df; I² = "
-    "max(0, (Q − df)/Q) is the share of the spread beyond chance, with Higgins & Thompson's "
-    "(2002) test-based interval; τ² is DerSimonian & Laird's. With few small centers Q has "
+    "Cochran's Q weighs each center's θ̂ by the inverse of its variance (Newcombe's at the "
+    "pooled θ, plus the noise's share for a noisy release) and is referred to χ² on (centers − "
+    "1) df; I² = "
+    "max(0, (Q − df)/Q) is the share of the spread beyond chance, with the Q-profile "
+    "interval (Viechtbauer 2007); τ² is DerSimonian & Laird's. With few small centers Q has "
     "little power (docs/methods.md §12.4).")
 
 

@@ -221,6 +221,7 @@ async def _check_centers_against_scipy(coord: Coordinator, result: dict[str, Any
     j = jonckheere.sum_test([jonckheere.table_test(t) for t in tables])
     assert result["trend"]["sum"]["statistic"] == pytest.approx(j.statistic, rel=1e-12)
     assert result["trend"]["sum"]["pvalue"] == pytest.approx(j.pvalue, rel=1e-9)
+    assert result["trend"]["sum"]["null"] == j.null
 
 
 async def test_a_kept_k_arm_table_reads_back_in_the_order_asked(

@@ -102,10 +102,13 @@ def test_heterogeneity_and_where_it_is_not_computed() -> None:
     reference = index_heterogeneity(local)
     assert found.statistic == reference.statistic and found.df == 2
     assert found.i_squared_interval == reference.i_squared_interval
-    # θ̂ = 1 at one center (one arm entirely above the other): variance 0, not computed.
+    # θ̂ = 1 at one center (one arm entirely above the other): its variance is taken at the
+    # pooled θ < 1, so it has a weight; at every center: θ̄ = 1, variance 0, not computed.
     separated = mann_whitney(np.arange(10.0), np.arange(10.0) + 100)
     found, note = heterogeneity(["a", "b"], [local[0], separated])
-    assert found is None and note is not None and "at b one arm lies entirely above" in note
+    assert found is not None and note is None and found.estimates[1] == 1.0
+    found, note = heterogeneity(["a", "b"], [separated, separated])
+    assert found is None and note is not None and "at a, b one arm lies entirely above" in note
     # The same center released with noise has the noise's variance: computed.
     noisy = released_result(separated.statistic, separated.variance, 10, 10,
                             NoiseLaw.laplace(4.0))

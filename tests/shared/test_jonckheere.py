@@ -49,13 +49,14 @@ def test_null_moments_equal_exhaustive_permutation(values, sizes):
 def test_raw_statistic_and_p():
     g = np.random.default_rng(1)
     arms = [np.round(g.normal(0.3 * i, size=n)) for i, n in enumerate((9, 12, 10))]
-    r = jt.jonckheere_terpstra(*arms)
+    r = jt.jonckheere_terpstra(*arms, method="asymptotic")
     assert r.statistic == pytest.approx(j_by_definition(arms))
     assert r.zstatistic == pytest.approx((r.statistic - r.mean) / np.sqrt(r.variance))
     assert r.pvalue == pytest.approx(stats.norm.sf(r.zstatistic), rel=1e-12)
-    dec = jt.jonckheere_terpstra(*arms, alternative="decreasing")
+    assert r.null == "normal" and r.exact is None
+    dec = jt.jonckheere_terpstra(*arms, alternative="decreasing", method="asymptotic")
     assert dec.pvalue == pytest.approx(stats.norm.cdf(r.zstatistic), rel=1e-12)
-    two = jt.jonckheere_terpstra(*arms, alternative="two-sided")
+    two = jt.jonckheere_terpstra(*arms, alternative="two-sided", method="asymptotic")
     assert two.pvalue == pytest.approx(2 * min(r.pvalue, dec.pvalue), rel=1e-12)
     # Reversing the arms' order reverses the trend.
     rev = jt.jonckheere_terpstra(*arms[::-1])
@@ -77,7 +78,7 @@ def test_from_pairs_equals_the_raw_test():
     pairs = {(a, b): mwu.mann_whitney(arms[a], arms[b])
              for a in range(4) for b in range(a + 1, 4)}
     _, t = np.unique(np.concatenate(arms), return_counts=True)
-    raw = jt.jonckheere_terpstra(*arms)
+    raw = jt.jonckheere_terpstra(*arms, method="asymptotic")  # pairs carry no tie order
     fed = jt.from_pairs(pairs, tie_sizes=t)
     assert fed.statistic == pytest.approx(raw.statistic)
     assert fed.variance == pytest.approx(raw.variance, rel=1e-12)
@@ -147,3 +148,184 @@ def test_levels_by_simulation():
         plain += without.pvalue < 0.05
     assert abs(corrected / reps - 0.05) < 0.016, corrected / reps
     assert plain <= corrected
+
+
+def exact_law_by_enumeration(values, sizes):
+    """{2J: probability} over every assignment of ``values`` to arms of ``sizes``."""
+    values = np.asarray(values, dtype=float)
+
+    def splits(left, arm):  # every choice of records for arms arm, arm + 1, ...
+        if arm == len(sizes) - 1:
+            yield [left]
+            return
+        for chosen in itertools.combinations(left, sizes[arm]):
+            rest = [i for i in left if i not in chosen]
+            for tail in splits(rest, arm + 1):
+                yield [list(chosen), *tail]
+
+    counts: dict[int, int] = {}
+    for split in splits(list(range(values.size)), 0):
+        two_j = round(2 * j_by_definition([values[idx] for idx in split]))
+        counts[two_j] = counts.get(two_j, 0) + 1
+    total = sum(counts.values())
+    return {k: c / total for k, c in counts.items()}
+
+
+ENUMERATED = [
+    ([1.0, 2, 3, 4, 5, 6, 7, 8, 9], (3, 3, 3)),         # no ties
+    ([1.0, 1, 2, 3, 3, 3, 4, 5, 5], (3, 3, 3)),         # ties
+    ([0.0, 0, 0, 1, 1, 2, 2, 2, 3, 3], (3, 3, 4)),      # heavy ties, unequal arms
+    ([1.0, 2, 2, 3, 4, 4, 4, 5], (2, 2, 2, 2)),         # four arms
+    ([0.0, 0, 0, 0, 1, 1, 1], (2, 4, 1)),               # two values only
+    ([1.0, 2, 3, 4, 5], (1, 1, 3)),                     # arms of one record
+]
+
+
+@pytest.mark.parametrize("values, sizes", ENUMERATED)
+def test_exact_null_equals_enumeration(values, sizes):
+    """The DP's law of 2J against every assignment, given the ties (N <= 10): the same
+    rationals, to rounding."""
+    ref = exact_law_by_enumeration(values, sizes)
+    _, t = np.unique(values, return_counts=True)
+    law = jt.exact_null(sizes, t)
+    ours = {law.low + i: float(p) for i, p in enumerate(law.pmf) if p > 0}
+    assert set(ours) == set(ref)
+    for k, p in ref.items():
+        assert ours[k] == pytest.approx(p, rel=1e-12)
+    mean, var = jt.null_moments(sizes, t)
+    support = (law.low + np.arange(law.pmf.size)) / 2.0
+    assert float(law.pmf @ support) == pytest.approx(mean, rel=1e-12)
+    assert float(law.pmf @ (support - mean) ** 2) == pytest.approx(var, rel=1e-12)
+
+
+@pytest.mark.parametrize("sizes", [(3, 4, 5), (6, 2, 7, 3), (10, 10, 10)])
+def test_exact_null_without_ties_is_the_convolution_of_mann_whitney_laws(sizes):
+    """Without ties the U of arm i against arms 1..i−1 are independent (Terpstra 1952): J's law
+    is the convolution of those Mann-Whitney laws (``shared.mwu.exact_null``; 2·U_count =
+    U^± + n·m)."""
+    ours = jt.exact_null(sizes)
+    low, pmf, before = 0, np.ones(1), sizes[0]
+    for n in sizes[1:]:
+        u = mwu.exact_null(before, n)  # U^± of (earlier arms as X, arm i as Y)
+        step = np.zeros(u.pmf.size)
+        step[:] = u.pmf
+        low += u.low + before * n
+        pmf = np.convolve(pmf, step)
+        before += n
+    # U^± moves in steps of 2 without ties: keep the reachable 2J's
+    assert ours.low == low
+    np.testing.assert_allclose(ours.pmf, pmf[:ours.pmf.size], rtol=1e-10, atol=1e-15)
+    assert pmf[ours.pmf.size:].sum() == pytest.approx(0.0, abs=1e-15)
+
+
+@pytest.mark.parametrize("values, sizes", ENUMERATED[:4])
+@pytest.mark.parametrize("alternative", ["increasing", "decreasing", "two-sided"])
+def test_small_samples_take_the_exact_pvalue(values, sizes, alternative):
+    """N <= 50: ``auto`` is exact; the p-value is the enumerated tail at the observed J (two-
+    sided: twice the smaller tail), not the normal one."""
+    values = np.asarray(values)
+    g = np.random.default_rng(len(values))
+    values = g.permutation(values)
+    labels = np.repeat(np.arange(len(sizes)), sizes)
+    arms = [values[labels == i] for i in range(len(sizes))]
+    r = jt.jonckheere_terpstra(*arms, alternative=alternative)
+    assert r.null == "exact" and r.exact is not None
+    ref = exact_law_by_enumeration(values, sizes)
+    two_j = round(2 * r.statistic)
+    up = sum(p for k, p in ref.items() if k >= two_j)
+    down = sum(p for k, p in ref.items() if k <= two_j)
+    expected = {"increasing": up, "decreasing": down,
+                "two-sided": min(1.0, 2 * min(up, down))}[alternative]
+    assert r.pvalue == pytest.approx(expected, rel=1e-12)
+    assert jt.jonckheere_terpstra(*arms, alternative=alternative,
+                                  method="exact").pvalue == r.pvalue
+
+
+def test_exact_and_normal_differ_at_small_n():
+    """Three arms of three (J = 22 of 27): the exact p is .0369, the normal .0295."""
+    arms = [[1.0, 3, 2], [4, 2.5, 6], [5, 3.5, 4.5]]
+    exact = jt.jonckheere_terpstra(*arms)
+    normal = jt.jonckheere_terpstra(*arms, method="asymptotic")
+    assert exact.statistic == normal.statistic == 22
+    # 62 of the 1680 assignments have J >= 22 (enumerated by the test above's helper)
+    ref = exact_law_by_enumeration(np.concatenate(arms), (3, 3, 3))
+    assert exact.pvalue == pytest.approx(sum(p for k, p in ref.items() if k >= 44), rel=1e-12)
+    assert exact.pvalue == pytest.approx(62 / 1680, rel=1e-12)
+    assert normal.pvalue == pytest.approx(stats.norm.sf(normal.zstatistic), rel=1e-12)
+    assert abs(exact.pvalue - normal.pvalue) > 0.005
+
+
+def test_table_and_sum_tests_are_exact_on_whole_small_tables():
+    counts = [np.array([[2, 1, 0, 1], [1, 1, 2, 0], [0, 1, 1, 2]], dtype=float),
+              np.array([[1, 2, 0], [0, 1, 2], [1, 0, 2]], dtype=float)]
+    parts = [jt.table_test(c) for c in counts]
+    assert all(p.null == "exact" for p in parts)
+    # a table is the raw test on the bin numbers
+    for c, part in zip(counts, parts, strict=True):
+        arms = [np.repeat(np.arange(c.shape[1]), row.astype(int)).astype(float) for row in c]
+        raw = jt.jonckheere_terpstra(*arms)
+        assert part.pvalue == pytest.approx(raw.pvalue, rel=1e-12)
+    # the sum over centers: the law of J_1 + J_2 for independent centers, by enumeration
+    laws = []
+    for c in counts:
+        values = np.repeat(np.arange(c.shape[1]), c.sum(axis=0).astype(int)).astype(float)
+        laws.append(exact_law_by_enumeration(values, tuple(int(v) for v in c.sum(axis=1))))
+    total = sum(p.statistic for p in parts)
+    up = sum(p1 * p2 for k1, p1 in laws[0].items() for k2, p2 in laws[1].items()
+             if k1 + k2 >= round(2 * total))
+    fed = jt.sum_test(parts)
+    assert fed.null == "exact"
+    assert fed.pvalue == pytest.approx(up, rel=1e-12)
+    # a center with a normal law makes the sum normal
+    mixed = jt.sum_test([parts[0], jt.table_test(counts[1], method="asymptotic")])
+    assert mixed.null == "normal"
+    assert mixed.pvalue == pytest.approx(stats.norm.sf(mixed.zstatistic), rel=1e-12)
+
+
+def test_when_the_law_is_not_exact():
+    # shared-out (non-integer) counts: normal under auto, refused under exact
+    shared_out = np.array([[2.5, 1, 0.5], [1, 1.5, 2], [0, 1, 2]])
+    assert jt.table_test(shared_out).null == "normal"
+    with pytest.raises(ValueError, match="whole counts"):
+        jt.table_test(shared_out, method="exact")
+    # N > EXACT_MAX_N: normal under auto
+    g = np.random.default_rng(8)
+    big = [g.normal(size=17) for _ in range(3)]
+    assert sum(a.size for a in big) > jt.EXACT_MAX_N
+    assert jt.jonckheere_terpstra(*big).null == "normal"
+    assert jt.jonckheere_terpstra(*big, method="exact").null == "exact"
+    # beyond the work bound: exact refuses, auto is normal
+    many = [g.normal(size=8) for _ in range(6)]
+    assert jt.exact_work((8,) * 6, (1,) * 48) > jt.EXACT_MAX_WORK
+    assert jt.jonckheere_terpstra(*many).null == "normal"
+    with pytest.raises(ValueError, match="too large"):
+        jt.jonckheere_terpstra(*many, method="exact")
+    with pytest.raises(ValueError, match="method"):
+        jt.jonckheere_terpstra([1.0], [2.0], method="permutation")
+
+
+@pytest.mark.slow
+def test_exact_level_by_simulation():
+    """Under H0 with ties (3 arms of 3, 4, 5 records rounded to 4 values), 4000 seeded
+    replications: the exact test (two-sided, α = .05) rejects at the rate its own law
+    predicts — the mean over replications of the size P(p <= α | ties) — within 4 binomial
+    SEs (SE <= 0.0035), and at no more than α + 4 SE; the normal test's rate is printed."""
+    g = np.random.default_rng(2024)
+    reps, alpha = 4000, 0.05
+    exact_rejects = normal_rejects = 0
+    sizes = []
+    for _ in range(reps):
+        arms = [np.clip(np.round(g.normal(size=n)), -1, 2) for n in (3, 4, 5)]
+        r = jt.jonckheere_terpstra(*arms, alternative="two-sided")
+        assert r.exact is not None
+        exact_rejects += r.pvalue <= alpha
+        normal_rejects += jt.jonckheere_terpstra(
+            *arms, alternative="two-sided", method="asymptotic").pvalue <= alpha
+        support = (r.exact.low + np.arange(r.exact.pmf.size)) / 2.0
+        p_at = np.array([r.exact.pvalue(j, "two-sided") for j in support])
+        sizes.append(float(r.exact.pmf[p_at <= alpha].sum()))
+    rate, predicted = exact_rejects / reps, float(np.mean(sizes))
+    se = np.sqrt(max(predicted, 0.01) * (1 - predicted) / reps)
+    print(f"exact {rate:.4f} (its law: {predicted:.4f}), normal {normal_rejects / reps:.4f}")
+    assert abs(rate - predicted) < 4 * se
+    assert rate <= alpha + 4 * np.sqrt(alpha * (1 - alpha) / reps)
