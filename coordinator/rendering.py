@@ -407,22 +407,35 @@ table.record th{text-align:left;white-space:nowrap}
 DESCRIBE_ALL = "all"
 
 
+NOT_ESTIMABLE = "not estimable"
+"""What a Table 1 shows for a number its source cannot pin: a DP variance <= 0, or a table's
+bins too coarse for the stated accuracy (``shared.describe.TABLE_ACCURACY``); the exact bounds
+on the line below say what the data allow."""
+
+
 def _mean_sd(row: dict[str, Any]) -> str:
     if row.get("mean") is None:
-        return "—"
+        return NOT_ESTIMABLE if row.get("mean_interval") is not None else "—"
     if row.get("sd") is not None:
         sd = f" ({fmt(row['sd'], 3)})"
     elif row.get("n", 0) >= 2 or row.get("sd_interval") is not None:
-        sd = " (SD not estimable)"  # a DP variance <= 0: never shown as 0
+        sd = " (SD not estimable)"  # a DP variance <= 0, or bins too coarse: never 0
     else:
         sd = ""
     return f"{fmt(row['mean'], 3)}{sd}"
 
 
 def _median_iqr(row: dict[str, Any]) -> str:
-    if row.get("median") is None:
-        return "—"
-    return f"{fmt(row['median'], 3)} [{fmt(row['q1'], 3)}, {fmt(row['q3'], 3)}]"
+    """"median [Q1, Q3]"; each one its bins cannot pin "not estimable" (all three: once)."""
+    names = ("median", "q1", "q3")
+    if all(row.get(name) is None for name in names):
+        return NOT_ESTIMABLE if row.get("median_interval") is not None else "—"
+
+    def one(name: str) -> str:
+        value = row.get(name)
+        return NOT_ESTIMABLE if value is None else fmt(value, 3)
+
+    return f"{one('median')} [{one('q1')}, {one('q3')}]"
 
 
 def _interval(value: Any) -> str:
@@ -621,7 +634,10 @@ def table_one_note(analysis: dict[str, Any], k: int) -> str:
             "its bin's lower and at its upper limit, each quartile in the bin that holds "
             "its rank, and the SD between the least and the largest SD of records placed "
             "anywhere in their bins. Minimum and maximum are not released without "
-            "ε. " + MISSING_NOTE + _categorical_note(analysis))
+            "ε. A number the bins cannot pin within half the least SD they allow (the SD: "
+            "within half of it) is shown as not estimable, its exact bounds below it (a "
+            "center's own table, one more exact release beside the federated one, may be "
+            "coarsened to a few bins). " + MISSING_NOTE + _categorical_note(analysis))
 
 
 def describe_rows(analysis: dict[str, Any]) -> list[list[Any]]:

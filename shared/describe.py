@@ -708,7 +708,28 @@ def _holding_bin(limits: FloatArray, row: FloatArray, q: float) -> Interval:
     return float(limits[j_lo]), float(limits[min(j_hi, row.size - 1) + 1])
 
 
-def table_describe(table: BinTable, group: int = 0) -> Summary:
+TABLE_ACCURACY = 0.5
+"""How close a table's bins must pin a point estimate for it to be shown, in units of the
+least SD the bins allow (s_lo, :func:`table_sd_bounds`): the mean, the median and each quartile
+are shown when every value their exact bounds allow lies within TABLE_ACCURACY·s_lo of the
+estimate, the SD when every SD the bins allow lies within TABLE_ACCURACY·s_lo of it. Since the
+data's own SD is at least s_lo, a shown mean or quartile is within half the data's SD of the
+data's own, and a shown SD within half of it: worst cases, for any records the bins hold
+(docs/methods.md, "Descriptive statistics"). Measured on K = 10 greedy tables of normal data
+(``benchmarks/``-free: tests/shared/test_describe.py), the rule keeps every estimate from about
+100 records on, and removes those of one to three bins, where a midpoint is not a measurement.
+"""
+
+
+def _estimable(estimate: float | None, bounds: Interval | None, scale: float) -> bool:
+    """Whether ``bounds`` hold ``estimate`` within ``scale`` (both ways)."""
+    if estimate is None or bounds is None or not scale > 0:
+        return False
+    return max(estimate - bounds[0], bounds[1] - estimate) <= scale
+
+
+def table_describe(table: BinTable, group: int = 0, *,
+                   accuracy: float | None = TABLE_ACCURACY) -> Summary:
     """Row ``group`` of a K-anonymous bin table as a description, at no ε (post-processing of a
     K-anonymous release).
 
@@ -725,8 +746,13 @@ def table_describe(table: BinTable, group: int = 0) -> Summary:
       estimator ``shared.quantiles.interpolation_quantiles``, each with the limits of the bin
       that holds its rank (exact bounds on the sample quantile);
     * histogram: the table's limits and the row's counts;
-    * no minimum or maximum: the extreme limits are privacy buffers, not data values.
+    * no minimum or maximum: the extreme limits are privacy buffers, not data values;
+    * an estimate its bins cannot pin to ``accuracy`` (:data:`TABLE_ACCURACY`; None: every
+      estimate kept) is None, "not estimable from the bins", said in ``notes``; its exact bounds
+      stay, and are what the data say.
     """
+    if accuracy is not None and not (isinstance(accuracy, (int, float)) and accuracy > 0):
+        raise ValueError(f"`accuracy` must be a positive number or None, got {accuracy!r}")
     if not isinstance(table, BinTable):
         raise ValueError(f"`table` must be a shared.binning.BinTable, got {type(table).__name__}")
     group = check_int(group, "group", 0)
@@ -751,8 +777,29 @@ def table_describe(table: BinTable, group: int = 0) -> Summary:
     else:  # one bin: evenly spread between its limits
         q1, median, q3 = histogram_quantiles(limits, row, (0.25, 0.5, 0.75))
     held = [_holding_bin(limits, row, q) for q in (0.25, 0.5, 0.75)]
-    return Summary(n=round(n), mean=mean, sd=sd, q1=q1, median=median, q3=q3,
+    sd_interval = table_sd_bounds(limits, row)
+    estimates: dict[str, float | None] = {"mean": mean, "sd": sd, "q1": q1, "median": median,
+                                          "q3": q3}
+    notes: list[str] = []
+    if accuracy is not None:
+        scale = accuracy * (sd_interval[0] if sd_interval is not None else 0.0)
+        bounds = {"mean": mean_interval, "sd": sd_interval, "q1": held[0], "median": held[1],
+                  "q3": held[2]}
+        lost = [name for name, value in estimates.items()
+                if value is not None and not _estimable(value, bounds[name], scale)]
+        for name in lost:
+            estimates[name] = None
+        if lost:
+            notes.append(f"{', '.join(NAMES[name] for name in lost)} not estimable from the "
+                         f"bins: their exact bounds are wider than ± {accuracy:g} of the least "
+                         "SD the bins allow (shown instead)")
+    return Summary(n=round(n), mean=estimates["mean"], sd=estimates["sd"], q1=estimates["q1"],
+                   median=estimates["median"], q3=estimates["q3"],
                    edges=tuple(limits.tolist()), counts=tuple(float(v) for v in row),
                    n_interval=(n, n), mean_interval=mean_interval,
-                   sd_interval=table_sd_bounds(limits, row), q1_interval=held[0],
-                   median_interval=held[1], q3_interval=held[2], uncertainty=TABLE_UNCERTAINTY)
+                   sd_interval=sd_interval, q1_interval=held[0],
+                   median_interval=held[1], q3_interval=held[2], uncertainty=TABLE_UNCERTAINTY,
+                   notes=tuple(notes))
+
+
+NAMES = {"mean": "mean", "sd": "SD", "q1": "Q1", "median": "median", "q3": "Q3"}
