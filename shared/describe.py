@@ -715,9 +715,9 @@ are shown when every value their exact bounds allow lies within TABLE_ACCURACY·
 estimate, the SD when every SD the bins allow lies within TABLE_ACCURACY·s_lo of it. Since the
 data's own SD is at least s_lo, a shown mean or quartile is within half the data's SD of the
 data's own, and a shown SD within half of it: worst cases, for any records the bins hold
-(docs/methods.md, "Descriptive statistics"). Measured on K = 10 greedy tables of normal data
-(``benchmarks/``-free: tests/shared/test_describe.py), the rule keeps every estimate from about
-100 records on, and removes those of one to three bins, where a midpoint is not a measurement.
+(docs/methods.md, "Descriptive statistics", with the share printed by size). On K = 10 greedy
+tables of normal data the rule keeps every estimate from about 150 records on (the SD of skewed
+data needs more), and removes those of one to three bins, where a midpoint is not a measurement.
 """
 
 
