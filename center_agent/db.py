@@ -22,10 +22,12 @@ debits of 0.01 add up exactly and a float rounding error can never let a request
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -43,6 +45,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 
 from fedstats_service.db import Database, add_missing_columns
 from fedstats_service.db import utcnow as utcnow
@@ -325,3 +328,33 @@ class Store(Database):
         if row is None:
             raise UnknownLedgerDataset(dataset)
         return int(row.total_units), int(row.spent_units)
+
+
+POPULATION_SECRET = "population_leave_out"
+"""The secret of the rows a level leaves out beyond its own (``center_agent.data.leave_out``):
+kept beside the others, never released; every process of a center reads the same one, so all
+build the same population from the same data."""
+
+
+def population_secret(store: Store) -> bytes:
+    """The center's leave-out secret (:data:`POPULATION_SECRET`), made at the first start
+    (here, not in ``center_agent.gate.keys``: the operator's commands read it without loading
+    the release gate)."""
+    return stored_secret(store, POPULATION_SECRET, lambda: secrets.token_bytes(32))
+
+
+def stored_secret(store: Store, name: str, make: Any) -> bytes:
+    """The secret ``name`` from the ledger's database, made (once, by one process) if absent."""
+    query = select(secrets_table.c.value).where(secrets_table.c.name == name)
+    for _ in range(2):
+        try:
+            with store.engine.begin() as conn:
+                row = conn.execute(query).first()
+                if row is not None:
+                    return bytes(row.value)
+                value: bytes = make()
+                conn.execute(secrets_table.insert().values(name=name, value=value))
+                return value
+        except IntegrityError:  # another process made it first: read theirs
+            continue
+    raise RuntimeError(f"the center's secret {name!r} could not be read or made")

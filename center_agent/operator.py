@@ -90,10 +90,9 @@ def epoch(settings: EpochSettings, *, dataset: str | None, roll: bool, force: bo
     per-dataset lock, so a roll and a release never interleave)."""
     from center_agent.core.errors import DataSourceError, UnknownDataset
     from center_agent.data import Dataset
-    from center_agent.db import UnknownLedgerDataset
+    from center_agent.db import UnknownLedgerDataset, population_secret
     from center_agent.gate.disclosure import Disclosure
     from center_agent.gate.epochs import Epochs
-    from center_agent.gate.keys import population_secret
 
     if dataset is not None and dataset not in settings.datasets:
         raise UnknownDataset(dataset)

@@ -27,15 +27,15 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
-from center_agent.db import Store, secrets_table
+from center_agent.db import POPULATION_SECRET as POPULATION_SECRET
+from center_agent.db import Store
+from center_agent.db import population_secret as population_secret
+from center_agent.db import stored_secret as _stored
 from shared.protocol import LimitsStatement, SignedLimits
 from shared.signatures import decode_public_key, encode_public_key, sign, verifies
 
@@ -44,12 +44,6 @@ __all__ = ["CenterKeys", "decode_public_key", "encode_public_key", "population_s
 
 RANDOMNESS_SECRET = "release_randomness"
 SIGNING_KEY = "ed25519_signing_key"
-POPULATION_SECRET = "population_leave_out"
-"""The secret of the rows a level leaves out beyond its own (``center_agent.data.leave_out``):
-kept beside the others, never released; every process of a center reads the same one, so all
-build the same population from the same data."""
-
-
 def private_key_bytes(key: Ed25519PrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                              serialization.NoEncryption())
@@ -139,25 +133,3 @@ class CenterKeys:
         trusted ones (this center and its peers)."""
         key = self._trusted.get(signed.statement.center_id)
         return key is not None and verifies(signed, key)
-
-
-def population_secret(store: Store) -> bytes:
-    """The center's leave-out secret (:data:`POPULATION_SECRET`), made at the first start."""
-    return _stored(store, POPULATION_SECRET, lambda: secrets.token_bytes(32))
-
-
-def _stored(store: Store, name: str, make: Any) -> bytes:
-    """The secret ``name`` from the ledger's database, made (once, by one process) if absent."""
-    query = select(secrets_table.c.value).where(secrets_table.c.name == name)
-    for _ in range(2):
-        try:
-            with store.engine.begin() as conn:
-                row = conn.execute(query).first()
-                if row is not None:
-                    return bytes(row.value)
-                value: bytes = make()
-                conn.execute(secrets_table.insert().values(name=name, value=value))
-                return value
-        except IntegrityError:  # another process made it first: read theirs
-            continue
-    raise RuntimeError(f"the center's secret {name!r} could not be read or made")
