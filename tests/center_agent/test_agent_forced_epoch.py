@@ -6,7 +6,6 @@ one at a time; the operator's command (``center_agent.operator.epoch``) says all
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,16 +21,7 @@ from tests.center_agent.test_agent_disclosure import (
     population,
     reference_atoms,
 )
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = (f"sqlite:///{tmp_path / 'ledger.sqlite'}" if request.param == "sqlite"
-           else request.getfixturevalue("pg_url"))
-    s = Store(url)
-    s.ensure_budgets({"d": 1.0})
-    yield s
-    s.close()
+from tests.center_agent.test_agent_disclosure import store as store  # the same two ledgers
 
 
 def admit(store: Store, epochs: Epochs, values: dict[str, list[float]], interior: list[float],
