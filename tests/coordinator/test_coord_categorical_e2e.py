@@ -2,8 +2,10 @@
 ``python -m center_agent`` (a categorical variable, values missing per variable) and a
 ``python -m coordinator`` running ``examples/categorical.toml`` (a Table 1 with smoking's n (%)
 and crp's missing n, smoking by arm from K-anonymous and from ε-DP counts). Checked: the
-counts against the raw data after the centers' K rule (a level's 3 records missing crp leave
-it; a small category merged with its neighbour at one center, so in the pooled table), no
+counts against the raw data after the centers' K rule (a level's 10 records missing crp stay
+and are its missing count; a small category merged with its neighbour at one center, so in
+the pooled table; fewer than K records missing, which take K of the level's rows with them, are
+tested where the choice is known: tests/adversarial/test_adv_enrolment.py), no
 count any center released in 1..K-1 (asked again of the centers themselves), the Table 1
 lines, the ε the dry run announced equal to what each center spent, and the DP counts near
 the truth."""
@@ -34,13 +36,14 @@ CATEGORIES = ["never", "former", "current"]
 # Per center and arm: smoking (never, former, current, missing label) and the records missing
 # crp (taken from the first "never" records).
 RAW = {
-    "alpha": {"ctl": ([40, 30, 20, 10], 3), "trt": ([30, 30, 30, 0], 0)},
+    "alpha": {"ctl": ([40, 30, 20, 10], 10), "trt": ([30, 30, 30, 0], 0)},
     "beta": {"ctl": ([35, 4, 31, 10], 0), "trt": ([40, 20, 20, 10], 15)},
 }
-# After the K rule (center_agent/data/missing.py): alpha's 3 ctl records missing crp leave
-# ctl; beta's 4 "former" in ctl are merged with "current" in both of its levels.
+# After the K rule (center_agent/data/missing.py): every level's records missing crp number 0
+# or >= K, so every record stays; beta's 4 "former" in ctl are merged with "current" in both
+# of its levels.
 KEPT = {
-    "alpha": {"ctl": ([37, 30, 20, 10], 0), "trt": ([30, 30, 30, 0], 0)},
+    "alpha": {"ctl": ([40, 30, 20, 10], 10), "trt": ([30, 30, 30, 0], 0)},
     "beta": {"ctl": ([35, 4, 31, 10], 0), "trt": ([40, 20, 20, 10], 15)},
 }
 
@@ -171,11 +174,11 @@ def test_categorical_study_end_to_end(tmp_path: Path) -> None:
         missing = [line for line in text if line.strip().startswith("missing, n (%)")]
         assert len(missing) == 4  # Table 1's two, then each categorical analysis's
         crp, smoking = missing[:2]
-        assert crp.split()[3:] == ["0", "(0.0", "%)", "15", "(8.3", "%)", "15", "(4.2", "%)"]
-        assert smoking.split()[3:] == ["20", "(11.3", "%)", "10", "(5.6", "%)", "30", "(8.4",
+        assert crp.split()[3:] == ["10", "(5.6", "%)", "15", "(8.3", "%)", "25", "(6.9", "%)"]
+        assert smoking.split()[3:] == ["20", "(11.1", "%)", "10", "(5.6", "%)", "30", "(8.3",
                                        "%)"]
         never = next(line for line in text if line.strip().startswith("never"))
-        assert never.split()[1:] == ["72", "(45.9", "%)", "70", "(41.2", "%)", "142", "(43.4",
+        assert never.split()[1:] == ["75", "(46.9", "%)", "70", "(41.2", "%)", "145", "(43.9",
                                      "%)"]
         page = render_html(view)
         assert "smoking, n (%)" in page and "former or current" in page
