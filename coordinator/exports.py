@@ -10,11 +10,12 @@ One row per observation, one column per variable:
 * ``table1_formatted`` — the report's Table 1 as shown (pooled arms, Overall, each center);
 * ``tests`` — each Mann-Whitney test (the primary one marked), ``test_parts`` each center's part
   (the DP twin's, ``dp_mwu``, too);
-* ``effects`` — each probabilistic index with its interval;
+* ``effects`` — each probabilistic index with its interval; ``heterogeneity`` — Cochran's Q,
+  I² and τ² with their Q-profile intervals between the centers' indexes;
 * ``dp_mwu_releases`` — what each center released for a ``dp_mwu`` analysis (noisy sizes, cap
   M, ε split, noise scale, the sizes the tests used);
 * ``boxplots``, ``dp_quantiles``, ``quantiles``, ``table`` — the other analyses' numbers;
-* ``kruskal`` — each k-arm test (and trend), ``shift`` each Hodges-Lehmann shift's bounds,
+* ``kruskal`` — each k-arm test (and trend, with the law its p is from), ``shift`` each Hodges-Lehmann shift's bounds,
   ``categorical`` each released category cell (n (%) with its interval), ``categorical_tests``
   each χ², Fisher and CMH test;
 * ``centers`` — each center included or excluded, its epoch and ε;
@@ -47,7 +48,8 @@ from coordinator.rendering import (
 
 Part = Literal["table1", "table1_formatted", "tests", "test_parts", "effects", "boxplots",
                "dp_quantiles", "quantiles", "table", "kruskal", "shift", "categorical",
-               "categorical_tests", "centers", "reproducibility", "dp_mwu_releases"]
+               "categorical_tests", "centers", "reproducibility", "dp_mwu_releases",
+               "heterogeneity"]
 PARTS: tuple[str, ...] = get_args(Part)
 
 Row = dict[str, Any]
@@ -304,7 +306,7 @@ def reproducibility(view: dict[str, Any]) -> list[Row]:
 
 
 KRUSKAL_COLUMNS = ["analysis", "test", "method", "statistic", "df", "pvalue", "mean",
-                   "variance", "zstatistic", "alternative"]
+                   "variance", "zstatistic", "alternative", "null"]
 
 
 def kruskal(view: dict[str, Any]) -> list[Row]:
@@ -324,7 +326,35 @@ def kruskal(view: dict[str, Any]) -> list[Row]:
                          "statistic": trend["statistic"], "pvalue": trend["pvalue"],
                          "mean": trend["mean"], "variance": trend["variance"],
                          "zstatistic": trend["zstatistic"],
-                         "alternative": result.get("alternative")})
+                         "alternative": result.get("alternative"),
+                         "null": trend.get("null") or "normal"})
+    return rows
+
+
+HETEROGENEITY_COLUMNS = ["analysis", "kind", "statistic", "df", "pvalue", "i_squared",
+                         "i_squared_low", "i_squared_high", "tau_squared", "tau_squared_low",
+                         "tau_squared_high", "level", "variance_at", "centers"]
+
+
+def heterogeneity(view: dict[str, Any]) -> list[Row]:
+    """Between-center heterogeneity of θ̂ for each Mann-Whitney analysis (exact and DP twin):
+    Cochran's Q, I² and τ² with their Q-profile intervals, the pooled θ the variances were
+    taken at (blank in results stored before either was computed)."""
+    rows: list[Row] = []
+    for kind in ("mwu", "dp_mwu"):
+        for index, result in _indexed(view, kind):
+            h = result.get("heterogeneity")
+            if h is None:
+                continue
+            i_low, i_high = h.get("i_squared_interval") or (None, None)
+            t_low, t_high = h.get("tau_squared_interval") or (None, None)
+            rows.append({"analysis": index, "kind": kind, "statistic": h["statistic"],
+                         "df": h["df"], "pvalue": h["pvalue"], "i_squared": h["i_squared"],
+                         "i_squared_low": i_low, "i_squared_high": i_high,
+                         "tau_squared": h["tau_squared"], "tau_squared_low": t_low,
+                         "tau_squared_high": t_high, "level": h["level"],
+                         "variance_at": h.get("variance_at"),
+                         "centers": " ".join(h["centers"])})
     return rows
 
 
@@ -384,6 +414,7 @@ TABLES: dict[str, tuple[Callable[[dict[str, Any]], list[Row]], list[str] | None]
     "quantiles": (quantiles, None),
     "table": (table, None),
     "kruskal": (kruskal, KRUSKAL_COLUMNS),
+    "heterogeneity": (heterogeneity, HETEROGENEITY_COLUMNS),
     "shift": (shift, SHIFT_COLUMNS),
     "categorical": (categorical, CATEGORY_COLUMNS),
     "categorical_tests": (categorical_tests, CATEGORICAL_TEST_COLUMNS),

@@ -83,9 +83,18 @@ def _arm_rows(result: dict[str, Any]) -> list[list[Any]]:
                                          strict=True)]
 
 
+TREND_NULLS = {"exact": "J's exact permutation law", "normal": "N(0, 1)"}
+"""What a Jonckheere-Terpstra p-value was computed from (``shared.jonckheere``)."""
+
+
+def trend_law(trend: dict[str, Any]) -> str:
+    null = trend.get("null") or "normal"  # results stored before the exact law: normal
+    return TREND_NULLS.get(null, null)
+
+
 def _trend_rows(result: dict[str, Any]) -> list[list[Any]]:
     return [[name, t["statistic"], t["mean"], t["variance"] ** 0.5, t["zstatistic"],
-             t["pvalue"]] for name, t in result.get("trend", {}).items()]
+             t["pvalue"], trend_law(t)] for name, t in result.get("trend", {}).items()]
 
 
 class Kruskal(Analysis[KruskalAnalysis]):
@@ -148,8 +157,8 @@ class Kruskal(Analysis[KruskalAnalysis]):
         if result.get("trend"):
             lines.append(f"  Jonckheere-Terpstra ({result['alternative']}, arms in the order "
                          "named):")
-            for name, j, _, _, z, p in _trend_rows(result):
-                lines.append(f"  {name:<10}J = {fmt(j)}, z = {fmt(z)}, p = {fmt(p)}")
+            for name, j, _, _, z, p, law in _trend_rows(result):
+                lines.append(f"  {name:<10}J = {fmt(j)}, z = {fmt(z)}, p = {fmt(p)} ({law})")
         lines.append(f"  {TIES_NOTE}")
         return lines
 
@@ -169,7 +178,8 @@ class Kruskal(Analysis[KruskalAnalysis]):
         if result.get("trend"):
             parts.append(f"<h3>Jonckheere-Terpstra ({esc(str(result['alternative']))}: "
                          f"{esc(' < '.join(groups))})</h3>")
-            parts.append(_table(["test", "J", "E J under H0", "SD J", "z", "p-value"],
+            parts.append(_table(["test", "J", "E J under H0", "SD J", "z", "p-value",
+                                 "p from"],
                                 _trend_rows(result)))
         table = result["table"]
         if reused_note(table):

@@ -69,7 +69,18 @@ def heterogeneity_text(mwu: dict[str, Any]) -> str | None:
     within = (f" [{_share(interval[0])}, {_share(interval[1])}]" if interval is not None
               else " (no interval with two centers and Q <= 2)")
     return (f"Cochran's Q = {fmt(h['statistic'])} on {h['df']} df, p = {fmt(h['pvalue'])}; "
-            f"I² = {_share(h['i_squared'])}{within}; τ² = {fmt(h['tau_squared'])}")
+            f"I² = {_share(h['i_squared'])}{within}; τ² = {fmt(h['tau_squared'])}"
+            f"{_tau_interval(h)}{_variance_at(h)}")
+
+
+def _tau_interval(h: dict[str, Any]) -> str:
+    interval = h.get("tau_squared_interval")  # none in results stored before it was computed
+    return "" if interval is None else f" [{fmt(interval[0])}, {fmt(interval[1])}]"
+
+
+def _variance_at(h: dict[str, Any]) -> str:
+    at = h.get("variance_at")
+    return "" if at is None else f" (each center's variance at the pooled θ = {fmt(at, 3)})"
 
 
 class MWU(Analysis[MWUAnalysis]):
@@ -124,10 +135,12 @@ class MWU(Analysis[MWUAnalysis]):
             parts.append("<h3>Heterogeneity between centers</h3>")
             parts.append(_table(
                 ["Cochran's Q", "df", "p-value", "I²", f"I² {_share(h['level'])} interval",
-                 "τ²"],
+                 "τ²", f"τ² {_share(h['level'])} interval", "variances at θ"],
                 [[h["statistic"], h["df"], h["pvalue"], _share(h["i_squared"]),
                   f"[{_share(interval[0])}, {_share(interval[1])}]" if interval is not None
-                  else "none (two centers, Q <= 2)", h["tau_squared"]]]))
+                  else "none (two centers, Q <= 2)", h["tau_squared"],
+                  _tau_interval(h).strip() or "—",
+                  "—" if h.get("variance_at") is None else h["variance_at"]]]))
             parts.append(f"<p>{esc(HETEROGENEITY_NOTE)}</p>")
         elif mwu.get("heterogeneity_note"):
             parts.append(f"<p class='note'>Heterogeneity between centers: "

@@ -337,7 +337,8 @@ def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:
 
 
 EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 1 as shown")],
-                "mwu": [("tests", "Tests"), ("effects", "Effect sizes")],
+                "mwu": [("tests", "Tests"), ("effects", "Effect sizes"),
+                        ("heterogeneity", "Heterogeneity")],
                 "dp_boxplot": [("boxplots", "Boxplots")],
                 "dp_quantiles": [("dp_quantiles", "DP quantiles")],
                 "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")],
@@ -345,6 +346,7 @@ EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 
                 "categorical": [("categorical", "Categories, n (%)"),
                                 ("categorical_tests", "Category tests")],
                 "dp_mwu": [("tests", "Tests"), ("effects", "Effect sizes"),
+                           ("heterogeneity", "Heterogeneity"),
                            ("dp_mwu_releases", "DP releases")]}
 
 

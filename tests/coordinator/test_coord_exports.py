@@ -25,6 +25,7 @@ from coordinator.api.routes.studies import XLSX
 from coordinator.methods_text import methods_paragraph
 from coordinator.models import StudySpec
 from coordinator.provenance import NO_COMMIT, git_commit, software
+from coordinator.rendering import fmt
 from coordinator.report import render_html, summary, table_one
 from tests.coordinator.test_coord_api import Running, counting_centers, serving
 from tests.helpers.coordinator import ANALYST_TOKEN, AUTH, Federations, K, settings_for, sqlite_url
@@ -114,6 +115,24 @@ async def test_csv_parts_hold_the_results_numbers(running: Running,
         for key in ("estimate", "low", "high", "level"):
             assert number(row[key]) == effect[key]
         assert int(row["n_x"]) == effect["n_x"] and int(row["n_y"]) == effect["n_y"]
+
+    # Heterogeneity between the three centers: Q, I² and τ² with their Q-profile intervals and
+    # the pooled θ the variances were taken at, exact.
+    h = mwu["heterogeneity"]
+    between = read_csv((await c.get(f"/v1/studies/{sid}/export.csv?part=heterogeneity",
+                                    headers=AUTH)).text)
+    assert len(between) == 1 and between[0]["kind"] == "mwu" and between[0]["analysis"] == "1"
+    for key in ("statistic", "pvalue", "i_squared", "tau_squared", "level", "variance_at"):
+        assert number(between[0][key]) == h[key], key
+    assert [number(between[0][f"tau_squared_{e}"]) for e in ("low", "high")] == list(
+        h["tau_squared_interval"])
+    assert [number(between[0][f"i_squared_{e}"]) for e in ("low", "high")] == list(
+        h["i_squared_interval"])
+    assert between[0]["centers"].split() == h["centers"]
+    text = summary(study)
+    lo, hi = h["tau_squared_interval"]
+    assert f"τ² = {fmt(h['tau_squared'])} [{fmt(lo)}, {fmt(hi)}]" in text
+    assert f"pooled θ = {fmt(h['variance_at'], 3)}" in text
 
     parts = read_csv((await c.get(f"/v1/studies/{sid}/export.csv?part=test_parts",
                                   headers=AUTH)).text)

@@ -26,6 +26,7 @@ from scipy import stats
 from coordinator import exports
 from coordinator.local import in_process_federation
 from coordinator.protocols.table import federated_bin_table
+from coordinator.rendering import fmt
 from coordinator.report import render_html, summary
 from shared import jonckheere, kinds, kruskal
 from shared.protocol import TableRequest
@@ -186,12 +187,18 @@ async def test_a_kruskal_study_through_the_api(tmp_path: Path, federation: Feder
             *first["tests"], *(f"center:{c['center']}" for c in first["centers"]),
             *(f"trend:{t}" for t in first["trend"])]
         assert float(rows[0]["pvalue"]) == first["tests"][rows[0]["test"]]["pvalue"]
+        trend = {r["test"]: r["null"] for r in rows if r["test"].startswith("trend:")
+                 and r["analysis"] == "0"}
+        assert trend == {f"trend:{t}": first["trend"][t]["null"] for t in first["trend"]}
         # Nothing spent.
         assert all(v == 0 for v in (await coord.spent()).values())
         # The text summary and the HTML report show it.
         text = summary(view)
         assert "Kruskal-Wallis across 3 arms (low, mid, high)" in text
         assert "Jonckheere-Terpstra (increasing" in text
+        laws = {"exact": "J's exact permutation law", "normal": "N(0, 1)"}
+        for t in first["trend"].values():
+            assert f"p = {fmt(t['pvalue'])} ({laws[t['null']]})" in text
         page = render_html(view)
         assert "<h2>Kruskal-Wallis across 3 arms</h2>" in page
         assert "Jonckheere-Terpstra (increasing: low &lt; mid &lt; high)" in page
