@@ -292,15 +292,17 @@ def test_actuarial_life_table_by_its_formula() -> None:
     s = np.cumprod(1 - np.array([5, 4, 2]) / n)
     km = kaplan_meier(table)
     np.testing.assert_allclose(km.survival[1:], s, rtol=1e-14)
-    assert km.at(15.0) == pytest.approx((s[0] + s[1]) / 2)  # linear within an interval
-    mu = rmst(table, 25.0)
-    area = 10 * (1 + s[0]) / 2 + 10 * (s[0] + s[1]) / 2 + 5 * (s[1] + (s[1] + s[2]) / 2) / 2
-    assert mu.estimate == pytest.approx(area, rel=1e-14)
-    # The median: the linear crossing of 0.5.
+    assert km.at(15.0) == pytest.approx(math.sqrt(s[0] * s[1]))  # a constant hazard within
+    # RMST: ∫ of the log-linear curve, by quadrature on a fine grid.
+    grid = np.linspace(0.0, 25.0, 200_001)
+    assert rmst(table, 25.0).estimate == pytest.approx(
+        float(np.trapezoid(km.at(grid), grid)), rel=1e-9)
+    # The median: the log-linear crossing of 0.5.
     j = int(np.nonzero(s <= 0.5)[0][0])
     prev = 1.0 if j == 0 else s[j - 1]
-    expected = 10 * j + 10 * (prev - 0.5) / (prev - s[j])
+    expected = 10 * j + 10 * math.log(prev / 0.5) / math.log(prev / s[j])
     assert survival_quantile(km).estimate == pytest.approx(expected)
+    assert km.at(np.array([expected]))[0] == pytest.approx(0.5)
 
 
 def test_rmst_difference_adds_the_variances() -> None:
