@@ -6,6 +6,7 @@ docs/coordinator.md, "A study"), chained one analysis at a time::
             .mwu()
             .dp_boxplot(group="treated", epsilon=0.5, bounds=(0, 60)))
     arms = Study("cohort", "los_days", groups=["low", "mid", "high"]).kruskal(ordered=True)
+    same = Study("cohort", "los_days", groups=["low", "mid", "high"]).add("kruskal", ordered=True)
 
 Each call returns a new :class:`Study` (a notebook cell run twice does not ask twice). The spec
 is validated by the coordinator's own model when it is built (:meth:`Study.spec`) or sent, so a
@@ -151,6 +152,17 @@ class Study:
         no ε; with ``ordered`` (the groups named in their hypothesised order) also
         Jonckheere-Terpstra (``alternative``: increasing, decreasing or two-sided)."""
         return self._with("kruskal", ordered=ordered, alternative=alternative)
+
+    def add(self, kind: str, /, **fields: Any) -> Study:
+        """Any analysis by its ``kind`` and its keys as a study file names them (None ones
+        left out), e.g. ``Study(...).add("kruskal", ordered=True)``: every kind the
+        coordinator registers, including one this client has no method for (R's
+        ``fs_add_analysis``). The kind and its keys are checked when the spec is built."""
+        if not isinstance(kind, str) or not kind:
+            raise SpecError("kind: give one analysis kind, e.g. \"mwu\"")
+        if "kind" in fields:
+            raise SpecError("kind: give it once, as the first argument")
+        return self._with(kind, **fields)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a study file would hold it (not yet validated)."""
