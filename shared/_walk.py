@@ -271,11 +271,37 @@ def _merge_runs(buf: Any, off: Any, out: Any) -> None:
         pos[best] += 1
 
 
+def _coarsen_keep(counts: Any, totals: Any, k: int, keep: Any) -> None:
+    """:func:`shared.binning.coarsen_table`'s left-to-right merge as one pass: ``keep[j]`` is
+    set where limit ``j + 1`` closes a bin (every group's count since the last close and its
+    remainder above are each 0 or >= ``k``). The same float operations in the same order as the
+    reference, so the same limits bit for bit, fractional counts included."""
+    n_groups, n_bins = counts.shape
+    running = np.zeros(n_groups)
+    left = totals.copy()
+    for j in range(n_bins - 1):
+        for g in range(n_groups):
+            running[g] += counts[g, j]
+        closes = True
+        for g in range(n_groups):
+            r = running[g]
+            above = left[g] - r
+            if not ((r == 0 or r >= k) and (above == 0 or above >= k)):
+                closes = False
+                break
+        if closes:
+            keep[j] = True
+            for g in range(n_groups):
+                left[g] = left[g] - running[g]
+                running[g] = 0.0
+
+
 def _compile() -> None:
     """Replace the kernels above by their compiled versions, once per process: compiled on
     first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
     load them (about a second, most of it Numba's own start)."""
-    global _count_le, _valid, _walk, _ascending, _mwu_merge, _merge_runs, _compiled
+    global _count_le, _valid, _walk, _ascending, _mwu_merge, _merge_runs, _coarsen_keep
+    global _compiled
     with _compiling:
         if _compiled:
             return
@@ -293,6 +319,7 @@ def _compile() -> None:
         _ascending = jit(_ascending)
         _mwu_merge = jit(_mwu_merge)
         _merge_runs = jit(_merge_runs)
+        _coarsen_keep = jit(_coarsen_keep)
         _compiled = True
 
 
@@ -315,6 +342,7 @@ def warm() -> None:
     buf, off = sorted_buffer(arms)
     walk_segments(buf, off, off[:-1, None], off[1:, None], 2)
     merge_sorted(arms)
+    coarsen_keep(np.ones((2, 3)), np.full(2, 3.0), 2)
 
 
 def adjacent(groups: list[FloatArray]) -> FloatArray | None:
@@ -416,6 +444,17 @@ def extremes(buf: FloatArray, off: IntArray, m: int) -> tuple[float, float, floa
     heads = np.sort(np.concatenate([buf[a:min(a + m, b)] for a, b in pairwise(off)]))
     tails = np.sort(np.concatenate([buf[max(a, b - m):b] for a, b in pairwise(off)]))
     return float(heads[0]), float(heads[m - 1]), float(tails[-m]), float(tails[-1])
+
+
+def coarsen_keep(counts: FloatArray, totals: FloatArray, k: int) -> NDArray[np.bool_]:
+    """Which interior limits :func:`shared.binning.coarsen_table` keeps (:func:`_coarsen_keep`),
+    compiled: one pass, no Python step per bin."""
+    if not _compiled:
+        _compile()
+    keep = np.zeros(max(counts.shape[1] - 1, 0), dtype=np.bool_)
+    _coarsen_keep(np.ascontiguousarray(counts, dtype=np.float64),
+                  np.ascontiguousarray(totals, dtype=np.float64), int(k), keep)
+    return keep
 
 
 def mwu_merge(x: FloatArray, y: FloatArray) -> tuple[float, float]:

@@ -428,6 +428,14 @@ def coarsen_table(table: BinTable, k: int) -> BinTable:
     totals = table.totals
     if isolating(totals, k).any():
         raise KAnonymityError(f"a group total is between 1 and k-1 = {k - 1}")
+    if _walk.AVAILABLE:
+        return merge_bins(table, _walk.coarsen_keep(table.counts, totals, k))
+    return merge_bins(table, _coarsen_keep(table, totals, k))
+
+
+def _coarsen_keep(table: BinTable, totals: FloatArray, k: int) -> NDArray[np.bool_]:
+    """The numpy reference of :func:`coarsen_table`'s merge (``shared._walk.coarsen_keep`` is
+    the compiled one; tests/shared/test_walk.py holds them equal)."""
     keep = np.zeros(max(table.n_bins - 1, 0), dtype=bool)
     running = np.zeros(table.n_groups)
     for j in range(table.n_bins):
@@ -438,7 +446,7 @@ def coarsen_table(table: BinTable, k: int) -> BinTable:
             keep[j] = True
             totals = left
             running = np.zeros(table.n_groups)
-    return merge_bins(table, keep)
+    return keep
 
 
 def close_table(table: BinTable, lower: Extreme, upper: Extreme) -> BinTable:

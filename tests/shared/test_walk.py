@@ -241,3 +241,25 @@ def test_sorted_buffer_reads_adjacent_levels_in_place():
     buf, _ = _walk.sorted_buffer(shuffled)
     assert not np.shares_memory(buf, shuffled[0]) and np.all(np.diff(buf[500:]) >= 0)
     assert shuffled[1].tobytes() == before.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 60), st.integers(2, 25), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_coarsening_matches_the_reference(n_groups, n_bins, k, fractional, seed):
+    """``coarsen_table``'s compiled merge keeps the reference's limits, bit for bit, on integer
+    tables (each count 0 or >= 2, as a K = 2 table) and on fractional ones (federation's shares),
+    with empty bins and groups; every count after it is 0 or >= k."""
+    rng = np.random.default_rng(seed)
+    counts = rng.choice([0.0, 0.0, 2.0, 3.0, 7.0, 12.0, 30.0], size=(n_groups, n_bins))
+    if fractional:
+        counts = counts * rng.choice([1.0, 0.37, 1.61], size=counts.shape)
+    totals = counts.sum(axis=1)
+    if (totals > 0).any() and ((totals > 0) & (totals < k)).any():
+        counts[(totals > 0) & (totals < k), -1] += k  # every group total 0 or >= k
+    table = binning.BinTable(limits=np.arange(n_bins + 1.0), counts=counts, k=2)
+    compiled = _walk.coarsen_keep(table.counts, table.totals, k)
+    assert compiled.tolist() == binning._coarsen_keep(table, table.totals, k).tolist()
+    out = binning.coarsen_table(table, k)
+    assert np.all((out.counts == 0) | (out.counts >= k - 1e-9))
+    assert out.counts.sum() == pytest.approx(counts.sum())
