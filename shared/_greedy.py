@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from shared import _walk
+
 IntArray = NDArray[np.signedinteger[Any]]
 FloatArray = NDArray[np.float64]
 
@@ -204,13 +206,16 @@ def transitions(counts: IntArray, seg_end: IntArray, k: int) -> IntArray:
     return nxt
 
 
-def walk(nxt: IntArray, starts: IntArray, seg_end: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+def walk(nxt: IntArray, starts: IntArray, seg_end: IntArray, *, compiled: bool = True
+         ) -> tuple[IntArray, IntArray, IntArray]:
     """Follow every chain from ``starts`` until its segment end or ``STOP``.
 
     Returns (chain index, cut) pairs of every visited cut after its start, in chain order, and
     for each chain the cut it stopped at (its segment end when it finished normally).
     Many short chains (refinement) advance together, one vectorized step per round; the few long
-    ones (single-center binning) are finished by a plain integer walk, one lookup per bin.
+    ones (single-center binning, a refinement's runs) are finished by the compiled walk
+    (``shared._walk.follow``; with ``compiled=False`` or without Numba a plain integer walk in
+    Python, one lookup per bin, which tests/shared/test_walk.py holds it equal to).
     """
     n_chains = starts.size
     chain_ids: list[IntArray] = []
@@ -230,7 +235,14 @@ def walk(nxt: IntArray, starts: IntArray, seg_end: IntArray) -> tuple[IntArray, 
         final[active[reached]] = step[reached]
         keep = moved & ~reached
         active, pos, target = active[keep], step[keep], target[keep]
-    if active.size:
+    followed = None
+    if active.size and compiled and _walk.AVAILABLE:
+        followed = _walk.follow(nxt, active, pos, target)
+    if followed is not None:
+        chain_ids.append(followed[0])
+        chain_cuts.append(followed[1])
+        final[active] = followed[2]
+    elif active.size:
         # Indexing a memoryview yields plain ints, ~5x cheaper than numpy scalar indexing.
         table = np.ascontiguousarray(nxt).data
         ends = np.ascontiguousarray(seg_end).data

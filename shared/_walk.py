@@ -296,12 +296,38 @@ def _coarsen_keep(counts: Any, totals: Any, k: int, keep: Any) -> None:
                 running[g] = 0.0
 
 
+def _follow(nxt: Any, chains: Any, pos: Any, goal: Any, ids: Any, cuts: Any, final: Any
+            ) -> int:
+    """``shared._greedy.walk``'s sequential part: each chain from ``pos`` along ``nxt`` until
+    ``STOP`` (-1) or its ``goal``, its visited cuts written to ``ids``/``cuts`` in chain order,
+    its last cut to ``final``. Returns how many were written, or -1 when the buffers are full
+    (the caller walks in Python then)."""
+    t = 0
+    for c in range(pos.size):
+        p = pos[c]
+        g = goal[c]
+        while True:
+            q = nxt[p]
+            if q == -1:
+                break
+            if t >= ids.size:
+                return -1
+            ids[t] = chains[c]
+            cuts[t] = q
+            t += 1
+            p = q
+            if p == g:
+                break
+        final[c] = p
+    return t
+
+
 def _compile() -> None:
     """Replace the kernels above by their compiled versions, once per process: compiled on
     first use (a few seconds) and kept in Numba's on-disk cache, so that later processes only
     load them (about a second, most of it Numba's own start)."""
     global _count_le, _valid, _walk, _ascending, _mwu_merge, _merge_runs, _coarsen_keep
-    global _compiled
+    global _follow, _compiled
     with _compiling:
         if _compiled:
             return
@@ -320,6 +346,7 @@ def _compile() -> None:
         _mwu_merge = jit(_mwu_merge)
         _merge_runs = jit(_merge_runs)
         _coarsen_keep = jit(_coarsen_keep)
+        _follow = jit(_follow)
         _compiled = True
 
 
@@ -343,6 +370,8 @@ def warm() -> None:
     walk_segments(buf, off, off[:-1, None], off[1:, None], 2)
     merge_sorted(arms)
     coarsen_keep(np.ones((2, 3)), np.full(2, 3.0), 2)
+    follow(np.array([1, 2, -1]), np.zeros(1, np.int64), np.zeros(1, np.int64),
+           np.full(1, 2, np.int64))
 
 
 def adjacent(groups: list[FloatArray]) -> FloatArray | None:
@@ -455,6 +484,25 @@ def coarsen_keep(counts: FloatArray, totals: FloatArray, k: int) -> NDArray[np.b
     _coarsen_keep(np.ascontiguousarray(counts, dtype=np.float64),
                   np.ascontiguousarray(totals, dtype=np.float64), int(k), keep)
     return keep
+
+
+def follow(nxt: IntArray, chains: IntArray, pos: IntArray, goal: IntArray
+           ) -> tuple[IntArray, IntArray, IntArray] | None:
+    """(chain ids, cuts, final cuts) of the chains followed by :func:`_follow`, compiled; None
+    when they visit more cuts than ``nxt`` holds (not a walk of disjoint segments)."""
+    if not _compiled:
+        _compile()
+    cap = int(nxt.size) + 1
+    ids = np.empty(cap, dtype=np.int64)
+    cuts = np.empty(cap, dtype=np.int64)
+    final = np.empty(pos.size, dtype=np.int64)
+    m = _follow(np.ascontiguousarray(nxt, dtype=np.int64),
+                np.ascontiguousarray(chains, dtype=np.int64),
+                np.ascontiguousarray(pos, dtype=np.int64),
+                np.ascontiguousarray(goal, dtype=np.int64), ids, cuts, final)
+    if m < 0:
+        return None
+    return ids[:m], cuts[:m], final
 
 
 def mwu_merge(x: FloatArray, y: FloatArray) -> tuple[float, float]:

@@ -263,3 +263,26 @@ def test_coarsening_matches_the_reference(n_groups, n_bins, k, fractional, seed)
     out = binning.coarsen_table(table, k)
     assert np.all((out.counts == 0) | (out.counts >= k - 1e-9))
     assert out.counts.sum() == pytest.approx(counts.sum())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 70), st.integers(0, 2**32 - 1))
+def test_the_compiled_chain_walk_is_the_python_one(n_cuts, n_chains, seed):
+    """``_greedy.walk`` with its sequential part compiled visits the cuts the Python walk
+    visits and stops where it stops, for one long chain (a table's runs) and for many (a
+    refinement's segments, more than the 64 that advance together), STOPs included."""
+    from shared import _greedy
+
+    rng = np.random.default_rng(seed)
+    bounds = np.unique(np.concatenate([[0, n_cuts], rng.integers(0, n_cuts, n_chains - 1)]))
+    starts, ends = bounds[:-1], bounds[1:]
+    nxt = np.full(n_cuts + 1, _greedy.STOP, dtype=np.int64)
+    seg_end = np.full(n_cuts + 1, n_cuts, dtype=np.int64)
+    for a, b in zip(starts, ends, strict=True):
+        seg_end[a:b] = b
+        steps = np.arange(a, b) + rng.integers(1, 4, b - a)
+        nxt[a:b] = np.where((steps <= b) & (rng.random(b - a) > 0.02), steps, _greedy.STOP)
+    fast = _greedy.walk(nxt, starts.astype(np.int64), seg_end)
+    slow = _greedy.walk(nxt, starts.astype(np.int64), seg_end, compiled=False)
+    for a, b in zip(fast, slow, strict=True):
+        assert a.tolist() == b.tolist()
