@@ -180,14 +180,26 @@ variable_versions = Table(
 )
 
 placed_numbers = Table(
-    # Every number the center placed between data of a variable (a limit, a split limit, a
-    # buffer), as float.hex (exact): a later release reuses it in the gap that holds it
-    # (center_agent.gate.gaps).
+    # The numbers ledgers made before placed_blocks kept, one row each, as float.hex (exact):
+    # still read (center_agent.gate.gaps.placed), never written.
     "fedstats_placed_number",
     metadata,
     Column("dataset", String(128), primary_key=True),
     Column("variable", String(128), primary_key=True),
     Column("value", String(32), primary_key=True),
+)
+
+placed_blocks = Table(
+    # The numbers the center placed between data of a variable (limits, split limits, buffers),
+    # one row per release that placed new ones: ``numbers`` the sorted distinct float64 values
+    # (little-endian, exact) none of the earlier rows holds. A later release reuses a number in
+    # the gap that holds it (center_agent.gate.gaps).
+    "fedstats_placed_block",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", String(128), nullable=False, index=True),
+    Column("variable", String(128), nullable=False),
+    Column("numbers", LargeBinary, nullable=False),
 )
 
 secrets_table = Table(

@@ -16,8 +16,8 @@ gaps get a limit, from ranks and counts; this module decides *which number*, for
 * any other gap gets its **keyed** number: the fraction MAC_secret(variable, gap) of the way
   across it (:meth:`~center_agent.gate.keys.CenterKeys.gap_fractions`), and beyond the data the
   extreme value moved out by (½ + that fraction) of the mean gap of the population's K most
-  extreme records; the numbers a release places are remembered (:func:`record`) in its
-  transaction.
+  extreme records; the numbers a release places are remembered (:func:`record`, one block of
+  the new ones per release) in its transaction.
 
 So the number in a gap depends on the secret, the gap and the numbers already released, never on
 a request: every release that puts a limit in a gap puts the same one there. A caller who reads
@@ -32,34 +32,47 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
-from center_agent.db import placed_numbers
+from center_agent.db import placed_blocks, placed_numbers
 from center_agent.gate.keys import CenterKeys
 from shared.binning import buffer_scales, place_points
 
 FloatArray = NDArray[np.float64]
 
 
+_NUMBERS = np.dtype("<f8")
+
+
 def placed(conn: Connection, dataset: str, variable: str) -> FloatArray:
-    """The numbers this center placed between data of ``variable`` so far, sorted."""
-    rows = conn.execute(
+    """The numbers this center placed between data of ``variable`` so far, sorted and distinct:
+    the blocks of the releases that placed them, and the rows of a ledger made before blocks."""
+    blocks = conn.execute(
+        select(placed_blocks.c.numbers).where(placed_blocks.c.dataset == dataset,
+                                              placed_blocks.c.variable == variable)
+    ).scalars().all()
+    older = conn.execute(
         select(placed_numbers.c.value).where(placed_numbers.c.dataset == dataset,
                                              placed_numbers.c.variable == variable)
-    ).all()
-    return np.sort(np.asarray([float.fromhex(row.value) for row in rows], dtype=np.float64))
+    ).scalars().all()
+    parts = [np.frombuffer(b, dtype=_NUMBERS).astype(np.float64) for b in blocks]
+    if older:
+        parts.append(np.asarray([float.fromhex(v) for v in older], dtype=np.float64))
+    if not parts:
+        return np.empty(0, dtype=np.float64)
+    return np.unique(np.concatenate(parts))
 
 
 def record(conn: Connection, dataset: str, variable: str, numbers: Iterable[float]) -> None:
-    """Remember the finite ``numbers`` a release placed; one already remembered (by this
-    release's gap or by a concurrent one placing the same keyed number) is left as it is."""
-    new = sorted({float(v) + 0.0 for v in numbers if np.isfinite(v)})
-    if not new:
+    """Remember the finite ``numbers`` a release placed, as one block of those not remembered
+    yet (a release under the dataset's lock: ``ReleaseGate.remember``); -0.0 is kept as 0.0."""
+    values = np.fromiter((float(v) for v in numbers), dtype=np.float64)
+    values = np.unique(values[np.isfinite(values)] + 0.0)
+    if not values.size:
         return
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    conn.execute(dialect.insert(placed_numbers).on_conflict_do_nothing(), [
-        {"dataset": dataset, "variable": variable, "value": v.hex()} for v in new
-    ])
+    new = np.setdiff1d(values, placed(conn, dataset, variable), assume_unique=True)
+    if new.size:
+        conn.execute(placed_blocks.insert().values(
+            dataset=dataset, variable=variable, numbers=new.astype(_NUMBERS).tobytes()))
 
 
 def last_below(levels: Sequence[FloatArray], points: FloatArray) -> FloatArray:

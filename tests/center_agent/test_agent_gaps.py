@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import func, select
 
-from center_agent.db import Store
+from center_agent.db import Store, placed_blocks, placed_numbers
 from center_agent.gate import gaps
 from center_agent.gate.gaps import GapPoints
 from center_agent.gate.keys import CenterKeys
@@ -101,6 +102,32 @@ def test_record_keeps_each_number_once(backend: str, tmp_path: Path,
         with store.engine.connect() as conn:
             assert gaps.placed(conn, "d", "x").tolist() == [0.0, 0.1 + 0.2, 1.5]
             assert gaps.placed(conn, "d", "y").tolist() == [7.0]
+            # One block per release that placed new numbers, each holding only its new ones.
+            blocks = conn.execute(select(placed_blocks.c.numbers).where(
+                placed_blocks.c.variable == "x").order_by(placed_blocks.c.id)).scalars().all()
+            assert [np.frombuffer(b, "<f8").tolist() for b in blocks] == [[0.0, 1.5],
+                                                                         [0.1 + 0.2]]
+        # A ledger made before blocks holds one row per number: read with the blocks, exact.
+        with store.engine.begin() as conn:
+            conn.execute(placed_numbers.insert(), [
+                {"dataset": "d", "variable": "x", "value": v.hex()} for v in (1.5, 2.0 / 3)])
+            gaps.record(conn, "d", "x", [2.0 / 3, 9.0])
+        with store.engine.connect() as conn:
+            assert gaps.placed(conn, "d", "x").tolist() == [0.0, 0.1 + 0.2, 2.0 / 3, 1.5, 9.0]
+    finally:
+        store.close()
+
+
+def test_ten_thousand_numbers_are_one_row_read_back_exactly(tmp_path: Path) -> None:
+    """A fine table's limits (a 10^7-row variable has about 10^6) are one row, not one each."""
+    store = Store(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    numbers = np.random.default_rng(3).normal(size=10_000)
+    try:
+        with store.engine.begin() as conn:
+            gaps.record(conn, "d", "x", numbers.tolist())
+        with store.engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(placed_blocks)).scalar() == 1
+            assert gaps.placed(conn, "d", "x").tobytes() == np.sort(numbers).tobytes()
     finally:
         store.close()
 
