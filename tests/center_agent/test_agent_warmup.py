@@ -3,6 +3,8 @@ asked once, in process, and refuse by validation; nothing is read, spent or audi
 
 from __future__ import annotations
 
+import sys
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -41,7 +43,7 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
     import numpy as np
 
     from shared import _walk
-    from shared.binning import bin_table
+    from shared.binning import bin_table, coarsen_table
     from shared.federation import refine_table
     from shared.mwu import mann_whitney
 
@@ -51,7 +53,8 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
         await warm_kernels()
     assert "compiled kernels loaded" in caplog.records[-1].getMessage()
     # The walk's callees are compiled into it; the kernels called from Python are these.
-    kernels = (_walk._walk, _walk._ascending, _walk._mwu_merge, _walk._merge_runs)
+    kernels = (_walk._walk, _walk._ascending, _walk._mwu_merge, _walk._merge_runs,
+               _walk._coarsen_keep, _walk._follow)
     signatures = [list(kernel.signatures) for kernel in kernels]
     assert all(signatures)
     rng = np.random.default_rng(7)
@@ -70,7 +73,9 @@ async def test_warming_the_kernels_leaves_nothing_to_compile_for_a_release(
     bin_table(*arms, k=5, rng=rng)
     mann_whitney(*arms)
     assert _walk.merge_sorted(arms) is not None
+    coarsen_table(table, 10)  # a study's K above the center's
     assert [list(kernel.signatures) for kernel in kernels] == signatures
+    assert "dp_accounting.pld.privacy_loss_distribution" in sys.modules
 
 
 async def test_kernels_that_cannot_load_do_not_stop_the_center(
