@@ -76,9 +76,9 @@ def test_contains_the_raw_interval_of_records_in_the_central_fraction(seed):
 @pytest.mark.parametrize("lam", [0.0, 0.5, 0.9])
 def test_the_sign_of_the_interval_follows_the_rank_count(seed, lam):
     """Finite bins, λ < 1: the interval lies above 0 exactly when at least nm + 1 − c pairs
-    have Y in a higher bin (below 0 mirror-wise), whatever λ; no end is exactly 0 when λ > 0; and when
-    it excludes 0 the table's tie-corrected rank test rejects in the same direction at
-    1 − achieved level."""
+    have Y in a higher bin (below 0 mirror-wise), whatever λ; no end is exactly 0 when λ > 0;
+    and when it excludes 0 the table's tie-corrected rank test rejects in the same direction
+    at 1 − achieved level."""
     g = np.random.default_rng(300 + seed)
     table = random_table(g, low=3, high=25)
     b = hodges_lehmann_table(table, allowance=lam)
