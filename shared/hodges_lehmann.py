@@ -52,8 +52,9 @@ difference lies in [L^λ_ab, H^λ_ab]. λ = 1 gives the sharp bounds, λ = 0 the
 Moses interval (that of the data set with every record at its bin's midpoint). No interval
 narrower than the sharp bounds can contain the raw interval for *every* data set with this
 table, so a narrower one's containment is a statement about where records sit in their bins;
-how often it holds for real data is measured (docs/methods.md §12.3: at λ = ½, containment and
-coverage of the true shift were 1.000 on normal and lognormal data, 3 centers, K = 10).
+how often it holds for real data is measured (docs/methods.md §12.3: at λ = ½ it contained the
+raw interval in 0.997-1.000 of replications and covered the true shift in 0.997-1.000, normal
+and lognormal data, 3 centers, K = 10, 60-750 records per arm).
 
 *Agreement with the rank test* (λ < 1, finite bins). L^λ_ab > 0 exactly when Y's bin b lies
 above X's bin a (adjacent bins give (1 − λ)(w_a + w_b)/2 > 0, a common bin −λ·w_a <= 0), so

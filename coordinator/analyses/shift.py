@@ -1,6 +1,8 @@
 """The Hodges-Lehmann shift of Y against X with its Moses interval (``{"kind": "shift",
 "level": 0.95}``), as far as the study's two-arm federated table allows: no release of its own,
-no ε (``shared.hodges_lehmann.hodges_lehmann_table``; docs/methods.md §12.3)."""
+no ε (``shared.hodges_lehmann.hodges_lehmann_table``; docs/methods.md §12.3). Printed first:
+the bin midpoints' estimate and their Moses interval widened by the binning allowance; then
+the bounds the bins give for sure."""
 
 from __future__ import annotations
 
