@@ -360,13 +360,20 @@ def heterogeneity(view: dict[str, Any]) -> list[Row]:
 
 SHIFT_COLUMNS = ["analysis", "estimate_low", "estimate_high", "low_low", "low_high", "high_low",
                  "high_high", "level", "achieved_level", "rank", "n_x", "n_y", "method",
-                 "whole_counts"]
+                 "whole_counts", "estimate", "interval_low", "interval_high", "allowance"]
 
 
 def shift(view: dict[str, Any]) -> list[Row]:
-    """Each Hodges-Lehmann shift: the bounds the bins give its estimate and its interval's ends."""
-    return [{"analysis": index, **{k: r.get(k) for k in SHIFT_COLUMNS[1:]}}
-            for index, r in _indexed(view, "shift")]
+    """Each Hodges-Lehmann shift: the bounds the bins give its estimate and its interval's ends,
+    then the printed figures (the midpoints' estimate and the widened interval, empty for a
+    result made before them; docs/methods.md §12.3)."""
+    rows = []
+    for index, r in _indexed(view, "shift"):
+        printed = r.get("binned_interval") or (None, None)
+        rows.append({"analysis": index, **{k: r.get(k) for k in SHIFT_COLUMNS[1:-3]},
+                     "interval_low": printed[0], "interval_high": printed[1],
+                     "allowance": r.get("allowance")})
+    return rows
 
 
 CATEGORY_COLUMNS = ["analysis", "variable", "center", "arm", "n", "missing", "category",

@@ -254,13 +254,20 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                         "estimators " + ", ".join(asked.get("estimators") or ["default"])
                         + ").")
         elif kind == "shift":
+            allowance = result.get("allowance")
+            allowance = 0.5 if allowance is None else allowance
             cite("hodges")
             cite("moses")
             said.append("The shift of Y against X was estimated by Hodges & Lehmann's (1963) "
                         f"median of pairwise differences with Moses's (1953) "
                         f"{fmt(100 * result.get('level', asked.get('level', 0.95)))} % interval, "
-                        "both bounded from the federated table's bins (the interval from its "
-                        "outer ends); it spends no ε.")
+                        "computed on the federated table's bin midpoints, the interval widened "
+                        f"by a binning allowance of {fmt(allowance)} times the bins' "
+                        "half-widths (it contains the records' own interval "
+                        "when each record lies in that central fraction of its bin, and "
+                        "excludes 0 only when the table's rank count is significant); the "
+                        "bounds the bins allow for sure are reported beside it "
+                        "(docs/methods.md §12.3). It spends no ε.")
         elif kind == "kruskal":
             cite("kruskal")
             cite("van_elteren")

@@ -904,7 +904,11 @@ class ShiftResult(_Result):
     ``estimate_high``], the interval's lower end in [``low_low``, ``low_high``] and its upper
     end in [``high_low``, ``high_high``]; ``interval`` = [``low_low``, ``high_high``] contains
     the records' interval (its coverage at least theirs). Infinite where the rank falls on an
-    open end bin."""
+    open end bin. The printed figures are ``estimate`` (the bin midpoints' Hodges-Lehmann
+    estimate) and ``binned_interval`` (the midpoints' Moses interval widened by the binning
+    ``allowance`` λ: it contains the records' interval when every record lies in the central
+    fraction λ of its bin, and excludes 0 exactly when the table's rank count reaches the Moses
+    critical value); both absent from results made before they existed."""
 
     kind: Literal["shift"] = "shift"
     status: Literal["succeeded"] = "succeeded"
@@ -915,6 +919,16 @@ class ShiftResult(_Result):
     high_low: float
     high_high: float
     interval: tuple[float, float]
+    estimate: float | None = Field(
+        default=None, description="the bin midpoints' Hodges-Lehmann estimate (the median of "
+                                  "their differences); null: not estimable (an open end bin "
+                                  "reaches the median)")
+    binned_interval: tuple[float, float] | None = Field(
+        default=None, description="the printed interval: the midpoints' Moses interval widened "
+                                  "by the binning allowance (docs/methods.md §12.3)")
+    allowance: float | None = Field(
+        default=None, description="λ: the interval holds the records' own when each record "
+                                  "lies in the central fraction λ of its bin")
     level: float
     achieved_level: float = Field(description="the records' interval's coverage for "
                                               "continuous data, 1 − 2·P(U < rank)")

@@ -112,8 +112,9 @@ ALGORITHMS: dict[str, str] = {
                  "2023, §7)",
     "dp_quantiles": "DP quantiles per center",
     "describe": "Table 1 (descriptive statistics)",
-    "shift": "Hodges-Lehmann shift with Moses's interval, bounded from the federated table's "
-             "bins (docs/methods.md §12.3)",
+    "shift": "Hodges-Lehmann shift with Moses's interval from the federated table's bin "
+             "midpoints, widened by a binning allowance, with the bounds the bins allow "
+             "(docs/methods.md §12.3)",
     "categorical": "categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
                    "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
     "kruskal": "Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "

@@ -11,6 +11,7 @@ federated table allows (``shared.hodges_lehmann``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -157,8 +158,9 @@ def heterogeneity(centers: Sequence[str], local: Sequence[MannWhitneyResult]
 def shift_result(fed: FederatedTable, level: float) -> ShiftResult:
     """What the study's two-arm federated table allows of the Hodges-Lehmann shift."""
     counts = fed.table.counts
+    found = hodges_lehmann_table(fed.table, level=level)
     return ShiftResult.of(
-        hodges_lehmann_table(fed.table, level=level),
+        found, estimate=None if math.isnan(found.estimate) else found.estimate,
         whole_counts=bool(np.array_equal(counts, np.round(counts))),
         excluded=[excluded_center(f) for f in fed.excluded],
     )

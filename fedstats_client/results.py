@@ -171,19 +171,39 @@ class Shift:
         """The interval from the outer ends (contains the records' own interval)."""
         return self.raw.interval
 
+    @property
+    def estimate(self) -> float | None:
+        """The bin midpoints' Hodges-Lehmann estimate (None: not estimable, or an old result)."""
+        return self.raw.estimate
+
+    @property
+    def binned_interval(self) -> tuple[float, float] | None:
+        """The printed interval: the midpoints' Moses interval widened by the binning allowance
+        (docs/methods.md §12.3); None for a result made before it existed."""
+        return self.raw.binned_interval
+
     def to_frame(self) -> pd.DataFrame:
         """One row per quantity (index ``of``: estimate, low end, high end, interval) with the
-        ``low`` and ``high`` bounds the table allows."""
+        ``low`` and ``high`` bounds the table allows, then (when the result has them) the
+        printed ``binned interval`` and the midpoints' ``binned estimate`` (low = high)."""
         r = self.raw
         rows = [("estimate", r.estimate_low, r.estimate_high),
                 ("low end", r.low_low, r.low_high), ("high end", r.high_low, r.high_high),
                 ("interval", *r.interval)]
+        if r.binned_interval is not None:
+            point = math.nan if r.estimate is None else r.estimate
+            rows += [("binned estimate", point, point), ("binned interval", *r.binned_interval)]
         return _pandas().DataFrame(rows, columns=["of", "low", "high"]).set_index("of")
 
     def __repr__(self) -> str:
         r = self.raw
-        return (f"Shift(estimate in [{r.estimate_low:.4g}, {r.estimate_high:.4g}], "
-                f"{100 * r.level:g} % interval [{r.interval[0]:.4g}, {r.interval[1]:.4g}])")
+        if r.binned_interval is None:
+            return (f"Shift(estimate in [{r.estimate_low:.4g}, {r.estimate_high:.4g}], "
+                    f"{100 * r.level:g} % interval [{r.interval[0]:.4g}, {r.interval[1]:.4g}])")
+        point = "not estimable" if r.estimate is None else f"{r.estimate:.4g}"
+        low, high = r.binned_interval
+        return (f"Shift(estimate {point}, {100 * r.level:g} % interval [{low:.4g}, {high:.4g}]; "
+                f"bins allow [{r.interval[0]:.4g}, {r.interval[1]:.4g}])")
 
 
 class Table:

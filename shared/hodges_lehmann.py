@@ -35,6 +35,46 @@ totals must be whole numbers (they count records). Such counts are themselves es
 bin's records split at a limit another center added, so there the bounds hold for the table as
 shared out, not guaranteed for the records behind it.
 
+**The printed interval** (``binned_low``, ``binned_high``): the sharp bounds are far wider than
+the records' interval (each difference may sit at either end of its range at once), and they end
+at exactly 0 whenever the rank falls on a pair of adjacent bins (hi_b − lo_a = 0), so a table
+whose rank test rejects can still show an interval touching 0. We print instead the Moses
+interval of the bin midpoints widened by a binning allowance λ ∈ [0, 1] (default ½). With
+m_a = (lo_a + hi_a)/2, w_a = hi_a − lo_a and M_ab = m_b − m_a, each pair of finite bins gets
+
+    L^λ_ab = M_ab − λ·(w_a + w_b)/2 = (1 − λ)·M_ab + λ·L_ab,   H^λ_ab likewise with +,
+
+(a pair with an infinite limit keeps its sharp bounds L_ab, H_ab) and the interval is
+[L^λ_(c), H^λ_(nm+1−c)] (weighted order statistics, as above). Its guarantee, by the same
+monotonicity argument: *it contains the raw data's Moses interval whenever every record of a
+finite bin lies in the central fraction λ of its bin* (|x − m_a| <= λ·w_a/2): then each
+difference lies in [L^λ_ab, H^λ_ab]. λ = 1 gives the sharp bounds, λ = 0 the midpoints' own
+Moses interval (that of the data set with every record at its bin's midpoint). No interval
+narrower than the sharp bounds can contain the raw interval for *every* data set with this
+table, so a narrower one's containment is a statement about where records sit in their bins;
+how often it holds for real data is measured (docs/methods.md §12.3: at λ = ½ it contained the
+raw interval in 0.997-1.000 of replications and covered the true shift in 0.997-1.000, normal
+and lognormal data, 3 centers, K = 10, 60-750 records per arm).
+
+*Agreement with the rank test* (λ < 1, finite bins). L^λ_ab > 0 exactly when Y's bin b lies
+above X's bin a (adjacent bins give (1 − λ)(w_a + w_b)/2 > 0, a common bin −λ·w_a <= 0), so
+
+    binned_low > 0  ⟺  #{pairs with b > a} >= nm + 1 − c,
+
+whatever λ: the interval lies above 0 exactly when the table's Mann-Whitney count, with the
+pairs in a common bin counted against the shift, reaches the critical value nm + 1 − c of the
+Moses rank (a test at level 1 − ``achieved_level``), and mirror-wise below 0. The table's own
+test (``shared.mwu.table_test``) counts a common bin's pairs as ½ and uses the tie-corrected
+variance, so it rejects whenever the interval excludes 0 (up to its normal approximation); the
+converse fails only when the pairs sharing a bin decide. The allowance never moves an end across
+0, and for 0 < λ < 1 no end is exactly 0 (adjacent limits give (1 − λ)(w_a + w_b)/2, a common
+bin −λ·w_a).
+
+The point ``estimate`` is the Hodges-Lehmann estimate of the midpoints (the weighted median of
+M_ab); it lies in [``estimate_low``, ``estimate_high``]. A pair with an infinite limit has no
+midpoint: it is put at either bound, and where that moves the median the estimate is not
+estimable (NaN).
+
 References: Hodges JL, Lehmann EL (1963) Ann. Math. Stat. 34:598-611. Moses LE (1953) in Walker &
 Lev, Statistical Inference, 426-450. Lehmann EL (1975) Nonparametrics. Hollander M, Wolfe DA,
 Chicken E (2014) Nonparametric Statistical Methods, 3rd ed.
@@ -77,7 +117,10 @@ class HodgesLehmannResult:
 class HodgesLehmannBounds:
     """What a bin table allows: the raw estimate lies in [``estimate_low``, ``estimate_high``],
     the raw interval's lower end in [``low_low``, ``low_high``] and its upper end in
-    [``high_low``, ``high_high``]; [``low_low``, ``high_high``] is a conservative interval."""
+    [``high_low``, ``high_high``]; [``low_low``, ``high_high``] is a conservative interval.
+    ``estimate`` is the midpoints' Hodges-Lehmann estimate (NaN: not estimable) and
+    [``binned_low``, ``binned_high``] the printed interval, the midpoints' Moses interval widened
+    by the binning ``allowance`` λ (module docstring)."""
 
     estimate_low: float
     estimate_high: float
@@ -91,11 +134,20 @@ class HodgesLehmannBounds:
     n_x: int
     n_y: int
     method: str
+    estimate: float = math.nan
+    binned_low: float = math.nan
+    binned_high: float = math.nan
+    allowance: float = 0.5
 
     @property
     def interval(self) -> tuple[float, float]:
         """The conservative interval [L_(c), H_(nm+1−c)], containing the raw data's."""
         return self.low_low, self.high_high
+
+    @property
+    def binned_interval(self) -> tuple[float, float]:
+        """The printed interval [L^λ_(c), H^λ_(nm+1−c)] (module docstring)."""
+        return self.binned_low, self.binned_high
 
 
 def moses_rank(n: int, m: int, level: float) -> tuple[int, float, str]:
@@ -144,10 +196,18 @@ def _weighted_order(values: FloatArray, weights: FloatArray, ranks: FloatArray) 
     return np.asarray(v[np.minimum(idx, v.size - 1)])
 
 
-def hodges_lehmann_table(table: BinTable, *, level: float = 0.95) -> HodgesLehmannBounds:
+def hodges_lehmann_table(table: BinTable, *, level: float = 0.95,
+                         allowance: float = 0.5) -> HodgesLehmannBounds:
     """Bounds on the Hodges-Lehmann estimate and Moses interval of the data behind a two-arm bin
-    table (row 0 X, row 1 Y), from its limits and counts only (module docstring)."""
+    table (row 0 X, row 1 Y), from its limits and counts only, with the midpoints' estimate and
+    the interval widened by the binning ``allowance`` λ in [0, 1] (module docstring)."""
     level = check_open_unit(level, "level")
+    try:
+        allowance = float(allowance)
+    except (TypeError, ValueError):
+        raise ValueError(f"`allowance` must be a number in [0, 1], got {allowance!r}") from None
+    if not 0.0 <= allowance <= 1.0:
+        raise ValueError(f"`allowance` must be a number in [0, 1], got {allowance!r}")
     if not isinstance(table, BinTable):
         raise ValueError("`table` must be a BinTable (its limits bound the differences)")
     if table.n_groups != 2:
@@ -172,9 +232,25 @@ def hodges_lehmann_table(table: BinTable, *, level: float = 0.95) -> HodgesLehma
     ranks = np.r_[mid, float(c), float(nm + 1 - c)]
     low_r = _weighted_order(lower, w, ranks)
     high_r = _weighted_order(upper, w, ranks)
+    # Midpoint differences for pairs of finite bins; a pair with an infinite limit keeps its
+    # sharp bounds (it has no midpoint): L^λ = (1 − λ)·M + λ·L, H^λ = (1 − λ)·M + λ·H.
+    finite = np.isfinite(lower) & np.isfinite(upper)
+    with np.errstate(invalid="ignore"):
+        mids = np.where(finite, (lower + upper) / 2.0, 0.0)
+
+    def toward(bound: FloatArray, lam: float) -> FloatArray:
+        return np.where(finite, (1.0 - lam) * mids + lam * np.where(finite, bound, 0.0), bound)
+
+    binned_low = _weighted_order(toward(lower, allowance), w, ranks[2:3])[0]
+    binned_high = _weighted_order(toward(upper, allowance), w, ranks[3:4])[0]
+    est_low = _weighted_order(toward(lower, 0.0), w, mid).mean()
+    est_high = _weighted_order(toward(upper, 0.0), w, mid).mean()
+    estimate = float(est_low) if est_low == est_high else math.nan
     return HodgesLehmannBounds(
         estimate_low=float(low_r[:2].mean()), estimate_high=float(high_r[:2].mean()),
         low_low=float(low_r[2]), low_high=float(high_r[2]),
         high_low=float(low_r[3]), high_high=float(high_r[3]),
         level=level, achieved_level=achieved, rank=c, n_x=n, n_y=m, method=method,
+        estimate=estimate, binned_low=float(binned_low), binned_high=float(binned_high),
+        allowance=allowance,
     )

@@ -1,6 +1,8 @@
 """The Hodges-Lehmann shift of Y against X with its Moses interval (``{"kind": "shift",
 "level": 0.95}``), as far as the study's two-arm federated table allows: no release of its own,
-no ε (``shared.hodges_lehmann.hodges_lehmann_table``; docs/methods.md §12.3)."""
+no ε (``shared.hodges_lehmann.hodges_lehmann_table``; docs/methods.md §12.3). Printed first:
+the bin midpoints' estimate and their Moses interval widened by the binning allowance; then
+the bounds the bins give for sure."""
 
 from __future__ import annotations
 
@@ -14,11 +16,16 @@ from coordinator.rendering import _left_out, _table, fmt, left_out
 from coordinator.results import shift_result
 
 SHIFT_NOTE = (
-    "The table shows each record's bin, not its value, so it bounds what the records' "
-    "Hodges-Lehmann estimate (the median of the n_X·n_Y differences y − x) and Moses interval "
-    "would be: every difference lies between its two bins' nearest and farthest limits, and so "
-    "does each of their order statistics. The interval from the outer ends contains the "
-    "records' own interval, so it covers the shift at least as often (docs/methods.md §12.3).")
+    "The table shows each record's bin, not its value. The estimate is the Hodges-Lehmann "
+    "estimate of the bin midpoints (the median of their differences y − x); the interval is "
+    "the midpoints' Moses interval widened by a binning allowance λ: each difference is "
+    "allowed to move by λ·(w_a + w_b)/2, w the two bins' widths. It contains the records' own "
+    "Moses interval whenever every record lies in the central fraction λ of its bin, and it "
+    "excludes 0 exactly when the table's rank count reaches the interval's critical value, so "
+    "it never contradicts the table's rank test. Below it, what the bins allow for sure: every "
+    "difference lies between its two bins' nearest and farthest limits, and so does each of "
+    "their order statistics; the interval from the outer ends contains the records' own "
+    "interval whatever their values in the bins (docs/methods.md §12.3).")
 SHARED_OUT_NOTE = (
     "Some counts were shared out between limits another center added (docs/methods.md §2.5): "
     "the bounds hold for the table as shared out, not guaranteed for the records behind it.")
@@ -26,6 +33,25 @@ SHARED_OUT_NOTE = (
 
 def _percent(level: Any) -> str:
     return f"{fmt(100 * float(level), 3)} %"
+
+
+def _allowance(shift: dict[str, Any]) -> str:
+    return fmt(shift["allowance"]) if shift.get("allowance") is not None else "?"
+
+
+def printed_rows(shift: dict[str, Any]) -> list[list[Any]]:
+    """(what, value): the midpoints' estimate and the widened interval; none for a result made
+    before they existed."""
+    if shift.get("binned_interval") is None:
+        return []
+    estimate = shift.get("estimate")
+    low, high = shift["binned_interval"]
+    return [
+        ["estimate Δ̂ (bin midpoints)",
+         "not estimable (an open end bin)" if estimate is None else fmt(estimate)],
+        [f"{_percent(shift['level'])} interval (λ = {_allowance(shift)})",
+         f"[{fmt(low)}, {fmt(high)}]"],
+    ]
 
 
 def shift_rows(shift: dict[str, Any]) -> list[list[Any]]:
@@ -65,8 +91,11 @@ class Shift(Analysis[ShiftAnalysis]):
                       shown: Sequence[str]) -> list[str]:
         shift = result
         lines = [f"Hodges-Lehmann shift of Y against X, {_percent(shift['level'])} Moses "
-                 "interval, as the table's bins allow:"]
-        lines += [f"  {what:<28}{where}" for what, where in shift_rows(shift)]
+                 "interval, from the table's bins:"]
+        lines += [f"  {what:<32}{value}" for what, value in printed_rows(shift)]
+        if printed_rows(shift):
+            lines.append("  what the bins allow the records' own figures (they lie in):")
+        lines += [f"  {what:<32}{where}" for what, where in shift_rows(shift)]
         lines.append(f"  {rank_line(shift)}")
         if not shift.get("whole_counts", True):
             lines.append(f"  {SHARED_OUT_NOTE}")
@@ -79,7 +108,9 @@ class Shift(Analysis[ShiftAnalysis]):
         parts = [f"<h2>Hodges-Lehmann shift ({esc(_percent(shift['level']))} Moses "
                  "interval)</h2>"]
         parts += _left_out(shift)
-        parts.append(_table(["of Y − X", "lies in"], shift_rows(shift)))
+        if printed_rows(shift):
+            parts.append(_table(["of Y − X", "from the bins"], printed_rows(shift)))
+        parts.append(_table(["the records' own", "lies in"], shift_rows(shift)))
         parts.append(f"<p>{esc(rank_line(shift))}.</p>")
         parts.append(f"<p class='note'>{esc(SHIFT_NOTE)}</p>")
         if not shift.get("whole_counts", True):

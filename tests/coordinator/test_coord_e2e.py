@@ -388,6 +388,8 @@ async def test_shift_and_heterogeneity_over_real_centers(coordinator: Any) -> No
                  "high_high", "level", "achieved_level", "rank", "n_x", "n_y", "method"):
         assert shift[name] == getattr(expected, name), name
     assert tuple(shift["interval"]) == expected.interval
+    assert tuple(shift["binned_interval"]) == expected.binned_interval
+    assert shift["estimate"] == expected.estimate and shift["allowance"] == 0.5
     counts = np.array(table["counts"])
     # Three centers' table shares counts out at the limits a later center added (methods
     # §2.5), and says so; the bounds are the shared-out table's (a table of whole counts holds

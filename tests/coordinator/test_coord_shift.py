@@ -144,15 +144,27 @@ def test_summary_report_and_methods_show_them() -> None:
     text = "\n".join(REGISTRY["shift"].summary_lines(shown, view, []))
     assert "90 % Moses interval" in text and "estimate Δ̂" in text
     assert f"[{shift.interval[0]:.4g}, {shift.interval[1]:.4g}]" in text
+    # The printed figures come first: the midpoints' estimate and the widened interval.
+    assert shift.estimate is not None and shift.binned_interval is not None
+    low, high = shift.binned_interval
+    assert f"estimate Δ̂ (bin midpoints)     {shift.estimate:.4g}" in text
+    assert f"90 % interval (λ = 0.5)         [{low:.4g}, {high:.4g}]" in text
+    assert text.index("(bin midpoints)") < text.index("(outer ends)")
+    assert shift.interval[0] <= low <= shift.estimate <= high <= shift.interval[1]
     html = "".join(REGISTRY["shift"].report_parts(shown, view))
     assert "<h2>Hodges-Lehmann shift (90 % Moses interval)</h2>" in html
+    assert f"[{low:.4g}, {high:.4g}]" in html and "binning allowance" in html
+    (row,) = exports.shift(view)
+    assert (row["estimate"], row["interval_low"], row["interval_high"], row["allowance"]) == (
+        shift.estimate, low, high, 0.5)
     h = mwu["heterogeneity"]
     lines = "\n".join(REGISTRY["mwu"].summary_lines(mwu, view, []))
     assert f"Cochran's Q = {h['statistic']:.4g} on 1 df" in lines
     report = "".join(REGISTRY["mwu"].report_parts(mwu, view))
     assert "Heterogeneity between centers" in report
     said, cited = methods_sentences(view)
-    assert any("Hodges & Lehmann's (1963)" in s and "90 % interval" in s for s in said)
+    assert any("Hodges & Lehmann's (1963)" in s and "90 % interval" in s
+               and "binning allowance of 0.5" in s for s in said)
     assert any("Cochran's (1954) Q" in s for s in said)
     assert {"hodges", "moses", "cochran", "higgins"} <= set(cited)
     # A result with no heterogeneity says why, in both.
@@ -172,8 +184,21 @@ def test_the_client_builds_and_reads_a_shift() -> None:
     g = np.random.default_rng(9)
     result = shift_result(one_center_table(g.normal(size=30), g.normal(size=30)), 0.95)
     frame = Shift(result).to_frame()
-    assert list(frame.index) == ["estimate", "low end", "high end", "interval"]
+    assert list(frame.index) == ["estimate", "low end", "high end", "interval",
+                                 "binned estimate", "binned interval"]
     assert tuple(frame.loc["interval"]) == result.interval
+    assert tuple(frame.loc["binned interval"]) == result.binned_interval
+    assert Shift(result).estimate == result.estimate and "bins allow" in repr(Shift(result))
+    # A result stored before the printed figures existed still reads, and shows its bounds.
+    old = ShiftResult.model_validate(result.model_dump(
+        mode="json", exclude={"estimate", "binned_interval", "allowance"}))
+    assert old.binned_interval is None and old.estimate is None
+    assert list(Shift(old).to_frame().index) == ["estimate", "low end", "high end", "interval"]
+    shown = old.model_dump(mode="json")
+    text = "\n".join(REGISTRY["shift"].summary_lines(shown, view_of(shown), []))
+    assert "interval (outer ends)" in text and "λ =" not in text
+    (row,) = exports.shift(view_of(shown))
+    assert row["interval_low"] is None and row["estimate"] is None
 
 
 @pytest.mark.anyio

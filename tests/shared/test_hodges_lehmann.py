@@ -251,7 +251,7 @@ MODELS = {
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("sizes, k", [((40, 30, 20), 10), ((10, 10), 5)])
 def test_federated_table_interval_covers_at_least_the_nominal_level(model, sizes, k):
-    """The coordinator's shift interval (the outer ends from the federated table) covers the
+    """The shift result's sure interval (the outer ends from the federated table) covers the
     true shift Δ = 0.5 at >= 95 % for a shifted normal and a shifted lognormal (skewed), at
     three centers of 40/30/20 records per arm (K = 10, normal rank) and two of 10 (K = 5, exact
     rank). 1000 seeded replications each (SE of a coverage near 0.95: 0.0069). Measured
