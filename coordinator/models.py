@@ -815,9 +815,9 @@ class NoisePart(_Result):
 class CategoryCell(_Result):
     """One released cell of a categorical variable in one arm: its ``label`` (the declared
     ``categories`` merged into it, "missing" for the missing cell), its count, its share of the
-    arm's ``n`` in percent and that share's 95 % interval (Wilson; dp: at the effective size
-    the noise leaves, docs/methods.md §12.6). ``count_interval``: dp, the 95 % interval of the
-    true count."""
+    arm's ``n`` in percent and that share's 95 % interval (Wilson; dp: the score interval
+    with the noise variance added, docs/methods.md §12.7). ``count_interval``: dp, the 95 %
+    interval of the true count."""
 
     label: str
     categories: list[str | None]

@@ -538,7 +538,9 @@ CATEGORY_NOTE = (
     "(%) of all the arm's records. K-anonymous counts are exact, each 0 or at least K: a cell "
     "of 1..K-1 records at a center (the missing cell included) is merged with its neighbours "
     "in the declared order, shown as \"a or b\" (docs/privacy.md, guarantee 15). ε-DP counts "
-    "carry two-sided geometric noise (a count below 0 shown as 0).")
+    "carry two-sided geometric noise: each center's arm is shown as the nonnegative integers "
+    "nearest its noisy counts that add up to the arm's one N (the column's N in a Table 1), "
+    "overall and pooled counts the sums of those shown.")
 
 
 def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center: bool = False

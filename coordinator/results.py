@@ -62,8 +62,8 @@ from coordinator.protocols.categorical import (
 )
 from coordinator.protocols.describe import FederatedDescribe
 from coordinator.protocols.missing import Missing, arm_missing
-from coordinator.protocols.table_one import ArmSizes, consistent_rows
 from coordinator.protocols.quantiles import Estimate
+from coordinator.protocols.table_one import ArmSizes, consistent_rows
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.uncertainty import box_rank_halfwidths
 from shared.effects import ProbabilisticIndex, probabilistic_index

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,8 +35,15 @@ from shared.dp.uncertainty import laplace_sum_halfwidth
 
 IntArray = NDArray[np.int64]
 
-__all__ = ["Linear", "NoisyCounts", "adjusted", "combined_total", "projected",
-           "simplex_projection", "shown_total"]
+__all__ = [
+    "Linear",
+    "NoisyCounts",
+    "adjusted",
+    "combined_total",
+    "projected",
+    "shown_total",
+    "simplex_projection",
+]
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,10 @@ class Linear:
     def times(self, factor: float) -> Linear:
         return Linear(self.value * factor, {k: c * factor for k, c in self.coefficients.items()})
 
-    def variance(self, variances: Mapping[Hashable, float]) -> float:
+    def variance(self, variances: Mapping[Any, float]) -> float:
         return float(sum(c * c * variances[k] for k, c in self.coefficients.items()))
 
-    def halfwidth(self, variances: Mapping[Hashable, float], level: float = 0.95) -> float:
+    def halfwidth(self, variances: Mapping[Any, float], level: float = 0.95) -> float:
         """t with P(|noise| <= t) = ``level``, each draw taken as Laplace of its variance
         (scale √(σ²/2): exact for the Laplace counts of a description, for a two-sided
         geometric cell the continuous law of the same variance); 0 without noise."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from coordinator.models import ArmSize, DescribeRow
 from coordinator.protocols.categorical import FederatedCounts
@@ -36,7 +37,7 @@ class Shown:
         return Shown(self.value + other.value, self.estimate + other.estimate)
 
 
-def _interval(shown: Shown, variances: Mapping[Hashable, float]) -> tuple[float, float] | None:
+def _interval(shown: Shown, variances: Mapping[Any, float]) -> tuple[float, float] | None:
     """The 95 % interval of the count's linear estimate (None: exact, no noise)."""
     if not shown.estimate.coefficients:
         return None
@@ -98,8 +99,9 @@ def _categorical_parts(fed: FederatedCounts) -> dict[tuple[str, str], NoisyCount
 
 def arm_sizes(described: FederatedDescribe, categorical: Sequence[FederatedCounts],
               arms: Sequence[str], centers: Sequence[str]) -> ArmSizes | None:
-    """N̂ per center (``centers``: the numeric rows') and arm from every DP release of the Table 1 (module
-    docstring); None when there is none (a table Table 1)."""
+    """N̂ per center (``centers``: the numeric rows') and arm from every DP release of the
+    Table 1 (module docstring); None when a center released no noisy count of an arm (a
+    table Table 1)."""
     parts: dict[tuple[str, str], list[NoisyCounts]] = {}
     for (_, c, arm), counts in described.releases.items():
         parts.setdefault((c, arm), []).append(counts)

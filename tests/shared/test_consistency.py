@@ -18,8 +18,8 @@ from shared.consistency import (
     adjusted,
     combined_total,
     projected,
-    simplex_projection,
     shown_total,
+    simplex_projection,
 )
 
 
