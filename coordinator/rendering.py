@@ -563,17 +563,14 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center:
     interval = "95 % interval" if analysis.get("mode") == "dp" else "exact bounds"
     columns = ([("pooled", a) for a in arms] if pooled else []) + [
         (c, a) for c in centers for a in arms]
-    # A DP Table 1's one N per column (every row of it adds up to it), in the header.
-    sizes = {(s["center"], s["arm"]): s["n"] for s in analysis.get("sizes") or []}
-
-    def sized(label: str, key: tuple[str, str]) -> str:
-        return f"{label} (N = {sizes[key]})" if key in sizes else label
-
-    header = ["variable", *((sized(a if a != DESCRIBE_ALL else "Overall", ("pooled", a))
-                             for a in arms) if pooled else []), *(
-        sized(f"{c}: {a if a != DESCRIBE_ALL else 'overall'}", (c, a))
-        for c in centers for a in arms)]
+    header = ["variable", *((groups or []) + ["Overall"] if pooled else []), *(
+        f"{c}: {a if a != DESCRIBE_ALL else 'overall'}" for c in centers for a in arms)]
     rows: list[list[str]] = []
+    # A DP Table 1's one N per column, which every row of the column adds up to (n + missing,
+    # categories + missing), first (coordinator.protocols.table_one).
+    sizes = {(s["center"], s["arm"]): s for s in analysis.get("sizes") or []}
+    if sizes:
+        rows.append(["N", *(_n(sizes[key]) if key in sizes else "—" for key in columns)])
     variables = list(dict.fromkeys(v for v, _, _ in found))
     for v in variables:
         name = f"{v} ({units[v]})" if v in units else v

@@ -5,7 +5,6 @@ centers and rendered as the report shows it."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -173,15 +172,19 @@ async def test_a_rendered_dp_table_one_has_one_n_per_arm_and_overall_the_sum(
     assert isinstance(described, DescribeResult), described
     header, rows = table_one(described.model_dump(mode="json"), ["ctl", "trt"],
                              per_center=True)
-    # The header carries each column's N: pooled ctl, trt, Overall, then each center's.
-    sizes = [int(re.search(r"\(N = (\d+)\)", h).group(1)) for h in header[1:]]  # type: ignore[union-attr]
+    assert header[1:4] == ["ctl", "trt", "Overall"]
+    # The first line holds each column's N: pooled ctl, trt, Overall, then each center's.
+    assert rows[0][0] == "N"
+    sizes = [int(cell.split()[0]) for cell in rows[0][1:]]
     assert len(sizes) == 3 * (1 + len(LAYOUT))
     for i in range(0, len(sizes), 3):
         assert sizes[i + 2] == sizes[i] + sizes[i + 1]  # overall = Σ arms
     for j in range(3):
         assert sizes[j] == sum(sizes[3 * (k + 1) + j] for k in range(len(LAYOUT)))
     true = [sum(LAYOUT[c][a][0] for c in LAYOUT) for a in ("ctl", "trt")]
-    assert abs(sizes[0] - true[0]) < 40 and abs(sizes[1] - true[1]) < 40  # noise, ε = 0.5
+    # The centers' noise is not seeded: a pooled N's SD is about 10 (√(3 · 31), mostly the
+    # categorical cells' geometric noise), so 80 is 8 SDs (the noise's tails are exponential).
+    assert abs(sizes[0] - true[0]) < 80 and abs(sizes[1] - true[1]) < 80
 
     def numbers(label: str) -> list[list[int]]:
         """The leading count of each column on every line labelled ``label``."""
