@@ -815,9 +815,9 @@ class NoisePart(_Result):
 class CategoryCell(_Result):
     """One released cell of a categorical variable in one arm: its ``label`` (the declared
     ``categories`` merged into it, "missing" for the missing cell), its count, its share of the
-    arm's ``n`` in percent and that share's 95 % interval (Wilson; dp: at the effective size
-    the noise leaves, docs/methods.md §12.6). ``count_interval``: dp, the 95 % interval of the
-    true count."""
+    arm's ``n`` in percent and that share's 95 % interval (Wilson; dp: the score interval
+    with the noise variance added, docs/methods.md §12.7). ``count_interval``: dp, the 95 %
+    interval of the true count."""
 
     label: str
     categories: list[str | None]
@@ -875,6 +875,17 @@ class CategoricalResult(_Result):
     excluded: list[ExcludedCenter]
 
 
+class ArmSize(_Result):
+    """The one size N of a column of a DP Table 1 (one center's arm or overall, or pooled),
+    shared by every row of the column (docs/methods.md, "One consistent DP Table 1"), with
+    its 95 % interval (of the true size: the noise)."""
+
+    center: str
+    arm: str
+    n: int
+    n_interval: tuple[float, float] | None = None
+
+
 class DescribeResult(_Result):
     kind: Literal["describe"] = "describe"
     status: Literal["succeeded"] = "succeeded"
@@ -893,6 +904,9 @@ class DescribeResult(_Result):
     categorical: list[CategoryArm] = Field(
         default_factory=list, description="the categorical variables' n (%) per category, "
                                           "center and arm")
+    sizes: list[ArmSize] = Field(
+        default_factory=list, description="dp: the one N of each column (center or pooled, "
+                                          "arm or all) every row of it adds up to")
     notes: list[str] = Field(default_factory=list,
                              description="what was not released, and why")
 

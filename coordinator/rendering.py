@@ -538,7 +538,9 @@ CATEGORY_NOTE = (
     "(%) of all the arm's records. K-anonymous counts are exact, each 0 or at least K: a cell "
     "of 1..K-1 records at a center (the missing cell included) is merged with its neighbours "
     "in the declared order, shown as \"a or b\" (docs/privacy.md, guarantee 15). ε-DP counts "
-    "carry two-sided geometric noise (a count below 0 shown as 0).")
+    "carry two-sided geometric noise: each center's arm is shown as the nonnegative integers "
+    "nearest its noisy counts that add up to the arm's one N (the column's N in a Table 1), "
+    "overall and pooled counts the sums of those shown.")
 
 
 def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center: bool = False
@@ -564,6 +566,11 @@ def table_one(analysis: dict[str, Any], groups: list[str] | None, *, per_center:
     header = ["variable", *((groups or []) + ["Overall"] if pooled else []), *(
         f"{c}: {a if a != DESCRIBE_ALL else 'overall'}" for c in centers for a in arms)]
     rows: list[list[str]] = []
+    # A DP Table 1's one N per column, which every row of the column adds up to (n + missing,
+    # categories + missing), first (coordinator.protocols.table_one).
+    sizes = {(s["center"], s["arm"]): s for s in analysis.get("sizes") or []}
+    if sizes:
+        rows.append(["N", *(_n(sizes[key]) if key in sizes else "—" for key in columns)])
     variables = list(dict.fromkeys(v for v, _, _ in found))
     for v in variables:
         name = f"{v} ({units[v]})" if v in units else v

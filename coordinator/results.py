@@ -64,6 +64,7 @@ from coordinator.protocols.categorical import (
 from coordinator.protocols.describe import FederatedDescribe
 from coordinator.protocols.missing import Missing, arm_missing
 from coordinator.protocols.quantiles import Estimate
+from coordinator.protocols.table_one import ArmSizes, consistent_rows
 from shared.dp.boxplot import BoxplotResult
 from shared.dp.uncertainty import box_rank_halfwidths
 from shared.effects import ProbabilisticIndex, probabilistic_index
@@ -255,12 +256,15 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int, 
                     missing: dict[str, Missing] | None = None,
                     groups: tuple[str, str] | None = None,
                     categorical: Sequence[CategoryArm] = (), notes: Sequence[str] = (),
-                    excluded: Sequence[CenterFailure] = ()) -> DescribeResult:
+                    excluded: Sequence[CenterFailure] = (),
+                    sizes: ArmSizes | None = None) -> DescribeResult:
     """The describe rows as released (``coordinator.protocols.describe``), each with its
     ``missing`` count: a DP row's from its description where every center released one (the
     noisy twin, with its 95 % interval: ``shared.describe.dp_describe``), else from the centers'
     exact missing counts (``coordinator.protocols.missing``; none where a center does not
-    release them); and the categorical variables' rows."""
+    release them); and the categorical variables' rows. With ``sizes`` (a DP Table 1) every
+    row's n and missing add up to its column's one N, overall and pooled rows the sums of
+    theirs (``coordinator.protocols.table_one``)."""
     centers = list(fed.spent)
     rows = [
         DescribeRow(
@@ -281,6 +285,11 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int, 
         )
         for line in fed.lines
     ]
+    if sizes is not None:
+        exact = {(line.variable, c, arm): _missing_of(missing or {}, line.variable, c, arm,
+                                                      groups, centers)
+                 for line in fed.lines for c in sizes.sizes for arm in sizes.arms}
+        rows = consistent_rows(rows, fed, sizes, exact)
     return DescribeResult(
         mode=analysis.method, k=k, epsilon=analysis.epsilon, rows=rows, units=dict(fed.units),
         noise={v: [NoisePart(name=p.name, epsilon=p.epsilon, mechanism=p.mechanism,
@@ -289,6 +298,7 @@ def describe_result(fed: FederatedDescribe, analysis: DescribeAnalysis, k: int, 
         spent=dict(fed.spent),
         excluded=[excluded_center(f) for f in [*fed.excluded, *excluded]],
         categorical=list(categorical), notes=list(notes),
+        sizes=sizes.rows() if sizes is not None else [],
     )
 
 

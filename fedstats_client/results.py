@@ -368,9 +368,9 @@ class Categorical:
     def to_frame(self) -> pd.DataFrame:
         """One tidy row per (``variable``, ``center``, ``arm``, ``category``): the released
         cell's ``count``, its ``percent`` of the arm's records with a category and that
-        share's 95 % interval (``low``, ``high``; DP: at the noise's effective size),
-        ``count_interval`` (DP), the arm's ``n`` and ``missing``; ``source`` the analysis kind
-        and ``analysis`` its mode."""
+        share's 95 % interval (``low``, ``high``; DP: the score interval with the noise
+        variance added), ``count_interval`` (DP), the arm's ``n`` and ``missing``; ``source``
+        the analysis kind and ``analysis`` its mode."""
         rows = []
         for raw in self.raws:
             arms = raw.arms if raw.kind == "categorical" else raw.categorical

@@ -307,31 +307,54 @@ def category_shares(counts: ArrayLike, *, level: float = 0.95) -> tuple[Category
 
 def noisy_share_interval(counts: ArrayLike, noise_variances: ArrayLike, index: int, *,
                          level: float = 0.95) -> tuple[float, float]:
-    """Wilson's interval for category ``index``'s share of noisy ``counts`` (one per category,
-    clamped at 0; each carrying independent noise of variance ``noise_variances``), at the
-    effective size the noise leaves (Korn & Graubard 1998's design-effect form):
+    """The score interval for category ``index``'s share p of noisy ``counts`` (one per
+    category, *unclamped*: they may be negative; each carrying independent zero-mean noise of
+    variance ``noise_variances``), covering the share sampling and noise together: Wilson's
+    (1927) score interval with the noise variance added to the score's variance.
 
-        p̂ = c/n, n = Σ c;  Var_noise p̂ ≈ (σ²_c(1 − 2p) + p²·Σσ²_j)/n²   (delta method);
-        deff = 1 + n·Var_noise(p̃)/(p̃(1 − p̃)),  n_eff = n/deff,
+    With Y_j = X_j + Z_j, T = Σ Y the noisy total and X ~ Multinomial(n, p), the score
+    U(p) = Y_j − p·T = (X_j − n p) + (1 − p)·Z_j − p·Σ_{i≠j} Z_i has mean 0 and variance
 
-    with p̃ = (c + z²/2)/(n + z²), Wilson's centre (never 0 or 1), and Wilson's interval of
-    p̂·n_eff out of n_eff. Without noise it is :func:`wilson_interval`; it covers the share of
-    the population sampled, sampling and noise together."""
+        V(p) = n p(1 − p) + (1 − p)²·σ²_j + p²·Σ_{i≠j} σ²_i,
+
+    so the interval is {p ∈ [0, 1] : U(p)² <= z² V(p)} with n estimated by max(T, 0): the
+    roots of the quadratic (T² + z²n − z²(σ²_j + σ²_rest))p² − (2T Y_j + z²n − 2z²σ²_j)p +
+    (Y_j² − z²σ²_j) <= 0, clamped to [0, 1]. Without noise it is Wilson's interval. The raw
+    counts keep the score unbiased at a share near 0, where clamping them at 0 (or the Wald
+    interval's p̂(1 − p̂) variance, 0 there) would not; the normal law of U is an
+    approximation (the noise is two-sided geometric, its tails a little heavier). When the
+    noise leaves the quadratic without a positive leading coefficient (T² + z²n <=
+    z²Σσ²: the noise swamps the counts) every share is consistent with the data: [0, 1].
+    Coverage by simulation: docs/methods.md §12.7."""
     level = check_open_unit(level, "level")
-    c = _counts(counts, "counts", 1)
+    c = np.asarray(counts, dtype=np.float64)
+    if c.ndim != 1 or c.size < 1 or not np.isfinite(c).all():
+        raise ValueError("`counts` must be one finite count per category")
     v = np.asarray(noise_variances, dtype=np.float64)
     if v.shape != c.shape or not np.isfinite(v).all() or np.any(v < 0):
         raise ValueError("one finite noise variance >= 0 per count")
-    n = float(c.sum())
-    if n <= 0:
-        raise ValueError("`counts` must hold at least one record")
-    z = float(special.ndtri(0.5 + level / 2.0))
-    p = float(c[index]) / n
-    tilde = (float(c[index]) + z * z / 2.0) / (n + z * z)
-    noise = (float(v[index]) * (1.0 - 2.0 * tilde) + tilde * tilde * float(v.sum())) / (n * n)
-    deff = 1.0 + n * max(noise, 0.0) / (tilde * (1.0 - tilde))
-    n_eff = n / deff
-    return wilson_interval(p * n_eff, n_eff, level=level)
+    if not 0 <= index < c.size:
+        raise ValueError(f"`index` must lie in 0..{c.size - 1}")
+    z2 = float(special.ndtri(0.5 + level / 2.0)) ** 2
+    total, y = float(c.sum()), float(c[index])
+    a, b = float(v[index]), float(v.sum() - v[index])
+    n = max(total, 0.0)
+    quad = total * total + z2 * n - z2 * (a + b)
+    if quad <= 0:
+        return 0.0, 1.0
+    lin = 2.0 * total * y + z2 * n - 2.0 * z2 * a
+    const = y * y - z2 * a
+    disc = lin * lin - 4.0 * quad * const
+    if disc < 0:  # no share makes the score small: Y_j far below 0 or above T (rare)
+        edge = 0.0 if y < total / 2.0 else 1.0
+        return edge, edge
+    root = math.sqrt(disc)
+    low, high = (lin - root) / (2.0 * quad), (lin + root) / (2.0 * quad)
+    low, high = min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0)
+    if a == 0 and b == 0 and 0 <= y <= total:  # exact counts: Wilson's ends at 0 and n
+        low = 0.0 if y == 0 else low
+        high = 1.0 if y == total else high
+    return low, high
 
 
 def pearson_noise_inflation(table: ArrayLike, noise_variances: ArrayLike) -> float:

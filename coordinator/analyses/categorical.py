@@ -29,9 +29,9 @@ from coordinator.results import categorical_result
 from shared.protocol import DatasetInfo
 
 DP_INTERVAL_NOTE = (
-    "DP: each share's interval is Wilson's at the effective size the noise leaves (n divided "
-    "by the design effect 1 + n·Var_noise(p)/(p(1 − p)), Korn & Graubard 1998), so it covers "
-    "sampling and noise together; each count's interval is ± 1.96 noise SDs (normal "
+    "DP: each share's interval is Wilson's score interval with the noise's variance added to "
+    "the score's, read off the noisy (unclamped) counts, so it covers sampling and noise "
+    "together, a rare category's too; each count's interval is ± 1.96 noise SDs (normal "
     "approximation of the summed noise). The tests' statistics are divided by the noise's "
     "first-order inflation δ (docs/methods.md §12.7).")
 

@@ -12,8 +12,9 @@ from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
 from coordinator.analyses.categorical import dp_request
 from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
 from coordinator.protocols.categorical import category_arms, federated_counts, merge_notes
-from coordinator.protocols.describe import federated_describe
+from coordinator.protocols.describe import ALL, federated_describe
 from coordinator.protocols.missing import missing_counts
+from coordinator.protocols.table_one import arm_sizes
 from coordinator.rendering import (
     DESCRIBE_HEADER,
     _left_out,
@@ -118,18 +119,26 @@ class Describe(Analysis[DescribeAnalysis]):
             missing = await missing_counts(
                 [p for p in good if p.center_id not in study.survey.dp_mode],
                 dataset=spec.dataset, variables=analysis.described(spec.variable))
-        categorical, notes, excluded = [], [], []
+        feds, notes, excluded = [], [], []
+        centers = list(described.spent)  # the centers of the numeric rows
         for v in analysis.categorical or ():
             counts = await federated_counts(
                 study.survey, dataset=spec.dataset, variable=v, groups=spec.pair, k=spec.k,
                 mode=analysis.method, epsilon=analysis.epsilon, min_centers=study.min_centers,
                 allow_partial=spec.allow_partial)
-            categorical += category_arms(counts, per_center=analysis.per_center,
-                                         pooled=analysis.pooled)
+            feds.append(counts)
             notes += [f"{v}: {n}" for n in merge_notes(counts)]
             excluded += [f for f in counts.excluded if f not in study.survey.excluded]
             for c, eps in counts.spent.items():
                 described.spent[c] = described.spent.get(c, 0.0) + eps
+        # DP: one N per center and arm from the releases above (post-processing, no ε),
+        # shared by every row (coordinator.protocols.table_one).
+        sizes = (arm_sizes(described, feds, spec.pair or (ALL,), centers)
+                 if analysis.method == "dp" else None)
+        shown = sizes.shown() if sizes is not None else None
+        categorical = [arm for counts in feds
+                       for arm in category_arms(counts, per_center=analysis.per_center,
+                                                pooled=analysis.pooled, sizes=shown)]
         return describe_result(described, analysis, spec.k, missing=missing,
                                groups=spec.pair, categorical=categorical, notes=notes,
-                               excluded=excluded)
+                               excluded=excluded, sizes=sizes)

@@ -10,7 +10,10 @@ Two modes, the analyst's choice:
   up there (post-processing of released counts).
 * ``dp`` — each center's ε-DP counts per arm (``POST .../dp/categorical``, ε per arm): every
   category and the missing cell alone, each with two-sided geometric noise whose variance the
-  release states. Pooled counts are sums (noise variances add); a count below 0 is shown as 0.
+  release states. Each center's arm is shown as the nonnegative integers closest to its noisy
+  counts that add up to its size (the arm's noisy total, or a Table 1's one size per center
+  and arm: ``shared.consistency``); pooled and overall counts are sums of the shown ones, the
+  intervals read off the noisy counts (noise variances add).
 
 The missing cell, when released alone, is each arm's *missing* count, not a category: shares
 are of the records with a category. Merged with the last categories (a center released it so),
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +50,7 @@ from shared.categorical import (
     wilson_interval,
 )
 from shared.category_counts import common_cells, regroup
+from shared.consistency import projected
 from shared.protocol import (
     RELEASE_RTOL,
     CategoricalRelease,
@@ -203,24 +207,26 @@ def cell_label(cell: tuple[int, ...], categories: Sequence[str]) -> str:
     return " or ".join(names)
 
 
-def _arm(fed: FederatedCounts, center: str, arm: str, counts: NDArray[np.float64],
-         variances: NDArray[np.float64] | None) -> CategoryArm:
+def _arm(fed: FederatedCounts, center: str, arm: str, shown_counts: NDArray[np.float64],
+         counts: NDArray[np.float64], variances: NDArray[np.float64] | None) -> CategoryArm:
     """One arm's row: its shown cells (the missing cell apart when alone) with n (%) and the
-    share's 95 % interval (Wilson; dp: at the noise's effective size)."""
+    share's 95 % interval. ``shown_counts`` are the counts shown (table: the released ones;
+    dp: the consistent ones, :func:`shown_counts`), ``counts`` the released (dp: noisy,
+    unclamped) ones the intervals are read from: Wilson's (table), the noisy score interval
+    (dp, ``shared.categorical.noisy_share_interval``)."""
     shown = len(fed.cells) - 1 if fed.missing_alone else len(fed.cells)
     raw = counts[:shown]
-    clamped = np.maximum(raw, 0.0)  # dp: a count below 0 is shown as 0 (post-processing)
-    n = float(clamped.sum())
+    n = float(shown_counts[:shown].sum())
     cells = []
     for j in range(shown):
-        count = float(clamped[j])
+        count = float(shown_counts[j])
         percent = low = high = None
         if n > 0:
             percent = 100.0 * count / n
             if variances is None:
                 lo, hi = wilson_interval(count, n)
             else:
-                lo, hi = noisy_share_interval(clamped, variances[:shown], j)
+                lo, hi = noisy_share_interval(raw, variances[:shown], j)
             low, high = 100.0 * lo, 100.0 * hi
         interval = None
         if variances is not None:
@@ -233,7 +239,7 @@ def _arm(fed: FederatedCounts, center: str, arm: str, counts: NDArray[np.float64
             count=count, percent=percent, low=low, high=high, count_interval=interval))
     missing = missing_interval = None
     if fed.missing_alone:
-        missing = max(0.0, float(counts[-1]))
+        missing = float(shown_counts[-1])
         if variances is not None:
             h = Z95 * math.sqrt(float(variances[-1]))
             missing_interval = (max(0.0, float(counts[-1]) - h), max(0.0, float(counts[-1]) + h))
@@ -241,30 +247,57 @@ def _arm(fed: FederatedCounts, center: str, arm: str, counts: NDArray[np.float64
                        missing_interval=missing_interval, cells=cells)
 
 
-def _arms_of(fed: FederatedCounts, center: str, counts: NDArray[np.float64],
+def shown_counts(fed: FederatedCounts, sizes: Mapping[str, Sequence[int]] | None = None,
+                 ) -> dict[str, NDArray[np.float64]]:
+    """The counts shown per center (arms × cells). Table mode: the released ones. DP: each
+    center's arm made to add up to its size (``sizes[center][arm]``, the Table 1's one size
+    per center and arm; without it, the arm's own noisy total rounded): the nonnegative
+    integers closest to its noisy cells with that total (``shared.consistency.projected``),
+    so no count is below 0 and every row of the arm, categories and missing together, holds
+    the same records (docs/methods.md, "One consistent DP Table 1")."""
+    if fed.variances is None:
+        return dict(fed.counts)
+    out = {}
+    for c, counts in fed.counts.items():
+        rows = []
+        for g, row in enumerate(counts):
+            size = (sizes[c][g] if sizes is not None and c in sizes
+                    else max(0, round(float(row.sum()))))
+            rows.append(projected(row, size))
+        out[c] = np.array(rows, dtype=np.float64)
+    return out
+
+
+def _arms_of(fed: FederatedCounts, center: str, shown: NDArray[np.float64],
+             counts: NDArray[np.float64],
              variances: NDArray[np.float64] | None) -> list[CategoryArm]:
-    """Each arm of one table, then both together ("all") when there are two."""
-    rows = [_arm(fed, center, arm, counts[g], None if variances is None else variances[g])
+    """Each arm of one table, then both together ("all", the sum of the arms' shown counts)
+    when there are two."""
+    rows = [_arm(fed, center, arm, shown[g], counts[g],
+                 None if variances is None else variances[g])
             for g, arm in enumerate(fed.arms)]
     if len(fed.arms) > 1:
-        rows.append(_arm(fed, center, ALL, counts.sum(axis=0),
+        rows.append(_arm(fed, center, ALL, shown.sum(axis=0), counts.sum(axis=0),
                          None if variances is None else variances.sum(axis=0)))
     return rows
 
 
-def category_arms(fed: FederatedCounts, *, per_center: bool,
-                  pooled: bool = True) -> list[CategoryArm]:
-    """The rows shown: each center's arms (``per_center``), then the pooled arms."""
+def category_arms(fed: FederatedCounts, *, per_center: bool, pooled: bool = True,
+                  sizes: Mapping[str, Sequence[int]] | None = None) -> list[CategoryArm]:
+    """The rows shown: each center's arms (``per_center``), then the pooled arms; every
+    overall row the sum of its arms, every pooled row the sum of its centers (shown counts:
+    :func:`shown_counts`, made consistent with ``sizes`` in DP)."""
+    shown = shown_counts(fed, sizes)
     rows: list[CategoryArm] = []
     if per_center:
         for c, counts in fed.counts.items():
-            rows += _arms_of(fed, c, counts, None if fed.variances is None
+            rows += _arms_of(fed, c, shown[c], counts, None if fed.variances is None
                              else fed.variances[c])
     if pooled:
-        total = sum(fed.counts.values(), np.zeros((len(fed.arms), len(fed.cells))))
-        noise = (None if fed.variances is None else
-                 sum(fed.variances.values(), np.zeros((len(fed.arms), len(fed.cells)))))
-        rows += _arms_of(fed, POOLED, total, noise)
+        zero = np.zeros((len(fed.arms), len(fed.cells)))
+        total = sum(fed.counts.values(), zero)
+        noise = (None if fed.variances is None else sum(fed.variances.values(), zero))
+        rows += _arms_of(fed, POOLED, sum(shown.values(), zero), total, noise)
     return rows
 
 

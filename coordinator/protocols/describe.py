@@ -34,6 +34,7 @@ from coordinator.protocols.survey import Survey, require
 from coordinator.protocols.table import FederatedTable, check_table_release
 from shared import kinds
 from shared.binning import BinTable, Extreme
+from shared.consistency import NoisyCounts
 from shared.describe import (
     DescribePart,
     DPDescription,
@@ -82,6 +83,10 @@ class FederatedDescribe:
     units: dict[str, str]
     excluded: tuple[CenterFailure, ...]
     tables: dict[str, FederatedTable] = field(default_factory=dict)
+    releases: dict[tuple[str, str, str], NoisyCounts] = field(default_factory=dict)
+    """DP: per (variable, center, arm) the description's noisy counts of the arm's records,
+    (present, missing) or (present,) under complete cases, each with its Laplace variance
+    (the one size per arm of a consistent Table 1: ``coordinator.protocols.table_one``)."""
 
 
 def check_release(center: str, release: DescribeRelease, asked: DescribeRequest) -> None:
@@ -210,12 +215,20 @@ async def _dp(survey: Survey, *, dataset: str, variables: Sequence[str],
     lines: list[DescribeLine] = []
     noise: dict[str, tuple[DescribePart, ...]] = {}
     spent = {c: 0.0 for c in good}
+    releases: dict[tuple[str, str, str], NoisyCounts] = {}
     for v in variables:
         first = got[(v, arms[0])][good[0]].to_result()
         noise[v] = first.parts
         by_center = {c: [got[(v, arm)][c].to_result() for arm in arms] for c in good}
         for c in good:
             spent[c] += sum(d.spent.epsilon for d in by_center[c])
+            for arm, d in zip(arms, by_center[c], strict=True):
+                scale = d.noise()[0].count
+                if scale > 0:
+                    found = (d.count,) if d.missing is None else (d.count, d.missing)
+                    releases[(v, c, arm or ALL)] = NoisyCounts(
+                        tuple(("describe", v, c, arm or ALL, j) for j in range(len(found))),
+                        tuple(float(x) for x in found), 2.0 * scale * scale)
         if per_center:
             for c in good:
                 for arm, d in zip(arms, by_center[c], strict=True):
@@ -233,7 +246,8 @@ async def _dp(survey: Survey, *, dataset: str, variables: Sequence[str],
                 every = _pool(v, [d for c in good for d in by_center[c]])
                 lines.append(DescribeLine(v, POOLED, ALL, every.summary(), DP_POOLED_METHOD,
                                           epsilon * len(arms)))
-    return FederatedDescribe(tuple(lines), spent, noise, units, tuple(excluded))
+    return FederatedDescribe(tuple(lines), spent, noise, units, tuple(excluded),
+                             releases=releases)
 
 
 def _rows_of(table: BinTable, variable: str, center: str,

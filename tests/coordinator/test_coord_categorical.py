@@ -247,7 +247,8 @@ def test_the_noise_correction_keeps_the_null_law_and_the_share_interval_covers()
     for _ in range(runs):
         true = np.stack([[rng.multinomial(60, probs) for _ in range(2)] for _ in range(3)])
         noise = (rng.geometric(1 - alpha, true.shape) - rng.geometric(1 - alpha, true.shape))
-        noisy = np.maximum(true + noise, 0).astype(float)
+        released = (true + noise).astype(float)
+        noisy = np.maximum(released, 0)
         pooled = noisy.sum(axis=0)
         x2 = pearson_chi2(pooled).statistic
         raw.append(x2)
@@ -255,7 +256,8 @@ def test_the_noise_correction_keeps_the_null_law_and_the_share_interval_covers()
         from shared.categorical import generalized_cmh
         cmh.append(generalized_cmh(noisy).statistic
                    / cmh_noise_inflation(noisy, np.full(noisy.shape, var)))
-        lo, hi = noisy_share_interval(pooled[0], np.full(3, 3 * var), 0)
+        # The share interval reads the unclamped noisy counts (clamping biases a share up).
+        lo, hi = noisy_share_interval(released.sum(axis=0)[0], np.full(3, 3 * var), 0)
         covered += lo <= probs[0] <= hi
     raw_rate = np.mean(np.array(raw) > stats.chi2.ppf(0.95, 2))
     rate = np.mean(np.array(corrected) > stats.chi2.ppf(0.95, 2))
@@ -263,7 +265,7 @@ def test_the_noise_correction_keeps_the_null_law_and_the_share_interval_covers()
     assert raw_rate > 0.10  # the noise alone makes X² reject too often
     assert 0.03 <= rate <= 0.07 and 0.03 <= cmh_rate <= 0.07
     assert np.mean(corrected) == pytest.approx(2.0, rel=0.1)
-    assert 0.93 <= covered / runs <= 0.985
+    assert 0.93 <= covered / runs <= 0.97  # MC SE ≈ 0.005 at 2,000 tables
 
 
 # -- the analysis over in-process centers ----------------------------------------------------

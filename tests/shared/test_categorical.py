@@ -306,3 +306,43 @@ def test_fixed_scores_on_two_columns_give_the_general_association():
         cmh_mean_scores(tables, [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="scores"):
         cmh_mean_scores(tables, "ridit")
+
+
+# -- the share interval of noisy counts (docs/methods.md §12.7) -------------------------------
+
+
+def _score_set(counts: np.ndarray, variances: np.ndarray, j: int) -> tuple[float, float]:
+    """{p in [0, 1] : U(p)² <= z² V(p)} read off a fine grid of p (no algebra shared with
+    the quadratic): U(p) = Y_j − p·T, V(p) = max(T, 0)·p(1 − p) + (1 − p)²σ²_j + p²Σσ²_rest."""
+    z2 = stats.norm.ppf(0.975) ** 2
+    p = np.linspace(0.0, 1.0, 200_001)
+    total = counts.sum()
+    u = counts[j] - p * total
+    v = (max(total, 0.0) * p * (1 - p) + (1 - p) ** 2 * variances[j]
+         + p**2 * (variances.sum() - variances[j]))
+    inside = p[u * u <= z2 * v]
+    return float(inside.min()), float(inside.max())
+
+
+def test_the_noisy_share_interval_is_the_score_set() -> None:
+    from shared.categorical import noisy_share_interval
+
+    rng = np.random.default_rng(20261207)
+    for _ in range(40):
+        c = int(rng.integers(2, 6))
+        variances = np.full(c, float(rng.uniform(1, 70)))
+        counts = rng.multinomial(int(rng.integers(20, 300)), np.ones(c) / c) + rng.normal(
+            0, np.sqrt(variances))
+        j = int(rng.integers(c))
+        lo, hi = noisy_share_interval(counts, variances, j)
+        ref = _score_set(counts, variances, j)
+        assert (lo, hi) == pytest.approx(ref, abs=2e-5)  # the grid's step is 5e-6
+    # A share near 0 with a negative noisy count: the interval still reaches above 0.
+    lo, hi = noisy_share_interval(np.array([-4.0, 90.0, 95.0]), np.full(3, 66.3), 0)
+    assert lo == 0.0 and 0.05 < hi < 0.15
+    # Noise that swamps the counts leaves every share possible.
+    assert noisy_share_interval(np.array([1.0, 2.0]), np.full(2, 100.0), 0) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="index"):
+        noisy_share_interval(np.array([1.0, 2.0]), np.ones(2), 2)
+    with pytest.raises(ValueError, match="variance"):
+        noisy_share_interval(np.array([1.0, 2.0]), np.array([1.0, -1.0]), 0)
