@@ -364,10 +364,11 @@ def tukey_whiskers(
     if 2.0 * h < total - below_lo:
         e1, e2 = invert_cumulative(cumulative, edges, [below_lo + h, below_lo + 2.0 * h], "right")
         end_lo = float(e1 - (e2 - e1) * reach)
-    upper_branch: Branch = "record" if end_hi < f_hi else "fence"
-    lower_branch: Branch = "record" if end_lo > f_lo else "fence"
-    upper = min(max(min(f_hi, end_hi), q3), b)
-    lower = max(min(max(f_lo, end_lo), q1), a)
+    tiny = 1e-9 * (edges[-1] - edges[0])  # an end on the fence (rounding) is the fence
+    upper_branch: Branch = "record" if end_hi < f_hi - tiny else "fence"
+    lower_branch: Branch = "record" if end_lo > f_lo + tiny else "fence"
+    upper = min(max(f_hi if upper_branch == "fence" else end_hi, q3), b)
+    lower = max(min(f_lo if lower_branch == "fence" else end_lo, q1), a)
     return TukeyWhiskers(lower, lower_branch, upper, upper_branch, f_lo, f_hi)
 
 
