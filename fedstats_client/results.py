@@ -270,8 +270,10 @@ class Boxplots:
 
     def to_frame(self) -> pd.DataFrame:
         """Index (``group``, ``center``); the seven numbers, ``n``, the outlier counts' 95 %
-        half-width, ε, and whether each whisker is the walk's extreme ψ (a DP high or low
-        quantile) or Tukey's fence; then one column per further level of the pooled box
+        half-width, ε, and where each whisker is (``lower_branch``, ``upper_branch``): the walk's
+        extreme ψ (``"extreme"``, a DP high or low quantile), Tukey's fence (``"fence"``) or,
+        the pooled box only, the tree's most extreme record inside the fence (``"record"``; the
+        pooled box draws Tukey's whiskers and counts the records beyond the fences); then one column per further level of the pooled box
         (``q0.05``, ``q0.95``: read off its tree at no further ε; NaN for the centers' own
         boxes)."""
         rows, levels = [], []
