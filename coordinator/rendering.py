@@ -163,7 +163,8 @@ BOX_UNCERTAINTY_NOTE = (
     "of its count target (n − √n/20; n for Algorithm 1) with probability at least 95 % for any "
     "data (a pooled box stored before its whiskers were Tukey's: at most the centers' "
     "Σ √n/20 + that many pooled records lie beyond its whisker at ψ). A fence whisker, "
-    "Q ± 1.5·IQR, carries the quartiles' uncertainty, as do the pooled box's whiskers; outlier counts show their 95 % interval beside them (Laplace; "
+    "Q ± 1.5·IQR, carries the quartiles' uncertainty, as do the pooled box's whiskers; "
+    "outlier counts show their 95 % interval beside them (Laplace; "
     "pooled: the sum of the centers' Laplace counts), as does the pooled box's n (its DP "
     "root count; a center's n is the public size its λ_n uses) (docs/methods.md §9.1, "
     "§9.4-§9.5).")

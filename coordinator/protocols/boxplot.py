@@ -9,11 +9,11 @@
      histogram on it (ε/2); the coordinator sums the trees, makes them consistent (Hay et al.
      2010), reads the pooled quartiles, Tukey's fences and whiskers (the most extreme records
      inside the fences, estimated from the tree), and reads the further ``levels`` (default
-     0.05 and 0.95) off the same tree — post-processing: the centers are asked exactly the same releases
-     whatever the levels (tested), so they cost no ε;
+     0.05 and 0.95) off the same tree — post-processing: the centers are asked exactly the
+     same releases whatever the levels (tested), so they cost no ε;
   3. each center's DP counts below and above the fences, Tukey's outliers (ε/8): the unrounded
-     noisy counts summed, then the sum rounded and floored at 0 (a center that releases only floored counts
-     is summed as it released).
+     noisy counts summed, then the sum rounded and floored at 0 (a center that releases only
+     floored counts is summed as it released).
 
   Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
   disjoint patients, so across centers the rounds compose in parallel).

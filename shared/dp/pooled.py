@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -257,7 +258,7 @@ def monotone_cumulative(leaves: FloatArray) -> tuple[FloatArray, float]:
 
 
 def invert_cumulative(cumulative: FloatArray, edges: FloatArray, targets: ArrayLike,
-                      side: str = "left") -> FloatArray:
+                      side: Literal["left", "right"] = "left") -> FloatArray:
     """Where the piecewise-linear cumulative count reaches each target: ``side="left"`` the
     smallest v with C(v) >= target, ``"right"`` the largest v with C(v) <= target (the two
     differ only on a flat stretch at exactly the target), linearly interpolated inside the
