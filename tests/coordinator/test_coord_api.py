@@ -352,6 +352,10 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
                for b in boxes["per_center"].values())
     h = math.ceil(pooled["n_halfwidth"])
     assert f"{pooled['n']} [{max(0, pooled['n'] - h)}, {pooled['n'] + h}]" in summary(view)
+    # the pooled whiskers are labelled as what they are: Tukey's, outliers beyond the fences
+    from coordinator.rendering import POOLED_WHISKER_RULE
+
+    assert POOLED_WHISKER_RULE in summary(view)
     calls = [p["call"] for p in view["provenance"] if p["center"] == "beta"]
     assert sorted(calls) == ["dp_boxplot", "dp_extremes", "dp_threshold_counts",
                              "dp_tree_histogram", "info"]
