@@ -665,8 +665,10 @@ class Box(_Result):
     upper_whisker: float
     upper_outliers: int
     n: int
-    lower_branch: str
-    upper_branch: str
+    lower_branch: str = Field(description="where the whisker is: \"extreme\" (a center's box: "
+                              "the walk's ψ), \"fence\" (Q ± 1.5·IQR) or \"record\" (the "
+                              "pooled box: the tree's most extreme record inside the fence)")
+    upper_branch: str = Field(description="as lower_branch")
     epsilon: float
     # DPBoxplot's version (shared.fields); the names stored studies carry are read as the
     # current ones.
@@ -682,8 +684,9 @@ class Box(_Result):
     extreme_rank_halfwidth: float | None = Field(
         default=None, description="a whisker at the walk's ψ: the grid step next to ψ is within "
                                   "± this many records of the walk's count target with "
-                                  "probability >= 95 %, for any data (pooled box: at most the "
-                                  "centers' Σ √n/20 + this many pooled records lie beyond it)")
+                                  "probability >= 95 %, for any data (the pooled box: none, its "
+                                  "whiskers are Tukey's; stored before: at most the centers' "
+                                  "Σ √n/20 + this many pooled records lie beyond it)")
     n_halfwidth: float | None = Field(
         default=None, description="a DP n (the pooled box's consistent root count) is within ± "
                                   "this of the true number with probability 95 %; None: n is "

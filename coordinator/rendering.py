@@ -40,9 +40,18 @@ WHISKER_RULE = (
     "records may lie beyond them. Whiskers: the upper whisker is that high quantile ψ if it "
     "lies within (1 − n^(−1/4))·1.5·IQR above Q3, else Tukey's fence Q3 + 1.5·IQR (marked "
     "\"fence\"); the lower one likewise below Q1; both kept inside the bounds. A whisker on the "
-    "box's edge means ψ fell inside the box. Outlier counts are differentially private counts "
-    "of records beyond the whiskers, shown with the 95 % interval of the true count "
-    "[low, high].")
+    "box's edge means ψ fell inside the box. A center's outlier counts are differentially "
+    "private counts of records beyond its whiskers, shown with the 95 % interval of the true "
+    "count [low, high].")
+POOLED_WHISKER_RULE = (
+    "The pooled box (one DP histogram of every center's records, docs/methods.md §6) draws "
+    "Tukey's whiskers of the pooled records: the fences Q1 − 1.5·IQR and Q3 + 1.5·IQR from its "
+    "DP quartiles, each whisker the histogram's estimate of the most extreme record inside its "
+    "fence — the fence itself (marked \"fence\") unless the histogram shows the records ending "
+    "inside it. Its outlier counts are DP counts of the records beyond the fences (Tukey's "
+    "outliers), with the 95 % interval of the true count. The histogram cannot see fewer "
+    "records than its count error: where the records end among the last few before the fence, "
+    "the whisker is the fence, so on short-tailed data it may lie beyond every record.")
 FRACTIONAL_NOTE = (
     "Counts may be fractional: when a center splits a bin, the coordinator shares that bin's "
     "count out over the new bins in proportion to the center's own counts in them (seed 001, "
@@ -152,10 +161,10 @@ BOX_UNCERTAINTY_NOTE = (
     "± that many ranks about the tree leaf holding them (the noise of the tree nodes summed, "
     "conservative). A whisker at ψ: the walk's grid step next to ψ is within ± that many ranks "
     "of its count target (n − √n/20; n for Algorithm 1) with probability at least 95 % for any "
-    "data; the pooled box's whisker at ψ (the most extreme center's ψ): at most the centers' "
-    "Σ √n/20 + that many pooled records lie beyond it, with probability at least 95 % (Σ of "
-    "the centers' walk errors, for any data). A fence whisker, Q ± 1.5·IQR, carries the "
-    "quartiles' uncertainty; outlier counts show their 95 % interval beside them (Laplace; "
+    "data (a pooled box stored before its whiskers were Tukey's: at most the centers' "
+    "Σ √n/20 + that many pooled records lie beyond its whisker at ψ). A fence whisker, "
+    "Q ± 1.5·IQR, carries the quartiles' uncertainty, as do the pooled box's whiskers; "
+    "outlier counts show their 95 % interval beside them (Laplace; "
     "pooled: the sum of the centers' Laplace counts), as does the pooled box's n (its DP "
     "root count; a center's n is the public size its λ_n uses) (docs/methods.md §9.1, "
     "§9.4-§9.5).")

@@ -290,10 +290,12 @@ class Boxplots:
 
     def to_frame(self) -> pd.DataFrame:
         """Index (``group``, ``center``); the seven numbers, ``n``, the outlier counts' 95 %
-        half-width, ε, and whether each whisker is the walk's extreme ψ (a DP high or low
-        quantile) or Tukey's fence; then one column per further level of the pooled box
-        (``q0.05``, ``q0.95``: read off its tree at no further ε; NaN for the centers' own
-        boxes)."""
+        half-width, ε, and where each whisker is (``lower_branch``, ``upper_branch``): the walk's
+        extreme ψ (``"extreme"``, a DP high or low quantile), Tukey's fence (``"fence"``) or,
+        the pooled box only, the tree's most extreme record inside the fence (``"record"``; the
+        pooled box draws Tukey's whiskers and counts the records beyond the fences); then one
+        column per further level of the pooled box (``q0.05``, ``q0.95``: read off its tree at
+        no further ε; NaN for the centers' own boxes)."""
         rows, levels = [], []
         for g, c, b in self.boxes():
             extra = {_level_name(lv.level): lv.value for lv in getattr(b, "levels", [])}

@@ -22,6 +22,7 @@ from coordinator.rendering import (
     BOX_UNCERTAINTY_HEADER,
     BOX_UNCERTAINTY_NOTE,
     POOLED_LEVELS_NOTE,
+    POOLED_WHISKER_RULE,
     WHISKER_RULE,
     _left_out,
     _table,
@@ -109,6 +110,8 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
         # The rule once per summary, after the first boxes.
         if found and WHISKER_RULE not in shown:
             lines.append(WHISKER_RULE)
+        if analysis.get("pooled") and POOLED_WHISKER_RULE not in shown:
+            lines.append(POOLED_WHISKER_RULE)
         uncertain = box_uncertainty_rows(analysis)
         for row in uncertain:
             lines.append(f"  {row[0]:<24}quartiles {row[1]}, whisker at ψ {row[2]}")
@@ -136,6 +139,8 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
                               (analysis.get("spent") or {}).items())
             parts.append(f"<p>ε spent by each center: {esc(spent)}. "
                          f"{esc(WHISKER_RULE)}</p>")
+            if analysis.get("pooled"):
+                parts.append(f"<p>{esc(POOLED_WHISKER_RULE)}</p>")
             uncertain = box_uncertainty_rows(analysis)
             if uncertain:
                 parts.append(_table(BOX_UNCERTAINTY_HEADER, uncertain))

@@ -4,15 +4,16 @@
 * pooled — three rounds, every center in parallel within a round (``shared.dp.pooled``):
 
   1. each center's DP minimum and maximum (3ε/8);
-  2. the coordinator cuts the pooled range R = [min ψ_min, max ψ_max] (clamped to the public
-     bounds) into a public grid; each center sends a DP tree histogram on it (ε/2); the
-     coordinator sums the trees, makes them consistent (Hay et al. 2010), reads the pooled
-     quartiles and draws the whiskers, and reads the further ``levels`` (default 0.05 and 0.95)
-     off the same tree — post-processing: the centers are asked exactly the same releases
-     whatever the levels (tested), so they cost no ε;
-  3. each center's DP counts below and above the whiskers (ε/8): the unrounded noisy counts
-     summed, then the sum rounded and floored at 0 (a center that releases only floored counts
-     is summed as it released).
+  2. the coordinator cuts the pooled range R = [min ψ_min, max ψ_max] (widened by 1.5·|R| each
+     side, clamped to the public bounds) into a public grid; each center sends a DP tree
+     histogram on it (ε/2); the coordinator sums the trees, makes them consistent (Hay et al.
+     2010), reads the pooled quartiles, Tukey's fences and whiskers (the most extreme records
+     inside the fences, estimated from the tree), and reads the further ``levels`` (default
+     0.05 and 0.95) off the same tree — post-processing: the centers are asked exactly the
+     same releases whatever the levels (tested), so they cost no ε;
+  3. each center's DP counts below and above the fences, Tukey's outliers (ε/8): the unrounded
+     noisy counts summed, then the sum rounded and floored at 0 (a center that releases only
+     floored counts is summed as it released).
 
   Every center spends ε for the pooled box (sequential composition of its rounds; centers hold
   disjoint patients, so across centers the rounds compose in parallel).
@@ -50,7 +51,6 @@ from shared.dp.pooled import (
 from shared.dp.uncertainty import (
     laplace_halfwidth,
     laplace_sum_halfwidth,
-    pooled_extreme_rank_halfwidth,
     tree_rank_halfwidth,
     tree_root_halfwidth,
 )
@@ -84,9 +84,9 @@ class PooledBox:
     records of its rank, about the leaf holding it, with probability >= 95 %
     (``shared.dp.uncertainty.tree_rank_halfwidth``, conservative)."""
     extreme_rank_halfwidth: float | None = None
-    """A whisker at ψ (the most extreme center's ψ): with probability >= 95 % at most the
-    centers' Σ √n_l/20 + this many pooled records lie beyond it
-    (``shared.dp.uncertainty.pooled_extreme_rank_halfwidth``, for any data)."""
+    """None: the pooled whiskers are Tukey's (``shared.dp.pooled.tukey_whiskers``), never at a
+    walk's ψ. (Results stored before carry the bound for a whisker at the most extreme
+    center's ψ, ``shared.dp.uncertainty.pooled_extreme_rank_halfwidth``.)"""
     n_halfwidth: float | None = None
     """The box's n (the consistent tree's root count) is within ± this of the pooled records'
     number with probability 95 % (``shared.dp.uncertainty.tree_root_halfwidth``)."""
@@ -229,7 +229,8 @@ async def federated_dp_boxplot(
                                   bounds=bounds, levels=extra)
         except ValueError as exc:  # e.g. a histogram empty after its noise (ε too small)
             raise AnalysisFailed(f"pooled DP boxplot: {exc}") from None
-        lower, upper = box.lower, box.upper
+        # Round 3 counts Tukey's outliers: the records beyond the fences (inside the bounds).
+        lower, upper = box.lower_fence, box.upper_fence
 
         eps3 = 2 * COUNT_SHARE * epsilon
         ask3 = ThresholdCountsRequest(variable=variable, group=group, epsilon=eps3,
@@ -261,7 +262,7 @@ async def federated_dp_boxplot(
             laplace_sum_halfwidth([c.scale or 2.0 / eps3 for c in counts.values()]),
             box.levels,
             tree_rank_halfwidth([trees[c].noise_scale for c in released], branching, depth),
-            pooled_extreme_rank_halfwidth(epsilon, bounds, len(pairs)),
+            None,  # no pooled whisker is at a walk's ψ (round 1 sets the grid only)
             tree_root_halfwidth([trees[c].noise_scale for c in released], branching, depth),
         )
     return FederatedBoxplot(boxes, pooled_box, spent, tuple(excluded))

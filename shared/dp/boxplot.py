@@ -113,7 +113,9 @@ from shared.fields import (
 from shared.fields import canonical_method as canonical_method  # re-exported
 from shared.privacy import Neighbouring, PrivacySpent
 
-Branch = Literal["extreme", "fence"]
+Branch = Literal["extreme", "fence", "record"]
+"""A whisker at the walk's ψ (``"extreme"``), at Tukey's fence, or (the pooled box only)
+at the tree's estimate of the most extreme record inside the fence (``"record"``)."""
 NaiveMethod = Literal["joint_exp", "private_quantile", "approx_quantile", "unbounded"]
 NAIVE_METHODS: tuple[NaiveMethod, ...] = (
     "joint_exp",

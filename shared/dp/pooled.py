@@ -9,16 +9,19 @@ parallel and every center spends ε once.
    (:func:`center_extremes`): DPBoxplot's step 1, by default the one-sided walk (count target
    n − √n/20, exponential noise; ``extremes="algorithm_1"``: target n, Laplace noise), ε-DP
    under both relations (:mod:`shared.dp.unbounded`).
-2. Coordinator: the pooled range R = [min ψ_min, max ψ_max] clamped to the public bounds, cut
-   into a public grid of ``branching**depth`` equal leaves.
+2. Coordinator: the pooled range R = [min ψ_min, max ψ_max] widened by 1.5·|R| each side (to
+   hold Tukey's fences) and clamped to the public bounds, cut into a public grid of
+   ``branching**depth`` equal leaves.
 3. Round 2, each center: a hierarchical (b-ary tree) Laplace histogram on that grid, ε/2
    (:func:`tree_histogram`). Coordinator: the trees are summed, made consistent by Hay et al.'s
    constrained inference (2010, Theorem 3) and monotone, and the pooled quartiles read off by
    linear interpolation inside a leaf (:func:`tree_quantiles`). Any further level (by default
    0.05 and 0.95) is read off the same released tree the same way: post-processing, no ε.
-4. Coordinator: whiskers by the DPBoxplot rule (:func:`shared.dp.boxplot.whiskers`) with
-   n = the consistent root count.
-5. Round 3, each center: Laplace counts below ℓ and above u, ε/16 each
+4. Coordinator: the fences Q1 − 1.5·IQR, Q3 + 1.5·IQR and Tukey's whiskers, the most extreme
+   records inside them, estimated from the same tree (:func:`tukey_whiskers`); n = the
+   consistent root count.
+5. Round 3, each center: Laplace counts below the lower fence and above the upper one (Tukey's
+   outliers), ε/16 each
    (:func:`threshold_counts`); the coordinator sums the unrounded noisy counts, then rounds
    and floors the sum at 0 once.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -50,8 +54,8 @@ from shared.dp.boxplot import (
     Branch,
     check_extremes,
     extremes_sorted,
-    whiskers,
 )
+from shared.dp.uncertainty import tree_rank_halfwidth
 from shared.fields import ExtremesWalk
 from shared.privacy import Neighbouring, PrivacySpent
 
@@ -228,19 +232,8 @@ class TreeQuantiles:
         return tuple(zip(self.levels, self.values, strict=True))
 
 
-def tree_quantiles(leaves: ArrayLike, edges: ArrayLike, levels: Sequence[float]) -> TreeQuantiles:
-    """Any levels read from consistent leaf counts (docs/methods.md §6.4).
-
-    The cumulative counts are summed from the consistent leaves without clipping them (a noisy
-    leaf set to 0 would bias every cumulative count after it: thousands of leaves, each slightly
-    positive on average), then made non-decreasing by isotonic regression and clipped to
-    [0, total]. The q-quantile is where the cumulative count reaches q·total, linearly
-    interpolated inside its leaf.
-
-    Privacy: a function of the released (noisy) tree and the public grid only, so
-    post-processing: reading more levels, or the same levels again, costs no ε.
-    """
-    qs = check_levels(levels)
+def check_leaves_edges(leaves: ArrayLike, edges: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Consistent leaf counts and their grid's edges (one more, strictly increasing)."""
     leaves = as_finite_1d(leaves, "leaves")
     edges = as_finite_1d(edges, "edges")
     if edges.size != leaves.size + 1 or (np.diff(edges) <= 0).any():
@@ -248,19 +241,136 @@ def tree_quantiles(leaves: ArrayLike, edges: ArrayLike, levels: Sequence[float])
             f"`edges` must be {leaves.size + 1} strictly increasing numbers (one more than the "
             f"leaves), got {edges.size}"
         )
+    return leaves, edges
+
+
+def monotone_cumulative(leaves: FloatArray) -> tuple[FloatArray, float]:
+    """(the cumulative count at every edge, total): the consistent leaves summed without
+    clipping them (a noisy leaf set to 0 would bias every cumulative count after it: thousands
+    of leaves, each slightly positive on average), made non-decreasing by isotonic regression
+    and clipped to [0, total]. Linear between edges, it is the tree's estimate of
+    C(v) = #{x <= v} (records spread evenly inside a leaf)."""
     raw = np.concatenate([[0.0], np.cumsum(leaves)])
     total = float(raw[-1])
     if total <= 0:
         raise ValueError("the histogram holds no records (after noise); nothing to read")
-    cumulative = np.clip(isotonic_regression(raw).x, 0.0, total)
+    return np.clip(isotonic_regression(raw).x, 0.0, total), total
+
+
+def invert_cumulative(cumulative: FloatArray, edges: FloatArray, targets: ArrayLike,
+                      side: Literal["left", "right"] = "left") -> FloatArray:
+    """Where the piecewise-linear cumulative count reaches each target: ``side="left"`` the
+    smallest v with C(v) >= target, ``"right"`` the largest v with C(v) <= target (the two
+    differ only on a flat stretch at exactly the target), linearly interpolated inside the
+    leaf holding it; targets outside [0, total] give the grid's ends."""
+    targets = np.asarray(targets, dtype=np.float64)
     counts = np.diff(cumulative)
-    targets = np.asarray(qs) * total
-    # The first edge where the cumulative count reaches the target; the leaf before it holds it.
-    j = np.clip(np.searchsorted(cumulative, targets, side="left"), 1, counts.size)
+    j = np.clip(np.searchsorted(cumulative, targets, side=side), 1, counts.size)
     inside = counts[j - 1]
     frac = np.where(inside > 0, (targets - cumulative[j - 1]) / np.where(inside > 0, inside, 1), 0)
-    values = edges[j - 1] + np.clip(frac, 0.0, 1.0) * (edges[j] - edges[j - 1])
+    return edges[j - 1] + np.clip(frac, 0.0, 1.0) * (edges[j] - edges[j - 1])
+
+
+def tree_quantiles(leaves: ArrayLike, edges: ArrayLike, levels: Sequence[float]) -> TreeQuantiles:
+    """Any levels read from consistent leaf counts (docs/methods.md §6.4).
+
+    The cumulative count (:func:`monotone_cumulative`) is inverted at q·total: the q-quantile
+    is the first point where it reaches q·total, linearly interpolated inside its leaf.
+
+    Privacy: a function of the released (noisy) tree and the public grid only, so
+    post-processing: reading more levels, or the same levels again, costs no ε.
+    """
+    qs = check_levels(levels)
+    leaves, edges = check_leaves_edges(leaves, edges)
+    cumulative, total = monotone_cumulative(leaves)
+    values = invert_cumulative(cumulative, edges, np.asarray(qs) * total, "left")
     return TreeQuantiles(qs, tuple(float(v) for v in values), total)
+
+
+@dataclass(frozen=True)
+class TukeyWhiskers:
+    """Tukey's whiskers read off a pooled tree: the fences Q1 − 1.5·IQR and Q3 + 1.5·IQR (kept
+    inside the bounds: the records were clipped to them), and each whisker with its branch,
+    ``"fence"`` (records reach the fence as far as the tree tells) or ``"record"`` (the tree
+    shows the records ending inside the fence: the whisker is its estimate of the most extreme
+    one)."""
+
+    lower: float
+    lower_branch: Branch
+    upper: float
+    upper_branch: Branch
+    lower_fence: float
+    upper_fence: float
+
+
+def harmonic(k: float) -> float:
+    """H_k = 1 + 1/2 + ... + 1/k at k = round(k) (1 for k < 1: μ is then 0 anyway)."""
+    return float(np.sum(1.0 / np.arange(1, max(1, round(k)) + 1)))
+
+
+def tukey_whiskers(
+    leaves: ArrayLike,
+    edges: ArrayLike,
+    q1: float,
+    q3: float,
+    *,
+    bounds: tuple[float, float],
+    halfwidth: float,
+) -> TukeyWhiskers:
+    """DP estimates of Tukey's whiskers of the pooled records (docs/methods.md §6.5): the most
+    extreme records inside the fences f_lo = Q1 − 1.5·IQR and f_hi = Q3 + 1.5·IQR.
+
+    With C the tree's cumulative count (:func:`monotone_cumulative`) and h ``halfwidth`` (the
+    count error, :func:`shared.dp.uncertainty.tree_rank_halfwidth`): of the M = C(f_hi) records
+    at or below f_hi the largest is Tukey's upper whisker. The tree places it beyond e_h, the
+    first point with C >= M − h (h of those records above it); the tail past e_h is taken as
+    exponential with the mean excess μ = (e_h − e_2h)/ln 2 it shows between e_2h and e_h, and
+    its most extreme record at e_h + μ·H_h, the mean of the largest of h such excesses
+    (Rényi's representation; H_h the harmonic number). The upper whisker is the smaller of
+    that and f_hi (branch ``"record"`` when it is inside the fence, else ``"fence"``), kept in
+    [Q3, b]; the lower one mirrored, in [a, Q1]. When 2h >= M the tree tells nothing of that
+    tail and the whisker is the fence. For tails lighter than exponential (normal, uniform)
+    the extrapolation overshoots, towards the fence: the tree cannot see fewer than about h
+    records, so where the fence falls among the last h records the whisker is the fence.
+
+    Exact reference: with exact counts (no noise) and h = 0, e_0 = the first point where C
+    reaches C(f_hi): Tukey's whisker up to its leaf, unless the fence's own leaf holds records
+    only above the fence (a leaf's records are taken as evenly spread: the whisker is then the
+    fence).
+
+    Privacy: a function of the released tree, the quartiles read off it and public numbers:
+    post-processing, no ε.
+    """
+    leaves, edges = check_leaves_edges(leaves, edges)
+    a, b = check_bounds(bounds)
+    if not (np.isfinite(q1) and np.isfinite(q3)) or q1 > q3:
+        raise ValueError(f"`q1` and `q3` must be finite with q1 <= q3, got {q1!r}, {q3!r}")
+    if not (np.isfinite(halfwidth) and halfwidth >= 0):
+        raise ValueError(f"`halfwidth` must be finite and >= 0, got {halfwidth!r}")
+    cumulative, total = monotone_cumulative(leaves)
+    iqr = q3 - q1
+    f_lo = min(max(q1 - 1.5 * iqr, a), b)
+    f_hi = min(max(q3 + 1.5 * iqr, a), b)
+    h = float(halfwidth)
+    reach = harmonic(h) / np.log(2.0)
+    # The records at or below f_hi: C truncated at C(f_hi); their largest is the whisker.
+    inside_hi = float(np.interp(f_hi, edges, cumulative))
+    end_hi = np.inf
+    if 2.0 * h < inside_hi:
+        e1, e2 = invert_cumulative(cumulative, edges, [inside_hi - h, inside_hi - 2.0 * h], "left")
+        end_hi = float(e1 + (e1 - e2) * reach)
+    # The records at or above f_lo (C(f_lo) below it); their smallest is the lower whisker.
+    below_lo = float(np.interp(f_lo, edges, cumulative))
+    end_lo = -np.inf
+    if 2.0 * h < total - below_lo:
+        e1, e2 = invert_cumulative(cumulative, edges, [below_lo + h, below_lo + 2.0 * h], "right")
+        end_lo = float(e1 - (e2 - e1) * reach)
+    tiny = 1e-9 * (edges[-1] - edges[0])  # an end on the fence (rounding) is the fence
+    upper_branch: Branch = "record" if end_hi < f_hi - tiny else "fence"
+    lower_branch: Branch = "record" if end_lo > f_lo + tiny else "fence"
+    upper = min(max(f_hi if upper_branch == "fence" else end_hi, q3), b)
+    lower = max(min(f_lo if lower_branch == "fence" else end_lo, q1), a)
+    return TukeyWhiskers(lower, lower_branch, upper, upper_branch, f_lo, f_hi)
 
 
 def pooled_quartiles(
@@ -317,20 +427,31 @@ def floored(count: float) -> int:
 def pooled_range(
     extremes: Sequence[tuple[float, float]], bounds: tuple[float, float]
 ) -> tuple[float, float]:
-    """The public grid's range from the centers' (ψ_min, ψ_max): [min ψ_min, max ψ_max] clamped
-    to the bounds; the bounds themselves when every center's extremes coincide."""
+    """The public grid's range from the centers' (ψ_min, ψ_max): [min ψ_min, max ψ_max] widened
+    by 1.5 times its width W on each side, clamped to the bounds; the bounds themselves when
+    every center's extremes coincide.
+
+    Why widened: Tukey's fences lie 1.5·IQR beyond the quartiles, so within 1.5·W of
+    [min ψ_min, max ψ_max] whenever that holds the box, and the whiskers are read off the grid
+    (:func:`tukey_whiskers`); the walks' ψ often fall well inside the data (at 3ε/16 a walk
+    may stop early), so the range alone would cut the tails off (records beyond it count in
+    the end leaves)."""
     a, b = check_bounds(bounds)
     if not extremes:
         raise ValueError("`extremes` must hold at least one center's (psi_min, psi_max)")
     lo = max(a, min(e[0] for e in extremes))
     hi = min(b, max(e[1] for e in extremes))
-    return (lo, hi) if lo < hi else (a, b)
+    if not lo < hi:
+        return (a, b)
+    width = hi - lo
+    return (max(a, lo - 1.5 * width), min(b, hi + 1.5 * width))
 
 
 @dataclass(frozen=True)
 class PooledWhiskers:
-    """Round 2's outcome: pooled quartiles, the size they imply, the whiskers to count at, and
-    the further ``levels`` read off the same tree as ((level, value), ...)."""
+    """Round 2's outcome: pooled quartiles, the size they imply, Tukey's whiskers read off the
+    tree, the fences round 3 counts beyond (kept inside the bounds), and the further
+    ``levels`` read off the same tree as ((level, value), ...)."""
 
     q1: float
     median: float
@@ -341,6 +462,8 @@ class PooledWhiskers:
     upper: float
     upper_branch: Branch
     levels: tuple[tuple[float, float], ...] = ()
+    lower_fence: float = float("nan")
+    upper_fence: float = float("nan")
 
 
 def pooled_whiskers(
@@ -351,21 +474,25 @@ def pooled_whiskers(
     bounds: tuple[float, float],
     levels: Sequence[float] = EXTRA_LEVELS,
 ) -> PooledWhiskers:
-    """Sum the centers' trees, make them consistent, read the quartiles, draw the whiskers
-    (DPBoxplot's rule with n = the consistent root count), and read ``levels`` (none: ``()``)
-    off the same consistent tree by the quartiles' interpolation (:func:`tree_quantiles`) —
-    post-processing of round 2's releases, so they cost the centers nothing more."""
+    """Sum the centers' trees, make them consistent, read the quartiles, the fences and Tukey's
+    whiskers (:func:`tukey_whiskers`, h the tree's rank half-width), and read ``levels``
+    (none: ``()``) off the same consistent tree by the quartiles' interpolation
+    (:func:`tree_quantiles`) — post-processing of round 2's releases, so they cost the centers
+    nothing more. ``extremes`` (round 1) set the grid only; they are checked, not used."""
     extra = check_levels(levels) if len(levels) else ()
+    if not extremes:
+        raise ValueError("`extremes` must hold at least one center's (psi_min, psi_max)")
     total_tree = sum_trees(trees)
     leaves = consistent_leaves(total_tree)
     edges = grid_edges(grid[0], grid[1], leaves.size)
     (q1, med, q3), total = pooled_quartiles(leaves, edges)
     n = max(1, round(total))
-    psi_min = min(e[0] for e in extremes)
-    psi_max = max(e[1] for e in extremes)
-    lower, lower_branch, upper, upper_branch = whiskers(psi_min, q1, q3, psi_max, n, bounds)
+    depth = len(total_tree.levels) - 1
+    h = tree_rank_halfwidth([t.noise_scale for t in trees], total_tree.branching, depth)
+    tw = tukey_whiskers(leaves, edges, q1, q3, bounds=bounds, halfwidth=h)
     read = tree_quantiles(leaves, edges, extra).pairs() if extra else ()
-    return PooledWhiskers(q1, med, q3, n, lower, lower_branch, upper, upper_branch, read)
+    return PooledWhiskers(q1, med, q3, n, tw.lower, tw.lower_branch, tw.upper, tw.upper_branch,
+                          read, tw.lower_fence, tw.upper_fence)
 
 
 def pooled_result(
@@ -462,8 +589,9 @@ def pooled_boxplot(
         for x in data
     ]
     box = pooled_whiskers(trees, grid=(lo, hi), extremes=pairs, bounds=(a, b), levels=extra)
-    counts = [
-        threshold_counts(x, lower=box.lower, upper=box.upper, epsilon=2 * COUNT_SHARE * eps,
+    counts = [  # Tukey's outliers: beyond the fences
+        threshold_counts(x, lower=box.lower_fence, upper=box.upper_fence,
+                         epsilon=2 * COUNT_SHARE * eps,
                          neighbouring=relation, rng=rng)
         for x in data
     ]

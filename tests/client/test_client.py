@@ -172,8 +172,11 @@ def test_run_waits_and_every_frame_holds_what_the_coordinator_answered(
     assert boxes.loc[("trt", "pooled"), "median"] == raw_box["pooled"]["median"]
     assert boxes.loc[("trt", "alpha"), "upper_outliers"] == \
         raw_box["per_center"]["alpha"]["upper_outliers"]
-    for part in ("quartile_rank_halfwidth", "extreme_rank_halfwidth", "n_halfwidth"):
+    for part in ("quartile_rank_halfwidth", "n_halfwidth"):
         assert boxes.loc[("trt", "pooled"), part] == raw_box["pooled"][part] > 0
+    # the pooled whiskers are Tukey's, never at a walk's ψ: no ψ bound (NaN in the frame)
+    assert raw_box["pooled"]["extreme_rank_halfwidth"] is None
+    assert pandas.isna(boxes.loc[("trt", "pooled"), "extreme_rank_halfwidth"])
     ax = result.boxplots.plot()
     assert [t.get_text() for t in ax.get_xticklabels()] == \
         [f"{c}\ntrt" for c in raw_box["per_center"]] + ["pooled\ntrt"]

@@ -84,8 +84,12 @@ def test_the_pooled_boxs_predicted_quartile_error_holds() -> None:
         errors.append(rank_errors(np.array([box.box.q1, box.box.median, box.box.q3]), x_all,
                                   QUARTILES))
     within = np.mean(np.array(errors) <= parts["quartiles"].error, axis=0)
-    # the grid is over the walk's range, the leaves 100/256 wide (~3 ranks): a guide
-    assert (within >= 0.88).all(), within
+    # A guide, not a bound: the prediction simulates the tree's noise at fixed leaf edges and
+    # leaves out the isotonic step. With the grid over the walks' range widened to hold
+    # Tukey's fences (here the bounds, leaves 100/256 wide, ~2.3 ranks) it held 0.86-0.90 per
+    # quartile over 600 draws (0.90-0.97 on the walks' narrower range before); 120 draws,
+    # SE about 0.03.
+    assert (within >= 0.80).all(), within
 
 
 def test_describe_predicted_errors_hold() -> None:
