@@ -72,7 +72,7 @@ PANEL_NODES = 6
 """Gauss-Legendre nodes per panel."""
 REACH = 20.0
 """Where the sizes' law is cut, in units of 1/ε₁ (e^{−20} < 3e-9 of its mass is left out)."""
-GRID = 33
+GRID = 17
 """Candidate θ evaluated at once to bracket each end before the root search."""
 
 
@@ -143,7 +143,7 @@ def _invert(tails: Callable[[FloatArray], tuple[FloatArray, FloatArray]],
     first, last = int(np.argmax(inside)), GRID - 1 - int(np.argmax(inside[::-1]))
 
     def end(f: Callable[[float], float], a: float, b: float) -> float:
-        return float(optimize.brentq(lambda t: f(t) - half, a, b, xtol=1e-9))
+        return float(optimize.brentq(lambda t: f(t) - half, a, b, xtol=1e-7))
 
     def upper(t: float) -> float:
         return float(tails(np.array([t]))[0][0])
@@ -166,7 +166,7 @@ def _invert(tails: Callable[[FloatArray], tuple[FloatArray, FloatArray]],
         middle = 1.0
     else:
         k = int(np.argmax(gap >= 0))
-        middle = float(optimize.brentq(balance, float(grid[k - 1]), float(grid[k]), xtol=1e-9))
+        middle = float(optimize.brentq(balance, float(grid[k - 1]), float(grid[k]), xtol=1e-7))
     return low, high, min(high, max(low, middle))
 
 
