@@ -28,17 +28,19 @@ law of (2θ − 1)·a·b + S + W with (a, b) drawn from that law:
 S + W normal-Laplace (Reed & Jorgensen 2004, the closed form of ``shared.noisy_null``) with
 V evaluated at the candidate θ and the drawn sizes (a score interval: no variance read at θ̂,
 which would be 0 at θ̂ = 1). The interval is {θ in [0, 1]: P_up(θ) > α/2 and P_lo(θ) > α/2},
-equal tails; the expectation over (a, b) is a product of K-point equal-probability (quantile
-midpoint) rules, K = ``NODES`` per level. As ε → ∞ the sizes' law collapses to n̂ = n, W to 0,
-and the interval becomes the exact twin's score interval (θ̂ − θ)² = z²·V(θ).
+equal tails; the expectation over (a, b) is a product rule over the two sizes' laws
+(:func:`size_law`: Gauss-Legendre panels, the cap one node). As ε → ∞ the sizes' law collapses to
+n̂ = n, W to 0, and the interval becomes the exact twin's score interval (θ̂ − θ)² = z²·V(θ).
 
-The estimate is θ̂ = ½ + Ũ/(2·E a·E b), the same law's mean sizes (``n_x``, ``n_y`` report
-them rounded). If the noise put Ũ so far out that every θ is rejected, the interval is inverted
-from Ũ clipped to ±E a·E b, θ̂ clipped to [0, 1] (a superset on the side of the miss; the
+The estimate is the median of this confidence distribution, P_up(θ̂) = P_lo(θ̂) (the interval at
+level 0): inside the interval and inside [0, 1], and θ̂ = ½ + U/(2nm) itself as ε → ∞ (the
+ratio Ũ/(2·E a·E b) would be biased by the selection of the level that sets M). ``n_x``,
+``n_y`` report E a, E b rounded. If the noise put Ũ so far out that every θ is rejected, the
+interval is inverted from Ũ clipped to ±E[a·b] (a superset on the side of the miss; the
 ``method`` ends in ``_clipped``).
 
 **Several centers** (the stratified index θ = ½ + Σ U_l/(2 Σ a_l b_l)): the product of every
-center's K² nodes is too large, so the sizes enter through their moments: Ũ_tot − (2θ − 1)·Σ
+center's product rules is too large, so the sizes enter through their moments: Ũ_tot − (2θ − 1)·Σ
 E[a_l b_l] against N(0, Σ E[(2ab)² V_l] + (2θ − 1)²·Σ Var[a_l b_l]) plus every center's Laplace
 W_l, by ``shared.noisy_null`` (the sum over centers makes the normal part more nearly normal).
 
@@ -221,7 +223,7 @@ def dp_probabilistic_index(
                 up[i], lo[i] = float(law.sf(t)), float(law.cdf(t))
             return up, lo
 
-    def solve(u: float) -> tuple[float, float] | None:
+    def solve(u: float) -> tuple[float, float, float] | None:
         return _invert(lambda t: tails(u, t), alpha)
 
     method = "dp_integrated_score" + ("_stratified" if len(releases) > 1 else "")

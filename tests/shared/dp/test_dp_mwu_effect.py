@@ -5,6 +5,7 @@ limits (θ̂ at 0 or 1, tiny and empty levels, noise far out), the exact twin's 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -49,7 +50,7 @@ def test_the_sizes_law_matches_quadrature(n_hat: float, cap: int, eps1: float) -
         def f(n: float, power: int = power) -> float:
             return min(n, cap) ** power * math.exp(-eps1 * abs(n - n_hat))
         points = sorted({1.0, kink, float(cap)})
-        ref = sum(integrate.quad(f, lo, hi)[0] for lo, hi in zip(points, points[1:]))
+        ref = sum(integrate.quad(f, lo, hi)[0] for lo, hi in itertools.pairwise(points))
         ref += integrate.quad(f, points[-1], math.inf)[0]
         assert float(w @ a**power) == pytest.approx(ref / norm, rel=1e-7)
 
