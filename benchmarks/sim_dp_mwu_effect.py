@@ -9,6 +9,8 @@ the release: lifted sizes, only U's noise). Standard error of a coverage: √(c(
 
     python benchmarks/sim_dp_mwu_effect.py                    # the table in docs/methods.md §3.10
     python benchmarks/sim_dp_mwu_effect.py --epsilons 1 --sizes 10 --reps 200 --old
+    python benchmarks/sim_dp_mwu_effect.py --epsilons 1 --sizes 30 100 --thetas 0.5 0.9 \
+        --reps 200 --centers 3                                # the stratified index
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ THETAS = (0.5, 0.82, 0.9, 0.96)
 
 
 def coverage(n: int, theta: float, epsilon: float, reps: int, rng: np.random.Generator,
-             *, old: bool = False) -> tuple[float, float, float, float]:
+             *, old: bool = False, centers: int = 1) -> tuple[float, float, float, float]:
     """(coverage, share of intervals below θ, share above θ, mean width) of ``reps`` intervals
     of the DP twin (the old one with ``old``)."""
     shift = math.sqrt(2.0) * float(stats.norm.ppf(theta))
@@ -35,15 +37,15 @@ def coverage(n: int, theta: float, epsilon: float, reps: int, rng: np.random.Gen
     width = 0.0
     done = 0
     for _ in range(reps):
-        release = dp_mann_whitney(rng.normal(size=n), rng.normal(shift, size=n),
-                                  epsilon=epsilon, rng=rng)
+        releases = [dp_mann_whitney(rng.normal(size=n), rng.normal(shift, size=n),
+                                    epsilon=epsilon, rng=rng) for _ in range(centers)]
         if old:
-            result = release.to_result()
-            if result.n_x < 1 or result.n_y < 1:
+            results = [r.to_result() for r in releases]
+            if any(r.n_x < 1 or r.n_y < 1 for r in results):
                 continue  # the analysis shows no effect then
-            index = probabilistic_index([result])
+            index = probabilistic_index(results)
         else:
-            index = dp_probabilistic_index([release])
+            index = dp_probabilistic_index(releases)
         done += 1
         below += index.high < theta
         above += index.low > theta
@@ -59,6 +61,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--old", action="store_true", help="the interval printed before")
+    parser.add_argument("--centers", type=int, default=1,
+                        help="centers of n per arm each: the stratified index")
     args = parser.parse_args()
     print("| ε | n per arm | θ | coverage | interval below θ | interval above θ | width |")
     print("|---|---|---|---|---|---|---|")
@@ -67,7 +71,8 @@ def main() -> None:
             for theta in args.thetas:
                 rng = np.random.default_rng([args.seed, n, round(1000 * theta),
                                              round(1000 * epsilon)])
-                c, lo, hi, w = coverage(n, theta, epsilon, args.reps, rng, old=args.old)
+                c, lo, hi, w = coverage(n, theta, epsilon, args.reps, rng, old=args.old,
+                                       centers=args.centers)
                 print(f"| {epsilon:g} | {n} | {theta:g} | {c:.3f} | {lo:.3f} | {hi:.3f} | "
                       f"{w:.3f} |", flush=True)
 
