@@ -52,6 +52,9 @@ REFERENCES = {
     "becher": "Becher, O., Marcus-Kalish, M. & Steinberg, D. M. (2023). Federated statistical "
               "analysis: non-parametric testing and quantile estimation. Frontiers in Applied "
               "Mathematics and Statistics 9:1267034.",
+    "cousins": "Cousins, R. D. & Highland, V. L. (1992). Incorporating systematic "
+    "uncertainties into an upper limit. Nuclear Instruments and Methods in Physics Research A "
+    "320, 331-335.",
     "newcombe": "Newcombe, R. G. (2006). Confidence intervals for an effect size measure based "
                 "on the Mann-Whitney statistic. Part 2: asymptotic methods and evaluation. "
                 "Statistics in Medicine 25, 559-573.",
@@ -214,10 +217,14 @@ def methods_sentences(view: dict[str, Any]) -> tuple[list[str], list[str]]:
                             "secondary and reported without adjustment for multiplicity.")
             cite("acion")
             cite("newcombe")
+            cite("cousins")
             said.append("The effect size is the probabilistic index θ = P(Y > X) + ½·P(Y = X) "
                         "(Acion et al. 2006) read from the noisy statistic and sizes, per center "
-                        "and stratified, with 95 % score intervals (Newcombe 2006, Method 5) "
-                        "widened for the DP noise on U.")
+                        "and stratified, with 95 % score-type intervals (the variance of "
+                        "Newcombe 2006, Method 5, at each candidate θ) that add the Laplace "
+                        "noise on U and integrate the noisy sizes out over their known error "
+                        "law (Cousins & Highland 1992); the estimate is the median of that "
+                        "confidence distribution.")
         elif kind == "dp_boxplot":
             cite("ramsay")
             bounds = asked["bounds"]

@@ -4,7 +4,8 @@ an analysis that failed (:func:`failed_analysis`) and each center's part in the 
 (:func:`center_status`: included or excluded, per analysis, and why).
 
 The released numbers are copied as the protocols checked them; the only arithmetic here is the
-effect size of the Mann-Whitney tests (``shared.effects.probabilistic_index``) and its
+effect size of the Mann-Whitney tests (``shared.effects.probabilistic_index``; for the DP twin
+``shared.dp.mwu_effect.dp_probabilistic_index``) and its
 heterogeneity between centers (``shared.heterogeneity``), and the Hodges-Lehmann shift the
 federated table allows (``shared.hodges_lehmann``).
 """
@@ -66,6 +67,7 @@ from coordinator.protocols.missing import Missing, arm_missing
 from coordinator.protocols.quantiles import Estimate
 from coordinator.protocols.table_one import ArmSizes, consistent_rows
 from shared.dp.boxplot import BoxplotResult
+from shared.dp.mwu_effect import dp_probabilistic_index
 from shared.dp.uncertainty import box_rank_halfwidths
 from shared.effects import ProbabilisticIndex, probabilistic_index
 from shared.heterogeneity import index_heterogeneity
@@ -360,9 +362,12 @@ def dp_mwu_result(fed: FederatedDPMWU, alternative: str) -> DPMWUResult:
              for name, result in fed.tests.items()}
     local = {c: fed.releases[c].to_result() for c in fed.centers}
     usable = [c for c, r in local.items() if r.n_x >= 1 and r.n_y >= 1]
-    effects = [effect(c, probabilistic_index([local[c]])) for c in usable]
+    # The index integrates the sizes' noise (shared.dp.mwu_effect): the tests' lifted sizes
+    # would pull θ̂ towards ½ and leave that noise out of the interval.
+    dp = {c: fed.releases[c].to_dp_result() for c in usable}
+    effects = [effect(c, dp_probabilistic_index([dp[c]])) for c in usable]
     if len(usable) > 1:
-        effects.append(effect("stratified", probabilistic_index([local[c] for c in usable])))
+        effects.append(effect("stratified", dp_probabilistic_index([dp[c] for c in usable])))
     between, note = heterogeneity(usable, [local[c] for c in usable])
     if len(usable) < len(local):
         left = ", ".join(c for c in local if c not in usable)

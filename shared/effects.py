@@ -72,7 +72,7 @@ class ProbabilisticIndex:
     method: str
 
 
-def newcombe_variance(theta: float, n_x: NDArray[np.float64],
+def newcombe_variance(theta: float | NDArray[np.float64], n_x: NDArray[np.float64],
                       n_y: NDArray[np.float64]) -> NDArray[np.float64]:
     """Hanley-McNeil's variance of θ̂ at θ, symmetrized (Newcombe 2006, Method 5), per center."""
     half = (n_x + n_y) / 2.0 - 1.0
