@@ -16,8 +16,8 @@ One row per observation, one column per variable:
   M, ε split, noise scale, the sizes the tests used);
 * ``boxplots``, ``dp_quantiles``, ``quantiles``, ``table`` — the other analyses' numbers;
 * ``kruskal`` — each k-arm test (and trend, with the law its p is from), ``shift`` each
-  Hodges-Lehmann shift's estimate, interval and bounds, ``categorical`` each released category cell (n (%) with its interval), ``categorical_tests``
-  each χ², Fisher and CMH test;
+  Hodges-Lehmann shift's estimate, interval and bounds, ``categorical`` each released
+  category cell (n (%) with its interval), ``categorical_tests`` each χ², Fisher and CMH test;
 * ``centers`` — each center included or excluded, its epoch and ε;
 * ``reproducibility`` — the record as (field, value) pairs.
 
