@@ -1,7 +1,8 @@
 """The pooled DP boxplot's whiskers and outlier counts against Tukey's rule on the pooled records
-(issue 39): how far the released whiskers are from Tukey's whiskers (the most extreme records
-inside Q1 − 1.5·IQR and Q3 + 1.5·IQR of the pooled raw records) and the released outlier counts
-from Tukey's counts (the records beyond those fences).
+(docs/benchmarks.md, "The pooled box's whiskers against Tukey's"): how far the released
+whiskers are from Tukey's whiskers (the most extreme records inside Q1 − 1.5·IQR and
+Q3 + 1.5·IQR of the pooled raw records) and the released outlier counts from Tukey's counts
+(the records beyond those fences).
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/sim_pooled_whiskers.py [--reps 200]
 [--sizes 300 300 300] [--epsilons 0.5 1] [--seed 20261207]``
