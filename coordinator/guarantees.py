@@ -1,7 +1,7 @@
 """The lifetime privacy guarantee a study's result states, per center: read from each included
 center after the study, put in one sentence here, and shown from the result by the text
 summary, the HTML report and the console's study page (:func:`guarantee_lines`,
-:func:`guarantee_parts`; ``coordinator.report``).
+:func:`guarantee_parts`; ``coordinator.reporting.report``).
 
 A center's accountant (``center_agent.accountant``, ``shared.accounting``) composes every ε its
 ledger paid for the dataset, this study's and every earlier one's, and ``GET /v1/budget`` states

@@ -9,7 +9,8 @@ request carries (a peer's statement of its limits) is left out too: the result h
 federated table's limits.
 
 :func:`reproducibility` is the study's reproducibility record (what the exports and the Methods
-paragraph, ``coordinator.exports`` and ``coordinator.methods_text``, are written from) and
+paragraph, ``coordinator.reporting.exports`` and ``coordinator.reporting.methods_text``, are
+written from) and
 :func:`software` the coordinator's version and commit a result is stamped with.
 """
 

@@ -4,7 +4,7 @@
   released part's 95 % error at the sizes the taking-part centers show (rounded down to their
   K) and the asked ε (``shared.dp_utility``: the mechanisms' known error laws, public numbers
   only), flagged uninformative past ``shared.dp_utility.UNINFORMATIVE_SHARE``.
-* the report's part is ``coordinator.report_flags``.
+* the report's part is ``coordinator.reporting.report_flags``.
 """
 
 from __future__ import annotations

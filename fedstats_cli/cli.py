@@ -467,7 +467,7 @@ def study_command(args: argparse.Namespace) -> int:
 
     import httpx
 
-    from coordinator.report import render_html, summary
+    from coordinator.reporting.report import render_html, summary
     from fedstats_cli.study import (
         UsageError,
         cancel_study,

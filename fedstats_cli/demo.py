@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from center_agent.gate.keys import write_key_pair
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from fedstats_cli import synth
 from fedstats_cli.procs import Child, ProcessGroup, child_env, free_port, terminate_on_sigterm
 from fedstats_cli.settings_files import toml_value as toml_value  # still importable from here

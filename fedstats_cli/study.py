@@ -319,9 +319,9 @@ def status_line(view: dict[str, Any]) -> str:
 
 
 def write_csv(view: dict[str, Any], out: Path) -> list[Path]:
-    """The study's exports (``coordinator.exports.csv_files``: a CSV per table it has, the
+    """The study's exports (``coordinator.reporting.exports.csv_files``: a CSV per table it has, the
     Methods paragraph, spec and reproducibility record) written into ``out``; the paths."""
-    from coordinator.exports import csv_files
+    from coordinator.reporting.exports import csv_files
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -333,9 +333,9 @@ def write_csv(view: dict[str, Any], out: Path) -> list[Path]:
 
 
 def write_xlsx(view: dict[str, Any], path: Path) -> Path:
-    """The study's tables as one XLSX workbook (``coordinator.exports.workbook``) at
+    """The study's tables as one XLSX workbook (``coordinator.reporting.exports.workbook``) at
     ``path``, written whole or not at all; the path."""
-    from coordinator.exports import workbook
+    from coordinator.reporting.exports import workbook
 
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")

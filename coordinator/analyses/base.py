@@ -41,7 +41,7 @@ from coordinator.models import AnalysisResult, PlannedPower, StudySpec
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey
 from coordinator.protocols.table import FederatedTable
-from coordinator.rendering import generic_report_parts, generic_summary_lines
+from coordinator.reporting.rendering import generic_report_parts, generic_summary_lines
 from shared.fields import Extreme
 from shared.protocol import DatasetInfo
 
@@ -163,7 +163,7 @@ class Analysis(Generic[S]):
     async def run(self, study: StudyRun, analysis: S) -> AnalysisResult:
         raise NotImplementedError
 
-    # -- how it is shown (``coordinator.report``: ``view`` is the study's JSON) ----------------
+    # -- how it is shown (``coordinator.reporting.report``: ``view`` is the study's JSON) ----
 
     # Kinds drawn before the others, by rank, all results of the kind together (none: in the
     # spec's order after those): in the text summary, and in the HTML report.

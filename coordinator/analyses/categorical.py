@@ -17,7 +17,7 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols.categorical import POOLED, federated_counts
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     CATEGORY_NOTE,
     _left_out,
     _table,

@@ -15,7 +15,7 @@ from coordinator.protocols.categorical import category_arms, federated_counts, m
 from coordinator.protocols.describe import ALL, federated_describe
 from coordinator.protocols.missing import missing_counts
 from coordinator.protocols.table_one import arm_sizes
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     DESCRIBE_HEADER,
     _left_out,
     _table,

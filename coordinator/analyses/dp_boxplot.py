@@ -17,7 +17,7 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_dp_boxplot
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     BOX_HEADER,
     BOX_UNCERTAINTY_HEADER,
     BOX_UNCERTAINTY_NOTE,

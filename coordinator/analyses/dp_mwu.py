@@ -20,7 +20,7 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_dp_mwu
-from coordinator.rendering import _table, fmt
+from coordinator.reporting.rendering import _table, fmt
 from coordinator.results import dp_mwu_result
 from shared.mwu_power import sum_test_power_table
 

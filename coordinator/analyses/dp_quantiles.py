@@ -15,7 +15,7 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import center_dp_quantiles
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     _left_out,
     _table,
     dp_quantile_rows,

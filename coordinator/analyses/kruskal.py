@@ -22,7 +22,7 @@ from coordinator.models import (
     TrendResult,
 )
 from coordinator.protocols.kruskal import FederatedKruskal, federated_kruskal
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     BIN_NOTE,
     _left_out,
     _table,

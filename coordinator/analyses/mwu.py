@@ -18,7 +18,7 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_mwu
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     EFFECT_NOTE,
     _left_out,
     _table,

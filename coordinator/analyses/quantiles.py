@@ -15,7 +15,7 @@ from coordinator.protocols.quantiles import (
     table_quantiles,
     yj_data_estimates,
 )
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     QUANTILE_BRACKET_NOTE,
     _left_out,
     _table,

@@ -12,7 +12,7 @@ from typing import Any
 
 from coordinator.analyses.base import Analysis, StudyRun
 from coordinator.models import AnalysisResult, ShiftAnalysis, ShiftResult
-from coordinator.rendering import _left_out, _table, fmt, left_out
+from coordinator.reporting.rendering import _left_out, _table, fmt, left_out
 from coordinator.results import shift_result
 
 SHIFT_NOTE = (

@@ -9,7 +9,7 @@ from typing import Any
 
 from coordinator.analyses.base import Analysis, StudyRun
 from coordinator.models import AnalysisResult, TableAnalysis, TableResult
-from coordinator.rendering import (
+from coordinator.reporting.rendering import (
     BIN_NOTE,
     FRACTIONAL_NOTE,
     _left_out,

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
 from coordinator.analyses import FormError
-from coordinator.figures import figure_names
 from coordinator.models import Catalog, StudySpec
 from coordinator.quotas import analysis_spends
+from coordinator.reporting.figures import figure_names
 from coordinator.ui.schema_form import (
     MAX_INSTANCES,
     AnalysisForm,
@@ -330,7 +330,7 @@ def catalog_names(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
 
 def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:
     """(index, figure name, label) of each figure of each analysis
-    (``coordinator.figures.figure_names``)."""
+    (``coordinator.reporting.figures.figure_names``)."""
     result = view.get("result") or {}
     return [(i, name, FIGURE_LABELS[name])
             for i, a in enumerate(result.get("analyses") or []) for name in figure_names(a)]
@@ -351,7 +351,7 @@ EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 
 
 
 def export_links(view: dict[str, Any]) -> list[tuple[str, str]]:
-    """(part, label) of each CSV table the study has (``coordinator.exports``)."""
+    """(part, label) of each CSV table the study has (``coordinator.reporting.exports``)."""
     kinds = {a.get("kind") for a in (view.get("result") or {}).get("analyses") or []
              if a.get("status") == "succeeded"}
     found = [link for kind, links in EXPORT_KINDS.items() if kind in kinds for link in links]

@@ -18,7 +18,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from pydantic import ValidationError
 
-from coordinator import exports, feed, figures
+from coordinator import feed
 from coordinator.api.access import readable_study
 from coordinator.api.deps import is_admin
 from coordinator.api.routes import audit as audit_routes
@@ -26,7 +26,8 @@ from coordinator.api.routes import studies as study_routes
 from coordinator.catalog import build_catalog
 from coordinator.core.errors import ServiceError
 from coordinator.models import StudyPlan, StudySpec, StudyView
-from coordinator.report import report_sections
+from coordinator.reporting import exports, figures
+from coordinator.reporting.report import report_sections
 from coordinator.services import Services
 from coordinator.ui import forms
 from coordinator.ui.sessions import (
@@ -408,7 +409,7 @@ async def study_export_xlsx(request: Request, study_id: str) -> Response:
 
 @router.get("/studies/{study_id}/export/{part}.csv")
 async def study_export_csv(request: Request, study_id: str, part: str) -> Response:
-    """One table of the study as CSV (``coordinator.exports.PARTS``)."""
+    """One table of the study as CSV (``coordinator.reporting.exports.PARTS``)."""
     session = await signed_in(request)
     if session is None:
         return to_sign_in()
@@ -426,7 +427,7 @@ async def study_export_csv(request: Request, study_id: str, part: str) -> Respon
 @router.get("/studies/{study_id}/figures/{index}.{fmt}")
 async def study_figure(request: Request, study_id: str, index: int, fmt: str,
                        name: str | None = None) -> Response:
-    """An analysis' figure to download (``coordinator.figures.figure_names``)."""
+    """An analysis' figure to download (``coordinator.reporting.figures.figure_names``)."""
     session = await signed_in(request)
     if session is None:
         return to_sign_in()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.report import boxes, render_html, summary
+from coordinator.reporting.report import boxes, render_html, summary
 from fedstats_cli import synth
 from fedstats_cli.cli import build_parser, main
 from fedstats_cli.procs import free_port

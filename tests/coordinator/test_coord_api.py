@@ -343,7 +343,7 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
     # Every box part states its uncertainty: the pooled n (the consistent root count, a DP
     # count); a center's n is a public size. The pooled whiskers are Tukey's, read off the
     # tree (its rank half-width), never at a walk's ψ: no ψ bound.
-    from coordinator.report import summary
+    from coordinator.reporting.report import summary
 
     assert pooled["extreme_rank_halfwidth"] is None
     assert {pooled["lower_branch"], pooled["upper_branch"]} <= {"fence", "record"}
@@ -353,7 +353,7 @@ async def test_a_dp_boxplot_study(running: Running) -> None:
     h = math.ceil(pooled["n_halfwidth"])
     assert f"{pooled['n']} [{max(0, pooled['n'] - h)}, {pooled['n'] + h}]" in summary(view)
     # the pooled whiskers are labelled as what they are: Tukey's, outliers beyond the fences
-    from coordinator.rendering import POOLED_WHISKER_RULE
+    from coordinator.reporting.rendering import POOLED_WHISKER_RULE
 
     assert POOLED_WHISKER_RULE in summary(view)
     calls = [p["call"] for p in view["provenance"] if p["center"] == "beta"]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from coordinator.models import DPBoxplotAnalysis, DPBoxplotResult, PooledBoxResult, StudyView
 from coordinator.protocols import federated_dp_boxplot
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from coordinator.results import dp_boxplot_result
 from fedstats_client.results import StudyRecord
 from fedstats_client.spec import SpecError, Study

@@ -21,12 +21,12 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats
 
-from coordinator import exports
 from coordinator.local import in_process_federation
 from coordinator.models import CategoricalResult, DescribeResult, StudySpec
 from coordinator.protocols.categorical import FederatedCounts, association_tests
 from coordinator.quotas import analysis_spends
-from coordinator.report import render_html, summary
+from coordinator.reporting import exports
+from coordinator.reporting.report import render_html, summary
 from coordinator.study import run_study
 from shared.categorical import (
     cmh_noise_inflation,
@@ -416,7 +416,7 @@ async def test_a_dp_describe_pays_for_its_categorical_variables(ports: Any) -> N
     # The exact missing counts stay exact in a DP describe (no ε; 0 or >= K).
     assert {r.missing for r in described.rows if r.center == "alpha" and r.arm == "ctl"} == {12}
     # The Methods paragraph says how the categorical analysis was made, and cites it.
-    from coordinator.methods_text import methods_sentences
+    from coordinator.reporting.methods_text import methods_sentences
     view = {"id": "s", "status": "succeeded", "created_at": "now", "provenance": [],
             "spec": asked.model_dump(mode="json"), "result": result.model_dump(mode="json")}
     said, cited = methods_sentences(view)

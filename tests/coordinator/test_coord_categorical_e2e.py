@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from center_agent.gate.keys import write_key_pair
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from fedstats_cli.procs import free_port
 from fedstats_cli.study import load_spec
 from tests.coordinator.test_coord_describe import spent, wait_for_status

@@ -18,7 +18,7 @@ import pytest
 
 from center_agent.gate.keys import write_key_pair
 from coordinator.models import StudyView
-from coordinator.report import render_html
+from coordinator.reporting.report import render_html
 from fedstats_cli.procs import free_port
 from fedstats_client.results import StudyRecord
 from tests.helpers.config import write_toml

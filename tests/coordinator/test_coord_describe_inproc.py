@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from coordinator.core.errors import AnalysisFailed
 from coordinator.models import DescribeResult, StudySpec
 from coordinator.quotas import analysis_spends
-from coordinator.report import fmt, render_html, summary, table_one
+from coordinator.reporting.report import fmt, render_html, summary, table_one
 from coordinator.study import run_study
 from fedstats_client.results import Describe
 from shared.describe import pool_descriptions
@@ -116,7 +116,7 @@ async def test_the_demo_hospitals_table_one_prints_only_what_the_bins_pin(
     quartiles of rank ⌈qN⌉); a number its bins cannot pin prints "not estimable" (never a
     midpoint with "(0)"), its exact bounds below it; the pooled columns print their means and
     quartiles (bins of a thousand records pin them many times over)."""
-    from coordinator.rendering import NOT_ESTIMABLE
+    from coordinator.reporting.rendering import NOT_ESTIMABLE
     from fedstats_cli import synth
 
     data = {}

@@ -18,7 +18,7 @@ import pytest
 from coordinator.analyses import REGISTRY, analysis_of
 from coordinator.main import create_app
 from coordinator.models import StudySpec
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from tests.helpers.coordinator import (
     AUTH,
     SIZES,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from fedstats_cli.procs import free_port
 from tests.coordinator.test_coord_describe import (
     BOUNDS_CRP,

@@ -15,11 +15,11 @@ from pydantic import ValidationError
 
 from coordinator.analyses import REGISTRY
 from coordinator.core.errors import CenterFailure
-from coordinator.exports import part_csv
-from coordinator.methods_text import methods_paragraph
 from coordinator.models import StudyResult, StudySpec
 from coordinator.protocols.dp_mwu import check_dp_mwu_release
-from coordinator.report import render_html, summary
+from coordinator.reporting.exports import part_csv
+from coordinator.reporting.methods_text import methods_paragraph
+from coordinator.reporting.report import render_html, summary
 from fedstats_client.results import Results
 from shared.mwu import fisher_test, sum_test, weighted_test
 from shared.protocol import DPMWURelease, DPMWURequest, MWUNoise

@@ -1,4 +1,5 @@
-"""The exports (``coordinator.exports``), the Methods paragraph (``coordinator.methods_text``) and
+"""The exports (``coordinator.reporting.exports``), the Methods paragraph
+(``coordinator.reporting.methods_text``) and
 the reproducibility record (``coordinator.provenance.reproducibility``), over the analyst API in
 process: every CSV cell is checked against the study's own JSON, and the record against what the
 centers published."""
@@ -20,13 +21,13 @@ import pandas
 import pytest
 from pydantic import ValidationError
 
-from coordinator import exports
 from coordinator.api.routes.studies import XLSX
-from coordinator.methods_text import methods_paragraph
 from coordinator.models import StudySpec
 from coordinator.provenance import NO_COMMIT, git_commit, software
-from coordinator.rendering import fmt
-from coordinator.report import render_html, summary, table_one
+from coordinator.reporting import exports
+from coordinator.reporting.methods_text import methods_paragraph
+from coordinator.reporting.rendering import fmt
+from coordinator.reporting.report import render_html, summary, table_one
 from tests.coordinator.test_coord_api import Running, counting_centers, serving
 from tests.helpers.coordinator import ANALYST_TOKEN, AUTH, Federations, K, settings_for, sqlite_url
 

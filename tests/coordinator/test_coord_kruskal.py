@@ -23,11 +23,11 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
-from coordinator import exports
 from coordinator.local import in_process_federation
 from coordinator.protocols.table import federated_bin_table
-from coordinator.rendering import fmt
-from coordinator.report import render_html, summary
+from coordinator.reporting import exports
+from coordinator.reporting.rendering import fmt
+from coordinator.reporting.report import render_html, summary
 from shared import jonckheere, kinds, kruskal
 from shared.protocol import TableRequest
 from tests.coordinator.test_coord_catalog import Coordinator, serving

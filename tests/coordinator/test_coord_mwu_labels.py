@@ -1,4 +1,5 @@
-"""The report says which law each Mann-Whitney p-value comes from (``coordinator.report``):
+"""The report says which law each Mann-Whitney p-value comes from
+(``coordinator.reporting.report``):
 N(0, 1), U's exact law for small centers, the exact law of normal + Laplace noise for noisy
 releases — never "z" for a p-value that the normal law did not give."""
 
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.protocols.mwu import FederatedMWU
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from coordinator.results import mwu_result
 from shared.mechanisms import Laplace
 from shared.mwu import fisher_test, mann_whitney, sum_test, weighted_test

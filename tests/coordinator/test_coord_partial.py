@@ -21,7 +21,7 @@ import pytest
 from coordinator.core.errors import CenterFailure
 from coordinator.main import create_app
 from coordinator.models import StudyResult, StudySpec
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from coordinator.results import failed_analysis
 from coordinator.study import run_study
 from shared.protocol import CenterInfo

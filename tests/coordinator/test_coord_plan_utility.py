@@ -1,7 +1,7 @@
 """The dry run gives each DP analysis' 95 % errors at the centers' sizes and the asked ε and
 says when they leave it uninformative (``coordinator.utility``; docs/methods.md §9.6); the CLI
 and the console show it; the report flags released numbers whose stated uncertainty is above
-the share (``coordinator.report_flags``)."""
+the share (``coordinator.reporting.report_flags``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.report import render_html, summary
-from coordinator.report_flags import uninformative_notes
+from coordinator.reporting.report import render_html, summary
+from coordinator.reporting.report_flags import uninformative_notes
 from fedstats_cli.catalog import render_plan
 from shared.dp_utility import UNINFORMATIVE_SHARE, box_errors, describe_errors, quantiles_errors
 from tests.coordinator.test_coord_catalog import BASE, counted, serving

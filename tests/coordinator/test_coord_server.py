@@ -21,7 +21,7 @@ from center_agent.gate.keys import write_key_pair
 from coordinator.client import HttpCenter
 from coordinator.core.config import CenterConfig, RetryPolicy
 from coordinator.core.errors import CenterFailure
-from coordinator.report import render_html, summary
+from coordinator.reporting.report import render_html, summary
 from fedstats_cli.procs import free_port
 from shared.binning import BinTable
 from shared.heterogeneity import index_heterogeneity

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from coordinator import exports
 from coordinator.analyses import REGISTRY
 from coordinator.main import create_app
-from coordinator.methods_text import methods_sentences
 from coordinator.models import MWUResult, ShiftResult, StudySpec
 from coordinator.protocols.table import FederatedTable
+from coordinator.reporting import exports
+from coordinator.reporting.methods_text import methods_sentences
 from coordinator.results import heterogeneity, mwu_test_result, shift_result
 from fedstats_client.results import Shift
 from fedstats_client.spec import SpecError, Study

@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from coordinator import exports, methods_text
 from coordinator.analyses import REGISTRY
-from coordinator.figures import figure_names
 from coordinator.models import StudySpec
 from coordinator.provenance import analysis_algorithm
-from coordinator.report import render_html, summary
-from coordinator.report_flags import uninformative_notes
+from coordinator.reporting import exports, methods_text
+from coordinator.reporting.figures import figure_names
+from coordinator.reporting.report import render_html, summary
+from coordinator.reporting.report_flags import uninformative_notes
 from coordinator.ui import forms
 
 GOLDEN = Path(__file__).parent / "golden"

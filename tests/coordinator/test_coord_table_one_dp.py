@@ -20,7 +20,7 @@ from coordinator.models import DescribeResult, DescribeRow, StudySpec
 from coordinator.protocols.categorical import FederatedCounts, category_arms
 from coordinator.protocols.describe import ALL, POOLED, FederatedDescribe
 from coordinator.protocols.table_one import arm_sizes, consistent_rows
-from coordinator.rendering import table_one
+from coordinator.reporting.rendering import table_one
 from coordinator.study import run_study
 from shared.consistency import NoisyCounts
 from tests.helpers.coordinator import K

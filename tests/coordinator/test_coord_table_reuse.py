@@ -245,7 +245,7 @@ async def test_a_reused_table_names_no_other_analysts_study(
         assert by_admin[0]["reused_from"] == alices == by_admin[1]["table"]["reused_from"]
 
         # The report and the console's page say the table was reused, without the id.
-        from coordinator.report import report_sections
+        from coordinator.reporting.report import report_sections
         page = report_sections(shown, console=True)
         assert "Read from a table the coordinator kept" in page and alices not in page
         assert "by study " + alices in report_sections(await view(bobs, admin), console=True)

@@ -1,6 +1,6 @@
 """Studies: create (202, runs in the background; once per ``Idempotency-Key``), list, read with
 provenance, follow (server-sent events), resume, cancel, figure, exports (CSV tables and a zip:
-``coordinator.exports``).
+``coordinator.reporting.exports``).
 
 An analyst lists and reads only the studies it owns or that were shared with it; an admin all
 (``coordinator.api.access``). Reads with the provenance, creations, resumes and cancels are audited
@@ -17,12 +17,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from coordinator import audit, exports, feed, figures, quotas
+from coordinator import audit, feed, quotas
 from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
 from coordinator.api.deps import AnalystDep, RunnerDep, StillValidDep, StoreDep, is_admin
 from coordinator.core.errors import Conflict, QuotaExceeded
 from coordinator.db import Store, StudyRecord
-from coordinator.figures import FigureFormat, FigureName
 from coordinator.models import (
     StudyCreated,
     StudyError,
@@ -35,6 +34,8 @@ from coordinator.models import (
 )
 from coordinator.provenance import provenance as provenance_of
 from coordinator.provenance import reproducibility
+from coordinator.reporting import exports, figures
+from coordinator.reporting.figures import FigureFormat, FigureName
 from fedstats_service.auth import Caller
 
 router = APIRouter(prefix="/studies", tags=["studies"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.report import bracket_rows, quantiles_heading, rank_error_note
+from coordinator.reporting.report import bracket_rows, quantiles_heading, rank_error_note
 from shared.binning import BinTable, bin_table
 from shared.federation import federated_table
 from shared.quantiles import table_brackets

@@ -1,5 +1,6 @@
 """What renders a study's view for people (the plain-text summary and the HTML report of
-``coordinator.report``): the shared helpers, notes and figures each analysis draws its part with
+``coordinator.reporting.report``): the shared helpers, notes and figures each analysis draws its
+part with
 (``coordinator/analyses/<kind>.py``, ``summary_lines`` and ``report_parts``).
 
 Both are drawn from the coordinator's answer only (``GET /v1/studies/{id}``): the released
@@ -21,7 +22,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from coordinator import figures
+from coordinator.reporting import figures
 
 T = TypeVar("T")
 
@@ -381,19 +382,20 @@ def quantile_rows(node: Any, label: str = "") -> Iterator[tuple[str, list[Any], 
 
 
 def _inline(svg: bytes) -> str:
-    """An SVG document from ``coordinator.figures`` as an element to put in a page."""
+    """An SVG document from ``coordinator.reporting.figures`` as an element to put in a page."""
     text = svg.decode()
     return text[text.index("<svg"):]
 
 
 def table_svg(table: dict[str, Any], groups: list[str]) -> str:
-    """The federated table's figure (``coordinator.figures.table_figure``)."""
+    """The federated table's figure (``coordinator.reporting.figures.table_figure``)."""
     return _inline(figures.table_figure(table["limits"], table["counts"], groups,
                                         title="Federated K-anonymous table, cumulative"))
 
 
 def boxplot_svg(analysis: dict[str, Any], title: str) -> str:
-    """A DP boxplot analysis' figure (``coordinator.figures.draw_boxes``, as the API's figure:
+    """A DP boxplot analysis' figure (``coordinator.reporting.figures.draw_boxes``, as the API's
+    figure:
     the outliers are DP counts beside each whisker)."""
     return _inline(figures.draw_boxes(dp_boxes(analysis), title=title))
 

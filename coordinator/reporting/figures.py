@@ -1,5 +1,5 @@
 """A study's figures, the one place they are drawn (the API's figure route, the console and the
-HTML report, ``coordinator.report``, all take them from here):
+HTML report, ``coordinator.reporting.report``, all take them from here):
 
 * :func:`boxplot_figure` — a DP boxplot analysis: one box per center and the pooled box, with
   ``Axes.bxp``; a box has no points, the outliers are DP *counts* written beside each whisker;

@@ -1,7 +1,7 @@
 """The report's flags (docs/methods.md §9.6): the released DP numbers whose stated 95 %
 uncertainty — the half-widths and intervals the results already carry, nothing recomputed — is
 larger than ``shared.dp_utility.UNINFORMATIVE_SHARE`` of their size (records) or of their
-bounds (values), one note each. Plain dicts, as ``coordinator.report`` reads a study."""
+bounds (values), one note each. Plain dicts, as ``coordinator.reporting.report`` reads a study."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Both are drawn from the coordinator's answer only (``GET /v1/studies/{id}``): the study's header,
 its centers and failed analyses here, and each analysis's part by its registered analysis
 (``coordinator.analyses``: ``summary_lines``, ``report_parts``) with the helpers of
-:mod:`coordinator.rendering`. Analysis kinds no registered analysis draws are still shown, as
+:mod:`coordinator.reporting.rendering`. Analysis kinds no registered analysis draws are still
+shown, as
 their numbers; any result holding a seven-number summary (``q1``, ``median``, ``q3``, whiskers)
 is drawn as a table. Figures are inline SVG, so the report reads offline.
 
@@ -18,10 +19,10 @@ import html
 import json
 from typing import Any
 
-from coordinator import methods_text
 from coordinator.analyses import REGISTRY
 from coordinator.guarantees import guarantee_lines, guarantee_parts
-from coordinator.rendering import (
+from coordinator.reporting import methods_text
+from coordinator.reporting.rendering import (
     CSS,
     _table,
     analyses_of,
@@ -40,10 +41,10 @@ from coordinator.rendering import (
     succeeded,
     table_one,
 )
-from coordinator.report_flags import uninformative_notes
+from coordinator.reporting.report_flags import uninformative_notes
 
 # Names the report's readers (the CLI, the console, tests) took from here before the helpers
-# moved to ``coordinator.rendering``.
+# moved to ``coordinator.reporting.rendering``.
 __all__ = ["boxes", "bracket_rows", "fmt", "quantiles_heading", "rank_error_note",
            "render_html", "report_sections", "summary", "table_one"]
 

@@ -21,7 +21,8 @@ One row per observation, one column per variable:
 * ``centers`` — each center included or excluded, its epoch and ε;
 * ``reproducibility`` — the record as (field, value) pairs.
 
-:func:`bundle` zips every non-empty table with ``methods.txt`` (``coordinator.methods_text``),
+:func:`bundle` zips every non-empty table with ``methods.txt``
+(``coordinator.reporting.methods_text``),
 ``spec.json`` and ``reproducibility.json``; :func:`workbook` writes the same tables as one XLSX
 workbook, a sheet each (numbers as numbers, to the 15 significant digits a spreadsheet keeps:
 the CSV has them exactly), with the Methods paragraph on its own sheet.
@@ -38,8 +39,8 @@ import zipfile
 from collections.abc import Callable, Iterator
 from typing import Any, Literal, get_args
 
-from coordinator import methods_text
-from coordinator.rendering import (
+from coordinator.reporting import methods_text
+from coordinator.reporting.rendering import (
     center_rows,
     null_label,
     succeeded,
@@ -138,7 +139,7 @@ def table1(view: dict[str, Any]) -> list[Row]:
 
 def table1_formatted(view: dict[str, Any]) -> list[Row]:
     """The report's Table 1 as shown: one block per variable, columns the pooled arms, Overall
-    and each center's arms (``coordinator.rendering.table_one``)."""
+    and each center's arms (``coordinator.reporting.rendering.table_one``)."""
     rows = []
     groups = (view.get("spec") or {}).get("groups")
     for index, analysis in _indexed(view, "describe"):
