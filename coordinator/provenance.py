@@ -27,16 +27,9 @@ from typing import Any
 
 from coordinator.db import ReleaseRecord
 from coordinator.models import (
-    Analysis,
     CenterRecord,
-    DescribeAnalysis,
-    DPMWUAnalysis,
-    DPQuantilesAnalysis,
     FailedAnalysis,
-    KruskalAnalysis,
-    MWUAnalysis,
     Provenance,
-    QuantilesAnalysis,
     Reproducibility,
     Software,
     StudyResult,
@@ -102,29 +95,6 @@ SEEDS = ("none public: every center draws its noise from a generator keyed by it
          "(docs/privacy.md); a public seed would let anyone remove the noise. The coordinator "
          "draws no random numbers of its own for a result.")
 
-ALGORITHMS: dict[str, str] = {
-    "table": "federated K-anonymous bin table (Becher, Marcus-Kalish & Steinberg 2023, "
-             "Algorithms 1-6)",
-    "mwu": "federated Mann-Whitney tests (Becher, Marcus-Kalish & Steinberg 2023, §6); "
-           "probabilistic index with Newcombe's (2006) Method 5 score interval",
-    "dp_boxplot": "DPBoxplot (Ramsay & Diaz-Rodriguez 2025) per center; pooled box from a DP "
-                  "tree histogram (Hay et al. 2010)",
-    "quantiles": "quantile estimators on the federated table (Becher, Marcus-Kalish & Steinberg "
-                 "2023, §7)",
-    "dp_quantiles": "DP quantiles per center",
-    "describe": "Table 1 (descriptive statistics)",
-    "shift": "Hodges-Lehmann shift with Moses's interval from the federated table's bin "
-             "midpoints, widened by a binning allowance, with the bounds the bins allow "
-             "(docs/methods.md §12.3)",
-    "categorical": "categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
-                   "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center",
-    "kruskal": "Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "
-               "table, stratified (sum; van Elteren 1960)",
-    "dp_mwu": "the DP twin of the federated Mann-Whitney tests under add/remove: noisy sizes, "
-              "U over at most M records per level + Laplace(2M/ε₂) per center "
-              "(docs/methods.md §3.10); probabilistic index with Newcombe's (2006) Method 5 "
-              "score interval under the noise",
-}
 
 
 def git_commit(source: Path) -> str | None:
@@ -179,33 +149,14 @@ def spec_sha256(spec: StudySpec) -> str:
     return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
 
 
-def analysis_algorithm(analysis: Analysis) -> str:
-    """What computed one analysis of a spec, named as the Methods cite it."""
-    said = ALGORITHMS.get(analysis.kind, analysis.kind)
-    if isinstance(analysis, DPQuantilesAnalysis):
-        said += f" ({analysis.algorithm})"
-    elif isinstance(analysis, QuantilesAnalysis):
-        said += f" ({', '.join(analysis.estimators)})"
-    elif isinstance(analysis, MWUAnalysis):
-        said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}"
-                 + (f"; local U noised at ε = {analysis.epsilon:g}"
-                    if analysis.epsilon is not None else ""))
-    elif isinstance(analysis, DPMWUAnalysis):
-        said += (f"; tests {', '.join(analysis.tests)}, {analysis.alternative}; ε = "
-                 f"{analysis.epsilon:g} per center, {analysis.size_share:g} of it on the sizes")
-    elif isinstance(analysis, KruskalAnalysis) and analysis.ordered:
-        said += f"; Jonckheere-Terpstra ({analysis.alternative})"
-    elif isinstance(analysis, DescribeAnalysis):
-        said += f" ({analysis.method}" + (f", ε = {analysis.epsilon:g}" if analysis.epsilon
-                                          else "") + ")"
-    return said
-
-
 def reproducibility(spec: StudySpec, result: StudyResult | None,
-                    records: Sequence[ReleaseRecord]) -> Reproducibility:
-    """The study's reproducibility record, from its spec, result and the answers the centers
-    gave: each center's K, neighbouring relation and epoch from its recorded info (public: its
-    catalog shows them), the ε it spent and the mechanisms its answers name."""
+                    records: Sequence[ReleaseRecord],
+                    algorithms: Sequence[str]) -> Reproducibility:
+    """The study's reproducibility record, from its spec, result, the answers the centers
+    gave and what computed each analysis (``algorithms``, in the spec's order:
+    ``coordinator.analyses.algorithms``): each center's K, neighbouring relation and epoch
+    from its recorded info (public: its catalog shows them), the ε it spent and the mechanisms
+    its answers name."""
     infos: dict[str, dict[str, Any]] = {}
     spent: dict[str, float] = {}
     mechanisms: dict[str, set[str]] = {}
@@ -242,5 +193,5 @@ def reproducibility(spec: StudySpec, result: StudyResult | None,
         spec_sha256=spec_sha256(spec), k=spec.k, centers=centers,
         algorithms=[FAILED if result is not None and i < len(result.analyses)
                     and isinstance(result.analyses[i], FailedAnalysis)
-                    else analysis_algorithm(a) for i, a in enumerate(spec.analyses)],
+                    else algorithm for i, algorithm in enumerate(algorithms)],
         seeds=SEEDS)

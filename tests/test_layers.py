@@ -7,9 +7,11 @@ Imports inside functions count (they still tie the modules together); those unde
   ``shared``; ``shared`` imports none of the others; ``fedstats_client`` (the analyst's client)
   imports only ``coordinator.models`` and what it imports (no server code);
 * the coordinator: ``main`` → ``ui`` (the console) → ``api`` → services (``services``,
-  ``runner``, ``registry``) → studies (``study``, ``quotas``, ``report``, ``methods_text``,
-  ``exports``) → ``analyses`` (one module per analysis, the registry the rest loops over) →
-  results (``results``, ``figures``, ``rendering``) → ``protocols`` and the ports'
+  ``runner``, ``registry``) → studies and the loops of the shown half over the registry
+  (``study``, ``quotas``, ``reporting.report``, ``.methods_text``, ``.exports``, ``.figures``,
+  ``.report_flags``) → ``analyses`` (one module per analysis: how it runs and how it is shown) →
+  the parts an analysis draws on (``results``, ``reporting.charts``, ``.rendering``, ``.shown``,
+  ``.export_parts``, ``.notes``, ``.citations``, ``.wording``) → ``protocols`` and the ports'
   implementations → ``ports``, ``db``, ``spending`` → ``models``, ``core`` (``models`` a leaf
   the CLI imports cheaply).
 """
@@ -33,10 +35,14 @@ COORDINATOR_LAYERS = (
      "coordinator.spending", "coordinator.provenance"),
     ("coordinator.protocols", "coordinator.client", "coordinator.local", "coordinator.recording",
      "coordinator.webhooks"),
-    ("coordinator.results", "coordinator.reporting.figures", "coordinator.reporting.rendering"),
+    ("coordinator.results", "coordinator.reporting.charts", "coordinator.reporting.rendering",
+     "coordinator.reporting.shown", "coordinator.reporting.export_parts",
+     "coordinator.reporting.notes", "coordinator.reporting.citations",
+     "coordinator.reporting.wording"),
     ("coordinator.analyses",),
     ("coordinator.study", "coordinator.quotas", "coordinator.reporting.report",
-     "coordinator.reporting.methods_text", "coordinator.reporting.exports"),
+     "coordinator.reporting.methods_text", "coordinator.reporting.exports",
+     "coordinator.reporting.figures", "coordinator.reporting.report_flags"),
     ("coordinator.services", "coordinator.runner", "coordinator.registry", "coordinator.admin"),
     ("coordinator.api",),
     ("coordinator.ui",),

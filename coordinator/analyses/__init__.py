@@ -26,17 +26,25 @@ from coordinator.analyses.quantiles import Quantiles
 from coordinator.analyses.shift import Shift
 from coordinator.analyses.table import Table
 from coordinator.models import Analysis as AnalysisSpec
+from coordinator.models import StudySpec
 
 # In the order the console's builder offers them.
-REGISTRY: dict[str, Analysis[Any]] = {
+REGISTRY: dict[str, Analysis[Any, Any]] = {
     a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
                         Shift(), Categorical(), Kruskal(), DPMWU())
 }
 
 
-def analysis_of(part: AnalysisSpec) -> Analysis[Any]:
+def analysis_of(part: AnalysisSpec) -> Analysis[Any, Any]:
     """The registered analysis of a spec's part (by its ``kind``)."""
     return REGISTRY[part.kind]
 
 
-__all__ = ["REGISTRY", "Analysis", "FormError", "Request", "Spend", "StudyRun", "analysis_of"]
+def algorithms(spec: StudySpec) -> list[str]:
+    """What computes each analysis of ``spec``, named as the Methods cite it (the
+    reproducibility record's ``algorithms``)."""
+    return [REGISTRY[part.kind].algorithm(part) for part in spec.analyses]
+
+
+__all__ = ["REGISTRY", "Analysis", "FormError", "Request", "Spend", "StudyRun", "algorithms",
+           "analysis_of"]

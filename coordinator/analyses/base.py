@@ -16,6 +16,14 @@ An :class:`Analysis` declares, for its kind:
 * how it runs: :meth:`Analysis.run`, given a :class:`StudyRun` (the survey, the study's table);
 * how it is shown: :meth:`Analysis.summary_lines` (the text summary) and
   :meth:`Analysis.report_parts` (its section of the HTML report, figures included);
+* how it is written up (the shown half: ``coordinator.reporting``, each a loop over the registry
+  reading typed results, validated once at ``coordinator.reporting.shown``):
+  :meth:`Analysis.methods` (its Methods sentences) with :attr:`Analysis.references` (the works
+  they cite), :attr:`Analysis.export_parts` and :meth:`Analysis.export_rows` (its CSV/XLSX
+  tables), :meth:`Analysis.figure_names` and :meth:`Analysis.figure` (its figures, labelled by
+  :attr:`Analysis.figure_labels`), :meth:`Analysis.algorithm` (what computed it, in the
+  reproducibility record), :meth:`Analysis.uninformative` (the report's notes on its DP numbers)
+  and :meth:`Analysis.planned_errors` (the dry run's predicted DP errors);
 * how it is asked in the console's builder: a form generated from ``spec_model``'s JSON schema
   (``coordinator.ui.schema_form``), labelled :attr:`Analysis.form_label`, with
   :attr:`Analysis.form_widgets` and :meth:`Analysis.from_form` for what the schema cannot say.
@@ -37,13 +45,18 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from coordinator.models import AnalysisResult, PlannedPower, StudySpec
+from coordinator.models import AnalysisResult, PlannedError, PlannedPower, StudySpec
 from coordinator.ports import CenterPort
 from coordinator.protocols.survey import Survey
 from coordinator.protocols.table import FederatedTable
+from coordinator.reporting.charts import FigureFormat
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import generic_report_parts, generic_summary_lines
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt
+from shared.dp_utility import PartError
 from shared.fields import Extreme
-from shared.protocol import DatasetInfo
+from shared.protocol import CenterInfo, DatasetInfo
 
 
 @dataclass(frozen=True)
@@ -79,10 +92,56 @@ class StudyRun:
         return tuple(self.spec.groups) if self.spec.groups is not None else (None,)
 
 
+@dataclass(frozen=True)
+class MethodsContext:
+    """What an analysis' Methods sentences read besides its own spec part and result: the study's
+    spec, the analysis' index in it, and ``cite`` (a reference key the sentences cite, from the
+    analysis' :attr:`Analysis.references`)."""
+
+    spec: StudySpec
+    index: int
+    cite: Callable[[str], None]
+
+    def is_primary(self) -> bool:
+        """Whether the spec's pre-specified primary test is one of this analysis'."""
+        return self.spec.primary is not None and self.spec.primary.analysis == self.index
+
+    def primary_sentence(self) -> list[str]:
+        """The sentence naming the spec's primary test, when it is one of this analysis'."""
+        primary = self.spec.primary
+        if primary is None or primary.analysis != self.index:
+            return []
+        return [f"The pre-specified primary test was the {primary.test} test at "
+                f"α = {fmt(primary.alpha)}; the other tests are secondary and reported without "
+                "adjustment for multiplicity."]
+
+
+# The pooled box's (or estimate's) "center" in the dry run's predictions.
+POOLED = "pooled"
+
+# Per center that would take part: its declaration of the study's dataset, and its info.
+Found = Mapping[str, tuple[DatasetInfo, CenterInfo]]
+
+
+def declared_size(found: DatasetInfo, group: str | None) -> int:
+    """The records a center declares for ``group`` (or in all), for the dry run's predictions."""
+    # A DP-mode dataset without a declared size shows none: planned as an empty selection.
+    return (found.n_records or 0) if group is None else found.n_by_group.get(group, 0)
+
+
+def planned(center: str, err: PartError, *, arm: str | None = None,
+            variable: str | None = None) -> PlannedError:
+    """One predicted DP error as the dry run shows it."""
+    return PlannedError(center=center, arm=arm, variable=variable, part=err.part, n=err.n,
+                        error=err.error, unit=err.unit, share=err.share,
+                        uninformative=err.uninformative)
+
+
 S = TypeVar("S", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 
-class Analysis(Generic[S]):
+class Analysis(Generic[S, R]):
     """One kind of analysis (subclass per kind; :data:`coordinator.analyses.REGISTRY` holds one
     instance each). The defaults are those of an analysis that spends nothing, reads no table
     and names no level of its own."""
@@ -178,6 +237,60 @@ class Analysis(Generic[S]):
     def report_parts(self, result: dict[str, Any], view: dict[str, Any]) -> list[str]:
         """Its section of the HTML report (heading, tables, figures)."""
         return generic_report_parts(result)
+
+    # -- how it is written up (``coordinator.reporting``; typed: ``coordinator.reporting.shown``) --
+
+    # What computed it, as the reproducibility record names it (none: its kind).
+    algorithm_name: ClassVar[str | None] = None
+
+    def algorithm(self, asked: S) -> str:
+        """What computed ``asked``, named as the Methods cite it (the reproducibility record)."""
+        return self.algorithm_name or self.kind
+
+    # The works its Methods sentences cite, by key (``coordinator.reporting.citations``).
+    references: ClassVar[Mapping[str, str]] = {}
+
+    def methods(self, asked: S, result: R, context: MethodsContext) -> list[str]:
+        """Its sentences of the study's Methods paragraph (citing by ``context.cite``)."""
+        return []
+
+    # The exported tables it fills (``coordinator.reporting.exports``; several analyses may
+    # fill one part, each with its rows).
+    export_parts: ClassVar[tuple[ExportPart, ...]] = ()
+
+    def export_rows(self, part: ExportPart, index: int, asked: S, result: R,
+                    study: Shown) -> list[Row]:
+        """Its rows of ``part`` (one of :attr:`export_parts`)."""
+        return []
+
+    def export_rank(self, part: ExportPart) -> int:
+        """Where its rows of ``part`` go among other kinds' (ascending; then in the spec's
+        order)."""
+        return 0
+
+    # Its figures' names, each with the console's label of its download link.
+    figure_labels: ClassVar[Mapping[str, str]] = {}
+
+    def figure_names(self, result: R) -> list[str]:
+        """The figures ``result`` has (of :attr:`figure_labels`), the default first."""
+        return []
+
+    def figure(self, name: str, asked: S, result: R, spec: StudySpec,
+               fmt: FigureFormat) -> bytes:
+        """Figure ``name`` (one of :meth:`figure_names`), drawn with
+        ``coordinator.reporting.charts``."""
+        raise NotImplementedError(f"{self.kind} has no figure {name!r}")
+
+    def uninformative(self, index: int, asked: S, result: R) -> list[str | None]:
+        """The report's notes on its released DP numbers whose stated 95 % uncertainty is
+        above ``shared.dp_utility.UNINFORMATIVE_SHARE`` (``coordinator.reporting.notes``)."""
+        return []
+
+    def planned_errors(self, spec: StudySpec, asked: S,
+                       found: Found) -> tuple[float, list[PlannedError]] | None:
+        """The dry run's predicted 95 % errors of its DP numbers at the ε asked, over the
+        centers that would take part (``found``), and that ε; none: it releases none."""
+        return None
 
     # -- how it is asked in the console ----------------------------------------------------------
 

@@ -9,14 +9,17 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.base import Analysis, MethodsContext, Request, Spend, StudyRun
 from coordinator.models import (
     AnalysisResult,
     CategoricalAnalysis,
     CategoricalResult,
+    CategoryArm,
     StudySpec,
 )
 from coordinator.protocols.categorical import POOLED, federated_counts
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import (
     CATEGORY_NOTE,
     _left_out,
@@ -25,6 +28,8 @@ from coordinator.reporting.rendering import (
     excluded_line,
     fmt,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import categorical_result
 from shared.protocol import DatasetInfo
 
@@ -42,7 +47,33 @@ def dp_request(variable: str, arm: str | None, epsilon: float) -> Request:
     return ("dp_categorical", variable, arm, epsilon), Spend(epsilon)
 
 
-class Categorical(Analysis[CategoricalAnalysis]):
+CATEGORY_COLUMNS = ("analysis", "variable", "center", "arm", "n", "missing", "category",
+                    "categories", "count", "percent", "low", "high", "count_low", "count_high")
+CATEGORICAL_TEST_COLUMNS = ("analysis", "variable", "test", "method", "statistic", "df",
+                            "pvalue", "odds_ratio", "low", "high")
+# Each released cell of a categorical variable, per center (or pooled) and arm: n (%) with its
+# interval (Table 1's categorical rows too: ``coordinator.analyses.describe``).
+CATEGORIES_PART = ExportPart("categorical", CATEGORY_COLUMNS, "Categories, n (%)", 130)
+# Each test of arm against category: χ², Fisher's exact, CMH by center.
+CATEGORICAL_TESTS_PART = ExportPart("categorical_tests", CATEGORICAL_TEST_COLUMNS,
+                                    "Category tests", 140)
+
+
+def category_rows(index: int, arms: Sequence[CategoryArm]) -> list[Row]:
+    """Each released cell of ``arms``, n (%) with its interval."""
+    rows: list[Row] = []
+    for arm in arms:
+        for c in arm.cells:
+            low, high = c.count_interval or (None, None)
+            rows.append({
+                "analysis": index, "variable": arm.variable, "center": arm.center,
+                "arm": arm.arm, "n": arm.n, "missing": arm.missing, "category": c.label,
+                "categories": c.categories, "count": c.count, "percent": c.percent,
+                "low": c.low, "high": c.high, "count_low": low, "count_high": high})
+    return rows
+
+
+class Categorical(Analysis[CategoricalAnalysis, CategoricalResult]):
     kind = "categorical"
     spec_model = CategoricalAnalysis
     result_model = CategoricalResult
@@ -135,3 +166,32 @@ class Categorical(Analysis[CategoricalAnalysis]):
             note += " " + extra
         parts.append(f"<p class='note'>{esc(note)}</p>")
         return parts
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("categorical counts by arm: n (%) with Wilson intervals, Pearson's χ², "
+                      "Fisher's exact 2×2, Cochran-Mantel-Haenszel by center")
+    references = works("wilson", "mantel")
+
+    def methods(self, asked: CategoricalAnalysis, result: CategoricalResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("wilson")
+        context.cite("mantel")
+        source = (f"each center's ε-DP counts (two-sided geometric noise, ε = "
+                  f"{wfmt(asked.epsilon)} per arm; the tests corrected for the noise to first "
+                  "order)" if result.mode == "dp" else
+                  "each center's K-anonymous counts per category (no ε)")
+        return [f"The categorical variable {asked.variable} was summarised as n (%) with "
+                "Wilson (1927) intervals and compared between arms with Pearson's χ² and the "
+                "Cochran-Mantel-Haenszel test stratified by center (Mantel & Haenszel 1959), "
+                f"from {source}."]
+
+    export_parts = (CATEGORIES_PART, CATEGORICAL_TESTS_PART)
+
+    def export_rows(self, part: ExportPart, index: int, asked: CategoricalAnalysis,
+                    result: CategoricalResult, study: Shown) -> list[Row]:
+        if part is CATEGORIES_PART:
+            return category_rows(index, result.arms)
+        return [{"analysis": index, "variable": result.variable, "test": t.name,
+                 **{k: getattr(t, k) for k in CATEGORICAL_TEST_COLUMNS[4:]}, "method": t.method}
+                for t in result.tests]

@@ -8,13 +8,31 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
-from coordinator.analyses.categorical import dp_request
-from coordinator.models import AnalysisResult, DescribeAnalysis, DescribeResult, StudySpec
+from coordinator.analyses.base import (
+    Analysis,
+    Found,
+    MethodsContext,
+    Request,
+    Spend,
+    StudyRun,
+    declared_size,
+    planned,
+)
+from coordinator.analyses.categorical import CATEGORIES_PART, category_rows, dp_request
+from coordinator.models import (
+    AnalysisResult,
+    DescribeAnalysis,
+    DescribeResult,
+    PlannedError,
+    StudySpec,
+)
 from coordinator.protocols.categorical import category_arms, federated_counts, merge_notes
 from coordinator.protocols.describe import ALL, federated_describe
 from coordinator.protocols.missing import missing_counts
 from coordinator.protocols.table_one import arm_sizes
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
+from coordinator.reporting.notes import records_note, value_note
 from coordinator.reporting.rendering import (
     DESCRIBE_HEADER,
     _left_out,
@@ -24,11 +42,28 @@ from coordinator.reporting.rendering import (
     table_one,
     table_one_note,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import describe_result
+from shared.dp_utility import describe_errors
 from shared.protocol import DatasetInfo
 
+TABLE1_COLUMNS = ("analysis", "mode", "variable", "unit", "center", "arm", "n", "n_low",
+                  "n_high", "mean", "mean_low", "mean_high", "sd", "sd_low", "sd_high", "median",
+                  "median_low", "median_high", "q1", "q1_low", "q1_high", "q3", "q3_low",
+                  "q3_high", "missing", "missing_low", "missing_high", "rank_halfwidth",
+                  "clip_low", "clip_high", "epsilon", "method")
+# Each describe row (variable, center or pooled, arm) with its 95 % intervals.
+TABLE1_PART = ExportPart("table1", TABLE1_COLUMNS, "Table 1", 10)
+# The report's Table 1 as shown (pooled arms, Overall, each center).
+TABLE1_FORMATTED_PART = ExportPart("table1_formatted", None, "Table 1 as shown", 20)
 
-class Describe(Analysis[DescribeAnalysis]):
+
+def _ends(found: tuple[float, float] | None) -> tuple[float | None, float | None]:
+    return (found[0], found[1]) if found else (None, None)
+
+
+class Describe(Analysis[DescribeAnalysis, DescribeResult]):
     kind = "describe"
     spec_model = DescribeAnalysis
     result_model = DescribeResult
@@ -142,3 +177,93 @@ class Describe(Analysis[DescribeAnalysis]):
         return describe_result(described, analysis, spec.k, missing=missing,
                                groups=spec.pair, categorical=categorical, notes=notes,
                                excluded=excluded, sizes=sizes)
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = "Table 1 (descriptive statistics)"
+    references = works("dwork")
+
+    def algorithm(self, asked: DescribeAnalysis) -> str:
+        return (f"{self.algorithm_name} ({asked.method}"
+                + (f", ε = {asked.epsilon:g}" if asked.epsilon else "") + ")")
+
+    def methods(self, asked: DescribeAnalysis, result: DescribeResult,
+                context: MethodsContext) -> list[str]:
+        if result.mode == "dp":
+            context.cite("dwork")
+            epsilon = result.epsilon or asked.epsilon
+            return [f"Descriptive statistics (Table 1) were released with ε-DP at "
+                    f"ε = {wfmt(epsilon)} per variable and arm per center (Laplace "
+                    "mechanism); intervals are 95 % intervals of the DP noise."]
+        return ["Descriptive statistics (Table 1) were read from the federated K-anonymous "
+                "tables (no ε spent); their intervals are exact bounds from the bins."]
+
+    export_parts = (TABLE1_PART, TABLE1_FORMATTED_PART, CATEGORIES_PART)
+
+    def export_rows(self, part: ExportPart, index: int, asked: DescribeAnalysis,
+                    result: DescribeResult, study: Shown) -> list[Row]:
+        if part is CATEGORIES_PART:
+            return category_rows(index, result.categorical)
+        if part is TABLE1_FORMATTED_PART:
+            groups = study.spec.groups
+            header, shown = table_one(result.model_dump(mode="json"),
+                                      list(groups) if groups is not None else None,
+                                      per_center=True)
+            return [{"analysis": str(index), **dict(zip(header, line, strict=True))}
+                    for line in shown]
+        rows = []
+        for r in result.rows:
+            row: Row = {"analysis": index, "mode": result.mode, "variable": r.variable,
+                        "unit": result.units.get(r.variable), "center": r.center, "arm": r.arm}
+            for name in ("n", "mean", "sd", "median", "q1", "q3", "missing"):
+                row[name] = getattr(r, name)
+                row[f"{name}_low"], row[f"{name}_high"] = _ends(
+                    getattr(r, f"{name}_interval", None))
+            row["rank_halfwidth"] = r.rank_halfwidth
+            row["clip_low"], row["clip_high"] = _ends(r.clip)
+            row["epsilon"], row["method"] = r.epsilon, r.method
+            rows.append(row)
+        return rows
+
+    def export_rank(self, part: ExportPart) -> int:
+        # The categories table has listed the categorical analyses' cells first.
+        return 1 if part is CATEGORIES_PART else 0
+
+    def uninformative(self, index: int, asked: DescribeAnalysis,
+                      result: DescribeResult) -> list[str | None]:
+        if result.mode != "dp":
+            return []
+        notes: list[str | None] = []
+        for row in result.rows:
+            # The public bounds: as asked, else the widest clip range the centers' rows show.
+            bounds = (asked.bounds or {}).get(row.variable)
+            if bounds is None:
+                clips = [r.clip for r in result.rows if r.variable == row.variable and r.clip]
+                bounds = (min(c[0] for c in clips), max(c[1] for c in clips)) if clips else None
+            head = f"analysis {index} (describe), {row.variable} · {row.center} · {row.arm}"
+            if row.n_interval:
+                notes.append(records_note(f"{head}, N",
+                                          (row.n_interval[1] - row.n_interval[0]) / 2.0, row.n))
+            notes.append(records_note(f"{head}, quartiles", row.rank_halfwidth, row.n))
+            notes.append(value_note(f"{head}, mean", row.mean_interval, bounds))
+        return notes
+
+    def planned_errors(self, spec: StudySpec, asked: DescribeAnalysis,
+                       found: Found) -> tuple[float, list[PlannedError]] | None:
+        if asked.method != "dp":
+            return None
+        assert asked.epsilon is not None  # a dp describe has one (its validator)
+        arms: Sequence[str | None] = spec.groups if spec.groups is not None else (None,)
+        errors: list[PlannedError] = []
+        for variable in asked.described(spec.variable):
+            for c, (d, info) in found.items():
+                bounds = (asked.bounds or {}).get(variable)
+                meta = d.metadata.get(variable)
+                bounds = bounds or (meta.bounds if meta is not None else None)
+                if bounds is None:
+                    continue
+                for arm in arms:
+                    errors += [planned(c, e, arm=arm, variable=variable) for e in
+                               describe_errors(asked.epsilon, declared_size(d, arm), bounds,
+                                               info.neighbouring)]
+        return asked.epsilon, errors

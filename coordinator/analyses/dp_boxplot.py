@@ -6,17 +6,33 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.base import (
+    POOLED,
+    Analysis,
+    Found,
+    MethodsContext,
+    Request,
+    Spend,
+    StudyRun,
+    declared_size,
+    planned,
+)
 from coordinator.models import (
     AnalysisResult,
+    Box,
     DPBoxplotAnalysis,
     DPBoxplotResult,
+    PlannedError,
     StudySpec,
 )
 from coordinator.protocols import federated_dp_boxplot
+from coordinator.reporting.charts import FigureFormat, boxplot_figure
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
+from coordinator.reporting.notes import records_note
 from coordinator.reporting.rendering import (
     BOX_HEADER,
     BOX_UNCERTAINTY_HEADER,
@@ -35,8 +51,11 @@ from coordinator.reporting.rendering import (
     pooled_levels,
     quantile_rows,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import dp_boxplot_result
 from shared.dp.pooled import COUNT_SHARE, EXTREMES_SHARE, HISTOGRAM_SHARE
+from shared.dp_utility import box_errors, pooled_box_errors
 from shared.protocol import DatasetInfo
 
 # What a DP-mode center lacks for a per-center box (``coordinator.catalog`` lists the levels
@@ -45,7 +64,15 @@ PUBLIC_SIZE = ("public size (DP mode: each center's own box needs one for its wh
                "or set per_center = false)")
 
 
-class DPBoxplot(Analysis[DPBoxplotAnalysis]):
+BOX_COLUMNS = ("analysis", "group", "box", "n", "lower_outliers", "lower_whisker", "q1",
+               "median", "q3", "upper_whisker", "upper_outliers", "lower_branch",
+               "upper_branch", "outlier_halfwidth", "quartile_rank_halfwidth",
+               "extreme_rank_halfwidth", "epsilon", "method")
+# Each DP box (a center's, then the pooled one) of each dp_boxplot analysis.
+BOXPLOTS_PART = ExportPart("boxplots", BOX_COLUMNS, "Boxplots", 60)
+
+
+class DPBoxplot(Analysis[DPBoxplotAnalysis, DPBoxplotResult]):
     kind = "dp_boxplot"
     spec_model = DPBoxplotAnalysis
     result_model = DPBoxplotResult
@@ -166,3 +193,87 @@ class DPBoxplot(Analysis[DPBoxplotAnalysis]):
             survey=study.survey,
         )
         return dp_boxplot_result(boxes, analysis.group, analysis.bounds)
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("DPBoxplot (Ramsay & Diaz-Rodriguez 2025) per center; pooled box from a "
+                      "DP tree histogram (Hay et al. 2010)")
+    references = works("ramsay", "hay")
+
+    def methods(self, asked: DPBoxplotAnalysis, result: DPBoxplotResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("ramsay")
+        bounds = asked.bounds
+        boxes = [b for b, asked_for in (("its own box", asked.per_center),
+                                        ("its part of the pooled box", asked.pooled))
+                 if asked_for]
+        text = (f"DP boxplots of {asked.group or 'all records'} were made at "
+                f"ε = {wfmt(asked.epsilon)} per box, each center spending it on "
+                f"{' and on '.join(boxes)}"
+                + (f" (ε = {wfmt(len(boxes) * asked.epsilon)} in all)" if len(boxes) > 1
+                   else "")
+                + f", the data clipped to the public bounds [{wfmt(bounds[0])}, "
+                f"{wfmt(bounds[1])}]")
+        if asked.per_center:
+            text += "; each center's box by DPBoxplot (Ramsay & Diaz-Rodriguez 2025)"
+        if asked.pooled:
+            context.cite("hay")
+            text += ("; the pooled box from a DP tree histogram summed over the centers "
+                     "(consistency by Hay et al. 2010)")
+        return [text + "."]
+
+    export_parts = (BOXPLOTS_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: DPBoxplotAnalysis,
+                    result: DPBoxplotResult, study: Shown) -> list[Row]:
+        found: list[tuple[str, Box]] = list(result.per_center.items())
+        if result.pooled is not None:
+            found.append(("pooled", result.pooled))
+        return [{"analysis": index, "group": result.group, "box": label,
+                 **{k: getattr(box, k, None) for k in BOX_COLUMNS[3:]}}
+                for label, box in found]
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"boxplots": "DP boxplots"}
+
+    def figure_names(self, result: DPBoxplotResult) -> list[str]:
+        return ["boxplots"]
+
+    def figure(self, name: str, asked: DPBoxplotAnalysis, result: DPBoxplotResult,
+               spec: StudySpec, fmt: FigureFormat) -> bytes:
+        title = f"{spec.dataset}.{spec.variable}" + (f" ({result.group})" if result.group
+                                                      else "")
+        return boxplot_figure(result, title=title, fmt=fmt)
+
+    def uninformative(self, index: int, asked: DPBoxplotAnalysis,
+                      result: DPBoxplotResult) -> list[str | None]:
+        group = result.group or "all"
+        boxes: list[tuple[str, Box]] = [(f"{c} · {group}", b)
+                                        for c, b in result.per_center.items()]
+        if result.pooled is not None:
+            boxes.append((f"pooled · {group}", result.pooled))
+        notes: list[str | None] = []
+        for label, box in boxes:
+            head = f"analysis {index} (dp_boxplot), {label}"
+            notes.append(records_note(f"{head}, quartiles", box.quartile_rank_halfwidth, box.n))
+            at_psi = [side for side, branch in (("lower", box.lower_branch),
+                                                ("upper", box.upper_branch))
+                      if branch == "extreme"]
+            if at_psi:
+                notes.append(records_note(f"{head}, {' and '.join(at_psi)} whisker at ψ",
+                                          box.extreme_rank_halfwidth, box.n))
+            notes.append(records_note(f"{head}, outlier counts", box.outlier_halfwidth, box.n))
+        return notes
+
+    def planned_errors(self, spec: StudySpec, asked: DPBoxplotAnalysis,
+                       found: Found) -> tuple[float, list[PlannedError]] | None:
+        sizes = {c: declared_size(d, asked.group) for c, (d, _i) in found.items()}
+        errors: list[PlannedError] = []
+        if asked.per_center:
+            for c, n in sizes.items():
+                errors += [planned(c, e) for e in box_errors(
+                    asked.epsilon, n, asked.bounds, neighbouring=found[c][1].neighbouring)]
+        if asked.pooled and sizes:
+            errors += [planned(POOLED, e) for e in pooled_box_errors(
+                asked.epsilon, list(sizes.values()), asked.bounds, branching=asked.branching,
+                depth=asked.depth, relations=[i.neighbouring for _d, i in found.values()])]
+        return asked.epsilon, errors

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
-from coordinator.analyses.mwu import MWU, POWER_ALPHA, POWER_TARGET, POWER_THETAS
+from coordinator.analyses.base import Analysis, MethodsContext, Request, Spend, StudyRun
+from coordinator.analyses.mwu import (
+    HETEROGENEITY_PART,
+    MANN_WHITNEY_PARTS,
+    MWU,
+    POWER_ALPHA,
+    POWER_TARGET,
+    POWER_THETAS,
+    TEST_NAMES,
+    effects_chart,
+    mann_whitney_figure_names,
+    mann_whitney_rows,
+    side_of,
+)
 from coordinator.models import (
     AnalysisResult,
     DPMWUAnalysis,
@@ -20,7 +32,13 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_dp_mwu
+from coordinator.reporting.charts import FigureFormat
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import _table, fmt
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
+from coordinator.reporting.wording import join
 from coordinator.results import dp_mwu_result
 from shared.mwu_power import sum_test_power_table
 
@@ -38,7 +56,13 @@ RELEASE_NOTE = (
     "(docs/methods.md §3.10).")
 
 
-class DPMWU(Analysis[DPMWUAnalysis]):
+DP_MWU_COLUMNS = ("analysis", "center", "n_x_hat", "n_y_hat", "cap", "epsilon", "size_epsilon",
+                  "u_epsilon", "noise_scale", "n_x", "n_y")
+# What each center released for each dp_mwu analysis, and the sizes its tests used.
+DP_MWU_RELEASES_PART = ExportPart("dp_mwu_releases", DP_MWU_COLUMNS, "DP releases", 170)
+
+
+class DPMWU(Analysis[DPMWUAnalysis, DPMWUResult]):
     kind = "dp_mwu"
     spec_model = DPMWUAnalysis
     result_model = DPMWUResult
@@ -113,3 +137,66 @@ class DPMWU(Analysis[DPMWUAnalysis]):
             min_centers=study.min_centers, allow_partial=spec.allow_partial,
             survey=study.survey)
         return dp_mwu_result(fed, analysis.alternative)
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("the DP twin of the federated Mann-Whitney tests under add/remove: noisy "
+                      "sizes, U over at most M records per level + Laplace(2M/ε₂) per center "
+                      "(docs/methods.md §3.10); probabilistic index with Newcombe's (2006) "
+                      "Method 5 score interval under the noise")
+    references = works("becher", "dwork", "fisher", "acion", "newcombe", "cousins")
+
+    def algorithm(self, asked: DPMWUAnalysis) -> str:
+        return (f"{self.algorithm_name}; tests {', '.join(asked.tests)}, {asked.alternative}; "
+                f"ε = {asked.epsilon:g} per center, {asked.size_share:g} of it on the sizes")
+
+    def methods(self, asked: DPMWUAnalysis, result: DPMWUResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("becher")
+        context.cite("dwork")
+        if "fisher" in asked.tests:
+            context.cite("fisher")
+        names = join([TEST_NAMES[t] for t in asked.tests])
+        said = [
+            f"Groups were compared by a differentially private version of the federated "
+            f"Mann-Whitney tests of Becher et al. (2023): {names}; all "
+            f"{side_of(asked.alternative)}. Each center spent ε = {wfmt(asked.epsilon)} under "
+            f"add/remove neighbours: {wfmt(asked.size_share)} of it on Laplace-noised sizes of "
+            "the two groups, the rest on its U statistic computed over at most M records per "
+            "group (M read off the noisy sizes; a uniform subset of a larger group) plus "
+            "Laplace noise of scale 2M over that ε (Dwork et al. 2006); the p-values come from "
+            "the exact law of the statistic's normal approximation plus the noise, with the "
+            "no-ties null variance of the noisy sizes (conservative with ties)."]
+        said += context.primary_sentence()
+        for key in ("acion", "newcombe", "cousins"):
+            context.cite(key)
+        said.append("The effect size is the probabilistic index θ = P(Y > X) + ½·P(Y = X) "
+                    "(Acion et al. 2006) read from the noisy statistic and sizes, per center "
+                    "and stratified, with 95 % score-type intervals (the variance of "
+                    "Newcombe 2006, Method 5, at each candidate θ) that add the Laplace "
+                    "noise on U and integrate the noisy sizes out over their known error "
+                    "law (Cousins & Highland 1992); the estimate is the median of that "
+                    "confidence distribution.")
+        return said
+
+    export_parts = (*MANN_WHITNEY_PARTS, DP_MWU_RELEASES_PART)
+
+    def export_rows(self, part: ExportPart, index: int, asked: DPMWUAnalysis,
+                    result: DPMWUResult, study: Shown) -> list[Row]:
+        if part is DP_MWU_RELEASES_PART:
+            return [{"analysis": index, **{k: getattr(r, k) for k in DP_MWU_COLUMNS[1:]}}
+                    for r in result.releases]
+        return mann_whitney_rows(part, index, result, study.spec)
+
+    def export_rank(self, part: ExportPart) -> int:
+        # The heterogeneity table has listed the exact analyses' rows first.
+        return 1 if part is HETEROGENEITY_PART else 0
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"effects": "effect sizes"}
+
+    def figure_names(self, result: DPMWUResult) -> list[str]:
+        return mann_whitney_figure_names(result)
+
+    def figure(self, name: str, asked: DPMWUAnalysis, result: DPMWUResult, spec: StudySpec,
+               fmt: FigureFormat) -> bytes:
+        return effects_chart(result, spec, fmt)

@@ -4,17 +4,31 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.base import (
+    Analysis,
+    Found,
+    MethodsContext,
+    Request,
+    Spend,
+    StudyRun,
+    declared_size,
+    planned,
+)
 from coordinator.models import (
     AnalysisResult,
     DPQuantilesAnalysis,
     DPQuantilesResult,
+    PlannedError,
     StudySpec,
 )
 from coordinator.protocols import center_dp_quantiles
+from coordinator.reporting.charts import FigureFormat, quantiles_figure
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
+from coordinator.reporting.notes import records_note
 from coordinator.reporting.rendering import (
     _left_out,
     _table,
@@ -24,10 +38,24 @@ from coordinator.reporting.rendering import (
     rank_error,
     rank_error_note,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import dp_quantiles_result
+from shared.dp_utility import quantiles_errors
+
+# Each algorithm's name in the Methods, and the key of the work it cites.
+DP_QUANTILES = {
+    "joint_exp": ("JointExp", "gillenwater"),
+    "private_quantile": ("PrivateQuantile, one level at a time", "smith"),
+    "approx_quantile": ("ApproxQuantile", "kaplan"),
+    "unbounded": ("the unbounded quantile walk", "durfee"),
+}
+
+# Each center's DP quantile at each level, with its n and rank error.
+DP_QUANTILES_PART = ExportPart("dp_quantiles", None, "DP quantiles", 70)
 
 
-class DPQuantiles(Analysis[DPQuantilesAnalysis]):
+class DPQuantiles(Analysis[DPQuantilesAnalysis, DPQuantilesResult]):
     kind = "dp_quantiles"
     spec_model = DPQuantilesAnalysis
     result_model = DPQuantilesResult
@@ -81,3 +109,59 @@ class DPQuantiles(Analysis[DPQuantilesAnalysis]):
             allow_partial=spec.allow_partial, survey=study.survey,
         )
         return dp_quantiles_result(quantiles, analysis.group)
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = "DP quantiles per center"
+    references = works("gillenwater", "smith", "kaplan", "durfee")
+
+    def algorithm(self, asked: DPQuantilesAnalysis) -> str:
+        return f"{self.algorithm_name} ({asked.algorithm})"
+
+    def methods(self, asked: DPQuantilesAnalysis, result: DPQuantilesResult,
+                context: MethodsContext) -> list[str]:
+        name, key = DP_QUANTILES.get(asked.algorithm, (asked.algorithm, ""))
+        if key:
+            context.cite(key)
+        return [f"DP quantiles at levels {', '.join(wfmt(v) for v in asked.levels)} were "
+                f"released by each center with {name} at ε = {wfmt(asked.epsilon)}, bounds "
+                f"[{wfmt(asked.bounds[0])}, {wfmt(asked.bounds[1])}]."]
+
+    export_parts = (DP_QUANTILES_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: DPQuantilesAnalysis,
+                    result: DPQuantilesResult, study: Shown) -> list[Row]:
+        return [{"analysis": index, "group": result.group, "center": center,
+                 "algorithm": result.algorithm, "level": level, "value": value,
+                 "n": result.n.get(center), "rank_halfwidth": result.rank_halfwidth.get(center),
+                 "epsilon": result.spent.get(center)}
+                for center, values in result.per_center.items()
+                for level, value in zip(result.levels, values, strict=True)]
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"quantiles": "quantiles"}
+
+    def figure_names(self, result: DPQuantilesResult) -> list[str]:
+        return ["quantiles"]
+
+    def figure(self, name: str, asked: DPQuantilesAnalysis, result: DPQuantilesResult,
+               spec: StudySpec, fmt: FigureFormat) -> bytes:
+        return quantiles_figure(result.levels, result.per_center, fmt=fmt,
+                                title=f"{spec.dataset}.{spec.variable}: DP quantiles "
+                                      f"({result.algorithm}) of {result.group or 'all records'}"
+                                      ", per center")
+
+    def uninformative(self, index: int, asked: DPQuantilesAnalysis,
+                      result: DPQuantilesResult) -> list[str | None]:
+        group = result.group or "all"
+        return [records_note(f"analysis {index} (dp_quantiles), {center} · {group}", h,
+                             result.n.get(center))
+                for center, h in result.rank_halfwidth.items()]
+
+    def planned_errors(self, spec: StudySpec, asked: DPQuantilesAnalysis,
+                       found: Found) -> tuple[float, list[PlannedError]] | None:
+        errors: list[PlannedError] = []
+        for c, (d, info) in found.items():
+            errors += [planned(c, e) for e in quantiles_errors(
+                asked.algorithm, asked.levels, asked.epsilon, declared_size(d, asked.group),
+                asked.bounds, info.neighbouring)]
+        return asked.epsilon, errors

@@ -9,7 +9,7 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from coordinator.analyses.base import Analysis, StudyRun
+from coordinator.analyses.base import Analysis, MethodsContext, StudyRun
 from coordinator.models import (
     MAX_GROUPS,
     AnalysisResult,
@@ -22,6 +22,8 @@ from coordinator.models import (
     TrendResult,
 )
 from coordinator.protocols.kruskal import FederatedKruskal, federated_kruskal
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import (
     BIN_NOTE,
     _left_out,
@@ -31,6 +33,7 @@ from coordinator.reporting.rendering import (
     reused_note,
     table_svg,
 )
+from coordinator.reporting.shown import Shown
 from coordinator.results import excluded_center, table_result
 from shared import kruskal
 
@@ -97,7 +100,14 @@ def _trend_rows(result: dict[str, Any]) -> list[list[Any]]:
              t["pvalue"], trend_law(t)] for name, t in result.get("trend", {}).items()]
 
 
-class Kruskal(Analysis[KruskalAnalysis]):
+KRUSKAL_COLUMNS = ("analysis", "test", "method", "statistic", "df", "pvalue", "mean",
+                   "variance", "zstatistic", "alternative", "null")
+# Each k-arm test: Kruskal-Wallis on the federated table, stratified (sum, weighted) and each
+# center's own (``center:<id>``), then Jonckheere-Terpstra's trend when asked.
+KRUSKAL_PART = ExportPart("kruskal", KRUSKAL_COLUMNS, "k-arm tests", 100)
+
+
+class Kruskal(Analysis[KruskalAnalysis, KruskalResult]):
     kind = "kruskal"
     spec_model = KruskalAnalysis
     result_model = KruskalResult
@@ -187,3 +197,49 @@ class Kruskal(Analysis[KruskalAnalysis]):
         parts.append(f"<figure>{table_svg(table, groups)}</figure>")
         parts.append(f"<p class='note'>{esc(TIES_NOTE)} {esc(BIN_NOTE)}</p>")
         return parts
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("Kruskal-Wallis (Kruskal & Wallis 1952) on the federated and each center's "
+                      "table, stratified (sum; van Elteren 1960)")
+    references = works("kruskal", "van_elteren", "jonckheere")
+
+    def algorithm(self, asked: KruskalAnalysis) -> str:
+        return self.algorithm_name + (f"; Jonckheere-Terpstra ({asked.alternative})"
+                                      if asked.ordered else "")
+
+    def methods(self, asked: KruskalAnalysis, result: KruskalResult,
+                context: MethodsContext) -> list[str]:
+        groups: Sequence[str] = context.spec.groups or []
+        context.cite("kruskal")
+        context.cite("van_elteren")
+        said = [f"The {len(groups)} groups were compared by Kruskal-Wallis tests (Kruskal & "
+                "Wallis 1952) on the federated table and on each center's own K-anonymous table "
+                "(records in one bin tied; no ε spent), and stratified by center by summing the "
+                "centers' rank sums and by van Elteren's (1960) weighting of each center's ranks "
+                "by 1/(N + 1)."]
+        if asked.ordered:
+            context.cite("jonckheere")
+            said.append(f"A trend across the groups in the order {', '.join(groups)} was tested "
+                        f"by Jonckheere-Terpstra ({asked.alternative}; Jonckheere 1954) on the "
+                        "same tables, tie-corrected, its p-value from the exact permutation law "
+                        "given the ties for tables of up to 50 whole records and from the normal "
+                        "law otherwise.")
+        return said
+
+    export_parts = (KRUSKAL_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: KruskalAnalysis,
+                    result: KruskalResult, study: Shown) -> list[Row]:
+        rows: list[Row] = [{"analysis": index, "test": name, "method": test.method,
+                            "statistic": test.statistic, "df": test.df, "pvalue": test.pvalue}
+                           for name, test in result.tests.items()]
+        rows += [{"analysis": index, "test": f"center:{c.center}", "method": "center",
+                  "statistic": c.statistic, "df": c.df, "pvalue": c.pvalue}
+                 for c in result.centers]
+        rows += [{"analysis": index, "test": f"trend:{name}", "method": trend.method,
+                  "statistic": trend.statistic, "pvalue": trend.pvalue, "mean": trend.mean,
+                  "variance": trend.variance, "zstatistic": trend.zstatistic,
+                  "alternative": result.alternative, "null": trend.null or "normal"}
+                 for name, trend in result.trend.items()]
+        return rows

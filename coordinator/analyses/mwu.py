@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.base import Analysis, MethodsContext, Request, Spend, StudyRun
+from coordinator.analyses.table import table_chart
 from coordinator.models import (
     MWU_TESTS,
     AnalysisResult,
@@ -18,6 +19,9 @@ from coordinator.models import (
     StudySpec,
 )
 from coordinator.protocols import federated_mwu
+from coordinator.reporting.charts import FigureFormat, effects_figure
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import (
     EFFECT_NOTE,
     _left_out,
@@ -30,6 +34,9 @@ from coordinator.reporting.rendering import (
     null_label,
     primary_test,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
+from coordinator.reporting.wording import join
 from coordinator.results import mwu_result
 from shared.mwu_power import sum_test_power_table
 
@@ -83,7 +90,91 @@ def _variance_at(h: dict[str, Any]) -> str:
     return "" if at is None else f" (each center's variance at the pooled θ = {fmt(at, 3)})"
 
 
-class MWU(Analysis[MWUAnalysis]):
+TEST_NAMES = {
+    "sum": "the sum test (the centers' Mann-Whitney U statistics summed over their null "
+           "variances)",
+    "weighted": "the weighted test (the centers' z-values weighted by n·m/√V)",
+    "fisher": "Fisher's combination of the centers' p-values (χ² with 2L degrees of freedom; "
+              "two-sided by doubling the smaller one-sided p)",
+    "table": "the Mann-Whitney test on the federated table (records in one bin tied)",
+}
+SIDES = {"two-sided": "two-sided", "less": "one-sided (alternative: X tends to be smaller "
+         "than Y)", "greater": "one-sided (alternative: X tends to be larger than Y)"}
+
+
+def side_of(alternative: str) -> str:
+    """The tests' sidedness as the Methods write it."""
+    return SIDES.get(alternative, alternative)
+
+
+# The Mann-Whitney tables, shared with the DP twin (``coordinator.analyses.dp_mwu``).
+TEST_COLUMNS = ("analysis", "alternative", "test", "primary", "alpha", "statistic", "df",
+                "pvalue", "null", "null_label", "method", "centers")
+PART_COLUMNS = ("analysis", "test", "center", "statistic", "variance", "zstatistic", "pvalue",
+                "null", "weight")
+EFFECT_COLUMNS = ("analysis", "center", "n_x", "n_y", "estimate", "low", "high", "level",
+                  "method")
+HETEROGENEITY_COLUMNS = ("analysis", "kind", "statistic", "df", "pvalue", "i_squared",
+                         "i_squared_low", "i_squared_high", "tau_squared", "tau_squared_low",
+                         "tau_squared_high", "level", "variance_at", "centers")
+TESTS_PART = ExportPart("tests", TEST_COLUMNS, "Tests", 30)
+TEST_PARTS_PART = ExportPart("test_parts", PART_COLUMNS, None, 40)
+EFFECTS_PART = ExportPart("effects", EFFECT_COLUMNS, "Effect sizes", 50)
+HETEROGENEITY_PART = ExportPart("heterogeneity", HETEROGENEITY_COLUMNS, "Heterogeneity", 110)
+MANN_WHITNEY_PARTS = (TESTS_PART, TEST_PARTS_PART, EFFECTS_PART, HETEROGENEITY_PART)
+
+
+def mann_whitney_rows(part: ExportPart, index: int, mwu: MWUResult,
+                      spec: StudySpec) -> list[Row]:
+    """An exact or DP Mann-Whitney analysis' rows of one of :data:`MANN_WHITNEY_PARTS`: each
+    test (the primary one marked, with its α), each center's part of each test, each
+    probabilistic index θ = P(Y > X) + ½P(Y = X), and the centers' heterogeneity."""
+    if part is TESTS_PART:
+        primary = spec.primary
+        rows = []
+        for name, test in mwu.tests.items():
+            is_primary = (primary is not None and primary.analysis == index
+                          and primary.test == name)
+            rows.append({
+                "analysis": index, "alternative": mwu.alternative, "test": name,
+                "primary": is_primary,
+                "alpha": primary.alpha if is_primary and primary is not None else None,
+                "statistic": test.statistic, "df": test.df, "pvalue": test.pvalue,
+                "null": test.null, "null_label": null_label(test.null) or None,
+                "method": test.method, "centers": [p.center for p in test.parts]})
+        return rows
+    if part is TEST_PARTS_PART:
+        return [{"analysis": index, "test": name, **{k: getattr(p, k) for k in PART_COLUMNS[2:]}}
+                for name, test in mwu.tests.items() for p in test.parts]
+    if part is EFFECTS_PART:
+        return [{"analysis": index, **{k: getattr(e, k) for k in EFFECT_COLUMNS[1:]}}
+                for e in mwu.effects]
+    h = mwu.heterogeneity
+    if h is None:
+        return []
+    i_low, i_high = h.i_squared_interval or (None, None)
+    t_low, t_high = h.tau_squared_interval or (None, None)
+    return [{"analysis": index, "kind": mwu.kind, "statistic": h.statistic, "df": h.df,
+             "pvalue": h.pvalue, "i_squared": h.i_squared, "i_squared_low": i_low,
+             "i_squared_high": i_high, "tau_squared": h.tau_squared, "tau_squared_low": t_low,
+             "tau_squared_high": t_high, "level": h.level, "variance_at": h.variance_at,
+             "centers": " ".join(h.centers)}]
+
+
+def mann_whitney_figure_names(mwu: MWUResult) -> list[str]:
+    return (["table"] if getattr(mwu, "table", None) else []) + (
+        ["effects"] if mwu.effects else [])
+
+
+def effects_chart(mwu: MWUResult, spec: StudySpec, fmt: FigureFormat) -> bytes:
+    """The probabilistic indices with their intervals, per center and stratified."""
+    label = f"{spec.dataset}.{spec.variable}"
+    return effects_figure([e.model_dump() for e in mwu.effects], fmt=fmt,
+                          title=f"{label}: probabilistic index, {spec.groups[1]} vs "
+                                f"{spec.groups[0]}" if spec.groups else label)
+
+
+class MWU(Analysis[MWUAnalysis, MWUResult]):
     kind = "mwu"
     spec_model = MWUAnalysis
     result_model = MWUResult
@@ -204,3 +295,67 @@ class MWU(Analysis[MWUAnalysis]):
             table=study.study_table() if "table" in analysis.tests else None,
         )
         return mwu_result(mwu, analysis.alternative)
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("federated Mann-Whitney tests (Becher, Marcus-Kalish & Steinberg 2023, "
+                      "§6); probabilistic index with Newcombe's (2006) Method 5 score interval")
+    references = works("becher", "fisher", "dwork", "acion", "newcombe", "cochran", "higgins",
+                       "viechtbauer")
+
+    def algorithm(self, asked: MWUAnalysis) -> str:
+        return (f"{self.algorithm_name}; tests {', '.join(asked.tests)}, {asked.alternative}"
+                + (f"; local U noised at ε = {asked.epsilon:g}"
+                   if asked.epsilon is not None else ""))
+
+    def methods(self, asked: MWUAnalysis, result: MWUResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("becher")
+        if "fisher" in asked.tests:
+            context.cite("fisher")
+        said = [f"Groups were compared by the federated Mann-Whitney tests of Becher et al. "
+                f"(2023): {join([TEST_NAMES[t] for t in asked.tests])}; all "
+                f"{side_of(asked.alternative)}."]
+        said += context.primary_sentence()
+        if context.spec.primary is None:
+            said.append("No primary test was pre-specified; every p-value is reported without "
+                        "adjustment for multiplicity.")
+        if asked.epsilon is not None:
+            context.cite("dwork")
+            said.append(f"Each center released its U statistic with Laplace noise at "
+                        f"ε = {wfmt(asked.epsilon)} (Dwork et al. 2006); the p-values come "
+                        "from the exact law of the statistic plus the noise.")
+        context.cite("acion")
+        context.cite("newcombe")
+        said.append("The effect size is the probabilistic index θ = P(Y > X) + ½·P(Y = X) "
+                    "(Acion et al. 2006), per center and stratified over the centers "
+                    "(weighted by n_X·n_Y), with 95 % score intervals (Newcombe 2006, "
+                    "Method 5)" + (", widened for the DP noise" if asked.epsilon is not None
+                                   else "") + ".")
+        if result.heterogeneity is not None:
+            for key in ("cochran", "higgins", "viechtbauer"):
+                context.cite(key)
+            said.append("Heterogeneity of the centers' indices was assessed by Cochran's "
+                        "(1954) Q with inverse-variance weights (each center's variance at the "
+                        "pooled index) and I² (Higgins & Thompson 2002) with its Q-profile "
+                        "interval (Viechtbauer 2007).")
+        return said
+
+    export_parts = MANN_WHITNEY_PARTS
+
+    def export_rows(self, part: ExportPart, index: int, asked: MWUAnalysis,
+                    result: MWUResult, study: Shown) -> list[Row]:
+        return mann_whitney_rows(part, index, result, study.spec)
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"table": "federated table",
+                                                   "effects": "effect sizes"}
+
+    def figure_names(self, result: MWUResult) -> list[str]:
+        return mann_whitney_figure_names(result)
+
+    def figure(self, name: str, asked: MWUAnalysis, result: MWUResult, spec: StudySpec,
+               fmt: FigureFormat) -> bytes:
+        if name == "effects":
+            return effects_chart(result, spec, fmt)
+        assert result.table is not None  # figure_names offered "table"
+        return table_chart(result.table, spec, fmt)

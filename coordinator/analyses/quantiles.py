@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, Request, Spend, StudyRun
+from coordinator.analyses.base import Analysis, MethodsContext, Request, Spend, StudyRun
 from coordinator.models import AnalysisResult, QuantilesAnalysis, QuantilesResult, StudySpec
 from coordinator.protocols.quantiles import (
     quantile_brackets,
     table_quantiles,
     yj_data_estimates,
 )
+from coordinator.reporting.charts import FigureFormat, quantiles_figure
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import (
     QUANTILE_BRACKET_NOTE,
     _left_out,
@@ -25,12 +28,17 @@ from coordinator.reporting.rendering import (
     fmt,
     quantiles_heading,
 )
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import quantiles_result
 from shared.fields import DP_MAX_EVALUATIONS
 from shared.quantiles.yj_data import YJ_DATA_MAX_NOISE_RATIO, yj_data_noise_ratio
 
+# Each federated quantile estimate (estimator, group, level), with the table's bracket.
+QUANTILES_PART = ExportPart("quantiles", None, "Quantiles", 80)
 
-class Quantiles(Analysis[QuantilesAnalysis]):
+
+class Quantiles(Analysis[QuantilesAnalysis, QuantilesResult]):
     kind = "quantiles"
     spec_model = QuantilesAnalysis
     result_model = QuantilesResult
@@ -124,3 +132,50 @@ class Quantiles(Analysis[QuantilesAnalysis]):
             )
         return quantiles_result(estimates, analysis.levels, table, quantile_brackets(
             table.table, analysis.levels, groups=names))
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("quantile estimators on the federated table (Becher, Marcus-Kalish & "
+                      "Steinberg 2023, §7)")
+    references = works("becher")
+
+    def algorithm(self, asked: QuantilesAnalysis) -> str:
+        return f"{self.algorithm_name} ({', '.join(asked.estimators)})"
+
+    def methods(self, asked: QuantilesAnalysis, result: QuantilesResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("becher")
+        return ["Quantiles at levels " + ", ".join(wfmt(v) for v in asked.levels)
+                + " were estimated from the federated table (Becher et al. 2023, §7; "
+                "estimators " + ", ".join(asked.estimators or ["default"]) + ")."]
+
+    export_parts = (QUANTILES_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: QuantilesAnalysis,
+                    result: QuantilesResult, study: Shown) -> list[Row]:
+        levels = result.levels
+        rows: list[Row] = []
+        for estimator, by_group in result.estimates.items():
+            for group, est in by_group.items():
+                values: Sequence[float | None] = est.quantiles or [None] * len(levels)
+                bracket = result.brackets.get(group) or []
+                for i, (level, value) in enumerate(zip(levels, values, strict=True)):
+                    low, high = bracket[i] if i < len(bracket) else (None, None)
+                    rows.append({"analysis": index, "estimator": estimator, "group": group,
+                                 "level": level, "value": value, "error": est.error,
+                                 "bracket_low": low, "bracket_high": high})
+        return rows
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"quantiles": "quantiles"}
+
+    def figure_names(self, result: QuantilesResult) -> list[str]:
+        return ["quantiles"] if any(e.quantiles for by in result.estimates.values()
+                                    for e in by.values()) else []
+
+    def figure(self, name: str, asked: QuantilesAnalysis, result: QuantilesResult,
+               spec: StudySpec, fmt: FigureFormat) -> bytes:
+        series = {f"{estimator} · {group}": e.quantiles
+                  for estimator, by_group in result.estimates.items()
+                  for group, e in by_group.items() if e.quantiles is not None}
+        return quantiles_figure(result.levels, series, fmt=fmt,
+                                title=f"{spec.dataset}.{spec.variable}: federated quantiles")

@@ -10,9 +10,13 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.analyses.base import Analysis, StudyRun
+from coordinator.analyses.base import Analysis, MethodsContext, StudyRun
 from coordinator.models import AnalysisResult, ShiftAnalysis, ShiftResult
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import _left_out, _table, fmt, left_out
+from coordinator.reporting.shown import Shown
+from coordinator.reporting.wording import fmt as wfmt
 from coordinator.results import shift_result
 
 SHIFT_NOTE = (
@@ -72,7 +76,16 @@ def rank_line(shift: dict[str, Any]) -> str:
             f"{_percent(shift['achieved_level'])} for continuous data")
 
 
-class Shift(Analysis[ShiftAnalysis]):
+SHIFT_COLUMNS = ("analysis", "estimate_low", "estimate_high", "low_low", "low_high", "high_low",
+                 "high_high", "level", "achieved_level", "rank", "n_x", "n_y", "method",
+                 "whole_counts", "estimate", "interval_low", "interval_high", "allowance")
+# Each Hodges-Lehmann shift: the bounds the bins give its estimate and its interval's ends,
+# then the printed figures (the midpoints' estimate and the widened interval, empty for a
+# result made before them; docs/methods.md §12.3).
+SHIFT_PART = ExportPart("shift", SHIFT_COLUMNS, "Shift", 120)
+
+
+class Shift(Analysis[ShiftAnalysis, ShiftResult]):
     kind = "shift"
     spec_model = ShiftAnalysis
     result_model = ShiftResult
@@ -116,3 +129,33 @@ class Shift(Analysis[ShiftAnalysis]):
         if not shift.get("whole_counts", True):
             parts.append(f"<p class='note'>{esc(SHARED_OUT_NOTE)}</p>")
         return parts
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("Hodges-Lehmann shift with Moses's interval from the federated table's bin "
+                      "midpoints, widened by a binning allowance, with the bounds the bins allow "
+                      "(docs/methods.md §12.3)")
+    references = works("hodges", "moses")
+
+    def methods(self, asked: ShiftAnalysis, result: ShiftResult,
+                context: MethodsContext) -> list[str]:
+        allowance = 0.5 if result.allowance is None else result.allowance
+        context.cite("hodges")
+        context.cite("moses")
+        return ["The shift of Y against X was estimated by Hodges & Lehmann's (1963) median of "
+                f"pairwise differences with Moses's (1953) {wfmt(100 * result.level)} % "
+                "interval, computed on the federated table's bin midpoints, the interval widened "
+                f"by a binning allowance of {wfmt(allowance)} times the bins' half-widths (it "
+                "contains the records' own interval when each record lies in that central "
+                "fraction of its bin, and excludes 0 only when the table's rank count is "
+                "significant); the bounds the bins allow for sure are reported beside it "
+                "(docs/methods.md §12.3). It spends no ε."]
+
+    export_parts = (SHIFT_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: ShiftAnalysis,
+                    result: ShiftResult, study: Shown) -> list[Row]:
+        printed = result.binned_interval or (None, None)
+        return [{"analysis": index, **{k: getattr(result, k) for k in SHIFT_COLUMNS[1:-3]},
+                 "interval_low": printed[0], "interval_high": printed[1],
+                 "allowance": result.allowance}]

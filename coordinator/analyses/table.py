@@ -4,11 +4,14 @@ from the study's one table (``coordinator.protocols.table``), no ε."""
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from coordinator.analyses.base import Analysis, StudyRun
-from coordinator.models import AnalysisResult, TableAnalysis, TableResult
+from coordinator.analyses.base import Analysis, MethodsContext, StudyRun
+from coordinator.models import AnalysisResult, StudySpec, TableAnalysis, TableResult
+from coordinator.reporting.charts import FigureFormat, table_figure
+from coordinator.reporting.citations import works
+from coordinator.reporting.export_parts import ExportPart, Row
 from coordinator.reporting.rendering import (
     BIN_NOTE,
     FRACTIONAL_NOTE,
@@ -20,10 +23,14 @@ from coordinator.reporting.rendering import (
     reused_note,
     table_svg,
 )
+from coordinator.reporting.shown import Shown
 from coordinator.results import table_result
 
+# The federated table's bins, (low, high] and each group's count.
+TABLE_PART = ExportPart("table", None, "Table bins", 90)
 
-class Table(Analysis[TableAnalysis]):
+
+class Table(Analysis[TableAnalysis, TableResult]):
     kind = "table"
     spec_model = TableAnalysis
     result_model = TableResult
@@ -81,3 +88,47 @@ class Table(Analysis[TableAnalysis]):
 
     async def run(self, study: StudyRun, analysis: TableAnalysis) -> AnalysisResult:
         return table_result(await study.study_table())
+
+    # -- how it is written up --------------------------------------------------------------------
+
+    algorithm_name = ("federated K-anonymous bin table (Becher, Marcus-Kalish & Steinberg 2023, "
+                      "Algorithms 1-6)")
+    references = works("becher")
+
+    def methods(self, asked: TableAnalysis, result: TableResult,
+                context: MethodsContext) -> list[str]:
+        context.cite("becher")
+        return ["A federated K-anonymous bin table of the variable was built center after "
+                "center (Becher et al. 2023, Algorithms 1-6); it spends no ε."]
+
+    export_parts = (TABLE_PART,)
+
+    def export_rows(self, part: ExportPart, index: int, asked: TableAnalysis,
+                    result: TableResult, study: Shown) -> list[Row]:
+        return table_rows(index, result, study.spec)
+
+    figure_labels: ClassVar[Mapping[str, str]] = {"table": "federated table"}
+
+    def figure_names(self, result: TableResult) -> list[str]:
+        return ["table"]
+
+    def figure(self, name: str, asked: TableAnalysis, result: TableResult, spec: StudySpec,
+               fmt: FigureFormat) -> bytes:
+        return table_chart(result, spec, fmt)
+
+
+def table_rows(index: int, table: TableResult, spec: StudySpec) -> list[Row]:
+    """The federated table's bins: (low, high] and each group's count."""
+    groups = list(spec.groups or ["all"])
+    limits = table.limits
+    return [{"analysis": index, "bin": i, "low": limits[i], "high": limits[i + 1],
+             **{f"count_{g}": row[i] for g, row in zip(groups, table.counts, strict=False)}}
+            for i in range(len(limits) - 1)]
+
+
+def table_chart(table: TableResult, spec: StudySpec, fmt: FigureFormat) -> bytes:
+    """The federated table as cumulative shares, one line per group."""
+    label = f"{spec.dataset}.{spec.variable}"
+    groups = list(spec.groups) if spec.groups is not None else ["all records"]
+    return table_figure(table.limits, table.counts, groups,
+                        title=f"{label}: federated K-anonymous table, cumulative", fmt=fmt)

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from coordinator.reporting import figures
+from coordinator.reporting import charts
 
 T = TypeVar("T")
 
@@ -388,16 +388,16 @@ def _inline(svg: bytes) -> str:
 
 
 def table_svg(table: dict[str, Any], groups: list[str]) -> str:
-    """The federated table's figure (``coordinator.reporting.figures.table_figure``)."""
-    return _inline(figures.table_figure(table["limits"], table["counts"], groups,
+    """The federated table's figure (``coordinator.reporting.charts.table_figure``)."""
+    return _inline(charts.table_figure(table["limits"], table["counts"], groups,
                                         title="Federated K-anonymous table, cumulative"))
 
 
 def boxplot_svg(analysis: dict[str, Any], title: str) -> str:
-    """A DP boxplot analysis' figure (``coordinator.reporting.figures.draw_boxes``, as the API's
+    """A DP boxplot analysis' figure (``coordinator.reporting.charts.draw_boxes``, as the API's
     figure:
     the outliers are DP counts beside each whisker)."""
-    return _inline(figures.draw_boxes(dp_boxes(analysis), title=title))
+    return _inline(charts.draw_boxes(dp_boxes(analysis), title=title))
 
 
 # -- HTML ----------------------------------------------------------------------------------------

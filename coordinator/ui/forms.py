@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args, get_origin
 
-from coordinator.analyses import FormError
+from coordinator.analyses import REGISTRY, FormError
 from coordinator.models import Catalog, StudySpec
 from coordinator.quotas import analysis_spends
-from coordinator.reporting.figures import figure_names
+from coordinator.reporting.figures import FIGURE_LABELS, figure_names
 from coordinator.ui.schema_form import (
     MAX_INSTANCES,
     AnalysisForm,
@@ -31,7 +31,7 @@ from coordinator.ui.schema_form import (
 from coordinator.ui.schema_form import posted_values as posted_fields
 from fedstats_service.errors import dotted
 
-__all__ = ["ANALYSES", "DEFAULTS", "EXPORT_KINDS", "FIGURE_LABELS", "FORMS", "PRIMARY_GROUPS",
+__all__ = ["ANALYSES", "DEFAULTS", "FIGURE_LABELS", "FORMS", "PRIMARY_GROUPS",
            "PRIMARY_TESTS",
            "FormError", "catalog_names", "chosen_keys", "edited", "export_links", "field_of",
            "figure_links", "form_errors", "instance_groups", "instances", "marked_fields",
@@ -47,8 +47,6 @@ _BY_KIND = {form.kind: form for form in FORMS}
 def _declared_tests(form: AnalysisForm) -> tuple[str, ...]:
     """The tests an analysis declares: the choices of its spec model's ``tests`` list (none
     without one)."""
-    from coordinator.analyses import REGISTRY
-
     found = REGISTRY[form.kind].spec_model.model_fields.get("tests")
     if found is None:
         return ()
@@ -70,8 +68,6 @@ PRIMARY_GROUPS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = tuple
 PRIMARY_TESTS = tuple(value for _kind, _label, tests in PRIMARY_GROUPS for value, _t in tests)
 _PRIMARY = {value: (kind, test) for kind, _label, tests in PRIMARY_GROUPS
             for value, test in tests}
-FIGURE_LABELS = {"table": "federated table", "effects": "effect sizes",
-                 "boxplots": "DP boxplots", "quantiles": "quantiles"}
 # The study's own fields, by the spec's name: (HTML name, label).
 STUDY_FIELDS = {"title": ("title", "Title"), "description": ("description", "Description"),
                 "dataset": ("dataset", "Dataset"), "variable": ("variable", "Variable"),
@@ -336,23 +332,11 @@ def figure_links(view: dict[str, Any]) -> list[tuple[int, str, str]]:
             for i, a in enumerate(result.get("analyses") or []) for name in figure_names(a)]
 
 
-EXPORT_KINDS = {"describe": [("table1", "Table 1"), ("table1_formatted", "Table 1 as shown")],
-                "mwu": [("tests", "Tests"), ("effects", "Effect sizes"),
-                        ("heterogeneity", "Heterogeneity")],
-                "dp_boxplot": [("boxplots", "Boxplots")],
-                "dp_quantiles": [("dp_quantiles", "DP quantiles")],
-                "quantiles": [("quantiles", "Quantiles")], "table": [("table", "Table bins")],
-                "kruskal": [("kruskal", "k-arm tests")], "shift": [("shift", "Shift")],
-                "categorical": [("categorical", "Categories, n (%)"),
-                                ("categorical_tests", "Category tests")],
-                "dp_mwu": [("tests", "Tests"), ("effects", "Effect sizes"),
-                           ("heterogeneity", "Heterogeneity"),
-                           ("dp_mwu_releases", "DP releases")]}
-
-
 def export_links(view: dict[str, Any]) -> list[tuple[str, str]]:
     """(part, label) of each CSV table the study has (``coordinator.reporting.exports``)."""
     kinds = {a.get("kind") for a in (view.get("result") or {}).get("analyses") or []
              if a.get("status") == "succeeded"}
-    found = [link for kind, links in EXPORT_KINDS.items() if kind in kinds for link in links]
-    return list(dict.fromkeys(found))  # mwu and dp_mwu share the tests and effects parts
+    found = {part for kind in kinds if kind in REGISTRY
+             for part in REGISTRY[str(kind)].export_parts if part.label is not None}
+    return [(part.name, part.label) for part in sorted(found, key=lambda part: part.order)
+            if part.label is not None]

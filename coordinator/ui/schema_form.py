@@ -120,7 +120,7 @@ class FormField:
 class AnalysisForm:
     """The builder's part for one registered analysis: its label, what it is, its fields."""
 
-    analysis: Analysis[Any] = field(compare=False, repr=False)
+    analysis: Analysis[Any, Any] = field(compare=False, repr=False)
     label: str
     hint: str
     fields: tuple[FormField, ...] = ()
@@ -173,7 +173,7 @@ def _first_sentence(text: str | None) -> str:
     return (found.group(1) if found else text).strip()
 
 
-def label_of(analysis: Analysis[Any]) -> str:
+def label_of(analysis: Analysis[Any, Any]) -> str:
     """The builder's label: the analysis' own, else its model's docstring's first sentence,
     else its kind."""
     if analysis.form_label:
@@ -185,7 +185,7 @@ def label_of(analysis: Analysis[Any]) -> str:
     return analysis.kind.replace("_", " ")
 
 
-def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tuple[
+def _widget(analysis: Analysis[Any, Any], name: str, node: Mapping[str, Any]) -> tuple[
         Widget, tuple[str, ...]]:
     """The widget of one property (its optional ``null`` removed) and its options."""
     hinted = analysis.form_widgets.get(name) or CATALOG_NAMES.get(name)
@@ -237,7 +237,7 @@ def _widget(analysis: Analysis[Any], name: str, node: Mapping[str, Any]) -> tupl
     return "json", ()
 
 
-def form_of(analysis: Analysis[Any]) -> AnalysisForm:
+def form_of(analysis: Analysis[Any, Any]) -> AnalysisForm:
     """The builder's part for ``analysis``, from its spec model's JSON schema."""
     schema = analysis.spec_model.model_json_schema()
     required = set(schema.get("required") or ())

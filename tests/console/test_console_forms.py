@@ -138,7 +138,7 @@ class ShiftSpec(BaseModel):
     extra: dict[str, int] | None = None
 
 
-class Shift(Analysis[ShiftSpec]):
+class Shift(Analysis[ShiftSpec, ShiftSpec]):
     kind = "shift_test"
     spec_model = ShiftSpec
     result_model = ShiftSpec

@@ -272,8 +272,8 @@ def test_the_noise_correction_keeps_the_null_law_and_the_share_interval_covers()
 
 
 async def test_table_counts_are_the_raw_counts_and_the_tests_scipy_s(ports: Any) -> None:
-    result = await run_study(spec({"kind": "categorical", "variable": "smoking"}), ports,
-                             min_centers=2)
+    asked = spec({"kind": "categorical", "variable": "smoking"})
+    result = await run_study(asked, ports, min_centers=2)
     found = result.analyses[0]
     assert isinstance(found, CategoricalResult), found
     assert found.mode == "table" and found.spent == dict.fromkeys(LAYOUT, 0.0)
@@ -308,7 +308,7 @@ async def test_table_counts_are_the_raw_counts_and_the_tests_scipy_s(ports: Any)
     assert never["count"] == pooled[0, 0] and never["missing"] == pooled[0, 3]
     assert set(Results(result).categorical.tests().test) == {"chi2", "cmh"}
     # The CSV parts hold the same cells and tests.
-    view = {"spec": {}, "result": result.model_dump(mode="json")}
+    view = {"spec": asked.model_dump(mode="json"), "result": result.model_dump(mode="json")}
     cells = list(csv.DictReader(io.StringIO(exports.part_csv(view, "categorical"))))
     assert len(cells) == len(frame)
     assert sum(float(r["count"]) for r in cells if r["center"] == "pooled"

@@ -126,19 +126,24 @@ def test_the_report_flags_uninformative_releases() -> None:
 def test_the_report_flags_describe_and_quantiles() -> None:
     row = {"variable": "los", "center": "a", "arm": "all", "n": 150, "mean": 10.0,
            "mean_interval": [0.0, 40.0], "rank_halfwidth": 20.0, "n_interval": [140, 160],
-           "clip": [0.0, 50.0]}
-    view = _view({"kind": "describe", "mode": "dp", "rows": [row]},
+           "clip": [0.0, 50.0], "sd": 5.0, "median": 9.0, "q1": 6.0, "q3": 13.0,
+           "edges": [0.0, 50.0], "counts": [150.0], "method": "dp", "epsilon": 1.0}
+    described = {"kind": "describe", "mode": "dp", "k": 10, "epsilon": 1.0, "excluded": []}
+    view = _view({**described, "rows": [row]},
                  {"kind": "describe", "bounds": {"los": [0.0, 100.0]}})
     # N ± 10, quartiles ± 20 of 150, the mean ± 20 of the bounds' 100: all informative
     assert uninformative_notes(view) == []
-    wide = _view({"kind": "describe", "mode": "dp", "rows": [{**row, "mean_interval": [0, 60]}]},
+    wide = _view({**described, "rows": [{**row, "mean_interval": [0, 60]}]},
                  {"kind": "describe", "bounds": {"los": [0.0, 100.0]}})
     assert any("los · a · all, mean" in n and "30 %" in n for n in uninformative_notes(wide))
     # no bounds asked: the widest clip range the rows show
-    unasked = _view({"kind": "describe", "mode": "dp", "rows": [row]}, {"kind": "describe"})
+    unasked = _view({**described, "rows": [row]}, {"kind": "describe"})
     assert any("mean" in n and "[0, 50]" in n for n in uninformative_notes(unasked))
-    quantiles = _view({"kind": "dp_quantiles", "group": "ctl", "rank_halfwidth":
+    quantiles = _view({"kind": "dp_quantiles", "group": "ctl", "algorithm": "joint_exp",
+                       "levels": [0.5], "spent": {}, "excluded": [], "rank_halfwidth":
                        {"a": 30.0, "b": 30.0, "c": None}, "n": {"a": 100, "b": 1000, "c": 50},
-                       "per_center": {}}, {"kind": "dp_quantiles"})
+                       "per_center": {}}, {"kind": "dp_quantiles", "epsilon": 1.0,
+                                          "bounds": [0.0, 100.0], "levels": [0.5],
+                                          "group": "ctl"})
     (only,) = uninformative_notes(quantiles)
     assert "a · ctl" in only and "30 %" in only

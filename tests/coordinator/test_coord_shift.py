@@ -154,7 +154,7 @@ def test_summary_report_and_methods_show_them() -> None:
     html = "".join(REGISTRY["shift"].report_parts(shown, view))
     assert "<h2>Hodges-Lehmann shift (90 % Moses interval)</h2>" in html
     assert f"[{low:.4g}, {high:.4g}]" in html and "binning allowance" in html
-    (row,) = exports.shift(view)
+    (row,) = exports.part_rows(view, "shift")
     assert (row["estimate"], row["interval_low"], row["interval_high"], row["allowance"]) == (
         shift.estimate, low, high, 0.5)
     h = mwu["heterogeneity"]
@@ -197,7 +197,7 @@ def test_the_client_builds_and_reads_a_shift() -> None:
     shown = old.model_dump(mode="json")
     text = "\n".join(REGISTRY["shift"].summary_lines(shown, view_of(shown), []))
     assert "interval (outer ends)" in text and "λ =" not in text
-    (row,) = exports.shift(view_of(shown))
+    (row,) = exports.part_rows(view_of(shown), "shift")
     assert row["interval_low"] is None and row["estimate"] is None
 
 

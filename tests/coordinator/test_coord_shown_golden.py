@@ -22,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.analyses import REGISTRY
+from coordinator.analyses import REGISTRY, algorithms
 from coordinator.models import StudySpec
-from coordinator.provenance import analysis_algorithm
 from coordinator.reporting import exports, methods_text
 from coordinator.reporting.figures import figure_names
 from coordinator.reporting.report import render_html, summary
@@ -60,7 +59,7 @@ def shown(view: dict[str, Any]) -> dict[str, Any]:
         "figures": [figure_names(a) for a in view["result"]["analyses"]],
         "figure_links": [list(link) for link in forms.figure_links(view)],
         "export_links": [list(link) for link in forms.export_links(view)],
-        "algorithms": [analysis_algorithm(a) for a in spec.analyses],
+        "algorithms": algorithms(spec),
         "notes": uninformative_notes(view),
     }
 

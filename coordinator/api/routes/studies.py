@@ -18,6 +18,7 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from coordinator import audit, feed, quotas
+from coordinator.analyses import algorithms
 from coordinator.api.access import owned_study, readable_study, shown_plan, shown_result
 from coordinator.api.deps import AnalystDep, RunnerDep, StillValidDep, StoreDep, is_admin
 from coordinator.core.errors import Conflict, QuotaExceeded
@@ -169,8 +170,8 @@ async def study_view(store: Store, analyst: Caller, record: StudyRecord, *,
         created_by=record.analyst_id,
         created_at=record.created_at,
         updated_at=record.updated_at,
-        reproducibility=reproducibility(spec, stored, released) if released is not None
-        else None,
+        reproducibility=reproducibility(spec, stored, released, algorithms(spec))
+        if released is not None else None,
     )
 
 
