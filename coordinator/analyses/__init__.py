@@ -2,12 +2,15 @@
 :class:`~coordinator.analyses.base.Analysis`), and :data:`REGISTRY`, the one list the rest of the
 coordinator loops over: the study's run (``coordinator.study``), the ε each analysis spends
 (``coordinator.quotas``, read by the quota check and the dry run), the names the catalog checks
-(``coordinator.catalog``), the dry run's notes and power (``coordinator.plan``) and the
-console's builder (``coordinator.ui.forms``).
+(``coordinator.catalog``), the dry run's notes, power and errors (``coordinator.plan``,
+``coordinator.utility``), the console's builder (``coordinator.ui.forms``) and everything shown
+of a study (``coordinator.reporting``: the report, the Methods text, the exports, the figures,
+the report's flags; the reproducibility record's algorithms, :func:`algorithms`).
 
 Adding an analysis: its module here (and its entry below), its spec and result models in
 ``coordinator.models`` (the API's leaf), and the center's release kinds it asks for, if new
-(``center_agent/gate/kinds.py``): README, "How imports flow".
+(``center_agent/gate/kinds.py``): README, "How imports flow";
+``tests/coordinator/test_coord_registry_contract.py`` says what is missing.
 """
 
 from __future__ import annotations

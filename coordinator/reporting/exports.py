@@ -4,22 +4,14 @@ paper (docs/coordinator.md, "Exports and the reproducibility record").
 Every table is drawn from the study's view only (``GET /v1/studies/{id}``, as JSON), the same
 numbers the report shows, at full precision (no rounding: a float is written as its shortest
 exact decimal, an open table end as ``Inf``/``-Inf``, a number not released as an empty cell).
-One row per observation, one column per variable:
+One row per observation, one column per variable.
 
-* ``table1`` — each describe row (variable, center or ``pooled``, arm) with its 95 % intervals;
-* ``table1_formatted`` — the report's Table 1 as shown (pooled arms, Overall, each center);
-* ``tests`` — each Mann-Whitney test (the primary one marked), ``test_parts`` each center's part
-  (the DP twin's, ``dp_mwu``, too);
-* ``effects`` — each probabilistic index with its interval; ``heterogeneity`` — Cochran's Q,
-  I² and τ² with their Q-profile intervals between the centers' indexes;
-* ``dp_mwu_releases`` — what each center released for a ``dp_mwu`` analysis (noisy sizes, cap
-  M, ε split, noise scale, the sizes the tests used);
-* ``boxplots``, ``dp_quantiles``, ``quantiles``, ``table`` — the other analyses' numbers;
-* ``kruskal`` — each k-arm test (and trend, with the law its p is from), ``shift`` each
-  Hodges-Lehmann shift's estimate, interval and bounds, ``categorical`` each released
-  category cell (n (%) with its interval), ``categorical_tests`` each χ², Fisher and CMH test;
-* ``centers`` — each center included or excluded, its epoch and ε;
-* ``reproducibility`` — the record as (field, value) pairs.
+Each table is an :class:`~coordinator.reporting.export_parts.ExportPart` declared by the
+analyses that fill it (``Analysis.export_parts``, their rows by ``Analysis.export_rows``; one
+part may be filled by several kinds, e.g. ``tests`` by ``mwu`` and ``dp_mwu``), in the files'
+order :data:`PARTS`; two are the study's own: ``centers`` (each center included or excluded,
+its epoch and ε) and ``reproducibility`` (the record as (field, value) pairs). The parts and
+their columns are listed in docs/coordinator.md, "Exports and the reproducibility record".
 
 :func:`bundle` zips every non-empty table with ``methods.txt``
 (``coordinator.reporting.methods_text``),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import ValidationError
+
 from coordinator.analyses import REGISTRY
 from coordinator.core.errors import Conflict, NotFound
 from coordinator.db import StudyRecord
@@ -30,11 +32,15 @@ def result_figure_names(found: AnalysisResult) -> list[str]:
 
 def figure_names(analysis: dict[str, Any]) -> list[str]:
     """The figures of an analysis of a study's view (its result as JSON), the default first;
-    none for a failed one."""
-    if analysis.get("status", "succeeded") != "succeeded":
+    none for a failed one, or one this version does not read (``coordinator.reporting.shown``)."""
+    drawn = REGISTRY.get(str(analysis.get("kind")))
+    if analysis.get("status", "succeeded") != "succeeded" or drawn is None:
         return []
-    drawn = REGISTRY[str(analysis.get("kind"))]
-    return drawn.figure_names(drawn.result_model.model_validate(analysis))
+    try:
+        found = drawn.result_model.model_validate(analysis)
+    except ValidationError:
+        return []
+    return drawn.figure_names(found)
 
 
 def analysis_figure(record: StudyRecord, index: int, fmt: FigureFormat,
