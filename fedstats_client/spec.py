@@ -10,28 +10,39 @@ docs/coordinator.md, "A study"), chained one analysis at a time::
 
 Each call returns a new :class:`Study` (a notebook cell run twice does not ask twice). The spec
 is validated by the coordinator's own model when it is built (:meth:`Study.spec`) or sent, so a
-typo fails here, naming the key, before anything reaches the coordinator.
+typo fails here, naming the key, before anything reaches the coordinator; :meth:`Study.add`
+checks its analysis against its kind's model at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from coordinator.models import StudySpec
+from coordinator.models import Analysis, StudySpec
 
 
 class SpecError(ValueError):
     """A spec that does not validate; the message names each key to fix."""
 
 
-def _described(exc: ValidationError) -> str:
+def _described(exc: ValidationError, *root: str) -> str:
     # Never the offending input: a spec holds no secret, but keep the messages short and alike.
     return "; ".join(
-        f"{'.'.join(str(p) for p in err.get('loc', ())) or '(top level)'}: {err.get('msg')}"
+        f"{'.'.join([*root, *(str(p) for p in err.get('loc', ()))]) or '(top level)'}: "
+        f"{err.get('msg')}"
         for err in exc.errors(include_url=False, include_input=False))
+
+
+def _spec_models() -> dict[str, type[BaseModel]]:
+    """Each analysis kind the coordinator's models know (``Analysis``) with its spec model."""
+    models: tuple[type[BaseModel], ...] = get_args(get_args(Analysis)[0])
+    return {get_args(model.model_fields["kind"].annotation)[0]: model for model in models}
+
+
+_SPEC_MODELS = _spec_models()
 
 
 def _given(**options: Any) -> dict[str, Any]:
@@ -154,15 +165,32 @@ class Study:
         return self._with("kruskal", ordered=ordered, alternative=alternative)
 
     def add(self, kind: str, /, **fields: Any) -> Study:
-        """Any analysis by its ``kind`` and its keys as a study file names them (None ones
-        left out), e.g. ``Study(...).add("kruskal", ordered=True)``: every kind the
-        coordinator registers, including one this client has no method for (R's
-        ``fs_add_analysis``). The kind and its keys are checked when the spec is built."""
+        """One analysis of any ``kind`` the coordinator's models know, with its keys as a study
+        file names them (None ones left out; R's ``fs_add_analysis``), one this client has no
+        method for included::
+
+            Study("trial", "crp", groups=["placebo", "low", "high"]).add("kruskal", ordered=True)
+
+        Checked at once against that kind's spec model: an unknown kind, a misspelt key or a bad
+        value raises :class:`SpecError` naming it (what needs the whole study, such as
+        ``groups``, when the spec is built)."""
         if not isinstance(kind, str) or not kind:
             raise SpecError("kind: give one analysis kind, e.g. \"mwu\"")
         if "kind" in fields:
             raise SpecError("kind: give it once, as the first argument")
-        return self._with(kind, **fields)
+        model = _SPEC_MODELS.get(kind)
+        if model is None:
+            raise SpecError(f"kind: no analysis kind {kind!r}; the known kinds: "
+                            f"{', '.join(_SPEC_MODELS)}")
+        given = _given(**fields)
+        try:
+            model.model_validate({"kind": kind, **given})
+        except ValidationError as exc:
+            keys = ", ".join(name for name in model.model_fields if name != "kind") or "none"
+            hint = (f" ({kind}'s keys: {keys})"
+                    if any(err["type"] == "extra_forbidden" for err in exc.errors()) else "")
+            raise SpecError(f"invalid analysis: {_described(exc, kind)}{hint}") from None
+        return self._with(kind, **given)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a study file would hold it (not yet validated)."""

@@ -18,7 +18,6 @@ import matplotlib
 import pandas
 import pytest
 
-from coordinator.analyses import REGISTRY
 from coordinator.core.errors import CenterFailure
 from coordinator.main import create_app
 from fedstats_client import (
@@ -98,26 +97,6 @@ def test_a_study_built_in_python_is_the_spec_a_study_file_holds() -> None:
         Study("cohort", "crp").dp_boxplot(epsilon=-1, bounds=BOUNDS).spec()
     with pytest.raises(SpecError, match="needs `groups`"):
         Study("cohort", "crp").mwu().spec()
-
-
-def test_add_builds_any_registered_kind_as_its_method_does() -> None:
-    base = Study("cohort", "crp", groups=["ctl", "trt"])
-    assert base.add("kruskal", ordered=True, alternative=None).to_dict() == base.kruskal(
-        ordered=True).to_dict()
-    assert base.add("dp_boxplot", epsilon=1.0, bounds=[0.0, 100.0], group="trt").to_dict() == \
-        base.dp_boxplot(epsilon=1.0, bounds=BOUNDS, group="trt").to_dict()
-    # Every registered kind is reachable by its name (each validates with its own keys).
-    assert {a["kind"] for a in base.add("table").add("mwu").to_dict()["analyses"]} == {
-        "table", "mwu"}
-    for kind in REGISTRY:
-        assert base.add(kind).to_dict()["analyses"] == [{"kind": kind}]
-    base.add("table").add("mwu").spec()
-    with pytest.raises(SpecError, match=r"analyses\.0"):
-        base.add("no_such_kind").spec()
-    with pytest.raises(SpecError, match="kind: give one analysis kind"):
-        base.add("")
-    with pytest.raises(SpecError, match="give it once"):
-        base.add("mwu", kind="table")
 
 
 def test_run_waits_and_every_frame_holds_what_the_coordinator_answered(
