@@ -78,7 +78,7 @@ async def federated_kruskal(
         def check(center: str, release: BinTableRelease) -> None:
             check_table_release(center, release, k=k, n_groups=len(groups),
                                 bounds=survey.bounds[center],
-                                floors=survey.declared.get(center))
+                                floors=survey.floors(center, variable))
 
         released, failed = await ask_all(missing, ask, check, allow_partial=allow_partial)
         excluded += failed

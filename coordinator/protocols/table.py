@@ -219,6 +219,8 @@ async def federated_bin_table(
     for port in order:
         cid = port.center_id
         own: BinTable | None = None
+        # Every release of the variable at this center counts at least these (one reading).
+        floors = survey.floors(cid, variable)
         try:
             if table is None or signed is None:
                 built = await port.release(
@@ -226,8 +228,7 @@ async def federated_bin_table(
                     TableRequest(variable=variable, groups=groups, k=k, lower=lower, upper=upper),
                 )
                 totals = check_table_release(cid, built, k=k, n_groups=n_groups,
-                                             bounds=survey.bounds[cid],
-                                             floors=survey.floors(cid, variable))
+                                             bounds=survey.bounds[cid], floors=floors)
                 merged = own = built.to_table()
                 next_signed = check_signed(cid, built.signed, merged, survey.keys.get(cid))
             else:
@@ -235,16 +236,14 @@ async def federated_bin_table(
                     mine = await port.release(kinds.TABLE, dataset, TableRequest(
                         variable=variable, groups=groups, k=k, lower=lower, upper=upper))
                     check_table_release(cid, mine, k=k, n_groups=n_groups,
-                                        bounds=survey.bounds[cid],
-                                        floors=survey.declared.get(cid))
+                                        bounds=survey.bounds[cid], floors=floors)
                     own = mine.to_table()
                 refinement = await port.release(
                     kinds.REFINE, dataset,
                     RefinementRequest(variable=variable, groups=groups, k=k, table=signed),
                 )
                 totals = check_refinement(cid, refinement, k=k, n_groups=n_groups,
-                                          bounds=survey.bounds[cid],
-                                          floors=survey.floors(cid, variable))
+                                          bounds=survey.bounds[cid], floors=floors)
                 merged = fold(cid, table, refinement, totals)
                 next_signed = check_signed(cid, refinement.signed, merged,
                                            survey.keys.get(cid))
