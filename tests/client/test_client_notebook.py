@@ -25,10 +25,13 @@ K = 10
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
 
-def federation_configs(workdir: Path) -> tuple[dict[str, tuple[Path, int]], Path, int, str]:
+def federation_configs(workdir: Path, *, categorical: bool = False
+                       ) -> tuple[dict[str, tuple[Path, int]], Path, int, str]:
     """The demo's federation (``fedstats_cli.demo``): each hospital's CSV and TOML (its own
     token and signing key, the others' keys as peers), and the coordinator's TOML with a fresh
-    analyst token. Returns (center -> (config, port), coordinator config, its port, token)."""
+    analyst token. ``categorical``: the centers also declare the CSV's smoking column (its
+    public categories). Returns (center -> (config, port), coordinator config, its port,
+    token)."""
     keys = {h.center_id: write_key_pair(workdir / f"{h.center_id}.key")
             for h in synth.HOSPITALS}
     centers: dict[str, tuple[Path, int]] = {}
@@ -37,6 +40,8 @@ def federation_configs(workdir: Path) -> tuple[dict[str, tuple[Path, int]], Path
         csv = synth.write_hospital(h.center_id, workdir / f"{h.center_id}.csv",
                                    synth.DEFAULT_SEED)
         port, tokens[h.center_id] = free_port(), secrets.token_urlsafe(32)
+        declared = {"categorical": {synth.SMOKING: list(synth.SMOKING_LEVELS)}
+                    } if categorical else {}
         config = write_toml(
             workdir / f"{h.center_id}.toml",
             {"center_id": h.center_id, "k": K, "tokens": [tokens[h.center_id]],
@@ -48,7 +53,7 @@ def federation_configs(workdir: Path) -> tuple[dict[str, tuple[Path, int]], Path
                 "source": {"kind": "csv", "path": str(csv)},
                 "variables": [synth.VARIABLE],
                 "group": {"column": synth.GROUP_COLUMN, "levels": list(synth.LEVELS)},
-                "epsilon_total": 3.0}},
+                "epsilon_total": 3.0, **declared}},
         )
         centers[h.center_id] = (config, port)
     analyst_token, port = secrets.token_urlsafe(32), free_port()

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedstats_client import Client
+from fedstats_client import Client, Study
 from tests.client.test_client_notebook import federation_configs
 from tests.helpers.processes import REPO, running_center, running_coordinator
 from tests.helpers.timing import scaled
@@ -82,8 +82,10 @@ def r_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(URL, analyst token) of the demo's federation, every process stopped afterwards."""
-    centers, config, port, token = federation_configs(tmp_path_factory.mktemp("federation"))
+    """(URL, analyst token) of the demo's federation, its centers declaring the categorical
+    smoking column; every process stopped afterwards."""
+    centers, config, port, token = federation_configs(tmp_path_factory.mktemp("federation"),
+                                                      categorical=True)
     (a_config, a_port), (b_config, b_port), (c_config, c_port) = centers.values()
     with running_center(a_config, a_port), running_center(b_config, b_port), \
             running_center(c_config, c_port), running_coordinator(config, port):
@@ -98,6 +100,27 @@ def test_the_package_loads_and_exports_every_public_function(r_library: Path) ->
                     r_env(r_library))
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.split() == ["fs_call"]
+
+
+def test_the_r_builders_send_what_the_python_study_builds(r_library: Path) -> None:
+    """``fs_add_shift``, ``fs_add_kruskal`` and ``fs_add_categorical`` send the spec Python's
+    ``Study.shift``, ``.kruskal`` and ``.categorical`` build from the same arguments, defaults
+    (NULL, None) left to the coordinator."""
+    shown = rscript(
+        'library(fedstats); '
+        'spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated")) |> '
+        'fs_add_shift() |> fs_add_shift(level = 0.9) |> fs_add_kruskal() |> '
+        'fs_add_kruskal(ordered = TRUE, alternative = "two-sided") |> '
+        'fs_add_categorical("smoking") |> '
+        'fs_add_categorical("smoking", mode = "dp", epsilon = 0.5, per_center = FALSE); '
+        'cat(fedstats:::to_json(fedstats:::spec_body(spec)))', r_env(r_library))
+    assert shown.returncode == 0, shown.stderr
+    python = (Study("cohort", "los_days", groups=["control", "treated"])
+              .shift().shift(level=0.9).kruskal().kruskal(ordered=True, alternative="two-sided")
+              .categorical("smoking")
+              .categorical("smoking", mode="dp", epsilon=0.5, per_center=False))
+    assert json.loads(shown.stdout) == python.to_dict()
+    python.spec()  # and the coordinator's model reads it
 
 
 def test_the_r_client_runs_a_study_against_real_services(
@@ -143,6 +166,15 @@ def test_the_r_client_runs_a_study_against_real_services(
     assert dp is not None
     for name, frame in {"dp_mwu": dp.dp_mwu.to_frame(), "dp_effects": dp.dp_mwu.effects(),
                         "guarantees": dp.guarantees}.items():
+        assert_same_frame(name, pd.read_csv(out / f"{name}.csv"), frame)
+    # The shift, Kruskal-Wallis and categorical study: the same frames.
+    with Client(url, token=token) as fs:
+        arms = fs.study((out / "arms_study_id").read_text().strip()).result
+    assert arms is not None
+    for name, frame in {"shift": arms.shift.to_frame(), "kruskal": arms.kruskal.to_frame(),
+                        "kruskal_arms": arms.kruskal.arms(),
+                        "categorical": arms.categorical.to_frame(),
+                        "categorical_tests": arms.categorical.tests()}.items():
         assert_same_frame(name, pd.read_csv(out / f"{name}.csv"), frame)
 
 

@@ -13,9 +13,17 @@
 #   fs_dp_mwu(study)       the DP Mann-Whitney tests (part = "tests"), effects ("effects") or
 #                          each center's release ("releases")    (result.dp_mwu.to_frame(), ...)
 #   fs_guarantees(study)   each center's lifetime privacy guarantee, its line (result.guarantees)
+#   fs_shift(study)        the Hodges-Lehmann shift: what the bins allow (result.shift.to_frame())
+#   fs_kruskal(study)      one row per Kruskal-Wallis (and trend) test (part = "tests"), or
+#                          per (center, arm) n and mean rank ("arms")
+#                                                     (result.kruskal.to_frame(), .arms())
+#   fs_categorical(study)  one row per (variable, center, arm, category) (part = "cells"), or
+#                          each test of association ("tests")
+#                                                     (result.categorical.to_frame(), .tests())
 #
-# fs_mwu, fs_table and fs_quantiles read the study's first analysis of that kind; the others
-# gather every analysis of their kind (a study asks one per group level). An analysis that
+# fs_mwu, fs_table, fs_quantiles, fs_shift and fs_kruskal read the study's first analysis of
+# that kind; the others gather every analysis of their kind (a study asks one per group level;
+# fs_categorical also gathers the describe analyses' categorical rows). An analysis that
 # failed in a partially_failed study signals fedstats_analysis_failed naming the center; one
 # the study did not ask signals fedstats_no_such_analysis. Where Python has an index
 # (test, center), the frame has the columns. Analysis indexes are positions in the spec
@@ -109,7 +117,13 @@ fs_parts <- function(study, kind = c("mwu", "dp_mwu")) {
 #' @rdname fs_results
 #' @param part fs_dp_mwu: `"tests"` (as [fs_mwu()]), `"effects"` (as [fs_effects()]) or
 #'   `"releases"` (what each center released: noisy sizes, cap M, epsilon and its split, the
-#'   Laplace scale on U, the sizes used).
+#'   Laplace scale on U, the sizes used). fs_kruskal: `"tests"` (one row per test: the
+#'   federated table's, the stratified `sum` and `weighted`, each center's `center:<id>`, then
+#'   with `ordered` Jonckheere-Terpstra's `trend:table`, `trend:sum`) or `"arms"` (per center,
+#'   `"federated"` first, and arm: `n` and `mean_rank`). fs_categorical: `"cells"` (one row
+#'   per variable, center, arm and category: `count`, `percent` with its 95 % interval `low`,
+#'   `high`, `count_interval` (DP), the arm's `n` and `missing`, `source` the analysis kind and
+#'   `analysis` its mode) or `"tests"` (each categorical analysis' tests of association).
 #' @export
 fs_dp_mwu <- function(study, part = c("tests", "effects", "releases")) {
   part <- match.arg(part)
@@ -220,6 +234,132 @@ fs_describe <- function(study) {
   }
   bind_rows(rows, c("variable", "center", "arm", "mode", "unit", DESCRIBE_COLUMNS, "edges",
                     "counts", DESCRIBE_INTERVALS, "notes"))
+}
+
+# A number of a result: JSON's null as NA, infinite limits (sent as the strings "Infinity",
+# "-Infinity") as Inf, -Inf.
+real <- function(x) {
+  if (is.null(x)) return(NA_real_)
+  if (is.character(x)) {
+    return(unname(c(Infinity = Inf, `-Infinity` = -Inf, `NaN` = NaN)[x]))
+  }
+  as.numeric(x)
+}
+
+#' @rdname fs_results
+#' @export
+fs_shift <- function(study) {
+  raw <- outcomes(study, "shift")[[1]]
+  rows <- list(c("estimate", "estimate_low", "estimate_high"),
+               c("low end", "low_low", "low_high"), c("high end", "high_low", "high_high"))
+  out <- data.frame(of = vapply(rows, `[`, "", 1),
+                    low = vapply(rows, function(r) real(raw[[r[2]]]), 0),
+                    high = vapply(rows, function(r) real(raw[[r[3]]]), 0),
+                    stringsAsFactors = FALSE)
+  out <- rbind(out, data.frame(of = "interval", low = real(raw$interval[[1]]),
+                               high = real(raw$interval[[2]])))
+  if (!is.null(raw$binned_interval)) {
+    point <- if (is.null(raw$estimate)) NaN else real(raw$estimate)  # NaN: not estimable
+    out <- rbind(out, data.frame(of = c("binned estimate", "binned interval"),
+                                 low = c(point, real(raw$binned_interval[[1]])),
+                                 high = c(point, real(raw$binned_interval[[2]]))))
+  }
+  out
+}
+
+#' @rdname fs_results
+#' @export
+fs_kruskal <- function(study, part = c("tests", "arms")) {
+  part <- match.arg(part)
+  raw <- outcomes(study, "kruskal")[[1]]
+  if (part == "arms") {
+    parts <- c(list(federated = raw$arms),
+               stats::setNames(raw$centers, vapply(raw$centers, function(c) c$center, "")))
+    groups <- as.character(unlist(raw$groups))
+    rows <- lapply(names(parts), function(center) data.frame(
+      center = center, arm = groups, n = as.numeric(unlist(parts[[center]]$sizes)),
+      mean_rank = as.numeric(unlist(parts[[center]]$mean_ranks)), stringsAsFactors = FALSE))
+    return(bind_rows(rows, c("center", "arm", "n", "mean_rank")))
+  }
+  test <- function(name, statistic, df, pvalue, law = sprintf("chi2(%d)", df)) {
+    data.frame(test = name, statistic = real(statistic), law = law, df = num(df),
+               pvalue = real(pvalue), stringsAsFactors = FALSE)
+  }
+  rows <- c(
+    lapply(names(raw$tests), function(name) {
+      t <- raw$tests[[name]]
+      test(name, t$statistic, t$df, t$pvalue)
+    }),
+    lapply(raw$centers, function(c) test(paste0("center:", c$center), c$statistic, c$df,
+                                         c$pvalue)),
+    lapply(names(raw$trend), function(name) {
+      t <- raw$trend[[name]]
+      test(paste0("trend:", name), t$zstatistic, NULL, t$pvalue, law = "z")
+    }))
+  bind_rows(rows, c("test", "statistic", "law", "df", "pvalue"))
+}
+
+CATEGORY_COLUMNS <- c("variable", "center", "arm", "category", "count", "percent", "low",
+                      "high", "count_interval", "n", "missing", "source", "analysis")
+
+#' @rdname fs_results
+#' @export
+fs_categorical <- function(study, part = c("cells", "tests")) {
+  part <- match.arg(part)
+  if (!inherits(study, "fedstats_study")) {
+    stop(spec_error("read results from a study (fs_run(), fs_wait() or fs_study())"))
+  }
+  if (is.null(study$result)) {
+    stop(fedstats_condition("fedstats_no_result", sprintf(
+      "no_result: study %s is %s and has no result yet", study$id, study$status),
+      code = "no_result"))
+  }
+  analyses <- study$result$analyses
+  # The categorical analyses and the describes with categorical rows (a failed describe has
+  # none); a failed categorical analysis is signalled.
+  wanted <- vapply(analyses, function(a) identical(a$kind, "categorical") ||
+                     (identical(a$kind, "describe") && length(a$categorical) > 0), logical(1))
+  if (!any(wanted)) {
+    stop(fedstats_condition("fedstats_no_such_analysis",
+                            "no_such_analysis: the study asked for no categorical variable",
+                            code = "no_such_analysis"))
+  }
+  for (i in seq_along(analyses)) {
+    if (identical(analyses[[i]]$kind, "categorical") &&
+        identical(analyses[[i]]$status, "failed")) {
+      stop(analysis_failed(i, "categorical", analyses[[i]]$error))
+    }
+  }
+  raws <- Filter(function(a) !identical(a$status, "failed"), analyses[wanted])
+  rows <- list()
+  if (part == "tests") {
+    cols <- c("variable", "test", "statistic", "df", "pvalue", "odds_ratio", "low", "high",
+              "method")
+    for (raw in raws) if (identical(raw$kind, "categorical")) for (t in raw$tests) {
+      rows[[length(rows) + 1]] <- data.frame(
+        variable = raw$variable, test = t$name, statistic = real(t$statistic), df = num(t$df),
+        pvalue = real(t$pvalue), odds_ratio = real(t$odds_ratio), low = real(t$low),
+        high = real(t$high), method = t$method, stringsAsFactors = FALSE)
+    }
+    return(bind_rows(rows, cols))
+  }
+  for (raw in raws) {
+    arms <- if (identical(raw$kind, "categorical")) raw$arms else raw$categorical
+    for (arm in arms) for (cell in arm$cells) {
+      row <- data.frame(variable = arm$variable, center = arm$center, arm = arm$arm,
+                        category = cell$label, count = real(cell$count),
+                        percent = real(cell$percent), low = real(cell$low),
+                        high = real(cell$high), stringsAsFactors = FALSE)
+      # DP: the true count's 95 % interval, a list column of (low, high) (empty: exact).
+      row$count_interval <- I(list(as.numeric(unlist(cell$count_interval))))
+      row$n <- real(arm$n)
+      row$missing <- real(arm$missing)
+      row$source <- raw$kind
+      row$analysis <- raw$mode
+      rows[[length(rows) + 1]] <- row
+    }
+  }
+  bind_rows(rows, CATEGORY_COLUMNS)
 }
 
 #' @rdname fs_results

@@ -62,15 +62,24 @@ add_analysis <- function(spec, kind, ...) {
 #' pooled (each center spends `epsilon` per box). `fs_add_describe()`: a "Table 1" (no epsilon
 #' from the tables, or epsilon-DP with `epsilon`). `fs_add_dp_mwu()`: the DP twin of the
 #' Mann-Whitney tests (each center's noisy sizes and noisy U, epsilon-DP under add/remove),
-#' which centers in DP mode answer (they refuse `fs_add_mwu()`).
+#' which centers in DP mode answer (they refuse `fs_add_mwu()`). `fs_add_shift()`: the
+#' Hodges-Lehmann shift of Y against X with its Moses interval, as far as the federated
+#' table's bins allow (no epsilon). `fs_add_kruskal()`: Kruskal-Wallis across the study's
+#' groups (2 to 32 arms) from the K-anonymous tables, no epsilon; with `ordered` also
+#' Jonckheere-Terpstra. `fs_add_categorical()`: a categorical variable by arm, n (%) with
+#' Wilson intervals, Pearson's chi-squared (Fisher's exact test for a small 2 x 2 table) and
+#' the CMH test stratified by center, from the centers' K-anonymous counts (no epsilon) or,
+#' with `epsilon` (spent per arm at each center), their epsilon-DP counts.
 #' @param spec a `fedstats_spec`.
 #' @param lower,upper table: how the end bins close (a number, `"buffer"`, `"infinite"`).
 #' @param tests mwu: of `"sum"`, `"weighted"`, `"fisher"`, `"table"` (default: all four);
 #'   dp_mwu: of `"sum"`, `"weighted"`, `"fisher"` (default: all three).
 #' @param size_share dp_mwu: the share of `epsilon` spent on the two noisy sizes (default 0.2).
-#' @param alternative mwu: `"two-sided"`, `"less"` or `"greater"`.
+#' @param alternative mwu, dp_mwu: `"two-sided"`, `"less"` or `"greater"`; kruskal (with
+#'   `ordered`): `"increasing"` (default), `"decreasing"` or `"two-sided"`.
 #' @param epsilon the epsilon each center spends (mwu: noise on its U; dp_mwu: its sizes and U; dp_quantiles: once for
-#'   all levels; dp_boxplot: per box; quantiles: yj_data's fit; describe: per variable and arm).
+#'   all levels; dp_boxplot: per box; quantiles: yj_data's fit; describe: per variable and arm;
+#'   categorical: per arm).
 #' @param levels quantile levels in (0, 1), increasing (dp_boxplot: the pooled box's further
 #'   levels, default 0.05 and 0.95).
 #' @param estimators quantiles: of `"yj_table"`, `"interpolation"`, `"extrapolation"`,
@@ -80,12 +89,18 @@ add_analysis <- function(spec, kind, ...) {
 #' @param algorithm dp_quantiles: `"joint_exp"` (default), `"private_quantile"`,
 #'   `"approx_quantile"`, `"unbounded"`.
 #' @param group one declared group level (NULL: every record).
-#' @param per_center,pooled the centers' own boxes / rows, the pooled one, or both.
+#' @param per_center,pooled the centers' own boxes / rows, the pooled one, or both
+#'   (categorical: `per_center` shows each center's own counts too, default TRUE).
 #' @param depth,branching dp_boxplot: the pooled box's grid (branching^depth leaves).
 #' @param variables describe: the variables (default: the study's).
-#' @param mode describe: `"table"` (no epsilon) or `"dp"`.
+#' @param mode describe, categorical: `"table"` (no epsilon) or `"dp"` (default: dp when
+#'   `epsilon` is given, else table).
 #' @param categorical describe: categorical variables shown as n (%) rows per category.
 #' @param bins describe (dp): equal-width histogram bins.
+#' @param level shift: the Moses interval's confidence level (default 0.95).
+#' @param ordered kruskal: the groups are named in their hypothesised order; also test a trend
+#'   (Jonckheere-Terpstra; default FALSE).
+#' @param variable categorical: a categorical variable the centers declare.
 #' @name fs_add
 NULL
 
@@ -142,8 +157,28 @@ fs_add_describe <- function(spec, variables = NULL, mode = NULL, epsilon = NULL,
 }
 
 #' @rdname fs_add
-#' @param kind any analysis the coordinator registers (`GET /v1/info`'s or the docs' list:
-#'   e.g. `"kruskal"`), its keys given in `...` as the study file names them.
+#' @export
+fs_add_shift <- function(spec, level = NULL) {
+  add_analysis(spec, "shift", level = level)
+}
+
+#' @rdname fs_add
+#' @export
+fs_add_kruskal <- function(spec, ordered = NULL, alternative = NULL) {
+  add_analysis(spec, "kruskal", ordered = ordered, alternative = alternative)
+}
+
+#' @rdname fs_add
+#' @export
+fs_add_categorical <- function(spec, variable, mode = NULL, epsilon = NULL, per_center = NULL) {
+  add_analysis(spec, "categorical", variable = variable, mode = mode, epsilon = epsilon,
+               per_center = per_center)
+}
+
+#' @rdname fs_add
+#' @param kind any analysis the coordinator registers (`GET /v1/info`'s or the docs' list;
+#'   e.g. one newer than this client's functions), its keys given in `...` as the study file
+#'   names them.
 #' @param ... fs_add_analysis: the analysis' keys (NULL ones left out).
 #' @export
 fs_add_analysis <- function(spec, kind, ...) {

@@ -26,3 +26,9 @@ small_study <- function() {
     fs_add_dp_boxplot(epsilon = 0.25, bounds = c(0, 60), group = "treated") |>
     fs_add_describe()
 }
+
+# A study record holding only some of its analyses' results (`which`, counted from 1).
+record_of <- function(study, which) {
+  study$result$analyses <- study$result$analyses[which]
+  study
+}

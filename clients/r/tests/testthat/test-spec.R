@@ -85,3 +85,29 @@ test_that("any registered analysis is added by its kind, its keys as the study f
   expect_identical(body_of(spec)$analyses, list(list(kind = "kruskal", ordered = TRUE)))
   expect_error(fs_add_analysis(spec, ""), class = "fedstats_spec_error", regexp = "kind")
 })
+
+test_that("shift, kruskal and categorical have their builders, Python's Study's arguments", {
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated")) |>
+    fs_add_shift() |>
+    fs_add_shift(level = 0.9) |>
+    fs_add_kruskal() |>
+    fs_add_kruskal(ordered = TRUE, alternative = "decreasing") |>
+    fs_add_categorical("smoking") |>
+    fs_add_categorical("smoking", mode = "dp", epsilon = 0.5, per_center = FALSE)
+  expect_identical(body_of(spec)$analyses, list(
+    list(kind = "shift"),
+    list(kind = "shift", level = 0.9),
+    list(kind = "kruskal"),
+    list(kind = "kruskal", ordered = TRUE, alternative = "decreasing"),
+    list(kind = "categorical", variable = "smoking"),
+    list(kind = "categorical", variable = "smoking", mode = "dp", epsilon = 0.5,
+         per_center = FALSE)))
+  expect_output(print(spec), "shift, shift, kruskal, kruskal, categorical, categorical")
+  # The same analysis as added by its kind.
+  by_kind <- fs_study_spec("cohort", "los_days", groups = c("control", "treated")) |>
+    fs_add_analysis("kruskal", ordered = TRUE, alternative = "decreasing")
+  expect_identical(body_of(by_kind)$analyses[[1]], body_of(spec)$analyses[[4]])
+  # The variable is required, as in Python; a misspelt option is R's own error.
+  expect_error(fs_add_categorical(spec), "variable")
+  expect_error(fs_add_kruskal(spec, trend = TRUE), "unused argument")
+})

@@ -239,3 +239,78 @@ test_that("a DP study (dp_mwu) is built, run and read: its tests, effects, relea
     }
   }
 })
+
+test_that("a study of the shift, Kruskal-Wallis and a categorical variable is run and read", {
+  fs <- live_client()
+  # From the K-anonymous tables and counts: no epsilon spent.
+  spec <- fs_study_spec("cohort", "los_days", groups = c("control", "treated"), k = 10) |>
+    fs_add_table(lower = 0) |>
+    fs_add_shift(level = 0.9) |>
+    fs_add_kruskal(ordered = TRUE, alternative = "two-sided") |>
+    fs_add_categorical("smoking") |>
+    fs_add_describe(categorical = "smoking")
+  study <- fs_run(fs, spec, progress = FALSE)
+  expect_identical(study$status, "succeeded")
+  raw <- study$result$analyses
+  expect_identical(raw[[2]]$level, 0.9)
+
+  shift <- fs_shift(study)
+  expect_identical(names(shift), c("of", "low", "high"))
+  expect_identical(shift$of, c("estimate", "low end", "high end", "interval",
+                               "binned estimate", "binned interval"))
+  expect_equal(unlist(shift[1, c("low", "high")]),
+               c(low = raw[[2]]$estimate_low, high = raw[[2]]$estimate_high))
+  interval <- unlist(shift[shift$of == "interval", c("low", "high")])
+  expect_equal(interval, unlist(raw[[2]]$interval), ignore_attr = TRUE)
+  expect_true(interval[[1]] <= shift$low[1] && shift$high[1] <= interval[[2]])
+  expect_true(all(shift$low <= shift$high, na.rm = TRUE))
+
+  kruskal <- fs_kruskal(study)
+  centers <- c("hospital_a", "hospital_b", "hospital_c")
+  expect_identical(kruskal$test, c("table", "sum", "weighted", paste0("center:", centers),
+                                   "trend:table", "trend:sum"))
+  expect_identical(kruskal$law, c(rep("chi2(1)", 6), "z", "z"))  # two arms: one df
+  expect_identical(kruskal$df, c(rep(1, 6), NA, NA))
+  expect_equal(kruskal$pvalue[1:3], vapply(raw[[3]]$tests, function(t) t$pvalue, 0),
+               ignore_attr = TRUE)
+  expect_equal(kruskal$statistic[7], raw[[3]]$trend$table$zstatistic)
+  expect_true(all(kruskal$pvalue > 0 & kruskal$pvalue <= 1))
+  arms <- fs_kruskal(study, "arms")
+  expect_identical(arms$center, rep(c("federated", centers), each = 2))
+  expect_identical(arms$arm, rep(c("control", "treated"), 4))
+  by_center <- arms[arms$center != "federated", ]
+  expect_equal(arms$n[1:2], as.numeric(tapply(by_center$n, by_center$arm, sum)),
+               ignore_attr = TRUE)
+
+  cells <- fs_categorical(study)
+  expect_identical(names(cells), c("variable", "center", "arm", "category", "count",
+                                   "percent", "low", "high", "count_interval", "n", "missing",
+                                   "source", "analysis"))
+  n_cells <- function(arms) sum(vapply(arms, function(a) length(a$cells), 0L))
+  expect_identical(nrow(cells), n_cells(raw[[4]]$arms) + n_cells(raw[[5]]$categorical))
+  expect_identical(unique(cells$source), c("categorical", "describe"))
+  expect_true(all(cells$variable == "smoking" & cells$analysis == "table"))
+  expect_true(all(cells$count == 0 | cells$count >= 10))  # K-anonymous counts
+  expect_true(all(cells$low <= cells$percent & cells$percent <= cells$high))
+  totals <- tapply(cells$count, paste(cells$source, cells$center, cells$arm), sum)
+  expect_equal(as.numeric(totals),
+               as.numeric(tapply(cells$n, paste(cells$source, cells$center, cells$arm), max)))
+  # The describe's rows are the same K-anonymous counts as the categorical analysis'.
+  of <- function(source) cells[cells$source == source, c("center", "arm", "category", "count")]
+  expect_equal(of("describe"), of("categorical"), ignore_attr = TRUE)
+  tests <- fs_categorical(study, "tests")
+  expect_identical(tests$test, vapply(raw[[4]]$tests, function(t) t$name, ""))
+  expect_true(all(tests$variable == "smoking" & tests$pvalue > 0 & tests$pvalue <= 1))
+  expect_error(fs_categorical(record_of(study, 1:3)), class = "fedstats_no_such_analysis")
+
+  out <- Sys.getenv("FEDSTATS_R_OUT")
+  if (nzchar(out)) {  # for the Python side of tests/client/test_client_r.py
+    writeLines(study$id, file.path(out, "arms_study_id"))
+    frames <- list(shift = shift, kruskal = kruskal, kruskal_arms = arms,
+                   categorical = cells[!vapply(cells, is.list, TRUE)],  # no list columns
+                   categorical_tests = tests)
+    for (name in names(frames)) {
+      utils::write.csv(frames[[name]], file.path(out, paste0(name, ".csv")), row.names = FALSE)
+    }
+  }
+})
