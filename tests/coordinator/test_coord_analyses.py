@@ -1,6 +1,6 @@
 """The analyses' registry (``coordinator.analyses``): one registered analysis per kind of the
-spec, the spec's ``groups`` a list of two or more levels that each analysis bounds, and the
-console's builder read off the registry."""
+spec, the spec's ``groups`` a list of two or more levels that each analysis bounds (its spec
+model's ``min_groups`` and ``max_groups``), and the console's builder read off the registry."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ PARTS: dict[str, dict[str, Any]] = {
     "categorical": {"kind": "categorical", "variable": "smoking"},
     "kruskal": {"kind": "kruskal"}, "dp_mwu": {"kind": "dp_mwu", "epsilon": 1.0},
 }
+# The refusal of a spec without the levels an analysis compares, as the API words it.
+NEEDS_GROUPS = {
+    "mwu": "an mwu analysis needs `groups` (the two levels X and Y)",
+    "dp_mwu": "a dp_mwu analysis needs `groups` (the two levels X and Y)",
+    "shift": "a shift analysis needs `groups` (the two levels X and Y)",
+    "kruskal": "a kruskal analysis needs `groups` (the arms compared, 2 to 32 levels)",
+}
 
 
 def test_every_kind_of_the_spec_has_one_registered_analysis() -> None:
@@ -62,6 +69,44 @@ def test_groups_stay_two_by_default_and_take_a_list() -> None:
 def test_bad_group_lists_are_refused(groups: list[str], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         StudySpec.model_validate({**BASE, "groups": groups, "analyses": [{"kind": "table"}]})
+
+
+def test_every_analysis_declares_how_few_and_how_many_levels_it_compares() -> None:
+    assert set(SPEC_MODELS) == set(REGISTRY) == set(PARTS)
+    for kind, model in SPEC_MODELS.items():
+        assert REGISTRY[kind].spec_model is model
+        assert isinstance(model.min_groups, int) and model.min_groups >= 0, kind
+        assert model.max_groups is None or model.min_groups <= model.max_groups, kind
+    assert sorted(k for k, m in SPEC_MODELS.items() if m.min_groups) == sorted(NEEDS_GROUPS)
+
+
+@pytest.mark.parametrize("kind", sorted(SPEC_MODELS))
+def test_a_spec_of_fewer_levels_than_an_analysis_compares_is_refused_naming_it(
+        kind: str) -> None:
+    least = SPEC_MODELS[kind].min_groups
+    # Fewer than two levels is no `groups` at all (a list names at least two).
+    assert least <= 2
+    no_groups = {**BASE, "analyses": [PARTS[kind]]}
+    if least == 0:
+        assert StudySpec.model_validate(no_groups).groups is None
+        return
+    with pytest.raises(ValidationError) as refused:
+        StudySpec.model_validate(no_groups)
+    assert [e["msg"] for e in refused.value.errors()] == [f"Value error, {NEEDS_GROUPS[kind]}"]
+    assert StudySpec.model_validate({**no_groups, "groups": THREE[:least]}).groups == \
+        tuple(THREE[:least])
+
+
+def test_of_several_analyses_lacking_levels_the_first_model_defined_is_named() -> None:
+    # mwu, dp_mwu, shift, kruskal: whatever the spec's order (the order the refusals ran in).
+    cases = [(["kruskal", "shift", "dp_mwu", "mwu"], "mwu"),
+             (["kruskal", "shift", "dp_mwu"], "dp_mwu"),
+             (["table", "kruskal", "shift"], "shift"), (["describe", "kruskal"], "kruskal")]
+    for kinds, named in cases:
+        with pytest.raises(ValidationError) as refused:
+            StudySpec.model_validate({**BASE, "analyses": [PARTS[k] for k in kinds]})
+        assert [e["msg"] for e in refused.value.errors()] == [
+            f"Value error, {NEEDS_GROUPS[named]}"], kinds
 
 
 @pytest.mark.parametrize("kind", sorted(k for k, m in SPEC_MODELS.items() if m.max_groups == 2))
