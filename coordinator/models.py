@@ -95,8 +95,14 @@ MAX_GROUPS = 32
 class _AnalysisSpec(_Spec):
     """One analysis of a spec (its module: ``coordinator/analyses/<kind>.py``)."""
 
-    # The most group levels it compares (none: any number); a spec naming more is refused.
+    # The fewest group levels it compares (0: it runs on every record, or on each of the
+    # spec's levels) and the most (none: any number); a spec naming fewer or more is refused.
+    min_groups: ClassVar[int] = 0
     max_groups: ClassVar[int | None] = 2
+    # How the refusal of a spec with fewer levels than ``min_groups`` names the analysis and
+    # what it needs: "{article} {kind} analysis needs `groups` ({groups_needed})".
+    article: ClassVar[str] = "a"
+    groups_needed: ClassVar[str] = "the two levels X and Y"
 
 
 class TableAnalysis(_AnalysisSpec):
@@ -111,6 +117,8 @@ class MWUAnalysis(_AnalysisSpec):
     """Federated Mann-Whitney tests of X against Y (needs ``groups``)."""
 
     kind: Literal["mwu"]
+    min_groups = 2
+    article = "an"
     tests: Annotated[list[MWUTest], Distinct] = Field(
         default_factory=lambda: list(MWU_TESTS), min_length=1,
         max_length=4,
@@ -129,6 +137,7 @@ class DPMWUAnalysis(_AnalysisSpec):
     Centers in DP mode answer it."""
 
     kind: Literal["dp_mwu"]
+    min_groups = 2
     tests: Annotated[list[DPMWUTest], Distinct] = Field(
         default_factory=lambda: list(DP_MWU_TESTS), min_length=1, max_length=3)
     alternative: Alternative = "two-sided"
@@ -277,6 +286,7 @@ class ShiftAnalysis(_AnalysisSpec):
     ``groups``)."""
 
     kind: Literal["shift"]
+    min_groups = 2
     level: float = Field(default=0.95, ge=0.5, le=0.999,
                          description="the Moses interval's confidence level")
 
@@ -317,7 +327,9 @@ class KruskalAnalysis(_AnalysisSpec):
     ``ordered`` (the arms named in their hypothesised order), Jonckheere-Terpstra too."""
 
     kind: Literal["kruskal"]
-    max_groups: ClassVar[int | None] = MAX_GROUPS
+    min_groups = 2
+    max_groups = MAX_GROUPS
+    groups_needed = f"the arms compared, 2 to {MAX_GROUPS} levels"
     ordered: bool = Field(default=False, description=(
         "the arms are ordered as `groups` names them: also test a trend (Jonckheere-Terpstra)"))
     alternative: TrendAlternative = Field(default="increasing", description=(
@@ -419,28 +431,15 @@ class StudySpec(_Spec):
         return self
 
     @model_validator(mode="after")
-    def _mwu_needs_groups(self) -> Self:
-        if self.groups is None and any(a.kind == "mwu" for a in self.analyses):
-            raise ValueError("an mwu analysis needs `groups` (the two levels X and Y)")
-        return self
-
-    @model_validator(mode="after")
-    def _dp_mwu_needs_groups(self) -> Self:
-        if self.groups is None and any(a.kind == "dp_mwu" for a in self.analyses):
-            raise ValueError("a dp_mwu analysis needs `groups` (the two levels X and Y)")
-        return self
-
-    @model_validator(mode="after")
-    def _shift_needs_groups(self) -> Self:
-        if self.groups is None and any(a.kind == "shift" for a in self.analyses):
-            raise ValueError("a shift analysis needs `groups` (the two levels X and Y)")
-        return self
-
-    @model_validator(mode="after")
-    def _kruskal_needs_groups(self) -> Self:
-        if self.groups is None and any(a.kind == "kruskal" for a in self.analyses):
-            raise ValueError("a kruskal analysis needs `groups` (the arms compared, 2 to "
-                             f"{MAX_GROUPS} levels)")
+    def _groups_enough(self) -> Self:
+        # How few levels an analysis compares is its own too (``min_groups``). The first
+        # refused in the order the analysis models are defined, whatever the spec's order.
+        named = len(self.groups) if self.groups is not None else 0
+        short = {type(a): a.kind for a in self.analyses if named < type(a).min_groups}
+        for model in _AnalysisSpec.__subclasses__():  # in definition order
+            if model in short:
+                raise ValueError(f"{model.article} {short[model]} analysis needs `groups` "
+                                 f"({model.groups_needed})")
         return self
 
     @model_validator(mode="after")

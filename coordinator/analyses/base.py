@@ -28,8 +28,9 @@ An :class:`Analysis` declares, for its kind:
   (``coordinator.ui.schema_form``), labelled :attr:`Analysis.form_label`, with
   :attr:`Analysis.form_widgets` and :meth:`Analysis.from_form` for what the schema cannot say.
 
-How many group levels an analysis compares is its own (:attr:`Analysis.max_groups`): a spec with
-more levels than it handles is refused with a 422 naming the analysis.
+How many group levels an analysis compares is its spec model's (``min_groups`` and
+``max_groups``, in ``coordinator.models``): a spec with fewer or more levels than it handles is
+refused with a 422 naming the analysis.
 
 Whether it is exact as asked (:meth:`Analysis.exact`: it reads a release a center makes without
 DP noise) and the DP analysis to ask instead (:attr:`Analysis.dp_alternative`) are its own too:
@@ -149,8 +150,6 @@ class Analysis(Generic[S, R]):
     kind: ClassVar[str]
     spec_model: ClassVar[type[BaseModel]]
     result_model: ClassVar[type[BaseModel]]
-    # The most group levels the analysis compares (the spec's ``groups``); none: any number.
-    max_groups: ClassVar[int | None] = 2
     # The console builder's label of the analysis (none: its spec model's docstring's first
     # sentence, else its kind; ``coordinator.ui.schema_form.label_of``).
     form_label: ClassVar[str | None] = None

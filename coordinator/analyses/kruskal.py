@@ -11,7 +11,6 @@ from typing import Any
 
 from coordinator.analyses.base import Analysis, MethodsContext, StudyRun
 from coordinator.models import (
-    MAX_GROUPS,
     AnalysisResult,
     KruskalAnalysis,
     KruskalArms,
@@ -111,7 +110,6 @@ class Kruskal(Analysis[KruskalAnalysis, KruskalResult]):
     kind = "kruskal"
     spec_model = KruskalAnalysis
     result_model = KruskalResult
-    max_groups = MAX_GROUPS
 
     def needs_table(self, analysis: KruskalAnalysis) -> bool:
         return True

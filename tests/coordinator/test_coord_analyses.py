@@ -1,6 +1,6 @@
 """The analyses' registry (``coordinator.analyses``): one registered analysis per kind of the
-spec, the spec's ``groups`` a list of two or more levels that each analysis bounds, and the
-console's builder read off the registry."""
+spec, the spec's ``groups`` a list of two or more levels that each analysis bounds (its spec
+model's ``min_groups`` and ``max_groups``), and the console's builder read off the registry."""
 
 from __future__ import annotations
 
@@ -13,12 +13,33 @@ from pydantic import ValidationError
 
 from coordinator.analyses import REGISTRY, analysis_of
 from coordinator.main import create_app
-from coordinator.models import AnalysisKind, StudySpec
+from coordinator.models import Analysis, AnalysisKind, StudySpec
 from coordinator.ui.forms import ANALYSES, FormError, spec_from_form
 from tests.helpers.coordinator import AUTH, Federations, K, settings_for, sqlite_url
 
 BASE: dict[str, Any] = {"dataset": "cohort", "variable": "crp", "k": K}
 THREE = ["ctl", "trt", "plc"]
+# The spec models of the ``Analysis`` union, by kind.
+SPEC_MODELS: dict[str, Any] = {get_args(m.model_fields["kind"].annotation)[0]: m
+                               for m in get_args(get_args(Analysis)[0])}
+# A valid part of each kind, its other fields left to their defaults.
+PARTS: dict[str, dict[str, Any]] = {
+    "table": {"kind": "table"}, "mwu": {"kind": "mwu"},
+    "quantiles": {"kind": "quantiles", "levels": [0.5]},
+    "dp_boxplot": {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": [0, 10]},
+    "dp_quantiles": {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": [0, 10],
+                     "levels": [0.5]},
+    "describe": {"kind": "describe"}, "shift": {"kind": "shift"},
+    "categorical": {"kind": "categorical", "variable": "smoking"},
+    "kruskal": {"kind": "kruskal"}, "dp_mwu": {"kind": "dp_mwu", "epsilon": 1.0},
+}
+# The refusal of a spec without the levels an analysis compares, as the API words it.
+NEEDS_GROUPS = {
+    "mwu": "an mwu analysis needs `groups` (the two levels X and Y)",
+    "dp_mwu": "a dp_mwu analysis needs `groups` (the two levels X and Y)",
+    "shift": "a shift analysis needs `groups` (the two levels X and Y)",
+    "kruskal": "a kruskal analysis needs `groups` (the arms compared, 2 to 32 levels)",
+}
 
 
 def test_every_kind_of_the_spec_has_one_registered_analysis() -> None:
@@ -50,29 +71,57 @@ def test_bad_group_lists_are_refused(groups: list[str], message: str) -> None:
         StudySpec.model_validate({**BASE, "groups": groups, "analyses": [{"kind": "table"}]})
 
 
-@pytest.mark.parametrize("kind", sorted(k for k, a in REGISTRY.items() if a.max_groups == 2))
+def test_every_analysis_declares_how_few_and_how_many_levels_it_compares() -> None:
+    assert set(SPEC_MODELS) == set(REGISTRY) == set(PARTS)
+    for kind, model in SPEC_MODELS.items():
+        assert REGISTRY[kind].spec_model is model
+        assert isinstance(model.min_groups, int) and model.min_groups >= 0, kind
+        assert model.max_groups is None or model.min_groups <= model.max_groups, kind
+    assert sorted(k for k, m in SPEC_MODELS.items() if m.min_groups) == sorted(NEEDS_GROUPS)
+
+
+@pytest.mark.parametrize("kind", sorted(SPEC_MODELS))
+def test_a_spec_of_fewer_levels_than_an_analysis_compares_is_refused_naming_it(
+        kind: str) -> None:
+    least = SPEC_MODELS[kind].min_groups
+    # Fewer than two levels is no `groups` at all (a list names at least two).
+    assert least <= 2
+    no_groups = {**BASE, "analyses": [PARTS[kind]]}
+    if least == 0:
+        assert StudySpec.model_validate(no_groups).groups is None
+        return
+    with pytest.raises(ValidationError) as refused:
+        StudySpec.model_validate(no_groups)
+    assert [e["msg"] for e in refused.value.errors()] == [f"Value error, {NEEDS_GROUPS[kind]}"]
+    assert StudySpec.model_validate({**no_groups, "groups": THREE[:least]}).groups == \
+        tuple(THREE[:least])
+
+
+def test_of_several_analyses_lacking_levels_the_first_model_defined_is_named() -> None:
+    # mwu, dp_mwu, shift, kruskal: whatever the spec's order (the order the refusals ran in).
+    cases = [(["kruskal", "shift", "dp_mwu", "mwu"], "mwu"),
+             (["kruskal", "shift", "dp_mwu"], "dp_mwu"),
+             (["table", "kruskal", "shift"], "shift"), (["describe", "kruskal"], "kruskal")]
+    for kinds, named in cases:
+        with pytest.raises(ValidationError) as refused:
+            StudySpec.model_validate({**BASE, "analyses": [PARTS[k] for k in kinds]})
+        assert [e["msg"] for e in refused.value.errors()] == [
+            f"Value error, {NEEDS_GROUPS[named]}"], kinds
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, m in SPEC_MODELS.items() if m.max_groups == 2))
 def test_an_analysis_of_two_groups_refuses_three_naming_itself(kind: str) -> None:
-    part: dict[str, Any] = {
-        "table": {"kind": "table"}, "mwu": {"kind": "mwu"},
-        "quantiles": {"kind": "quantiles", "levels": [0.5]},
-        "dp_boxplot": {"kind": "dp_boxplot", "epsilon": 1.0, "bounds": [0, 10]},
-        "dp_quantiles": {"kind": "dp_quantiles", "epsilon": 1.0, "bounds": [0, 10],
-                         "levels": [0.5]},
-        "describe": {"kind": "describe"}, "shift": {"kind": "shift"},
-        "categorical": {"kind": "categorical", "variable": "smoking"},
-        "dp_mwu": {"kind": "dp_mwu", "epsilon": 1.0},
-    }[kind]
-    assert REGISTRY[kind].spec_model.max_groups == 2  # type: ignore[attr-defined]
+    part = PARTS[kind]
     with pytest.raises(ValidationError, match=rf"analysis 0 \({kind}\) compares at most 2 "
                                                r"group levels; the spec's `groups` names 3"):
         StudySpec.model_validate({**BASE, "groups": THREE, "analyses": [part]})
 
 
 def test_the_analyses_of_more_than_two_arms_take_up_to_32() -> None:
-    many = [k for k, a in REGISTRY.items() if a.max_groups != 2]
+    many = [k for k, m in SPEC_MODELS.items() if m.max_groups != 2]
     assert many == ["kruskal"]
     for kind in many:
-        assert REGISTRY[kind].spec_model.max_groups == 32  # type: ignore[attr-defined]
+        assert SPEC_MODELS[kind].max_groups == 32
         levels = [f"g{i}" for i in range(32)]
         spec = StudySpec.model_validate({**BASE, "groups": levels,
                                          "analyses": [{"kind": kind}]})
