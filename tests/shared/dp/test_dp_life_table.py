@@ -91,7 +91,7 @@ def test_sensitivity_on_every_neighbour_of_small_data() -> None:
             diff = cells((*data, r)) - h
             assert np.abs(diff).sum() == 1.0 and np.abs(diff).max() == 1.0
         for i, r in itertools.product(range(len(data)), RECORDS):  # swap
-            diff = cells(data[:i] + (r,) + data[i + 1:]) - h
+            diff = cells((*data[:i], r, *data[i + 1:])) - h
             l1, l2 = float(np.abs(diff).sum()), float(np.sqrt((diff**2).sum()))
             assert l1 <= 2.0 and l2 <= math.sqrt(2.0) + 1e-15
             worst_swap = (max(worst_swap[0], l1), max(worst_swap[1], l2))
@@ -181,7 +181,7 @@ def test_privacy_loss_exactly_at_most_epsilon(neighbouring: str) -> None:
             others = [data[:i] + data[i + 1:] for i in range(len(data))]
             others += [(*data, r) for r in RECORDS[::3]]
         else:
-            others = [data[:i] + (r,) + data[i + 1:]
+            others = [(*data[:i], r, *data[i + 1:])
                       for i, r in itertools.product(range(len(data)), RECORDS[::3])]
         for other in others:
             h2 = cells(other)
