@@ -231,11 +231,31 @@ def _geometric(times: FloatArray, curve: FloatArray, t: FloatArray) -> FloatArra
     return np.where((a > 0) & (b > 0), geo, a + (b - a) * frac)
 
 
+def _check_noise_variance(value: ArrayLike, shape: tuple[int, ...], what: str) -> FloatArray:
+    """A noise variance (or covariance) of the given shape, finite; a variance >= 0."""
+    v = np.asarray(value, dtype=np.float64)
+    if v.shape != shape:
+        raise ValueError(f"`noise_variance` must hold {what}, got shape {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("`noise_variance` must be finite")
+    if v.ndim < 2 and np.any(v < 0):
+        raise ValueError("`noise_variance` must be >= 0")
+    if v.ndim == 2 and (not np.allclose(v, v.T) or np.any(np.linalg.eigvalsh(v) < -1e-12)):
+        raise ValueError("`noise_variance` must be a symmetric positive semi-definite matrix")
+    return v
+
+
 def kaplan_meier(table: LifeTable, *, level: float = 0.95,
-                 censoring: Censoring = "actuarial") -> KaplanMeierResult:
+                 censoring: Censoring = "actuarial",
+                 noise_variance: ArrayLike | None = None) -> KaplanMeierResult:
     """The Kaplan-Meier (``"end"``) or life-table (``"actuarial"``) estimate of one arm's
     survival at its limits, with Greenwood's variance and the log-log interval at ``level``
-    (module docstring)."""
+    (module docstring).
+
+    ``noise_variance`` (a table whose counts carry noise, a DP release:
+    :mod:`shared.dp.life_table`): the variance of log S at each limit that the noise adds, one
+    value >= 0 per limit, added to Greenwood's σ² = Var log S; ``variance`` and the interval
+    then hold both. Without it (the default) nothing changes."""
     if not isinstance(table, LifeTable):
         raise ValueError(f"`table` must be a shared.survival.LifeTable, got "
                          f"{type(table).__name__}")
@@ -247,6 +267,9 @@ def kaplan_meier(table: LifeTable, *, level: float = 0.95,
         hazard = np.where(d > 0, d / np.where(n > 0, n, 1.0), 0.0)
     s = np.concatenate([[1.0], np.cumprod(1.0 - hazard)])
     sigma2 = np.concatenate([[0.0], np.cumsum(_greenwood_terms(d, n))])
+    if noise_variance is not None:
+        sigma2 = sigma2 + _check_noise_variance(noise_variance, sigma2.shape,
+                                                f"one value per limit ({sigma2.size})")
     z = _z(level)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_s = np.log(s)
@@ -353,15 +376,17 @@ class RMSTResult:
 
 
 def rmst(table: LifeTable, horizon: float, *, level: float = 0.95,
-         censoring: Censoring = "actuarial") -> RMSTResult:
+         censoring: Censoring = "actuarial", noise_variance: float = 0.0) -> RMSTResult:
     """μ(τ) = ∫_{c_0}^τ S(t) dt and its delta-method variance (module docstring), τ =
-    ``horizon`` in (c_0, c_J]."""
+    ``horizon`` in (c_0, c_J]. ``noise_variance`` (a DP release's, :mod:`shared.dp.life_table`)
+    is added to that variance; 0 (the default) changes nothing."""
     km = kaplan_meier(table, level=level, censoring=censoring)
     tau = float(horizon)
     c = km.times
     if not (math.isfinite(tau) and c[0] < tau <= c[-1]):
         raise ValueError(f"`horizon` must lie in ({c[0]:g}, {c[-1]:g}], the table's range, "
                          f"got {horizon!r}")
+    extra = float(_check_noise_variance(noise_variance, (), "one number"))
     mu = _area(c, km.survival, float(c[0]), tau, censoring)
     n = _at_risk(table, censoring)
     d = table.events
@@ -382,6 +407,8 @@ def rmst(table: LifeTable, horizon: float, *, level: float = 0.95,
             share = (stop - float(c[j])) / float(c[j + 1] - c[j])
         if a2 > 0:
             var += a2 * share * float(terms[j])
+    if extra:
+        var += extra
     se = math.sqrt(var) if math.isfinite(var) else math.inf
     z = _z(km.level)
     return RMSTResult(horizon=tau, estimate=mu, se=se, low=mu - z * se, high=mu + z * se,
@@ -404,10 +431,16 @@ class RMSTDifference:
 
 
 def rmst_difference(first: LifeTable, second: LifeTable, horizon: float, *,
-                    level: float = 0.95, censoring: Censoring = "actuarial") -> RMSTDifference:
-    """The RMST difference of two arms at one horizon (module docstring)."""
-    a = rmst(first, horizon, level=level, censoring=censoring)
-    b = rmst(second, horizon, level=level, censoring=censoring)
+                    level: float = 0.95, censoring: Censoring = "actuarial",
+                    noise_variance: tuple[float, float] = (0.0, 0.0)) -> RMSTDifference:
+    """The RMST difference of two arms at one horizon (module docstring); ``noise_variance``:
+    each arm's, added to its RMST's variance (:func:`rmst`)."""
+    if len(noise_variance) != 2:
+        raise ValueError("`noise_variance` must hold one value per arm (2)")
+    a = rmst(first, horizon, level=level, censoring=censoring,
+             noise_variance=noise_variance[0])
+    b = rmst(second, horizon, level=level, censoring=censoring,
+             noise_variance=noise_variance[1])
     diff = b.estimate - a.estimate
     se = math.hypot(a.se, b.se)
     z = _z(a.level)
@@ -422,7 +455,9 @@ class LogRankResult:
     arm's observed and expected events (``observed``, ``expected``: weighted sums), the
     covariance of the first k − 1 arms' O − E (``variance``); for two arms ``zstatistic`` =
     (O_2 − E_2)/√V (positive: the second arm has more events than expected) and, unweighted,
-    Peto's hazard ratio of the second arm against the first with its interval."""
+    Peto's hazard ratio of the second arm against the first with its interval. With a noise
+    covariance Σ (:func:`logrank`'s ``noise_variance``) ``variance`` is V + Σ, the covariance
+    the test used."""
 
     statistic: float
     df: int
@@ -492,9 +527,16 @@ def _stratum_parts(tables: list[LifeTable], weights: str,
 
 
 def logrank(strata: Sequence[Sequence[LifeTable]], *, weights: Weights = "logrank",
-            censoring: Censoring = "actuarial", level: float = 0.95) -> LogRankResult:
+            censoring: Censoring = "actuarial", level: float = 0.95,
+            noise_variance: ArrayLike | None = None) -> LogRankResult:
     """The weighted log-rank test of k arms stratified by ``strata`` (each a sequence of the
-    arms' tables on one stratum's limits; one stratum: the pooled test), module docstring."""
+    arms' tables on one stratum's limits; one stratum: the pooled test), module docstring.
+
+    ``noise_variance`` (tables whose counts carry noise, DP releases:
+    :mod:`shared.dp.life_table`): the (k − 1) × (k − 1) covariance Σ that the noise adds to
+    the first k − 1 arms' O − E. The test then refers O − E to V + Σ: χ² = (O − E)'(V + Σ)⁻¹
+    (O − E), z = (O_2 − E_2)/√(V + Σ), and Peto's log hazard ratio (O_2 − E_2)/V keeps its
+    estimate with the interval ± z·√(V + Σ)/V. Without it (the default) nothing changes."""
     tables = _check_strata(strata)
     weighed = check_choice(weights, "weights", WEIGHTS)
     how = check_choice(censoring, "censoring", CENSORING)
@@ -511,6 +553,10 @@ def logrank(strata: Sequence[Sequence[LifeTable]], *, weights: Weights = "logran
     if not np.all(np.isfinite(sub)) or np.linalg.matrix_rank(sub) < k - 1:
         raise ValueError("the log-rank variance is singular: the arms have no events at risk "
                          "together (no interval with events holds two arms at risk)")
+    hypergeometric = sub
+    if noise_variance is not None:
+        sub = sub + _check_noise_variance(np.atleast_2d(np.asarray(noise_variance, dtype=float)),
+                                          (k - 1, k - 1), f"a {k - 1} × {k - 1} covariance")
     chi2 = float(u @ np.linalg.solve(sub, u))
     result = dict(statistic=chi2, df=k - 1, pvalue=float(stats.chi2.sf(chi2, k - 1)),
                   observed=tuple(float(x) for x in observed),
@@ -520,7 +566,12 @@ def logrank(strata: Sequence[Sequence[LifeTable]], *, weights: Weights = "logran
     if k == 2:
         var = float(sub[0, 0])
         result["zstatistic"] = float(u[0] / math.sqrt(var))
-        if weighed == "logrank":
+        if weighed == "logrank" and noise_variance is not None:
+            info = float(hypergeometric[0, 0])
+            log_hr, half = float(u[0] / info), _z(level) * math.sqrt(var) / info
+            result["hazard_ratio"] = math.exp(log_hr)
+            result["hazard_ratio_interval"] = (math.exp(log_hr - half), math.exp(log_hr + half))
+        elif weighed == "logrank":
             log_hr, half = float(u[0] / var), _z(level) / math.sqrt(var)
             result["hazard_ratio"] = math.exp(log_hr)
             result["hazard_ratio_interval"] = (math.exp(log_hr - half), math.exp(log_hr + half))

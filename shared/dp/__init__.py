@@ -14,6 +14,10 @@ relation and a ``numpy.random.Generator``, and returns a frozen result that carr
   builds it, refusing one too fine for the bounds) — PrivateQuantile over the grid with ties
   counted by mid-rank, JointExp on values jittered within their grid cell, rounded to the grid;
   :func:`snap_to_grid` moves other outputs there (post-processing). ``docs/methods.md`` §5.10.
+* :func:`dp_life_table` — one arm's life table (events and censorings per interval of a public
+  grid) with Laplace or Gaussian noise on every cell, projected onto counts >= 0; read by
+  :func:`dp_kaplan_meier`, :func:`dp_rmst`, :func:`dp_rmst_difference` and :func:`dp_logrank`
+  with uncertainties that include the noise (``docs/methods.md`` §13.1).
 * :func:`dp_boxplot` — DPBoxplot (Ramsay & Diaz-Rodriguez, ICML 2025, arXiv 2405.20415) as the
   authors' code runs it (its extremes by the one-sided walk, ``method``
   ``"dpboxplot_one_sided_walk"``); :func:`dp_boxplot_algorithm_1` — the paper's Algorithm 1 as
@@ -33,6 +37,14 @@ from shared.dp.boxplot import (
     naive_boxplot,
 )
 from shared.dp.joint_exp import joint_exp
+from shared.dp.life_table import (
+    DPLifeTable,
+    dp_kaplan_meier,
+    dp_life_table,
+    dp_logrank,
+    dp_rmst,
+    dp_rmst_difference,
+)
 from shared.dp.private_quantile import private_quantile
 from shared.dp.unbounded import unbounded_quantile
 from shared.fields import EXTREMES_WALKS
@@ -41,10 +53,16 @@ __all__ = [
     "EXTREMES_WALKS",
     "NAIVE_METHODS",
     "BoxplotResult",
+    "DPLifeTable",
     "QuantilesResult",
     "approx_quantiles",
     "dp_boxplot",
     "dp_boxplot_algorithm_1",
+    "dp_kaplan_meier",
+    "dp_life_table",
+    "dp_logrank",
+    "dp_rmst",
+    "dp_rmst_difference",
     "joint_exp",
     "make_grid",
     "naive_boxplot",
