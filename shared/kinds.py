@@ -70,6 +70,8 @@ DP_CATEGORICAL = Kind("dp_categorical", "/datasets/{dataset}/dp/categorical",
                       wire.DPCategoricalRequest, wire.DPCategoricalRelease)
 MISSING = Kind("missing", "/datasets/{dataset}/missing", wire.MissingRequest,
                wire.MissingRelease)
+DP_LIFE_TABLE = Kind("dp_life_table", "/datasets/{dataset}/dp/life-table",
+                     wire.DPLifeTableRequest, wire.DPLifeTableRelease)
 
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,

@@ -32,6 +32,7 @@ from shared._validation import RELEASE_RTOL as RELEASE_RTOL  # re-exported: chec
 from shared.binning import BinTable, Extreme, ExtremeKind
 from shared.describe import DescribePart, DPDescription
 from shared.dp.boxplot import BoxplotResult
+from shared.dp.life_table import DPLifeTable, project_release
 from shared.dp.mwu import SIZE_SHARE as DP_MWU_SIZE_SHARE
 from shared.dp.mwu import DPMannWhitney
 from shared.dp.pooled import Extremes, ThresholdCounts, TreeHistogram
@@ -161,6 +162,21 @@ class GroupInfo(WireModel):
     levels: list[str]
 
 
+class TimeToEventInfo(WireModel):
+    """A declared time-to-event variable as a center shows it: the public ``follow_up`` range
+    (from the start of follow-up, in ``unit``), which every DP life table's grid lies in; a time
+    after its end is censored there (administratively)."""
+
+    follow_up: tuple[FiniteFloat, FiniteFloat]
+    unit: str | None = None
+
+    @model_validator(mode="after")
+    def _range(self) -> TimeToEventInfo:
+        if not 0 <= self.follow_up[0] < self.follow_up[1]:
+            raise ValueError("`follow_up` must be (start, end) with 0 <= start < end")
+        return self
+
+
 class DatasetInfo(WireModel):
     name: str
     variables: list[str]
@@ -178,6 +194,11 @@ class DatasetInfo(WireModel):
         default_factory=dict,
         description="categorical variables and their public categories, in the declared order "
                     "cells are merged in (the missing cell last)")
+    time_to_event: dict[str, TimeToEventInfo] = Field(
+        default_factory=dict,
+        description="time-to-event variables (a time and an event indicator read together) and "
+                    "their public follow-up ranges; released only as DP life tables "
+                    "(``dp_life_table``)")
     n_by_variable: dict[str, dict[str, NonNegativeInt]] = Field(
         default_factory=dict,
         description="per variable and level, the records whose value is present, each rounded "
@@ -952,3 +973,78 @@ class MissingRelease(WireModel):
         if any(n != p + m for n, p, m in zip(self.n, self.present, self.missing, strict=True)):
             raise ValueError("a level's records are those present plus those missing")
         return self
+
+
+MAX_LIFE_TABLE_LIMITS = 201
+"""The most limits a DP life table's grid may have (200 intervals)."""
+
+
+class DPLifeTableRequest(WireModel):
+    """Ask a center for an ε-DP life table of the time-to-event ``variable`` in one declared
+    level (or every record): the events and censorings per interval of the public ``grid``
+    (strictly increasing limits inside the variable's declared follow-up range; a time after
+    the last limit counts as censored in the last interval), each noised
+    (``shared.dp.life_table``, docs/methods.md §13.1)."""
+
+    variable: str = Field(min_length=1)
+    group: str | None = None
+    epsilon: Epsilon
+    grid: list[FiniteFloat] = Field(min_length=2, max_length=MAX_LIFE_TABLE_LIMITS)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> DPLifeTableRequest:
+        if any(b <= a for a, b in pairwise(self.grid)):
+            raise ValueError("`grid` must increase strictly")
+        if self.grid[0] < 0:
+            raise ValueError("`grid` starts at 0 or later (times since the start of follow-up)")
+        return self
+
+
+class DPLifeTableRelease(WireModel):
+    """One arm's DP life table as released: the noisy events and censorings per interval of
+    ``grid`` (unrounded, possibly negative: the reader projects them, ``to_life_table``), and how
+    they were noised: ``mechanism``, its ``sensitivity`` (L1 for Laplace, L2 for Gaussian) and
+    noise ``scale``, each cell's noise variance ``cell_variance``, (``epsilon``, ``delta``) under
+    ``neighbouring``."""
+
+    grid: list[FiniteFloat] = Field(min_length=2, max_length=MAX_LIFE_TABLE_LIMITS)
+    noisy_events: list[FiniteFloat]
+    noisy_censored: list[FiniteFloat]
+    mechanism: Literal["laplace", "gaussian"]
+    epsilon: FiniteFloat
+    delta: FiniteFloat = Field(default=0.0, ge=0, lt=1)
+    neighbouring: Neighbouring
+    sensitivity: FiniteFloat = Field(gt=0)
+    scale: FiniteFloat = Field(gt=0)
+    cell_variance: FiniteFloat = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DPLifeTableRelease:
+        if any(b <= a for a, b in pairwise(self.grid)):
+            raise ValueError("`grid` must increase strictly")
+        if not len(self.noisy_events) == len(self.noisy_censored) == len(self.grid) - 1:
+            raise ValueError("one noisy count of events and of censorings per interval")
+        return self
+
+    def to_life_table(self) -> DPLifeTable:
+        """The release as :class:`shared.dp.life_table.DPLifeTable`: its counts projected onto
+        counts >= 0 (post-processing)."""
+        events, censored = project_release(self.noisy_events, self.noisy_censored)
+        return DPLifeTable(
+            limits=np.asarray(self.grid, dtype=np.float64),
+            noisy_events=np.asarray(self.noisy_events, dtype=np.float64),
+            noisy_censored=np.asarray(self.noisy_censored, dtype=np.float64),
+            events=events, censored=censored, mechanism=self.mechanism,
+            neighbouring=self.neighbouring, sensitivity=self.sensitivity, scale=self.scale,
+            cell_variance=self.cell_variance, spent=PrivacySpent(self.epsilon, self.delta))
+
+    @classmethod
+    def of(cls, table: DPLifeTable) -> DPLifeTableRelease:
+        """The wire form of a center's :func:`shared.dp.life_table.dp_life_table`."""
+        return cls(grid=table.limits.tolist(), noisy_events=table.noisy_events.tolist(),
+                   noisy_censored=table.noisy_censored.tolist(),
+                   mechanism=table.mechanism,  # type: ignore[arg-type]
+                   epsilon=table.spent.epsilon, delta=table.spent.delta,
+                   neighbouring=table.neighbouring,  # type: ignore[arg-type]
+                   sensitivity=table.sensitivity, scale=table.scale,
+                   cell_variance=table.cell_variance)
