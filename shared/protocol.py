@@ -1043,8 +1043,8 @@ class DPLifeTableRelease(WireModel):
         """The wire form of a center's :func:`shared.dp.life_table.dp_life_table`."""
         return cls(grid=table.limits.tolist(), noisy_events=table.noisy_events.tolist(),
                    noisy_censored=table.noisy_censored.tolist(),
-                   mechanism=table.mechanism,  # type: ignore[arg-type]
+                   mechanism=table.mechanism,
                    epsilon=table.spent.epsilon, delta=table.spent.delta,
-                   neighbouring=table.neighbouring,  # type: ignore[arg-type]
+                   neighbouring=table.neighbouring,
                    sensitivity=table.sensitivity, scale=table.scale,
                    cell_variance=table.cell_variance)
