@@ -1,19 +1,27 @@
 """The DP twin's probabilistic index (``shared.dp.mwu_effect``; docs/methods.md §3.10): the
-sizes' law against quadrature, the interval's end against an independent double integral, its
-limits (θ̂ at 0 or 1, tiny and empty levels, noise far out), the exact twin's interval as
-ε → ∞, and its coverage by simulation (slow)."""
+sizes' flat and balanced laws against quadrature, the balance test's threshold, the interval's
+end against independent integrals, its limits (θ̂ at 0 or 1, tiny and empty levels, noise far
+out), the exact twin's interval as ε → ∞, and its coverage by simulation (slow; one center and
+the stratified index over 3)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 from scipy import integrate, stats
 
 from shared.dp.mwu import DPMannWhitney, dp_mann_whitney, noise_cap, u_statistic
-from shared.dp.mwu_effect import dp_probabilistic_index, size_law
+from shared.dp.mwu_effect import (
+    BALANCED_LEVEL,
+    balance_threshold,
+    dp_probabilistic_index,
+    equal_size_law,
+    size_law,
+)
 from shared.effects import newcombe_variance, probabilistic_index
 from shared.mwu import mann_whitney
 from shared.noisy_null import NoiseLaw, NoisyNormal
@@ -55,27 +63,120 @@ def test_the_sizes_law_matches_quadrature(n_hat: float, cap: int, eps1: float) -
         assert float(w @ a**power) == pytest.approx(ref / norm, rel=1e-7)
 
 
-def test_the_lower_end_is_where_the_upper_tail_is_alpha_over_2() -> None:
-    """At θ_L, E_{a,b} P(S + W >= Ũ − (2θ − 1)ab) = 0.025, the expectation by scipy's dblquad
-    over the sizes' densities and the tail by ``shared.noisy_null`` (an independent route)."""
-    r = release(u=70.0, n_x_hat=11.6, n_y_hat=9.2)
-    pi = dp_probabilistic_index([r])
+@pytest.mark.parametrize(("x", "y", "cap", "eps1"), [
+    (12.3, 9.1, 13, 0.2), (4.0, 4.5, 5, 0.2), (0.4, -2.0, 1, 0.2), (-3.0, -1.0, 1, 0.2),
+    (99.2, 80.0, 100, 0.6), (30.0, 33.0, 34, 0.02), (10.0, 10.0, 10, 1.0),
+])
+def test_the_balanced_law_matches_quadrature(x: float, y: float, cap: int, eps1: float) -> None:
+    """E a and E a² of a = min(n, M), n ∝ e^{−ε₁(|n − n̂_X| + |n − n̂_Y|)} on [1, ∞), against
+    scipy's quad."""
+    a, w = equal_size_law(x, y, cap, eps1)
+    assert w.sum() == pytest.approx(1.0, abs=1e-12) and (w > 0).all()
+    assert a.min() >= 1.0 and a.max() <= cap
+    points = sorted({1.0, float(cap), *(v for v in (x, y) if v > 1.0)})
+    pieces = [*itertools.pairwise(points), (points[-1], math.inf)]
+
+    def mass(f: Callable[[float], float]) -> float:
+        return sum(integrate.quad(f, lo, hi)[0] for lo, hi in pieces)
+
+    norm = mass(lambda n: math.exp(-eps1 * (abs(n - x) + abs(n - y))))
+    for power in (1, 2):
+        ref = mass(lambda n, p=power: min(n, cap) ** p * math.exp(-eps1 * (abs(n - x)
+                                                                           + abs(n - y))))
+        assert float(w @ a**power) == pytest.approx(ref / norm, rel=1e-7)
+
+
+@pytest.mark.parametrize("level", [BALANCED_LEVEL, 0.01, 0.5])
+def test_the_balance_threshold_is_the_differences_quantile(level: float) -> None:
+    """P(|L_X − L_Y| > q/ε₁) = γ for iid Laplace(1/ε₁), by quad over L_X (ε₁ = 1)."""
+    q = balance_threshold(level)
+    lap = stats.laplace()
+    p = integrate.quad(lambda v: lap.pdf(v) * (lap.sf(v + q) + lap.cdf(v - q)),
+                       -math.inf, math.inf)[0]
+    assert p == pytest.approx(level, abs=1e-8)
+
+
+def flat_tail(r: DPMannWhitney, theta: float) -> float:
+    """E_{a,b} P(S + W >= Ũ − (2θ − 1)ab) over the flat law, by dblquad over the two sizes'
+    densities, the tail by ``shared.noisy_null``."""
     eps1, cap = r.size_epsilon, r.cap
     law_w = NoiseLaw.laplace(2.0 * cap / r.u_epsilon)
-    c = 2.0 * pi.low - 1.0
+    c = 2.0 * theta - 1.0
     nx, _ = density(r.n_x_hat, eps1)
     ny, _ = density(r.n_y_hat, eps1)
 
     def integrand(m: float, n: float) -> float:
         a, b = min(n, cap), min(m, cap)
-        var = (2 * a * b) ** 2 * float(newcombe_variance(pi.low, np.array(a), np.array(b)))
+        var = (2 * a * b) ** 2 * float(newcombe_variance(theta, np.array(a), np.array(b)))
         tail = float(NoisyNormal(var, (law_w,)).sf(r.statistic - c * a * b))
         return (tail * math.exp(-eps1 * abs(n - r.n_x_hat)) * math.exp(-eps1 * abs(m - r.n_y_hat))
                 / (nx * ny))
 
     top = cap + 25.0 / eps1  # beyond, a = b = M: the rest of the mass below
-    total = integrate.dblquad(integrand, 1.0, top, 1.0, top, epsabs=1e-6)[0]
-    assert total == pytest.approx(0.025, abs=2e-4)
+    return float(integrate.dblquad(integrand, 1.0, top, 1.0, top, epsabs=1e-6)[0])
+
+
+def balanced_tail(r: DPMannWhitney, theta: float) -> float:
+    """The same over the balanced law, n_X = n_Y = n, by quad over n."""
+    eps1, cap = r.size_epsilon, r.cap
+    law_w = NoiseLaw.laplace(2.0 * cap / r.u_epsilon)
+    c = 2.0 * theta - 1.0
+
+    def dens(n: float) -> float:
+        return math.exp(-eps1 * (abs(n - r.n_x_hat) + abs(n - r.n_y_hat)))
+
+    def integrand(n: float) -> float:
+        a = min(n, cap)
+        var = (2 * a * a) ** 2 * float(newcombe_variance(theta, np.array(a), np.array(a)))
+        return float(NoisyNormal(var, (law_w,)).sf(r.statistic - c * a * a)) * dens(n)
+
+    points = sorted({1.0, float(cap), *(v for v in (r.n_x_hat, r.n_y_hat) if v > 1.0)})
+    pieces = [*itertools.pairwise(points), (points[-1], math.inf)]
+    return (sum(integrate.quad(integrand, lo, hi)[0] for lo, hi in pieces)
+            / sum(integrate.quad(dens, lo, hi)[0] for lo, hi in pieces))
+
+
+def test_the_lower_end_is_where_the_upper_tail_is_alpha_over_2() -> None:
+    """At θ_L the larger of the two laws' P_up, E_{a,b} P(S + W >= Ũ − (2θ − 1)ab), is 0.025
+    (the flat law by scipy's dblquad over the sizes' densities, the balanced law by quad; the
+    tail by ``shared.noisy_null``: an independent route). Both sizes pass the balance test
+    here; the flat law sets the end, and the flat law alone gives the same end."""
+    r = release(u=70.0, n_x_hat=11.6, n_y_hat=9.2)
+    assert abs(r.n_x_hat - r.n_y_hat) * r.size_epsilon <= balance_threshold()
+    pi = dp_probabilistic_index([r])
+    flat, balanced = flat_tail(r, pi.low), balanced_tail(r, pi.low)
+    assert flat == pytest.approx(0.025, abs=2e-4) and balanced < 0.025
+    assert dp_probabilistic_index([r], balanced_level=None).low == pytest.approx(pi.low,
+                                                                                abs=1e-9)
+
+
+@pytest.mark.parametrize(("u", "x", "y", "end"), [
+    (700.0, 30.4, 29.0, "low"), (600.0, 28.0, 30.5, "low"), (-500.0, 27.0, 29.0, "high"),
+])
+def test_an_end_the_balanced_law_sets(u: float, x: float, y: float, end: str) -> None:
+    """Near θ = 1 (or 0) at nearly equal sizes the balanced law accepts more: the end moves out
+    from the flat law's, and there its tail (by quad) is 0.025."""
+    r = release(u, x, y)
+    pi, flat = dp_probabilistic_index([r]), dp_probabilistic_index([r], balanced_level=None)
+    if end == "low":
+        assert pi.low < flat.low - 5e-3
+        assert balanced_tail(r, pi.low) == pytest.approx(0.025, abs=2e-4)
+    else:
+        assert pi.high > flat.high + 5e-3
+        assert 1.0 - balanced_tail(r, pi.high) == pytest.approx(0.025, abs=2e-4)
+
+
+@pytest.mark.parametrize(("u", "x", "y"), [
+    (70.0, 11.6, 9.2), (300.0, 30.4, 29.0), (-200.0, 28.0, 35.0), (500.0, 31.0, 62.0),
+])
+def test_the_interval_contains_the_flat_laws(u: float, x: float, y: float) -> None:
+    """The union holds the flat law's interval, and is it where the balance test rejects."""
+    r = release(u, x, y)
+    both, flat = dp_probabilistic_index([r]), dp_probabilistic_index([r], balanced_level=None)
+    assert both.low <= flat.low + 1e-9 and both.high >= flat.high - 1e-9
+    assert both.low <= both.estimate <= both.high
+    if abs(x - y) * r.size_epsilon > balance_threshold():
+        assert (both.low, both.high, both.estimate) == (flat.low, flat.high, flat.estimate)
 
 
 @pytest.mark.parametrize(("n", "m"), [(10, 10), (5, 8), (30, 12)])
