@@ -5,9 +5,11 @@ For each ε, size n per arm and θ, over ``--reps`` seeded data sets X ~ N(0, 1)
 δ = √2·Φ⁻¹(θ) (so P(Y > X) = θ): the share of 95 % intervals that cover θ, the shares that miss
 it from above (the interval lies below θ) and from below, and the mean width; ``--old`` adds the
 interval the analysis printed before (``shared.effects.probabilistic_index`` on the tests' view of
-the release: lifted sizes, only U's noise). Standard error of a coverage: √(c(1 − c)/reps).
+the release: lifted sizes, only U's noise), ``--flat`` the interval of the flat sizes' law alone
+(before the balanced law joined it). Standard error of a coverage: √(c(1 − c)/reps).
 
-    python benchmarks/sim_dp_mwu_effect.py                    # the table in docs/methods.md §3.10
+    python benchmarks/sim_dp_mwu_effect.py --reps 300         # the table in docs/methods.md §3.10
+    python benchmarks/sim_dp_mwu_effect.py --reps 300 --flat  # the same data, the flat law alone
     python benchmarks/sim_dp_mwu_effect.py --epsilons 1 --sizes 10 --reps 200 --old
     python benchmarks/sim_dp_mwu_effect.py --epsilons 1 --sizes 30 100 --thetas 0.5 0.9 \
         --reps 200 --centers 3                                # the stratified index
@@ -22,16 +24,17 @@ import numpy as np
 from scipy import stats
 
 from shared.dp.mwu import dp_mann_whitney
-from shared.dp.mwu_effect import dp_probabilistic_index
+from shared.dp.mwu_effect import BALANCED_LEVEL, dp_probabilistic_index
 from shared.effects import probabilistic_index
 
 THETAS = (0.5, 0.82, 0.9, 0.96)
 
 
 def coverage(n: int, theta: float, epsilon: float, reps: int, rng: np.random.Generator,
-             *, old: bool = False, centers: int = 1) -> tuple[float, float, float, float]:
+             *, old: bool = False, flat: bool = False, centers: int = 1
+             ) -> tuple[float, float, float, float]:
     """(coverage, share of intervals below θ, share above θ, mean width) of ``reps`` intervals
-    of the DP twin (the old one with ``old``)."""
+    of the DP twin (the old one with ``old``, the flat law alone with ``flat``)."""
     shift = math.sqrt(2.0) * float(stats.norm.ppf(theta))
     below = above = 0
     width = 0.0
@@ -45,7 +48,8 @@ def coverage(n: int, theta: float, epsilon: float, reps: int, rng: np.random.Gen
                 continue  # the analysis shows no effect then
             index = probabilistic_index(results)
         else:
-            index = dp_probabilistic_index(releases)
+            index = dp_probabilistic_index(releases, balanced_level=None if flat else
+                                           BALANCED_LEVEL)
         done += 1
         below += index.high < theta
         above += index.low > theta
@@ -61,6 +65,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20261207)
     parser.add_argument("--old", action="store_true", help="the interval printed before")
+    parser.add_argument("--flat", action="store_true",
+                        help="the flat sizes' law alone (the interval before the balanced law)")
     parser.add_argument("--centers", type=int, default=1,
                         help="centers of n per arm each: the stratified index")
     args = parser.parse_args()
@@ -72,7 +78,7 @@ def main() -> None:
                 rng = np.random.default_rng([args.seed, n, round(1000 * theta),
                                              round(1000 * epsilon)])
                 c, lo, hi, w = coverage(n, theta, epsilon, args.reps, rng, old=args.old,
-                                       centers=args.centers)
+                                       flat=args.flat, centers=args.centers)
                 print(f"| {epsilon:g} | {n} | {theta:g} | {c:.3f} | {lo:.3f} | {hi:.3f} | "
                       f"{w:.3f} |", flush=True)
 
