@@ -128,7 +128,7 @@ DIFFERENCE_STEP = 1e-6
 __all__ = ["MECHANISMS", "DPKaplanMeierResult", "DPLifeTable", "DPLogRankResult",
            "DPRMSTDifference", "DPRMSTResult", "dp_kaplan_meier", "dp_life_table",
            "dp_logrank", "dp_rmst", "dp_rmst_difference", "histogram_sensitivity",
-           "life_table_cells", "project_release"]
+           "life_table_cells", "pooled_life_table", "project_release"]
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,39 @@ def dp_life_table(times: ArrayLike, events: ArrayLike, *, grid: ArrayLike, epsil
                        censored=censored_p, mechanism=how, neighbouring=relation,
                        sensitivity=sensitivity, scale=scale, cell_variance=noise.variance,
                        spent=noise.guarantee)  # type: ignore[arg-type]
+
+
+def pooled_life_table(releases: Sequence[DPLifeTable]) -> DPLifeTable:
+    """One arm's releases from several centers (disjoint records, one public grid) as one DP
+    life table: the noisy counts summed cell by cell, then projected onto counts >= 0.
+
+    Post-processing of the releases (no further cost). The summed noise of a cell is the sum of
+    the centers' independent draws, so its variance is the sum of their ``cell_variance`` (the
+    delta method of the readers carries it); the centers' records are disjoint, so the pooled
+    table is as private as its least private part (parallel composition: the largest ε and δ).
+    Summing before projecting keeps the sum's noise mean 0 where every center's count is small
+    (projecting each first would add each center's clipping bias)."""
+    if not isinstance(releases, Sequence) or not releases:
+        raise ValueError("`releases` must be a non-empty sequence of DPLifeTables")
+    tables = [_check_release(r, f"releases[{i}]") for i, r in enumerate(releases)]
+    limits = tables[0].limits
+    if not all(np.array_equal(t.limits, limits) for t in tables):
+        raise ValueError("the releases must share one grid (their `limits`)")
+    noisy_d = np.sum([t.noisy_events for t in tables], axis=0)
+    noisy_w = np.sum([t.noisy_censored for t in tables], axis=0)
+    events, censored = project_release(noisy_d, noisy_w)
+    mechanisms = sorted({t.mechanism for t in tables})
+    relations = sorted({t.neighbouring for t in tables})
+    variance = float(sum(t.cell_variance for t in tables))
+    # The scale of one draw of the summed noise's variance: Laplace's b (variance 2b²), else σ.
+    scale = math.sqrt(variance / 2.0) if mechanisms == ["laplace"] else math.sqrt(variance)
+    return DPLifeTable(
+        limits=limits, noisy_events=noisy_d, noisy_censored=noisy_w, events=events,
+        censored=censored, mechanism=mechanisms[0] if len(mechanisms) == 1 else "mixed",
+        neighbouring=relations[0] if len(relations) == 1 else "mixed",
+        sensitivity=max(t.sensitivity for t in tables), scale=scale, cell_variance=variance,
+        spent=PrivacySpent(max(t.spent.epsilon for t in tables),
+                           max(t.spent.delta for t in tables)))
 
 
 def _check_release(release: DPLifeTable, name: str = "release") -> DPLifeTable:

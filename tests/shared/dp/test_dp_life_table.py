@@ -453,3 +453,25 @@ def test_coverage_and_logrank_level_at_epsilon_one() -> None:
     coverage = {k: v / runs for k, v in hits.items()}
     assert all(0.93 <= c <= 0.97 for c in coverage.values()), coverage
     assert rejected / runs <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs), rejected / runs
+
+
+def test_pooled_releases_sum_their_noisy_counts_and_noise_variances() -> None:
+    from shared.dp.life_table import pooled_life_table
+
+    grid = [0.0, 10.0, 20.0, 40.0]
+    rng = np.random.default_rng(20261208)
+    parts = [dp_life_table([1, 5, 9, 30, 35], [1, 0, 1, 1, 0], grid=grid, epsilon=1.0, rng=rng),
+             dp_life_table([12, 15, 33], [1, 1, 0], grid=grid, epsilon=0.5, rng=rng)]
+    pooled = pooled_life_table(parts)
+    np.testing.assert_allclose(pooled.noisy_events, parts[0].noisy_events + parts[1].noisy_events)
+    np.testing.assert_allclose(pooled.noisy_censored,
+                               parts[0].noisy_censored + parts[1].noisy_censored)
+    assert np.all(pooled.events >= 0) and np.all(pooled.censored >= 0)
+    assert pooled.cell_variance == pytest.approx(parts[0].cell_variance + parts[1].cell_variance)
+    assert pooled.scale == pytest.approx(np.sqrt(pooled.cell_variance / 2))  # Laplace's b
+    assert pooled.spent.epsilon == 1.0  # disjoint records: the largest ε (parallel)
+    with pytest.raises(ValueError, match="one grid"):
+        pooled_life_table([parts[0], dp_life_table([1], [1], grid=[0.0, 5.0], epsilon=1.0,
+                                                   rng=rng)])
+    with pytest.raises(ValueError, match="non-empty"):
+        pooled_life_table([])
