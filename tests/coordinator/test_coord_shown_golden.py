@@ -80,12 +80,6 @@ def test_what_is_shown_is_unchanged(name: str) -> None:
     assert set(got) == set(expected)
 
 
-if __name__ == "__main__":
-    for study in sys.argv[1:] or STUDIES:
-        stored = json.loads((GOLDEN / f"{study}.json").read_text())
-        (GOLDEN / f"{study}.shown.json").write_text(
-            json.dumps(shown(stored), indent=1, ensure_ascii=False) + "\n")
-
 
 def test_an_analysis_this_version_does_not_read_is_left_out_and_the_rest_shown() -> None:
     """A store outlives versions: an analysis of a kind from a newer coordinator, and a result
@@ -106,3 +100,10 @@ def test_an_analysis_this_version_does_not_read_is_left_out_and_the_rest_shown()
         assert "future_kind" in got["summary"] or first in got["summary"]
         assert got["csv"].keys() <= expected["csv"].keys()
         assert got["algorithms"][-len(expected["algorithms"]) + 1:] == expected["algorithms"][1:]
+
+
+if __name__ == "__main__":
+    for study in sys.argv[1:] or STUDIES:
+        stored = json.loads((GOLDEN / f"{study}.json").read_text())
+        (GOLDEN / f"{study}.shown.json").write_text(
+            json.dumps(shown(stored), indent=1, ensure_ascii=False) + "\n")
