@@ -40,6 +40,9 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -227,8 +230,10 @@ def event_texts(value: bool | int | str) -> tuple[str, ...]:
     return (str(value),)
 
 
-EventValue = Annotated[bool | int | Annotated[str, Field(min_length=1)],
+EventValue = Annotated[StrictBool | StrictInt | Annotated[StrictStr, Field(min_length=1)],
                        Field(union_mode="left_to_right")]
+"""A declared event or censoring value as written: a boolean, an integer or a string (strict:
+the string "yes" is a label, never read as the boolean true)."""
 
 
 def _codes(*values: bool | int | str) -> list[bool | int | str]:
