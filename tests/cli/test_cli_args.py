@@ -212,6 +212,29 @@ def test_synthetic_hospitals_have_a_categorical_smoking_column_drawn_last() -> N
         np.testing.assert_array_equal(columns[synth.GROUP_COLUMN], arm[order])
 
 
+def test_synthetic_hospitals_have_a_time_to_readmission_drawn_last() -> None:
+    """Whole days in 1..the hospital's follow-up (administrative censoring there, earlier at
+    some hospitals), fewer readmissions under treatment, and the columns drawn before it as
+    the same seed gave them (the smoking test replays those)."""
+    import numpy as np
+
+    ends = {h.follow_up_days for h in synth.HOSPITALS}
+    assert max(ends) == synth.FOLLOW_UP_DAYS and len(ends) == len(synth.HOSPITALS)
+    for h in synth.HOSPITALS:
+        rng = np.random.default_rng(synth.hospital_seed(synth.DEFAULT_SEED, h.center_id))
+        columns = synth.generate(h, rng)
+        time, event = columns[synth.READMISSION_TIME], columns[synth.READMISSION_EVENT]
+        assert time.dtype.kind == "i" and time.min() >= 1 and time.max() == h.follow_up_days
+        assert set(event.tolist()) == {0, 1}
+        assert np.all(event[time == h.follow_up_days] >= 0)
+        arm = columns[synth.GROUP_COLUMN]
+        control, treated = (float(event[arm == level].mean()) for level in synth.LEVELS)
+        assert treated < control, h.center_id
+        # Censored at the end of follow-up: the most common time of the censored.
+        censored = time[event == 0]
+        assert np.mean(censored == h.follow_up_days) > 0.5
+
+
 def test_synthetic_hospitals_are_skewed_different_and_reproducible(tmp_path: Path) -> None:
     a = synth.write_hospital("hospital_a", tmp_path / "a.csv")
     again = synth.write_hospital("hospital_a", tmp_path / "again.csv")
