@@ -699,12 +699,15 @@ class Dataset:
         start; on a request the data source "could not be read" (a public state, the same for
         any source problem) and the log says why. Rows outside the population are checked too:
         whether a row counts must not decide whether the center serves."""
+        declared = {variable: meta.resolution for variable, meta in self.config.metadata.items()
+                    if meta.resolution is not None}
+        if not declared:
+            return  # nothing to check: no statistics imported (an operator command reads too)
         from shared.dp._common import off_grid_count  # the statistics only when checked
 
-        for variable, meta in self.config.metadata.items():
-            if meta.resolution is not None and off_grid_count(values[variable],
-                                                              meta.resolution) > 0:
-                raise OffGrid(variable, meta.resolution)
+        for variable, resolution in declared.items():
+            if off_grid_count(values[variable], resolution) > 0:
+                raise OffGrid(variable, resolution)
 
     def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.signedinteger]:
         """Each label's index in the declared levels; UNDECLARED or MISSING (null) otherwise
