@@ -368,3 +368,26 @@ def test_the_readme_study_file_is_a_valid_spec(tmp_path: Path) -> None:
     path.write_text(study)
     assert [a["kind"] for a in load_spec(path)["analyses"]] == [
         "table", "mwu", "quantiles", "dp_boxplot"]
+
+
+@pytest.mark.parametrize("dp", [False, True])
+def test_the_demo_centers_declare_the_time_to_readmission(tmp_path: Path, dp: bool) -> None:
+    """Each demo hospital's dataset declares readmission with its own follow-up, and its
+    synthetic file reads with it (every record holds a time and an event)."""
+    from center_agent.core.config import DatasetConfig
+    from center_agent.data import Dataset
+    from fedstats_cli.demo import center_dataset
+
+    for h in synth.HOSPITALS:
+        csv = synth.write_hospital(h.center_id, tmp_path / f"{h.center_id}.csv")
+        config = DatasetConfig.model_validate(center_dataset(h, csv, dp))
+        assert config.time_to_event[synth.READMISSION].follow_up == (0, h.follow_up_days)
+        dataset = Dataset(synth.DATASET, config, 10)
+        try:
+            dataset.check_columns()
+            population = dataset.population()
+            rows = population.joint_selection(synth.READMISSION, None)
+            assert rows.shape == (h.n_control + h.n_treated, 2)
+            assert population.n == h.n_control + h.n_treated
+        finally:
+            dataset.source.close()
