@@ -27,6 +27,7 @@ from coordinator.models import (
     CatalogCenter,
     CatalogDataset,
     CatalogEntry,
+    CatalogTimeToEvent,
     StudySpec,
 )
 from coordinator.registry import Declaration
@@ -61,6 +62,8 @@ def _entry(declared: Declaration, info: CenterInfo, dataset: DatasetInfo) -> Cat
         remaining_epsilon=budget.remaining_epsilon if budget is not None else None,
         metadata=dict(dataset.metadata),
         categorical={name: list(c) for name, c in dataset.categorical.items()},
+        time_to_event={name: CatalogTimeToEvent(follow_up=tte.follow_up, unit=tte.unit)
+                       for name, tte in dataset.time_to_event.items()},
     )
 
 

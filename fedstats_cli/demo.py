@@ -158,12 +158,17 @@ DECLARED_SIZE_NOTE = (
 
 def center_dataset(h: synth.Hospital, csv: Path, dp: bool) -> dict[str, Any]:
     """The ``[datasets.cohort]`` table of one hospital: K-anonymous, or DP mode with its
-    declared public sizes, public bounds and the categorical smoking column."""
+    declared public sizes, public bounds and the categorical smoking column; both declare the
+    time to readmission with the hospital's follow-up (released only as DP life tables)."""
     table: dict[str, Any] = {
         "source": {"kind": "csv", "path": str(csv)},
         "variables": [synth.VARIABLE, "age"],
         "group": {"column": synth.GROUP_COLUMN, "levels": list(synth.LEVELS)},
-        "epsilon_total": EPSILON_TOTAL}
+        "epsilon_total": EPSILON_TOTAL,
+        "time_to_event": {synth.READMISSION: {
+            "time": synth.READMISSION_TIME, "event": synth.READMISSION_EVENT,
+            "event_values": [1], "censored_values": [0],
+            "follow_up": [0, h.follow_up_days], "unit": "days"}}}
     if dp:
         table.update({
             "release_mode": "dp",

@@ -76,7 +76,7 @@ DP_LIFE_TABLE = Kind("dp_life_table", "/datasets/{dataset}/dp/life-table",
 KINDS: tuple[Kind[Any, Any], ...] = (
     TABLE, REFINE, MWU, DP_QUANTILES, DP_BOXPLOT, DP_EXTREMES, DP_TREE_HISTOGRAM,
     DP_THRESHOLD_COUNTS, YJ_MOMENTS, QUANTILE_LOSS, DP_DESCRIBE, CATEGORICAL, DP_CATEGORICAL,
-    MISSING, DP_MWU,
+    MISSING, DP_MWU, DP_LIFE_TABLE,
 )
 """Every release kind, in the order the center's routes list them."""
 

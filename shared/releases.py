@@ -39,6 +39,7 @@ from shared.dp import (
     snap_to_grid,
     unbounded_quantile,
 )
+from shared.dp.life_table import dp_life_table
 from shared.dp.pooled import center_extremes, threshold_counts, tree_histogram
 from shared.dp.unbounded import DEFAULT_BETA, grid_steps
 from shared.dp.uncertainty import rank_halfwidth
@@ -290,3 +291,20 @@ def quantile_loss_release(
     """Σ ρ_level(x − u): a benchmark release that leaks data (centers keep it switched off)."""
     loss = quantile_loss(x, request.u, request.level)
     return quantile_wire.QuantileLossRelease.from_result(loss)
+
+
+def dp_life_table_release(
+    times: FloatArray,
+    events: FloatArray,
+    request: protocol.DPLifeTableRequest,
+    neighbouring: Neighbouring,
+    rng: np.random.Generator,
+) -> protocol.DPLifeTableRelease:
+    """One arm's ε-DP life table on the request's public grid (``shared.dp.life_table``): the
+    center's choice is the Laplace mechanism (pure ε-DP, δ = 0, as every other DP release of a
+    center) under its neighbouring relation. ``times`` (>= 0) and ``events`` (1 the event, 0
+    censored) are the selection's records; a time after the grid's end counts as censored in
+    the last interval, one before its start in the first."""
+    return protocol.DPLifeTableRelease.of(dp_life_table(
+        times, events, grid=request.grid, epsilon=request.epsilon, rng=rng,
+        mechanism="laplace", delta=0.0, neighbouring=neighbouring))

@@ -40,6 +40,9 @@ from pydantic import (
     Field,
     FilePath,
     SecretStr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
     field_validator,
     model_validator,
 )
@@ -216,6 +219,62 @@ class GroupConfig(Section):
         return levels
 
 
+def event_texts(value: bool | int | str) -> tuple[str, ...]:
+    """How a declared event or censoring value reads in a column, as text (every event column
+    is compared as text, ``center_agent.data.joint``): an integer as its digits (a column of
+    1.0 reads as ``1``), a string as it is, a boolean as ``true``/``false`` (also ``t``/``f``,
+    as PostgreSQL writes booleans as text) in any case."""
+    if isinstance(value, bool):
+        word = "true" if value else "false"
+        return (word, word.capitalize(), word.upper(), word[0], word[0].upper())
+    return (str(value),)
+
+
+EventValue = Annotated[StrictBool | StrictInt | Annotated[StrictStr, Field(min_length=1)],
+                       Field(union_mode="left_to_right")]
+"""A declared event or censoring value as written: a boolean, an integer or a string (strict:
+the string "yes" is a label, never read as the boolean true)."""
+
+
+def _codes(*values: bool | int | str) -> list[bool | int | str]:
+    return list(values)
+
+
+class TimeToEventConfig(Section):
+    """A time-to-event variable: a ``time`` column (time from the start of follow-up, in
+    ``unit``; >= 0 and finite where present) and an ``event`` column (``event_values``: the
+    event happened at that time; ``censored_values``: followed up to that time without it; any
+    other value is a data error, an empty cell or NULL missing), read together
+    (``center_agent.data.joint``). ``follow_up`` is the public range of follow-up: every DP
+    life table's grid lies in it. Released only as DP life tables (``dp_life_table``)."""
+
+    time: Identifier
+    event: Identifier
+    event_values: list[EventValue] = Field(default_factory=lambda: _codes(1), min_length=1)
+    censored_values: list[EventValue] = Field(default_factory=lambda: _codes(0), min_length=1)
+    follow_up: tuple[float, float]
+    unit: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.time == self.event:
+            raise ValueError(f"`time` and `event` must be two columns, both are {self.time!r}")
+        start, end = self.follow_up
+        if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
+            raise ValueError(f"`follow_up` must be [start, end] with 0 <= start < end, both "
+                             f"finite, got {list(self.follow_up)}")
+        texts = {name: [t for v in getattr(self, name) for t in event_texts(v)]
+                 for name in ("event_values", "censored_values")}
+        for name, listed in texts.items():
+            if len(set(listed)) != len(listed):
+                raise ValueError(f"`{name}` lists a value twice")
+        both = sorted(set(texts["event_values"]) & set(texts["censored_values"]))
+        if both:
+            raise ValueError(f"{both} listed both in `event_values` and in `censored_values`: "
+                             "a record is an event or censored, not both")
+        return self
+
+
 MAX_CATEGORIES = 1000
 """The most categories a categorical variable may declare (each is a cell of every release)."""
 
@@ -267,6 +326,14 @@ class DatasetConfig(Section):
                     "\"current\"]`); a missing or undeclared label is counted in its own "
                     "missing cell, last in that order. They never leave a row out of the "
                     "population (docs/privacy.md, guarantee 15)",
+    )
+    time_to_event: dict[Identifier, TimeToEventConfig] = Field(
+        default_factory=dict,
+        description="time-to-event variables, each a time and an event column read together "
+                    "(e.g. `time_to_event.readmission = { time = \"days\", event = "
+                    "\"readmitted\", event_values = [1], censored_values = [0], follow_up = "
+                    "[0, 90], unit = \"days\" }`); released only as DP life tables "
+                    "(docs/privacy.md, guarantee 17)",
     )
 
     def declared_size(self, level: str | None) -> int | None:
@@ -338,6 +405,25 @@ class DatasetConfig(Section):
             if len(levels) > MAX_CATEGORIES:
                 raise ValueError(f"categorical.{name} declares {len(levels)} categories, more "
                                  f"than {MAX_CATEGORIES}")
+        return self
+
+    @model_validator(mode="after")
+    def _time_to_event(self) -> Self:
+        # One name space for what a request may name; the columns are the operator's: a time
+        # column is released otherwise only when it is also declared a (numeric) variable, an
+        # event column only when also declared a variable or categorical (guarantee 17).
+        group = self.group.column if self.group is not None else None
+        for name, tte in self.time_to_event.items():
+            key = f"time_to_event.{name}"
+            if name in self.variables or name in self.categorical:
+                raise ValueError(f"{key}: {name!r} is also declared a variable or categorical; "
+                                 "give the time-to-event variable a name of its own")
+            if group is not None and group in (tte.time, tte.event):
+                raise ValueError(f"{key}: the group column {group!r} cannot be its time or "
+                                 "event column")
+            if tte.time in self.categorical:
+                raise ValueError(f"{key}.time: column {tte.time!r} is declared categorical; a "
+                                 "time is a number")
         return self
 
 

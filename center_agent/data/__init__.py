@@ -68,12 +68,16 @@ from center_agent.core.errors import (
     UnknownLevel,
     UnknownVariable,
 )
+from center_agent.data.joint import joint_variables, read_columns, sort_rows
+from center_agent.data.joint import present as joint_present
 from center_agent.data.leave_out import dataset_key, fill_up, least_ranked
 from center_agent.data.memory import give_back, tune_allocator
 from center_agent.data.missing import available_cases
 from center_agent.data.sources import (
+    CsvFile,
     DataSource,
     OffGrid,
+    ParquetFile,
     SourceIdentity,
     SourceProblem,
     open_source,
@@ -157,6 +161,9 @@ class Population:
     """The source's rows per declared level (labelled with it), before any is left out: with
     the level's size, the rows it leaves out (0 or >= K in K-anonymous mode: :meth:`left_out`).
     None: not known (a population built by hand) or DP mode (no K rule)."""
+    joint: Mapping[str, Mapping[str, NDArray[np.float64]]] = field(default_factory=dict)
+    """Per joint variable (``center_agent.data.joint``: a time-to-event variable) and included
+    level, its present records' rows (records × parts: time, event), sorted and read-only."""
     _pooled: dict[str, NDArray[np.float64]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -225,10 +232,20 @@ class Population:
         """One level's values, or every level's (``None``)."""
         return self.pooled(variable) if level is None else self.level(variable, level)
 
+    def joint_selection(self, variable: str, level: str | None) -> NDArray[np.float64]:
+        """One level's rows of a joint variable (records × parts), or every level's
+        (``None``, the levels one after the other: a release counts them, in any order)."""
+        parts = self.joint[variable]
+        if level is not None:
+            return parts[level]
+        return np.concatenate([parts[lv] for lv in self.levels]) if self.levels else \
+            np.empty((0, 2), dtype=np.float64)
+
 
 def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDArray[np.float64]]],
                  sizes: Mapping[str, int] | None = None,
-                 left_out: Mapping[str, int] | None = None) -> str:
+                 left_out: Mapping[str, int] | None = None,
+                 joint: Mapping[str, Mapping[str, NDArray[np.float64]]] | None = None) -> str:
     """A digest of the population's content: sorted values per level and variable, the levels'
     sizes when values may be missing (they then tell the missing counts), and the rows each
     level leaves out when some does (a public enrolment minus a size tells them; none left out
@@ -244,6 +261,13 @@ def _fingerprint(levels: tuple[str, ...], values: Mapping[str, Mapping[str, NDAr
             arr = np.ascontiguousarray(values[variable][level])
             digest.update(arr.size.to_bytes(8, "little"))
             digest.update(arr.data)
+    for variable in sorted(joint or {}):  # none declared: the digest it had before they were
+        for level in levels:
+            assert joint is not None
+            digest.update(f"joint\0{variable}\0{level}\0".encode())
+            rows = np.ascontiguousarray(joint[variable][level])
+            digest.update(rows.shape[0].to_bytes(8, "little"))
+            digest.update(rows.data)
     return digest.hexdigest()
 
 
@@ -268,6 +292,8 @@ class Dataset:
         start-up check it missed (no other dataset reads its source), run before its first
         read; it raises :class:`DataSourceError` (or a source's error) while it fails."""
         self._down_since_start = False
+        self.joint = joint_variables(config.time_to_event)
+        """The dataset's variables of several columns (``center_agent.data.joint``)."""
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -296,6 +322,13 @@ class Dataset:
         if categories is None:
             raise UnknownVariable(self.name, variable)
         return categories
+
+    def check_time_to_event(self, variable: str) -> tuple[float, float]:
+        """The follow-up range of a declared time-to-event variable (404 otherwise)."""
+        declared = self.config.time_to_event.get(variable)
+        if declared is None:
+            raise UnknownVariable(self.name, variable)
+        return declared.follow_up
 
     @property
     def group_column(self) -> str | None:
@@ -334,14 +367,14 @@ class Dataset:
         otherwise fail every request is found before the center serves. Raises
         :class:`DataSourceError` whose detail is one line for the operator: dataset, column,
         table or row, and the fix (never a data value; ``docs/deploy.md``, "Start-up checks")."""
-        declared = [*self.variables, *([self.group_column] if self.group_column else []),
-                    *self.categories]
+        declared, _ = self._columns()
         missing = self._guard(lambda: self.source.missing(declared), at_start=True)
         if missing:
             raise DataSourceError(
                 f"dataset {self.name!r}: declared columns {missing} are not in its source; "
-                f"check their spelling under [datasets.{self.name}] (variables, group.column) "
-                "against the source's column names"
+                f"check their spelling under [datasets.{self.name}] (variables, group.column, "
+                "categorical, time_to_event's time and event) against the source's column "
+                "names"
             )
         try:
             self._population(at_start=True)
@@ -426,41 +459,61 @@ class Dataset:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _columns(self) -> tuple[list[str], list[str]]:
+        """The columns of the dataset's one read, and those read as text: the variables, the
+        group column, the categorical variables, the joint variables' columns
+        (:func:`center_agent.data.joint.read_columns`)."""
+        group = self.group_column
+        text = ([group] if group is not None else []) + list(self.categories)
+        return read_columns(self.variables, text, self.joint)
+
+    def _joint(self, table: pa.Table) -> dict[str, NDArray[np.float64]]:
+        """Each joint variable's rows × parts from the dataset's read (rows aligned with every
+        other column), decoded and checked (on every row, in the population or not)."""
+        columns = {name: table.column(name) for v in self.joint for name in v.columns}
+        ordered = isinstance(self.source, CsvFile | ParquetFile)
+        return {v.name: v.decode(columns, self.name, ordered) for v in self.joint}
+
     def _read(self) -> Population:
         """Read the declared columns once and build the population, keeping no more than the
         sorted values: the Arrow table is dropped once its columns are numpy arrays, group codes
         are one byte per row (two or four with many levels), the complete-case mask is applied
         only when some row is left out, and each level is sorted in place."""
         group = self.group_column
-        text = ([group] if group is not None else []) + list(self.categories)
-        table = self.source.read([*self.variables, *text], text=text)
+        columns, text = self._columns()
+        table = self.source.read(columns, text=text)
         n_rows = table.num_rows
         if group is None:
             codes = None
             declared: tuple[str, ...] = (ALL,)
         else:
-            codes = self._level_codes(table.column(len(self.variables)))
+            codes = self._level_codes(table.column(group))
             declared = self.levels
-        values = {variable: self._as_float(table.column(i), variable)
-                  for i, variable in enumerate(self.variables)}
+        values = {variable: self._as_float(table.column(variable), variable)
+                  for variable in self.variables}
         # A categorical variable is kept as the float code of its category in declared order,
         # its missing cell (a missing or undeclared label) coded len(categories): it never
         # leaves a row out of the population (docs/privacy.md, guarantee 15).
-        first = len(self.variables) + (group is not None)
         categorical = {
-            name: self._category_codes(table.column(first + i), name, categories)
-            for i, (name, categories) in enumerate(self.categories.items())
+            name: self._category_codes(table.column(name), name, categories)
+            for name, categories in self.categories.items()
         }
+        # A joint variable (a time-to-event variable's time and event), its columns read in
+        # the same read, rows aligned: a row missing a part is missing the variable.
+        joint = self._joint(table)
         del table  # its buffers: only the numpy copies are kept from here on
         # Arrow's pool keeps the freed pages (center_agent.data.memory): returned before the
         # levels are copied out, so that the table and the levels never count together.
         pa.default_memory_pool().release_unused()
         self._check_resolutions(values)
         if self.config.missing == "per_variable":
-            return self._per_variable(values, categorical, codes, declared, n_rows)
+            return self._per_variable(values, categorical, joint, codes, declared, n_rows)
         keep: NDArray[np.bool_] | None = None
-        for v in values.values():
-            finite = np.isfinite(v)
+        # Complete cases: a record missing its time or event is left out like one missing any
+        # declared variable (every release counts the same records).
+        masks = [np.isfinite(v) for v in values.values()]
+        masks += [joint_present(rows) for rows in joint.values()]
+        for finite in masks:
             if not finite.all():
                 keep = finite if keep is None else keep & finite
         if codes is not None:
@@ -476,7 +529,7 @@ class Dataset:
             enrolled = (counts if keep is None
                         else np.bincount(codes[codes >= 0], minlength=len(declared)))
         if keep is not None and not self.dp_mode:
-            keep = self._fill_up(keep, codes, counts, enrolled, values, categorical)
+            keep = self._fill_up(keep, codes, counts, enrolled, values, categorical, joint)
         # The one rule of the population: a level of fewer than K complete rows is left out
         # (K-anonymous mode; in DP mode every declared level is in, however few its rows).
         enough = dict(zip(declared, (counts >= self.least).tolist(), strict=True))
@@ -513,6 +566,14 @@ class Dataset:
                 del buffer
             del v
             by_variable[variable] = parts
+        by_joint: dict[str, dict[str, NDArray[np.float64]]] = {}
+        for name, rows in joint.items():
+            chosen = keep if keep is not None else np.ones(n_rows, dtype=bool)
+            by_joint[name] = {
+                level: sort_rows(rows[chosen if codes is None
+                                      else chosen & (codes == index[level])])
+                for level in included}
+        del joint
         entered = dict(zip(declared, enrolled.tolist(), strict=True))
         left_out = None if self.dp_mode else {
             level: entered[level] - int(counts[index[level]]) for level in included}
@@ -520,14 +581,16 @@ class Dataset:
             levels=included,
             excluded=tuple(lv for lv in excluded if lv != ALL),
             values=by_variable,
-            fingerprint=_fingerprint(included, by_variable, left_out=left_out),
+            fingerprint=_fingerprint(included, by_variable, left_out=left_out, joint=by_joint),
             enrolled=None if self.dp_mode else entered,
+            joint=by_joint,
         )
 
     def _fill_up(self, keep: NDArray[np.bool_], codes: NDArray[np.signedinteger] | None,
                  counts: NDArray[np.intp], enrolled: NDArray[np.intp],
                  values: Mapping[str, NDArray[np.float64]],
-                 categorical: Mapping[str, NDArray[np.float64]]) -> NDArray[np.bool_]:
+                 categorical: Mapping[str, NDArray[np.float64]],
+                 joint: Mapping[str, NDArray[np.float64]]) -> NDArray[np.bool_]:
         """Complete cases: each level leaving 1..K-1 of its rows out leaves out K - e more, of
         least keyed rank (:mod:`center_agent.data.leave_out`); ``counts`` is updated in place. A
         level that would keep fewer than K is left out whole: no rank is computed for it (nor
@@ -540,29 +603,38 @@ class Dataset:
             if counts[i] < self.k:
                 continue  # out whole (the population's one rule)
             rows = np.flatnonzero(keep if codes is None else keep & (codes == i))
-            keep[rows[least_ranked(self._rank_key, self._content(rows, values, categorical),
+            keep[rows[least_ranked(self._rank_key,
+                                   self._content(rows, values, categorical, joint),
                                    more)]] = False
         return keep
 
     def _content(self, rows: NDArray[np.intp], values: Mapping[str, NDArray[np.float64]],
-                 categorical: Mapping[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+                 categorical: Mapping[str, NDArray[np.float64]],
+                 joint: Mapping[str, NDArray[np.float64]]) -> NDArray[np.float64]:
         """The content the keyed rank of ``rows`` is a function of: every declared variable's
-        value, then every categorical code, in declared order (rows × columns)."""
+        value, then every categorical code, then every joint variable's parts, in declared
+        order (rows × columns)."""
         columns = [values[name] for name in self.variables] + [
-            categorical[name] for name in self.categories]
+            categorical[name] for name in self.categories] + [
+            joint[v.name][:, j] for v in self.joint for j in range(len(v.parts))]
         return np.stack([column[rows] for column in columns], axis=1)
 
     def _per_variable(self, values: dict[str, NDArray[np.float64]],
                       categorical: dict[str, NDArray[np.float64]],
+                      joint: dict[str, NDArray[np.float64]],
                       codes: NDArray[np.signedinteger] | None, declared: tuple[str, ...],
                       n_rows: int) -> Population:
         """The population when variables may be missing (``missing = "per_variable"``): per
         level, the records and values :func:`available_cases` keeps; each variable's values
-        are those present among them."""
+        are those present among them. A joint variable (time-to-event) counts the kept records
+        holding every part of it; it is released only with DP noise (guarantee 17), so its
+        present and missing counts take no part in the K rule and never take a record from
+        another variable."""
         names = list(self.variables)
         present = np.stack([np.isfinite(values[name]) for name in names])
         by_variable: dict[str, dict[str, NDArray[np.float64]]] = {
             name: {} for name in [*names, *categorical]}
+        by_joint: dict[str, dict[str, NDArray[np.float64]]] = {name: {} for name in joint}
         sizes: dict[str, int] = {}
         included: list[str] = []
         excluded: list[str] = []
@@ -580,7 +652,8 @@ class Dataset:
                     # on the rest: it may drop more (never fewer), so e stays >= K.
                     candidates = rows[kept]
                     dropped = least_ranked(
-                        self._rank_key, self._content(candidates, values, categorical), more)
+                        self._rank_key,
+                        self._content(candidates, values, categorical, joint), more)
                     kept[np.flatnonzero(kept)[dropped]] = False
                     again, withheld = available_cases(present[:, rows[kept]], self.k)
                     kept[np.flatnonzero(kept)[~again]] = False
@@ -601,6 +674,9 @@ class Dataset:
                 part = column[rows]
                 part.sort()
                 by_variable[name][level] = _frozen(part)
+            for name, pairs in joint.items():
+                chosen = pairs[rows]
+                by_joint[name][level] = sort_rows(chosen[joint_present(chosen)])
         levels = tuple(included)
         if codes is None:
             entered = {ALL: n_rows}
@@ -611,8 +687,9 @@ class Dataset:
             level: entered[level] - sizes[level] for level in levels}
         return Population(
             levels=levels, excluded=tuple(lv for lv in excluded if lv != ALL),
-            values=by_variable, fingerprint=_fingerprint(levels, by_variable, sizes, left_out),
-            level_sizes=sizes, enrolled=None if self.dp_mode else entered,
+            values=by_variable,
+            fingerprint=_fingerprint(levels, by_variable, sizes, left_out, by_joint),
+            level_sizes=sizes, joint=by_joint, enrolled=None if self.dp_mode else entered,
         )
 
     def _check_resolutions(self, values: Mapping[str, NDArray[np.float64]]) -> None:
@@ -622,12 +699,15 @@ class Dataset:
         start; on a request the data source "could not be read" (a public state, the same for
         any source problem) and the log says why. Rows outside the population are checked too:
         whether a row counts must not decide whether the center serves."""
+        declared = {variable: meta.resolution for variable, meta in self.config.metadata.items()
+                    if meta.resolution is not None}
+        if not declared:
+            return  # nothing to check: no statistics imported (an operator command reads too)
         from shared.dp._common import off_grid_count  # the statistics only when checked
 
-        for variable, meta in self.config.metadata.items():
-            if meta.resolution is not None and off_grid_count(values[variable],
-                                                              meta.resolution) > 0:
-                raise OffGrid(variable, meta.resolution)
+        for variable, resolution in declared.items():
+            if off_grid_count(values[variable], resolution) > 0:
+                raise OffGrid(variable, resolution)
 
     def _level_codes(self, labels: pa.ChunkedArray) -> NDArray[np.signedinteger]:
         """Each label's index in the declared levels; UNDECLARED or MISSING (null) otherwise

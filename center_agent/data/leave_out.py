@@ -8,8 +8,9 @@ population leaves out (missing or non-finite values, the records :func:`availabl
 would be left out, ``K - e`` more of the level's rows are left out too.
 
 Those rows are the ones of least **keyed rank**: a MAC of the row's content (its values of every
-declared variable, categorical codes included, as exact doubles) under a key derived from a
-secret kept in the ledger (``center_agent.gate.keys.population_secret``). So the choice
+declared variable, categorical codes and time-to-event parts included, as exact doubles) under
+a key derived from a secret kept in the ledger (``center_agent.gate.keys.population_secret``).
+So the choice
 
 * depends on the data only: the same rows, in any order, leave out the same contents (rows of
   equal content have equal ranks and are taken in their order of occurrence, and whichever of

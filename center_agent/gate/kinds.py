@@ -60,6 +60,8 @@ from shared.protocol import (
     DPBoxplotRequest,
     DPCategoricalRelease,
     DPCategoricalRequest,
+    DPLifeTableRelease,
+    DPLifeTableRequest,
     DPMWURelease,
     DPMWURequest,
     DPQuantilesRelease,
@@ -89,6 +91,7 @@ from shared.quantiles.wire import (
 from shared.releases import (
     canonical_table,
     dp_boxplot_release,
+    dp_life_table_release,
     dp_quantiles_release,
     extremes_release,
     mwu_release,
@@ -1016,6 +1019,53 @@ class MissingKind(ReleaseKind[MissingRequest, MissingRelease]):
         ).to_payload()
 
 
+# -- time-to-event variables ----------------------------------------------------------------
+
+
+class DPLifeTableKind(ReleaseKind[DPLifeTableRequest, DPLifeTableRelease]):
+    """One arm's ε-DP life table of a declared time-to-event variable (one declared level, or
+    every record): the events and censorings per interval of the request's public grid, each
+    plus Laplace noise of scale Δ₁/ε, Δ₁ = 1 under add/remove and 2 under swap (the center's
+    neighbouring relation; Laplace, δ = 0, as every DP release of a center), paid before it is
+    computed (``shared.dp.life_table``, docs/privacy.md guarantee 17). The grid lies in the
+    declared follow-up range (public), a time after its end censored in the last interval.
+    Nothing exact is shown: no size, no count; every selection is answered, none included."""
+
+    wire = kinds.DP_LIFE_TABLE
+    exact = False
+    tag = "differential privacy"
+    summary = ("ε-DP life table of a time-to-event variable: noisy events and censorings per "
+               "interval of a public grid inside the declared follow-up (Laplace)")
+
+    def check(self, gate: ReleaseGate, dataset: Dataset, request: DPLifeTableRequest) -> None:
+        start, end = dataset.check_time_to_event(request.variable)
+        if request.group is not None:
+            dataset.check_level(request.group)
+        if request.grid[0] < start or request.grid[-1] > end:
+            raise InvalidRequest(
+                f"`grid` must lie inside the follow-up range [{start:g}, {end:g}] that "
+                f"time-to-event variable {request.variable!r} of dataset {dataset.name!r} "
+                f"declares; got [{request.grid[0]:g}, {request.grid[-1]:g}]")
+
+    def question(self, gate: ReleaseGate, dataset: Dataset,
+                 request: DPLifeTableRequest) -> Question:
+        return Question(request.variable, {
+            "dp_life_table": request.variable, "group": request.group,
+            "epsilon": request.epsilon, "grid": [float(c) for c in request.grid]},
+            request.epsilon)
+
+    def require(self, gate: ReleaseGate, dataset: Dataset, population: Population,
+                request: DPLifeTableRequest) -> None:
+        """The level's public size only, as every DP kind (nothing in DP mode): the records
+        holding the variable are counted by noisy cells only, never refused by their number."""
+        dataset.require(population, request.group, gate.settings.k)
+
+    def compute(self, ctx: Context, request: DPLifeTableRequest) -> JSON:
+        rows = ctx.population.joint_selection(request.variable, request.group)
+        return dp_life_table_release(rows[:, 0], rows[:, 1], request,
+                                     ctx.gate.settings.neighbouring, fresh_rng()).to_payload()
+
+
 KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     TableKind(),
     RefineKind(),
@@ -1032,5 +1082,6 @@ KINDS: tuple[ReleaseKind[Any, Any], ...] = (
     DPCategoricalKind(),
     MissingKind(),
     DPMWUKind(),
+    DPLifeTableKind(),
 )
 """Every release a center makes; the routes are made from this list (``api/routes/releases``)."""

@@ -13,6 +13,14 @@ from coordinator.models.table import REUSED_FROM_SEEN_BY, ReusedTable
 from shared.fields import Extreme, VariableMeta
 
 
+class CatalogTimeToEvent(BaseModel):
+    """A time-to-event variable as a center declares it (``shared.protocol.TimeToEventInfo``):
+    its public follow-up range and unit."""
+
+    follow_up: tuple[float, float]
+    unit: str | None = None
+
+
 class CatalogEntry(BaseModel):
     """One center's declaration of a dataset: its names, its sizes rounded down to the center's
     K (never finer) and the ε its budget has left."""
@@ -44,6 +52,9 @@ class CatalogEntry(BaseModel):
     categorical: dict[str, list[str]] = Field(
         default_factory=dict, description="categorical variables and their public categories, "
         "as the center declares them (not among `variables`, which are numeric)")
+    time_to_event: dict[str, CatalogTimeToEvent] = Field(
+        default_factory=dict, description="time-to-event variables and their public follow-up "
+        "ranges, as the center declares them (released only as DP life tables)")
 
 
 class CatalogDataset(BaseModel):

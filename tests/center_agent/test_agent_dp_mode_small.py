@@ -44,6 +44,8 @@ def dp_requests(group: str | None) -> dict[str, list[dict[str, Any]]]:
         "dp_categorical": [{"variable": "s", "epsilon": 0.5,
                             **({"group": group} if group is not None else {})}],
         # Two levels: the selection's level against another (the first against the second).
+        "dp_life_table": [{"variable": "r", "epsilon": 0.5, "grid": [0.0, 2.0, 5.0, 20.0],
+                           **({"group": group} if group is not None else {})}],
         "dp_mwu": [] if group is None else [
             {"variable": "x", "epsilon": 0.5,
              "groups": [group, LEVELS[1] if group == LEVELS[0] else LEVELS[0]]}],
@@ -60,11 +62,14 @@ def test_every_dp_kind_is_covered() -> None:
 
 def write_rows(path: Path, rows: list[tuple[str | None, float | None, str | None]],
                grouped: bool = True) -> None:
-    head = "arm,x,s\n" if grouped else "x,s\n"
+    # A time-to-event variable beside them (time |x|, missing with x; the event every other
+    # row): a record missing its time misses x too, so the populations are those of x and s.
+    head = "arm,x,s,t,e\n" if grouped else "x,s,t,e\n"
     lines = []
-    for arm, x, s in rows:
+    for i, (arm, x, s) in enumerate(rows):
         cells = [arm or ""] if grouped else []
-        cells += ["" if x is None else f"{x:g}", s or ""]
+        cells += ["" if x is None else f"{x:g}", s or "", "" if x is None else f"{abs(x):g}",
+                  str(i % 2)]
         lines.append(",".join(cells))
     path.write_text(head + "".join(f"{line}\n" for line in lines))
 
@@ -85,6 +90,7 @@ def cases(draw: Any) -> tuple[dict[str, int], list[tuple[str | None, float | Non
 def config(tmp: Path, mode: str, resolution: bool, release_mode: str) -> dict[str, Any]:
     meta = {"x": {"bounds": BOUNDS, **({"resolution": 1.0} if resolution else {})}}
     dataset = {"variables": ["x"], "missing": mode, "categorical": {"s": list(CATEGORIES)},
+               "time_to_event": {"r": {"time": "t", "event": "e", "follow_up": [0, 20]}},
                "epsilon_total": 1e6, "metadata": meta, "release_mode": release_mode}
     return {
         "center_id": "small", "k": K, "tokens": [TOKEN],
@@ -158,8 +164,8 @@ def test_sizes_zero_to_k_plus_one_once(tmp_path: Path) -> None:
         outcomes = answers(create_app(load_settings(write_toml(
             tmp / "c.toml", config(tmp, mode, True, "dp")))))
         assert set(outcomes.values()) == {200}
-        # 10 requests of each selection, and one dp_mwu of each level against another.
-        assert len(outcomes) == 10 * (len(LEVELS) + 2) + len(LEVELS)
+        # 11 requests of each selection, and one dp_mwu of each level against another.
+        assert len(outcomes) == 11 * (len(LEVELS) + 2) + len(LEVELS)
 
 
 def test_k_anonymous_mode_still_leaves_small_levels_out(tmp_path: Path) -> None:

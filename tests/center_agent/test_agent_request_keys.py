@@ -48,6 +48,8 @@ REQUESTS: dict[str, dict[str, Any]] = {
     "dp_categorical": {"variable": "x", "group": "a", "epsilon": 0.5},
     "missing": {"variable": "x"},
     "dp_mwu": {"variable": "x", "groups": ["b", "a"], "epsilon": 0.5},
+    "dp_life_table": {"variable": "readmission", "group": "b", "epsilon": 0.5,
+                      "grid": [0, 30, 60.0, 90]},
 }
 CENTER_KEYS = {
     "table": "a395074ae203d7f01b162bb641c9fcaee9b13b60586e0d35aac7dddb13450dde",
@@ -65,6 +67,7 @@ CENTER_KEYS = {
     "dp_categorical": "bf1afc66db5525b2d34191ba3aec5be223d9bac81bd36efdd11173e667b1d27e",
     "missing": "5946a5b11deb866067b0183be230e1cce4feb4022d755a14c648dc9e92aa97ae",
     "dp_mwu": "68d9ee26f460812496f8f878855956e4bdd3431b5619d57fdc55e4bad9a20035",
+    "dp_life_table": "303013d179f7a4d5e7bafa506e6560a674f723ed05a2e61b3ca43ec2542ff2ac",
 }
 STUDY_KEYS = {
     "table": "bb96d3d750a886fbda946dc8f260b8aa6cc01128e1c0a3535ddfc2a2a8441f15",
@@ -82,6 +85,7 @@ STUDY_KEYS = {
     "dp_categorical": "e4b68cb4027a8aab1db6e57bdc2d2305b7046855894a08d865c816b897ca7dbe",
     "missing": "1687ae709509cb9fe1cb88ce0a677a9a20a70bc283d2470e8c56c187d56c4286",
     "dp_mwu": "fe517f99f680c98468554ef5288214b7488ef281330db73cbe0e2d1aab493318",
+    "dp_life_table": "cb75a5079c0a6720d338f827b2ef8e21d835b9f4d07cca68ac8666c3142d1c73",
 }
 
 

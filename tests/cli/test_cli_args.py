@@ -212,6 +212,29 @@ def test_synthetic_hospitals_have_a_categorical_smoking_column_drawn_last() -> N
         np.testing.assert_array_equal(columns[synth.GROUP_COLUMN], arm[order])
 
 
+def test_synthetic_hospitals_have_a_time_to_readmission_drawn_last() -> None:
+    """Whole days in 1..the hospital's follow-up (administrative censoring there, earlier at
+    some hospitals), fewer readmissions under treatment, and the columns drawn before it as
+    the same seed gave them (the smoking test replays those)."""
+    import numpy as np
+
+    ends = {h.follow_up_days for h in synth.HOSPITALS}
+    assert max(ends) == synth.FOLLOW_UP_DAYS and len(ends) == len(synth.HOSPITALS)
+    for h in synth.HOSPITALS:
+        rng = np.random.default_rng(synth.hospital_seed(synth.DEFAULT_SEED, h.center_id))
+        columns = synth.generate(h, rng)
+        time, event = columns[synth.READMISSION_TIME], columns[synth.READMISSION_EVENT]
+        assert time.dtype.kind == "i" and time.min() >= 1 and time.max() == h.follow_up_days
+        assert set(event.tolist()) == {0, 1}
+        assert np.all(event[time == h.follow_up_days] >= 0)
+        arm = columns[synth.GROUP_COLUMN]
+        control, treated = (float(event[arm == level].mean()) for level in synth.LEVELS)
+        assert treated < control, h.center_id
+        # Censored at the end of follow-up: the most common time of the censored.
+        censored = time[event == 0]
+        assert np.mean(censored == h.follow_up_days) > 0.5
+
+
 def test_synthetic_hospitals_are_skewed_different_and_reproducible(tmp_path: Path) -> None:
     a = synth.write_hospital("hospital_a", tmp_path / "a.csv")
     again = synth.write_hospital("hospital_a", tmp_path / "again.csv")
@@ -345,3 +368,26 @@ def test_the_readme_study_file_is_a_valid_spec(tmp_path: Path) -> None:
     path.write_text(study)
     assert [a["kind"] for a in load_spec(path)["analyses"]] == [
         "table", "mwu", "quantiles", "dp_boxplot"]
+
+
+@pytest.mark.parametrize("dp", [False, True])
+def test_the_demo_centers_declare_the_time_to_readmission(tmp_path: Path, dp: bool) -> None:
+    """Each demo hospital's dataset declares readmission with its own follow-up, and its
+    synthetic file reads with it (every record holds a time and an event)."""
+    from center_agent.core.config import DatasetConfig
+    from center_agent.data import Dataset
+    from fedstats_cli.demo import center_dataset
+
+    for h in synth.HOSPITALS:
+        csv = synth.write_hospital(h.center_id, tmp_path / f"{h.center_id}.csv")
+        config = DatasetConfig.model_validate(center_dataset(h, csv, dp))
+        assert config.time_to_event[synth.READMISSION].follow_up == (0, h.follow_up_days)
+        dataset = Dataset(synth.DATASET, config, 10)
+        try:
+            dataset.check_columns()
+            population = dataset.population()
+            rows = population.joint_selection(synth.READMISSION, None)
+            assert rows.shape == (h.n_control + h.n_treated, 2)
+            assert population.n == h.n_control + h.n_treated
+        finally:
+            dataset.source.close()

@@ -441,3 +441,23 @@ async def test_an_unavailable_dataset_is_shown_and_refused_at_submission(
                                  dry_run="true")).json()
         assert ("dataset_unavailable", "beta") in {(r["reason"], r["center"])
                                                    for r in plan["refusals"]}
+
+
+async def test_the_catalog_passes_time_to_event_declarations_through() -> None:
+    """A center's time-to-event variables (their public follow-up and unit) reach the catalog
+    entry as the center declares them; nothing else of them (``DatasetInfo.time_to_event``)."""
+    from coordinator.catalog import build_catalog
+    from coordinator.registry import Declaration
+    from shared.protocol import DatasetInfo, GroupInfo, TimeToEventInfo
+
+    dataset = DatasetInfo(
+        name="cohort", variables=["crp"], group=GroupInfo(column="arm", levels=["ctl", "trt"]),
+        n_records=40, n_by_group={"ctl": 20, "trt": 20}, epoch=1,
+        time_to_event={"readmission": TimeToEventInfo(follow_up=(0.0, 60.0), unit="days")})
+    info = CenterInfo(center_id="h", k=K, neighbouring="add_remove",
+                      quantile_loss_enabled=False, datasets=[dataset])
+    catalog = build_catalog([Declaration("h", None, info, None, None)])
+    entry = catalog.datasets[0].centers[0]
+    assert entry.time_to_event["readmission"].model_dump() == {"follow_up": (0.0, 60.0),
+                                                               "unit": "days"}
+    assert entry.variables == ["crp"]

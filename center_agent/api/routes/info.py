@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from center_agent.api.deps import DatasetsDep, GateDep, SettingsDep
 from center_agent.core.config import DatasetConfig
 from center_agent.gate import DatasetState
-from shared.protocol import CenterInfo, DatasetInfo, GroupInfo
+from shared.protocol import CenterInfo, DatasetInfo, GroupInfo, TimeToEventInfo
 
 router = APIRouter(tags=["service"])
 
@@ -42,6 +42,10 @@ def info(settings: SettingsDep, datasets: DatasetsDep, gate: GateDep) -> CenterI
                 metadata=dict(settings.datasets[dataset.name].metadata),
                 **sizes(settings.datasets[dataset.name], state),
                 categorical={name: list(c) for name, c in dataset.categories.items()},
+                # Public configuration only: the follow-up range and unit (not the columns).
+                time_to_event={
+                    name: TimeToEventInfo(follow_up=tte.follow_up, unit=tte.unit)
+                    for name, tte in settings.datasets[dataset.name].time_to_event.items()},
                 epoch=state.epoch,
                 paused=state.paused,
                 available=state.available,
