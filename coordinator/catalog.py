@@ -83,7 +83,9 @@ def build_catalog(declarations: Sequence[Declaration]) -> Catalog:
     datasets = [
         CatalogDataset(name=name, variables=_union([e.variables for e in parts]),
                        levels=_union([e.levels for e in parts]),
-                       categorical=_union([list(e.categorical) for e in parts]), centers=parts)
+                       categorical=_union([list(e.categorical) for e in parts]),
+                       time_to_event=_union([list(e.time_to_event) for e in parts]),
+                       centers=parts)
         for name, parts in entries.items()
     ]
     centers = [CatalogCenter(id=d.center, url=d.url,
@@ -154,6 +156,7 @@ def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],
         for what, name, field in _describe_names(spec, found):
             known = (list(found.variables) if what == "variable" else
                      list(found.categorical) if what == "categorical variable" else
+                     list(found.time_to_event) if what == "time-to-event variable" else
                      list(found.n_by_group) if what.startswith("public size") else
                      [v for v, m in found.metadata.items() if m.bounds is not None])
             lacks(what, name, field, center, known)

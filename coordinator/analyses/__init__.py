@@ -27,6 +27,7 @@ from coordinator.analyses.kruskal import Kruskal
 from coordinator.analyses.mwu import MWU
 from coordinator.analyses.quantiles import Quantiles
 from coordinator.analyses.shift import Shift
+from coordinator.analyses.survival import Survival
 from coordinator.analyses.table import Table
 from coordinator.models import Analysis as AnalysisSpec
 from coordinator.models import StudySpec
@@ -34,7 +35,7 @@ from coordinator.models import StudySpec
 # In the order the console's builder offers them.
 REGISTRY: dict[str, Analysis[Any, Any]] = {
     a.kind: a for a in (Table(), MWU(), Quantiles(), DPBoxplot(), DPQuantiles(), Describe(),
-                        Shift(), Categorical(), Kruskal(), DPMWU())
+                        Shift(), Categorical(), Kruskal(), DPMWU(), Survival())
 }
 
 

@@ -6,7 +6,7 @@ names any of them.
 
 * what they share: ``_base`` (the base models, :data:`MAX_GROUPS`, :class:`ExcludedCenter`);
 * each analysis: ``table``, ``mwu``, ``dp_mwu``, ``dp_boxplot``, ``quantiles``, ``dp_quantiles``,
-  ``categorical``, ``describe``, ``shift``, ``kruskal``;
+  ``categorical``, ``describe``, ``shift``, ``kruskal``, ``survival``;
 * the study: ``study`` — :class:`StudySpec` with the analyses' union :data:`Analysis` (how a
   study runs is :mod:`coordinator.study`), and :class:`StudyResult`, one entry per analysis
   (built from the protocols' outputs by :mod:`coordinator.results`): its result, or
@@ -156,6 +156,16 @@ from coordinator.models.study import (
     StudySpec,
     StudyStatus,
 )
+from coordinator.models.survival import (
+    MAX_INTERVALS,
+    RMSTDifferenceResult,
+    SurvivalAnalysis,
+    SurvivalCensoring,
+    SurvivalCurve,
+    SurvivalResult,
+    SurvivalTest,
+    SurvivalWeights,
+)
 from coordinator.models.table import (
     REUSED_FROM_SEEN_BY,
     ReusedTable,
@@ -168,6 +178,7 @@ __all__ = [
     "ESTIMATOR_NAMES",
     "KRUSKAL_TESTS",
     "MAX_GROUPS",
+    "MAX_INTERVALS",
     "MWU_TESTS",
     "REUSED_FROM_SEEN_BY",
     "STUDY_STATUSES",
@@ -245,6 +256,7 @@ __all__ = [
     "QuantilesResult",
     "Quota",
     "QuotaRequest",
+    "RMSTDifferenceResult",
     "Reproducibility",
     "ReusedTable",
     "RotateAnalyst",
@@ -262,6 +274,12 @@ __all__ = [
     "StudyStatus",
     "StudySummary",
     "StudyView",
+    "SurvivalAnalysis",
+    "SurvivalCensoring",
+    "SurvivalCurve",
+    "SurvivalResult",
+    "SurvivalTest",
+    "SurvivalWeights",
     "TableAnalysis",
     "TableResult",
     "TestPart",

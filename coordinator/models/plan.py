@@ -67,6 +67,9 @@ class CatalogDataset(BaseModel):
     categorical: list[str] = Field(default_factory=list,
                                    description="categorical variables declared by at least one "
                                                "center")
+    time_to_event: list[str] = Field(default_factory=list,
+                                     description="time-to-event variables declared by at least "
+                                                 "one center")
     centers: list[CatalogEntry]
 
 

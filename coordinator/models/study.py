@@ -26,6 +26,7 @@ from coordinator.models.kruskal import KruskalAnalysis, KruskalResult
 from coordinator.models.mwu import MWUAnalysis, MWUResult, MWUTest
 from coordinator.models.quantiles import QuantilesAnalysis, QuantilesResult
 from coordinator.models.shift import ShiftAnalysis, ShiftResult
+from coordinator.models.survival import SurvivalAnalysis, SurvivalResult
 from coordinator.models.table import TableAnalysis, TableResult
 from shared.fields import Distinct, Extreme
 
@@ -41,12 +42,13 @@ STUDY_STATUSES: tuple[str, ...] = get_args(StudyStatus)
 
 
 AnalysisKind = Literal["table", "mwu", "dp_boxplot", "quantiles", "dp_quantiles", "describe",
-                       "shift", "categorical", "kruskal", "dp_mwu"]
+                       "shift", "categorical", "kruskal", "dp_mwu", "survival"]
 
 
 Analysis = Annotated[
     TableAnalysis | MWUAnalysis | DPBoxplotAnalysis | QuantilesAnalysis | DPQuantilesAnalysis
-    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis | KruskalAnalysis | DPMWUAnalysis,
+    | DescribeAnalysis | ShiftAnalysis | CategoricalAnalysis | KruskalAnalysis | DPMWUAnalysis
+    | SurvivalAnalysis,
     Field(discriminator="kind"),
 ]
 
@@ -188,7 +190,8 @@ class StudySpec(_Spec):
 
 AnalysisResult = Annotated[
     TableResult | MWUResult | DPBoxplotResult | QuantilesResult | DPQuantilesResult
-    | DescribeResult | ShiftResult | CategoricalResult | KruskalResult | DPMWUResult,
+    | DescribeResult | ShiftResult | CategoricalResult | KruskalResult | DPMWUResult
+    | SurvivalResult,
     Field(discriminator="kind"),
 ]
 
@@ -232,6 +235,7 @@ AnalysisOutcome = Annotated[
     | Annotated[CategoricalResult, Tag("categorical")]
     | Annotated[KruskalResult, Tag("kruskal")]
     | Annotated[DPMWUResult, Tag("dp_mwu")]
+    | Annotated[SurvivalResult, Tag("survival")]
     | Annotated[FailedAnalysis, Tag("failed")],
     Discriminator(_outcome_tag),
 ]

@@ -136,3 +136,37 @@ def quantiles_figure(levels: Sequence[float], series: Mapping[str, Sequence[floa
     return _save(figure, fmt)
 
 
+
+
+def survival_figure(curves: Sequence[Mapping[str, Any]], *, title: str, unit: str | None = None,
+                    fmt: FigureFormat = "svg") -> bytes:
+    """Kaplan-Meier curves (``SurvivalCurve`` fields), one line per arm with its 95 % band
+    shaded, and the number at risk at each limit in a table under the axes (the published
+    figure's layout)."""
+    figure = Figure(figsize=(7.0, 3.4 + 0.22 * len(curves)), layout="constrained")
+    grid = figure.add_gridspec(2, 1, height_ratios=[5, 0.35 + 0.3 * len(curves)])
+    axes = figure.add_subplot(grid[0])
+    for curve in curves:
+        times = list(curve["times"])
+        median = "not reached" if curve["median"] is None else format(curve["median"], ".3g")
+        line, = axes.plot(times, curve["survival"], linewidth=1.6,
+                          label=f"{curve['arm']} (median {median})")
+        low = [math.nan if v is None else v for v in curve["low"]]
+        high = [math.nan if v is None else v for v in curve["high"]]
+        axes.fill_between(times, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    axes.set_ylim(0, 1.02)
+    axes.set_ylabel("survival S(t), with its 95 % band")
+    axes.grid(alpha=0.3)
+    axes.legend(frameon=False, fontsize=8, loc="lower left")
+    axes.set_title(title, fontsize=9)
+    risk = figure.add_subplot(grid[1], sharex=axes)
+    risk.set_axis_off()
+    risk.set_title("number at risk", fontsize=7, loc="left")
+    for row, curve in enumerate(curves):
+        y = len(curves) - row
+        risk.text(curve["times"][0], y, f"{curve['arm']} ", ha="right", va="center", fontsize=7)
+        for t, n in zip(curve["times"], curve["at_risk"], strict=False):
+            risk.text(t, y, f"{n:.0f}", ha="center", va="center", fontsize=7)
+    risk.set_ylim(0.3, len(curves) + 0.7)
+    axes.set_xlabel(f"time ({unit})" if unit else "time")
+    return _save(figure, fmt)

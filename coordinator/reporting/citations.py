@@ -57,6 +57,25 @@ WORKS: Mapping[str, str] = {
               "22, 719-748.",
     "wilson": "Wilson, E. B. (1927). Probable inference, the law of succession, and statistical "
               "inference. JASA 22, 209-212.",
+    "kaplan_meier": "Kaplan, E. L. & Meier, P. (1958). Nonparametric estimation from "
+                    "incomplete observations. JASA 53, 457-481.",
+    "greenwood": "Greenwood, M. (1926). The natural duration of cancer. Reports on Public "
+                 "Health and Medical Subjects 33, HMSO.",
+    "cutler": "Cutler, S. J. & Ederer, F. (1958). Maximum utilization of the life table method "
+              "in analyzing survival. Journal of Chronic Diseases 8, 699-712.",
+    "brookmeyer": "Brookmeyer, R. & Crowley, J. (1982). A confidence interval for the median "
+                  "survival time. Biometrics 38, 29-41.",
+    "mantel_logrank": "Mantel, N. (1966). Evaluation of survival data and two new rank order "
+                      "statistics arising in its consideration. Cancer Chemotherapy Reports "
+                      "50, 163-170.",
+    "yusuf": "Yusuf, S., Peto, R., Lewis, J., Collins, R. & Sleight, P. (1985). Beta blockade "
+             "during and after myocardial infarction: an overview of the randomized trials. "
+             "Progress in Cardiovascular Diseases 27, 335-371.",
+    "royston": "Royston, P. & Parmar, M. K. B. (2013). Restricted mean survival time: an "
+               "alternative to the hazard ratio for the design and analysis of randomized "
+               "trials with a time-to-event outcome. BMC Medical Research Methodology 13, 152.",
+    "dwork_roth": "Dwork, C. & Roth, A. (2014). The algorithmic foundations of differential "
+                  "privacy. Foundations and Trends in Theoretical Computer Science 9, 211-407.",
 }
 
 

@@ -32,6 +32,7 @@ PARTS: dict[str, dict[str, Any]] = {
     "describe": {"kind": "describe"}, "shift": {"kind": "shift"},
     "categorical": {"kind": "categorical", "variable": "smoking"},
     "kruskal": {"kind": "kruskal"}, "dp_mwu": {"kind": "dp_mwu", "epsilon": 1.0},
+    "survival": {"kind": "survival", "variable": "readmission", "epsilon": 1.0, "horizon": 90},
 }
 # The refusal of a spec without the levels an analysis compares, as the API words it.
 NEEDS_GROUPS = {
@@ -39,6 +40,7 @@ NEEDS_GROUPS = {
     "dp_mwu": "a dp_mwu analysis needs `groups` (the two levels X and Y)",
     "shift": "a shift analysis needs `groups` (the two levels X and Y)",
     "kruskal": "a kruskal analysis needs `groups` (the arms compared, 2 to 32 levels)",
+    "survival": "a survival analysis needs `groups` (the two levels X and Y)",
 }
 
 
@@ -158,7 +160,8 @@ def test_the_builder_offers_every_registered_analysis_with_its_own_fields() -> N
               "dp_quantiles.bounds.1": "30", "dp_quantiles.levels": "0.5",
               "dp_quantiles.group": "trt", "describe.variables": ["crp", "age"],
               "categorical.variable": "smoking", "dp_mwu.epsilon": "1",
-              "dp_mwu.size_share": "0.3"}
+              "dp_mwu.size_share": "0.3", "survival.variable": "readmission",
+              "survival.epsilon": "0.5", "survival.horizon": "90"}
     spec = StudySpec.model_validate(spec_from_form(values))
     assert [a.kind for a in spec.analyses] == list(ANALYSES)
     assert spec.analyses[1].epsilon == 0.5  # type: ignore[union-attr]

@@ -29,7 +29,7 @@ from coordinator.ui import forms
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
-STUDIES = ("demo", "dp_demo", "study", "categorical", "kruskal")
+STUDIES = ("demo", "dp_demo", "study", "categorical", "kruskal", "survival")
 VIEWS = {name: json.loads((GOLDEN / f"{name}.json").read_text()) for name in STUDIES}
 KINDS = sorted(REGISTRY)
 

@@ -1,6 +1,6 @@
-"""The shown half of every analysis kind held fixed: five stored studies (the demo's, the DP
-demo's, ``examples/study.toml``'s, a categorical Table 1 and a k-arm study: every registered
-kind at least once, ``golden/*.json``) rendered as text summary, HTML report, Methods
+"""The shown half of every analysis kind held fixed: six stored studies (the demo's, the DP
+demo's, ``examples/study.toml``'s, a categorical Table 1, a k-arm study and a survival study:
+every registered kind at least once, ``golden/*.json``) rendered as text summary, HTML report, Methods
 paragraph, CSV parts, workbook cells, figure and export links, provenance names and the
 uninformative notes, compared with what the same code rendered when the studies were stored
 (``golden/*.shown.json``).
@@ -31,7 +31,7 @@ from coordinator.reporting.shown import Shown
 from coordinator.ui import forms
 
 GOLDEN = Path(__file__).parent / "golden"
-STUDIES = ("demo", "dp_demo", "study", "categorical", "kruskal")
+STUDIES = ("demo", "dp_demo", "study", "categorical", "kruskal", "survival")
 
 
 def _without_figures(page: str) -> str:
