@@ -314,10 +314,11 @@ def catalog_names(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
     datasets declaring it: the page offers a name only while one of its datasets is chosen
     (a registered center the catalog could not read is in none: always offered)."""
     names: dict[str, dict[str, list[str]]] = {"variables": {}, "levels": {}, "categorical": {},
-                                              "centers": {}}
+                                              "time_to_event": {}, "centers": {}}
     for ds in catalog.datasets:
         for what, declared in (("variables", ds.variables), ("levels", ds.levels),
                                ("categorical", ds.categorical),
+                               ("time_to_event", ds.time_to_event),
                                ("centers", [c.center for c in ds.centers])):
             for name in declared:
                 names[what].setdefault(name, []).append(ds.name)

@@ -19,7 +19,8 @@ How a property of the schema becomes a field:
 * a name the catalog knows (by the analysis' :attr:`~coordinator.analyses.base.Analysis.
   form_widgets`, else by the field's name: ``group`` a declared level, ``variable`` and
   ``variables`` declared variables; ``categorical`` and ``categoricals`` by ``form_widgets``
-  only, declared categorical variables): a select or checkboxes of the catalog's names, each
+  only, declared categorical variables; ``time_to_event`` likewise, declared time-to-event
+  variables): a select or checkboxes of the catalog's names, each
   marked with the datasets declaring it (the page offers only the chosen dataset's);
 * any other string: a text box; anything else: a box of JSON.
 
@@ -42,7 +43,7 @@ from coordinator.analyses import REGISTRY, Analysis, FormError
 
 Widget = Literal["number", "integer", "select", "checkbox", "checks", "numbers", "pair",
                  "choice_or_number", "mapping", "variable_pairs", "variable", "variables", "level",
-                 "categorical", "categoricals", "text", "json"]
+                 "categorical", "categoricals", "time_to_event", "text", "json"]
 # The catalog's names by the field's name, unless the analysis says otherwise (form_widgets).
 CATALOG_NAMES: dict[str, Widget] = {"group": "level", "variable": "variable",
                                     "variables": "variables"}
@@ -201,6 +202,8 @@ def _widget(analysis: Analysis[Any, Any], name: str, node: Mapping[str, Any]) ->
         return "categorical", ()
     if hinted == "categoricals" and kind == "array" and items.get("type") == "string":
         return "categoricals", ()
+    if hinted == "time_to_event" and kind == "string":
+        return "time_to_event", ()
     if "enum" in node:
         return "select", tuple(map(str, node["enum"]))
     if kind == "boolean":

@@ -68,6 +68,8 @@ def samples(f: FormField) -> list[dict[str, Any]]:
         return [{f.input: CATEGORICAL[0]}]
     if f.widget == "categoricals":
         return [{f.input: CATEGORICAL[:1]}, {f.input: CATEGORICAL}]
+    if f.widget == "time_to_event":
+        return [{f.input: "readmission"}]
     if f.widget == "text":
         return [{f.input: "x"}]
     assert not f.required, f"{f.input}: a required field the builder can only read as JSON"
@@ -449,7 +451,8 @@ def test_catalog_names_carry_the_datasets_declaring_them() -> None:
     assert names == {
         "variables": {"crp": ["cohort"], "age": ["cohort", "visits"], "sbp": ["visits"]},
         "levels": {"ctl": ["cohort", "visits"], "trt": ["cohort"], "pre": ["visits"]},
-        "categorical": {"smoking": ["cohort"]}, "centers": {"alpha": ["cohort", "visits"]}}
+        "categorical": {"smoking": ["cohort"]}, "time_to_event": {},
+        "centers": {"alpha": ["cohort", "visits"]}}
 
 
 def test_categorical_variables_are_picked_from_the_catalogs_categorical_ones() -> None:
