@@ -18,11 +18,13 @@ the analyses by kind::
                                           # mean, sd, median, q1, q3, ε, method, intervals
     record.result.kruskal.to_frame()      # one row per test: H, df, pvalue (and the trend's)
     record.result.kruskal.arms()          # per arm: n and mean rank, federated and per center
+    record.result.survival.to_frame()     # one tidy row per (center, arm, time): S, band, at risk
+    record.result.survival.tests()        # log-rank (stratified, pooled), HR, RMST difference
     record.result.centers                 # each center included or excluded, and why
 
-``mwu``, ``table``, ``quantiles`` and ``kruskal`` are the study's (first) analysis of that kind;
-``boxplots`` and ``dp_quantiles`` gather every analysis of their kind (a study asks one per
-group level). An analysis that failed in a ``partially_failed`` study raises
+``mwu``, ``table``, ``quantiles``, ``kruskal`` and ``survival`` are the study's (first) analysis
+of that kind; ``boxplots`` and ``dp_quantiles`` gather every analysis of their kind (a study
+asks one per group level). An analysis that failed in a ``partially_failed`` study raises
 :class:`~fedstats_client.errors.AnalysisFailed` (naming the center) when read; one the study did
 not ask raises :class:`~fedstats_client.errors.NoSuchAnalysis`.
 
@@ -50,6 +52,7 @@ from coordinator.models import (
     StudyPlan,
     StudyResult,
     StudyView,
+    SurvivalResult,
     TableResult,
 )
 from fedstats_client.errors import AnalysisFailed, NoSuchAnalysis
@@ -398,6 +401,77 @@ class Categorical:
                                                   "method"])
 
 
+class Survival:
+    """A time-to-event analysis: each arm's curve per center and pooled, the medians and RMST,
+    the RMST difference and the log-rank tests (docs/methods.md §13)."""
+
+    def __init__(self, raw: SurvivalResult) -> None:
+        self.raw = raw
+
+    def to_frame(self) -> pd.DataFrame:
+        """The curves, one tidy row per (``center``, ``arm``, ``time``): ``survival`` with its
+        95 % band (``low``, ``high``; NaN once S is 0), the number ``at_risk`` at that time and
+        the ``events`` and ``censored`` in the interval that starts there (NaN at the last
+        time)."""
+        rows = []
+        for c in self.raw.curves:
+            for j, t in enumerate(c.times):
+                rows.append({"center": c.center, "arm": c.arm, "time": t,
+                             "survival": c.survival[j], "low": c.low[j], "high": c.high[j],
+                             "at_risk": c.at_risk[j],
+                             "events": c.events[j] if j < len(c.events) else math.nan,
+                             "censored": c.censored[j] if j < len(c.censored) else math.nan})
+        return _pandas().DataFrame(rows, columns=["center", "arm", "time", "survival", "low",
+                                                  "high", "at_risk", "events", "censored"])
+
+    def summary(self) -> pd.DataFrame:
+        """Per (``center``, ``arm``): the noisy size ``n``, the ``median`` with its interval
+        (NaN: not reached within the grid) and the ``rmst`` with its interval."""
+        rows = [{"center": c.center, "arm": c.arm, "n": c.noisy_total,
+                 "median": math.nan if c.median is None else c.median,
+                 "median_low": math.nan if c.median_low is None else c.median_low,
+                 "median_high": math.nan if c.median_high is None else c.median_high,
+                 "rmst": c.rmst, "rmst_low": c.rmst_low, "rmst_high": c.rmst_high}
+                for c in self.raw.curves]
+        return _pandas().DataFrame(rows).set_index(["center", "arm"])
+
+    def tests(self) -> pd.DataFrame:
+        """The log-rank tests (index ``test``: stratified, pooled) with Peto's hazard ratio in
+        ``estimate``, ``low``, ``high``, and the RMST difference (``rmst_difference``: its
+        estimate and interval there; ``of`` says which)."""
+        rows = [{"test": t.name, "weights": t.weights, "statistic": t.statistic, "df": t.df,
+                 "pvalue": t.pvalue, "estimate": t.hazard_ratio, "low": t.hazard_ratio_low,
+                 "high": t.hazard_ratio_high, "of": "hazard ratio"} for t in self.raw.tests]
+        d = self.raw.rmst_difference
+        rows.append({"test": "rmst_difference", "weights": None, "statistic": None, "df": None,
+                     "pvalue": d.pvalue, "estimate": d.estimate, "low": d.low, "high": d.high,
+                     "of": f"RMST to {d.horizon:g}, second arm − first"})
+        return _pandas().DataFrame(rows).set_index("test")
+
+    def plot(self, ax: Axes | None = None, *, center: str = "pooled") -> Axes:
+        """The Kaplan-Meier curves of ``center``'s arms (default the pooled ones), each with its
+        95 % band."""
+        import matplotlib.pyplot as plt
+
+        axes = ax if ax is not None else plt.subplots()[1]
+        for c in self.raw.curves:
+            if c.center == center:
+                low = [math.nan if v is None else v for v in c.low]
+                high = [math.nan if v is None else v for v in c.high]
+                line, = axes.plot(c.times, c.survival, label=c.arm)
+                axes.fill_between(c.times, low, high, alpha=0.15, color=line.get_color())
+        axes.set_ylim(0, 1.02)
+        axes.set_xlabel("time")
+        axes.set_ylabel("survival")
+        axes.legend(frameon=False)
+        return axes
+
+    def __repr__(self) -> str:
+        d = self.raw.rmst_difference
+        return (f"Survival({self.raw.variable}: RMST difference {d.estimate:.4g} "
+                f"[{d.low:.4g}, {d.high:.4g}])")
+
+
 @dataclass(frozen=True)
 class Results:
     """A study's result, read by analysis kind (see the module's docstring); ``raw`` is the
@@ -471,6 +545,10 @@ class Results:
     @property
     def kruskal(self) -> Kruskal:
         return Kruskal(self._succeeded("kruskal")[0])
+
+    @property
+    def survival(self) -> Survival:
+        return Survival(self._succeeded("survival")[0])
 
     @property
     def failed(self) -> list[AnalysisFailed]:

@@ -164,6 +164,19 @@ class Study:
         Jonckheere-Terpstra (``alternative``: increasing, decreasing or two-sided)."""
         return self._with("kruskal", ordered=ordered, alternative=alternative)
 
+    def survival(self, variable: str, *, epsilon: float, horizon: float,
+                 intervals: int | None = None, weights: str | None = None,
+                 censoring: str | None = None, per_center: bool | None = None) -> Study:
+        """Time to the event of the time-to-event ``variable`` by arm: Kaplan-Meier curves with
+        their bands and numbers at risk, median survival, RMST to ``horizon`` and its
+        difference, the log-rank test stratified by center (``weights``: logrank, gehan,
+        tarone-ware, peto) with Peto's hazard ratio, from each center's ε-DP life table per arm
+        (``epsilon`` spent per arm at each center) on ``intervals`` equal intervals from 0 to
+        ``horizon``."""
+        return self._with("survival", variable=variable, epsilon=epsilon, horizon=horizon,
+                          intervals=intervals, weights=weights, censoring=censoring,
+                          per_center=per_center)
+
     def add(self, kind: str, /, **fields: Any) -> Study:
         """One analysis of any ``kind`` the coordinator's models know, with its keys as a study
         file names them (None ones left out; R's ``fs_add_analysis``), one this client has no

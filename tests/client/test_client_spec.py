@@ -30,6 +30,8 @@ MINIMAL: dict[str, tuple[dict[str, Any], Callable[[Study], Study]]] = {
     "describe": ({}, lambda s: s.describe()),
     "categorical": ({"variable": "smoking"}, lambda s: s.categorical("smoking")),
     "kruskal": ({}, lambda s: s.kruskal()),
+    "survival": ({"variable": "readmission", "epsilon": 1.0, "horizon": 90.0},
+                 lambda s: s.survival("readmission", epsilon=1.0, horizon=90.0)),
 }
 
 

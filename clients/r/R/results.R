@@ -12,6 +12,8 @@
 #   fs_centers_used(study) each center included or excluded, and why       (result.centers)
 #   fs_dp_mwu(study)       the DP Mann-Whitney tests (part = "tests"), effects ("effects") or
 #                          each center's release ("releases")    (result.dp_mwu.to_frame(), ...)
+#   fs_survival(study)     the curves per (center, arm, time); part = "summary": medians and
+#                          RMST; "tests": log-rank, hazard ratio, RMST difference (result.survival)
 #   fs_guarantees(study)   each center's lifetime privacy guarantee, its line (result.guarantees)
 #   fs_shift(study)        the Hodges-Lehmann shift: what the bins allow (result.shift.to_frame())
 #   fs_kruskal(study)      one row per Kruskal-Wallis (and trend) test (part = "tests"), or
@@ -297,6 +299,46 @@ fs_kruskal <- function(study, part = c("tests", "arms")) {
       test(paste0("trend:", name), t$zstatistic, NULL, t$pvalue, law = "z")
     }))
   bind_rows(rows, c("test", "statistic", "law", "df", "pvalue"))
+}
+
+#' @rdname fs_results
+#' @export
+fs_survival <- function(study, part = c("curves", "summary", "tests")) {
+  part <- match.arg(part)
+  raw <- outcomes(study, "survival")[[1]]
+  if (part == "curves") {
+    rows <- lapply(raw$curves, function(c) {
+      n <- length(c$times)
+      pad <- function(x) c(vapply(x, real, 0), rep(NA_real_, n - length(x)))
+      data.frame(center = c$center, arm = c$arm, time = vapply(c$times, real, 0),
+                 survival = vapply(c$survival, real, 0), low = vapply(c$low, real, 0),
+                 high = vapply(c$high, real, 0), at_risk = vapply(c$at_risk, real, 0),
+                 events = pad(c$events), censored = pad(c$censored), stringsAsFactors = FALSE)
+    })
+    return(bind_rows(rows, c("center", "arm", "time", "survival", "low", "high", "at_risk",
+                             "events", "censored")))
+  }
+  if (part == "summary") {
+    rows <- lapply(raw$curves, function(c) data.frame(
+      center = c$center, arm = c$arm, n = real(c$noisy_total), median = real(c$median),
+      median_low = real(c$median_low), median_high = real(c$median_high),
+      rmst = real(c$rmst), rmst_low = real(c$rmst_low), rmst_high = real(c$rmst_high),
+      stringsAsFactors = FALSE))
+    return(bind_rows(rows, c("center", "arm", "n", "median", "median_low", "median_high",
+                             "rmst", "rmst_low", "rmst_high")))
+  }
+  d <- raw$rmst_difference
+  rows <- c(lapply(raw$tests, function(t) data.frame(
+    test = t$name, weights = t$weights, statistic = real(t$statistic), df = num(t$df),
+    pvalue = real(t$pvalue), estimate = real(t$hazard_ratio), low = real(t$hazard_ratio_low),
+    high = real(t$hazard_ratio_high), of = "hazard ratio", stringsAsFactors = FALSE)),
+    list(data.frame(test = "rmst_difference", weights = NA_character_, statistic = NA_real_,
+                    df = NA_real_, pvalue = real(d$pvalue), estimate = real(d$estimate),
+                    low = real(d$low), high = real(d$high),
+                    of = sprintf("RMST to %s, second arm - first", format(real(d$horizon))),
+                    stringsAsFactors = FALSE)))
+  bind_rows(rows, c("test", "weights", "statistic", "df", "pvalue", "estimate", "low", "high",
+                    "of"))
 }
 
 CATEGORY_COLUMNS <- c("variable", "center", "arm", "category", "count", "percent", "low",

@@ -176,6 +176,15 @@ fs_add_categorical <- function(spec, variable, mode = NULL, epsilon = NULL, per_
 }
 
 #' @rdname fs_add
+#' @export
+fs_add_survival <- function(spec, variable, epsilon, horizon, intervals = NULL, weights = NULL,
+                            censoring = NULL, per_center = NULL) {
+  add_analysis(spec, "survival", variable = variable, epsilon = epsilon, horizon = horizon,
+               intervals = intervals, weights = weights, censoring = censoring,
+               per_center = per_center)
+}
+
+#' @rdname fs_add
 #' @param kind any analysis the coordinator registers (`GET /v1/info`'s or the docs' list;
 #'   e.g. one newer than this client's functions), its keys given in `...` as the study file
 #'   names them.

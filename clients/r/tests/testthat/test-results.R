@@ -81,3 +81,31 @@ test_that("fs_categorical gathers the describes' categorical rows; a failure is 
                regexp = "no categorical variable")
   expect_error(fs_categorical(record(plain), "counts"), "should be one of")
 })
+
+test_that("fs_survival: curves with a band ending in none, the summary and the tests", {
+  curve <- function(center, arm) list(
+    center = center, arm = arm, times = list(0, 30, 60), survival = list(1, 0.8, 0),
+    low = list(1, 0.7, NULL), high = list(1, 0.9, NULL), at_risk = list(100, 70, 0),
+    events = list(20, 50), censored = list(10, 20), median = 45, median_low = 40,
+    median_high = NULL, rmst = 50, rmst_low = 48, rmst_high = 52, rmst_se = 1,
+    noisy_total = 100.4)
+  survival <- list(
+    kind = "survival", status = "succeeded", variable = "readmission", horizon = 60,
+    curves = list(curve("pooled", "ctl"), curve("pooled", "trt"), curve("h1", "ctl")),
+    rmst_difference = list(horizon = 60, estimate = 2, se = 1, low = 0, high = 4,
+                           pvalue = 0.05, sampling_se = 0.9, noise_se = 0.4),
+    tests = list(list(name = "stratified", weights = "logrank", statistic = 4, df = 1L,
+                      pvalue = 0.045, hazard_ratio = 0.7, hazard_ratio_low = 0.5,
+                      hazard_ratio_high = 0.99)))
+  curves <- fs_survival(record(survival))
+  expect_identical(nrow(curves), 9L)
+  expect_identical(curves$center[1:3], rep("pooled", 3))
+  expect_identical(curves$low, rep(c(1, 0.7, NA), 3))
+  expect_identical(curves$events, rep(c(20, 50, NA), 3))  # the last limit starts no interval
+  summary <- fs_survival(record(survival), part = "summary")
+  expect_identical(summary$median_high, rep(NA_real_, 3))  # not reached
+  expect_identical(summary$n, rep(100.4, 3))
+  tests <- fs_survival(record(survival), part = "tests")
+  expect_identical(tests$test, c("stratified", "rmst_difference"))
+  expect_identical(tests$estimate, c(0.7, 2))
+})
