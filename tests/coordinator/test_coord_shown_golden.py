@@ -1,7 +1,7 @@
 """The shown half of every analysis kind held fixed: six stored studies (the demo's, the DP
 demo's, ``examples/study.toml``'s, a categorical Table 1, a k-arm study and a survival study:
-every registered kind at least once, ``golden/*.json``) rendered as text summary, HTML report, Methods
-paragraph, CSV parts, workbook cells, figure and export links, provenance names and the
+every registered kind at least once, ``golden/*.json``) rendered as text summary, HTML report,
+Methods paragraph, CSV parts, workbook cells, figure and export links, provenance names and the
 uninformative notes, compared with what the same code rendered when the studies were stored
 (``golden/*.shown.json``).
 

@@ -1,10 +1,10 @@
 """The survival protocol over ports that answer with the core's own DP life tables
 (``shared.dp.life_table``; the center's release kind is tested in tests/center_agent/): what the
 coordinator reads from the releases against the exact life tables of the same records
-(``shared.survival``, itself checked against R's ``survival`` and lifelines), at the largest ε
-(100: the noise's SD 0.014 records per cell); the pooled table is the centers' noisy counts summed; a release
-noised less than its ε needs, or on another grid, is implausible; and the result the analysis
-builds is shown (summary, report, Methods, exports, figure)."""
+(``shared.survival``, itself checked against scipy and R's ``survival``), at the largest ε
+(100: the noise's SD 0.014 records per cell); the pooled table is the centers' noisy counts
+summed; a release noised less than its ε needs, or on another grid, is implausible; and the
+result the analysis builds is shown (summary, report, Methods, exports, figure)."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ async def test_the_analysis_builds_a_result_the_shown_half_reads() -> None:
     view = {"id": "s", "status": "succeeded", "spec": spec.model_dump(mode="json"),
             "result": {"analyses": [found.model_dump(mode="json")], "centers": list(DATA),
                        "excluded": []}}
-    (index, shown_spec, shown_result), = Shown(view).succeeded()
+    (_index, shown_spec, shown_result), = Shown(view).succeeded()
     assert shown_result == found
     raw = view["result"]["analyses"][0]
     summary = "\n".join(analysis.summary_lines(raw, view, []))
