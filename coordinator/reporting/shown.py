@@ -62,7 +62,11 @@ class Shown:
         try:
             return StudySpec.model_validate(self._raw_spec)
         except ValidationError:
-            pass
+            return self._readable_spec()
+
+    def _readable_spec(self) -> StudySpec:
+        """The spec's own fields with the analyses this version reads (validated where they
+        still make a valid spec, else taken as stored: what is shown reads them only)."""
         readable = [a for a in self.asked if a is not None]
         fields = {k: v for k, v in self._raw_spec.items()
                   if k in StudySpec.model_fields and k not in ("analyses", "primary")}
