@@ -157,6 +157,8 @@ def unknown_names(spec: StudySpec, declarations: Sequence[Declaration],
             known = (list(found.variables) if what == "variable" else
                      list(found.categorical) if what == "categorical variable" else
                      list(found.time_to_event) if what == "time-to-event variable" else
+                     [f"{v} to {t.follow_up[1]:g}" for v, t in found.time_to_event.items()]
+                     if what == "time-to-event follow-up" else
                      list(found.n_by_group) if what.startswith("public size") else
                      [v for v, m in found.metadata.items() if m.bounds is not None])
             lacks(what, name, field, center, known)

@@ -96,17 +96,21 @@ class Survival(Analysis[SurvivalAnalysis, SurvivalResult]):
 
     def lacking(self, spec: StudySpec, analysis: SurvivalAnalysis, index: int,
                 found: DatasetInfo) -> list[tuple[str, str, str]]:
-        if analysis.variable not in found.time_to_event:
+        declared = found.time_to_event.get(analysis.variable)
+        if declared is None:
             return [("time-to-event variable", analysis.variable,
                      f"body.analyses.{index}.variable")]
+        if analysis.horizon > declared.follow_up[1]:
+            # Past a center's follow-up its table would hold noise alone: refused before any ε.
+            return [("time-to-event follow-up", f"{analysis.variable} to {analysis.horizon:g}",
+                     f"body.analyses.{index}.horizon")]
         return []
 
     def plan_notes(self, spec: StudySpec, analysis: SurvivalAnalysis, index: int,
                    size_of: Any) -> list[str]:
         return [f"analysis {index} (survival): each center releases one ε-DP life table per "
                 f"arm ({analysis.intervals} intervals of {fmt(analysis.grid[1], 3)} to "
-                f"{fmt(analysis.horizon, 3)}), ε = {fmt(analysis.epsilon)} each; the horizon "
-                "must lie inside every center's declared follow-up"]
+                f"{fmt(analysis.horizon, 3)}), ε = {fmt(analysis.epsilon)} each"]
 
     async def run(self, study: StudyRun, analysis: SurvivalAnalysis) -> AnalysisResult:
         spec = study.spec

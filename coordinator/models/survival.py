@@ -4,9 +4,9 @@ center with Peto's hazard ratio (docs/methods.md §13)."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from coordinator.models._base import ExcludedCenter, VariableName, _AnalysisSpec, _Result
 from shared.fields import Epsilon
@@ -42,12 +42,6 @@ class SurvivalAnalysis(_AnalysisSpec):
         default="actuarial", description="where in its interval a censoring is taken to be: "
                                          "spread over it (actuarial), or at its end")
     per_center: bool = Field(default=True, description="show each center's own curves too")
-
-    @model_validator(mode="after")
-    def _grid(self) -> Self:
-        if self.horizon / self.intervals <= 0:
-            raise ValueError("`horizon` / `intervals` must be a positive interval width")
-        return self
 
     @property
     def grid(self) -> list[float]:

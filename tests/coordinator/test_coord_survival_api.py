@@ -86,10 +86,14 @@ async def test_a_survival_study_matches_lifelines_and_is_shown(tmp_path: Path) -
             assert view["status"] == "succeeded", view
             found = view["result"]["analyses"][0]
             assert await coord.spent() == dict.fromkeys(data, pytest.approx(200.0))
-            # A horizon past hospital b's 60 days of follow-up: that center refuses its grid.
-            late = await coord.run(_spec(horizon=75, intervals=15))
-            assert late["status"] in ("failed", "partially_failed")
-            assert "beta" in json.dumps(late["result"] or late["error"])
+            # A horizon past hospital b's 60 days of follow-up: refused at submission, naming
+            # the center and what it declares, before any ε is spent.
+            late = await coord.post(_spec(horizon=75, intervals=15))
+            assert late.status_code == 422, late.text
+            assert late.json()["error"] == "unknown_name"
+            assert "'readmission to 75' is not declared" in late.text
+            assert "beta" in late.text and "readmission to 60" in late.text
+            assert await coord.spent() == dict.fromkeys(data, pytest.approx(200.0))
     finally:
         for c in centers.values():
             await c.port.aclose()
