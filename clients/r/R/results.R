@@ -156,7 +156,7 @@ fs_guarantees <- function(study) {
 #' @export
 fs_table <- function(study) {
   raw <- outcomes(study, "table")[[1]]
-  limits <- unlist(raw$limits)
+  limits <- vapply(raw$limits, real, 0)  # open ends arrive as "-Infinity" / "Infinity"
   groups <- unlist(study$spec$groups) %||% "all"
   out <- data.frame(lower = limits[-length(limits)], upper = limits[-1])
   for (g in seq_along(groups)) out[[groups[[g]]]] <- as.numeric(unlist(raw$counts[[g]]))

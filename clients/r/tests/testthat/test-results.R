@@ -109,3 +109,14 @@ test_that("fs_survival: curves with a band ending in none, the summary and the t
   expect_identical(tests$test, c("stratified", "rmst_difference"))
   expect_identical(tests$estimate, c(0.7, 2))
 })
+
+test_that("fs_table reads the open ends of a table closed by infinite limits", {
+  table <- list(kind = "table", status = "succeeded", limits = list("-Infinity", 1, 2, "Infinity"),
+                counts = list(list(10, 0, 20), list(0, 15, 10)))
+  study <- record(table)
+  study$spec <- list(groups = list("ctl", "trt"))
+  frame <- fs_table(study)
+  expect_identical(frame$lower, c(-Inf, 1, 2))
+  expect_identical(frame$upper, c(1, 2, Inf))
+  expect_identical(frame$trt, c(0, 15, 10))
+})
