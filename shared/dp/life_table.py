@@ -84,7 +84,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from shared._validation import (
     as_finite_1d,
@@ -111,11 +110,11 @@ from shared.survival import (
     _area,
     _at_risk,
     _stratum_parts,
-    _z,
     kaplan_meier,
     life_table,
     logrank,
     rmst,
+    rmst_difference,
     survival_quantile,
 )
 
@@ -486,12 +485,11 @@ def dp_rmst_difference(first: DPLifeTable, second: DPLifeTable, horizon: float, 
     """The RMST difference of two arms' DP life tables at one horizon (module docstring)."""
     a, b = dp_rmst(_check_release(first, "first"), horizon, level=level, censoring=censoring), \
         dp_rmst(_check_release(second, "second"), horizon, level=level, censoring=censoring)
-    diff = b.estimate - a.estimate
-    se = math.hypot(a.se, b.se)
-    z = _z(a.level)
-    p = float(2.0 * stats.norm.sf(abs(diff) / se)) if se > 0 else (1.0 if diff == 0 else 0.0)
-    return DPRMSTDifference(horizon=a.horizon, estimate=diff, se=se, low=diff - z * se,
-                            high=diff + z * se, pvalue=p, level=a.level,
+    # The difference as the life tables' own, each arm's noise variance added (one formula).
+    d = rmst_difference(first.table, second.table, horizon, level=level,
+                        censoring=censoring, noise_variance=(a.noise_se**2, b.noise_se**2))
+    return DPRMSTDifference(horizon=d.horizon, estimate=d.estimate, se=d.se, low=d.low,
+                            high=d.high, pvalue=d.pvalue, level=d.level,
                             sampling_se=math.hypot(a.sampling_se, b.sampling_se),
                             noise_se=math.hypot(a.noise_se, b.noise_se), arms=(a, b))
 
