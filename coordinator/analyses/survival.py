@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from coordinator.analyses.base import Analysis, MethodsContext, Request, Spend, StudyRun
@@ -107,7 +107,7 @@ class Survival(Analysis[SurvivalAnalysis, SurvivalResult]):
         return []
 
     def plan_notes(self, spec: StudySpec, analysis: SurvivalAnalysis, index: int,
-                   size_of: Any) -> list[str]:
+                   size_of: Callable[[str | None], int]) -> list[str]:
         return [f"analysis {index} (survival): each center releases one ε-DP life table per "
                 f"arm ({analysis.intervals} intervals of {fmt(analysis.grid[1], 3)} to "
                 f"{fmt(analysis.horizon, 3)}), ε = {fmt(analysis.epsilon)} each"]
